@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs the agent: installs and builds when needed, and against the default
+# local Docker socket starts the engine when it does not answer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ -d node_modules ] || npm ci --no-audit --no-fund
+if [ ! -f dist/main.js ] || [ -n "$(find src package.json tsconfig.json tsconfig.build.json -newer dist/main.js -print -quit)" ]; then
+  npm run --silent build
+fi
+if [ "${AGENT_RUNTIME:-docker}" = docker ] && [ "${DOCKER_HOST:-unix:///var/run/docker.sock}" = unix:///var/run/docker.sock ]; then
+  bash scripts/docker-engine.sh >/dev/null
+fi
+exec node dist/main.js

@@ -1,0 +1,69 @@
+import { number, object, string, ValidationError } from 'yup';
+
+/** The agent's configuration, read once at start (CONTRACT.md §5). */
+export interface Config {
+  readonly runtime: 'docker' | 'kubernetes';
+  readonly host: string;
+  readonly port: number;
+  readonly dockerHost: string;
+  readonly namespace: string | undefined;
+  readonly restartTimeoutMs: number;
+  readonly adminToken: string | undefined;
+}
+
+/** A configuration value that cannot be used; its message names the variable. */
+export class ConfigError extends Error {}
+
+const env = object({
+  AGENT_RUNTIME: string()
+    .oneOf(['docker', 'kubernetes'] as const, 'AGENT_RUNTIME must be docker or kubernetes')
+    .default('docker'),
+  AGENT_HOST: string().matches(/^[\w.:-]+$/, 'AGENT_HOST must be an IP address or host name').default('0.0.0.0'),
+  AGENT_PORT: number()
+    .typeError('AGENT_PORT must be a whole number from 0 to 65535')
+    .integer('AGENT_PORT must be a whole number from 0 to 65535')
+    .min(0, 'AGENT_PORT must be a whole number from 0 to 65535')
+    .max(65535, 'AGENT_PORT must be a whole number from 0 to 65535')
+    .default(8000),
+  DOCKER_HOST: string()
+    .matches(/^(unix|tcp|http|https):\/\/\S+$/, 'DOCKER_HOST must look like unix:///path or tcp://host:port')
+    .default('unix:///var/run/docker.sock'),
+  AGENT_NAMESPACE: string().matches(
+    /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/,
+    'AGENT_NAMESPACE must be a Kubernetes namespace name',
+  ),
+  AGENT_RESTART_TIMEOUT_MS: number()
+    .typeError('AGENT_RESTART_TIMEOUT_MS must be a whole number of milliseconds from 1 to 3600000')
+    .integer('AGENT_RESTART_TIMEOUT_MS must be a whole number of milliseconds from 1 to 3600000')
+    .min(1, 'AGENT_RESTART_TIMEOUT_MS must be a whole number of milliseconds from 1 to 3600000')
+    .max(3_600_000, 'AGENT_RESTART_TIMEOUT_MS must be a whole number of milliseconds from 1 to 3600000')
+    .default(60_000),
+  AGENT_ADMIN_TOKEN: string().matches(/^\S+$/, 'AGENT_ADMIN_TOKEN must not contain white space'),
+});
+
+/**
+ * Reads and validates the configuration. An empty variable counts as unset.
+ * Throws ConfigError naming the first bad variable.
+ */
+export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
+  const given = Object.fromEntries(
+    Object.keys(env.fields)
+      .map((name) => [name, source[name]?.trim()])
+      .filter(([, value]) => value !== undefined && value !== ''),
+  );
+  try {
+    const values = env.validateSync(given, { abortEarly: true, stripUnknown: true });
+    return Object.freeze({
+      runtime: values.AGENT_RUNTIME,
+      host: values.AGENT_HOST,
+      port: values.AGENT_PORT,
+      dockerHost: values.DOCKER_HOST,
+      namespace: values.AGENT_NAMESPACE,
+      restartTimeoutMs: values.AGENT_RESTART_TIMEOUT_MS,
+      adminToken: values.AGENT_ADMIN_TOKEN,
+    });
+  } catch (err) {
+    if (err instanceof ValidationError) throw new ConfigError(err.errors[0] ?? err.message);
+    throw err;
+  }
+}

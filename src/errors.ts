@@ -1,0 +1,67 @@
+/**
+ * The closed set of failures the agent reports to callers. Drivers translate
+ * native errors into these at their edge; one middleware maps them to HTTP.
+ */
+export abstract class AgentError extends Error {
+  abstract readonly status: number;
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** Input is malformed: not JSON, a missing or ill-typed field, a bad bot id. */
+export class BadRequest extends AgentError {
+  readonly status = 400;
+}
+
+/** The caller may not do this. */
+export class Forbidden extends AgentError {
+  readonly status = 403;
+}
+
+/** The bot (or route) does not exist. */
+export class NotFound extends AgentError {
+  readonly status = 404;
+}
+
+/** The bot exists but must be running for this operation. */
+export class NotRunning extends AgentError {
+  readonly status = 409;
+}
+
+/** The request body is larger than the agent accepts. */
+export class PayloadTooLarge extends AgentError {
+  readonly status = 413;
+}
+
+/** A lifecycle operation failed in the runtime for a reason not listed above. */
+export class OperationFailed extends AgentError {
+  readonly status = 500;
+}
+
+/** The container runtime (dockerd, API server) cannot be reached. */
+export class RuntimeUnavailable extends AgentError {
+  readonly status = 503;
+}
+
+/** A restart outlasted the restart time-out; it still runs to its end. */
+export class RestartTimeout extends AgentError {
+  readonly status = 504;
+}
+
+/** Texts fixed by the contract, so that bots can match on them. */
+export const messages = {
+  botNotFound: (botId: string) => `container not found: no bot ${botId}`,
+  notRunning: (botId: string) =>
+    `container not found running: bot ${botId} is not running, and it must be running for this operation`,
+  otherBot: 'a bot may manage only itself',
+  notOwner: (botId: string) => `user_id does not own bot ${botId}`,
+  stranger: 'forbidden: the caller is neither a bot, nor the platform (loopback or admin token)',
+  noSelfId: 'bot identifier not found; pass it in the X-Bot-ID header',
+  restartTimeout: (botId: string, ms: number) =>
+    `timeout during restart of bot ${botId} after ${ms} ms; the restart goes on, retry later or raise your time-out`,
+  runtimeUnavailable: (runtime: string) => `runtime unavailable: cannot reach the ${runtime} runtime`,
+  restartFailed: (botId: string, detail: string) => `Failed to restart bot ${botId}: ${detail}`,
+} as const;

@@ -1,0 +1,120 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import onFinished from 'on-finished';
+import type { Logger } from 'pino';
+import { BadRequest, Forbidden, messages } from '../errors.js';
+import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
+import type { BotInfo, RuntimeDriver } from '../runtime/driver.js';
+import { authorize, identifyCaller, isSelf } from './caller.js';
+import type { Caller } from './caller.js';
+import { DEFAULT_LOG_LINES, logsRequest, ownerRequest, pathBotId, selfRestartHeader, validate } from './schemas.js';
+import { statsView } from './stats-view.js';
+
+export interface BotRoutesDeps {
+  readonly driver: RuntimeDriver;
+  readonly lifecycle: BotLifecycle;
+  readonly adminToken: string | undefined;
+  readonly logger: Logger;
+}
+
+/**
+ * The six bot endpoints. Each validates its input first (a 400 costs no
+ * runtime call), then identifies the caller, then acts.
+ */
+export function botRoutes({ driver, lifecycle, adminToken, logger }: BotRoutesDeps): Router {
+  const router = new Router({ prefix: '/api/bots' });
+
+  async function callerFor(ctx: Context, botId: string | undefined): Promise<Caller> {
+    const caller = await identifyCaller(
+      { address: ctx.req.socket.remoteAddress, authorization: ctx.get('authorization') || undefined },
+      driver,
+      adminToken,
+    );
+    ctx.state.caller = caller.kind === 'bot' ? `bot:${caller.botId}` : 'platform';
+    if (botId !== undefined) {
+      ctx.state.botId = botId;
+      authorize(caller, botId);
+    }
+    return caller;
+  }
+
+  async function ownedBot(botId: string, userId: string): Promise<BotInfo> {
+    const bot = await driver.findBot(botId);
+    if (bot.ownerId !== userId) throw new Forbidden(messages.notOwner(botId));
+    return bot;
+  }
+
+  /**
+   * A bot acting on itself would be stopped before it heard back: it is
+   * answered first, and the operation runs once the answer has gone out.
+   */
+  function afterAnswer(ctx: Context, operation: string, botId: string, act: () => Promise<unknown>): void {
+    onFinished(ctx.res, () => {
+      act().then(
+        () => logger.info({ botId, operation }, `${operation} after answer done`),
+        (err: Error) => logger.error({ botId, operation, msg: err.message }, `${operation} after answer failed`),
+      );
+    });
+  }
+
+  async function restartBot(ctx: Context, caller: Caller, botId: string): Promise<void> {
+    if (isSelf(caller, botId)) {
+      afterAnswer(ctx, 'restart', botId, () => lifecycle.restartInFull(botId));
+      ctx.body = { ok: true, message: `Bot ${botId} is restarting` };
+      return;
+    }
+    await lifecycle.restart(botId);
+    ctx.body = { ok: true, message: `Bot ${botId} restarted` };
+  }
+
+  router.post('/self/restart', async (ctx) => {
+    const named = validate(selfRestartHeader, ctx.get('x-bot-id') || undefined);
+    const caller = await callerFor(ctx, named);
+    const botId = named ?? (caller.kind === 'bot' ? caller.botId : undefined);
+    if (botId === undefined) throw new BadRequest(messages.noSelfId);
+    ctx.state.botId = botId;
+    await restartBot(ctx, caller, botId);
+  });
+
+  router.post('/restart', async (ctx) => {
+    const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
+    const caller = await callerFor(ctx, bot_id);
+    await ownedBot(bot_id, user_id);
+    await restartBot(ctx, caller, bot_id);
+  });
+
+  router.post('/stop', async (ctx) => {
+    const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
+    const caller = await callerFor(ctx, bot_id);
+    await ownedBot(bot_id, user_id);
+    if (isSelf(caller, bot_id)) {
+      afterAnswer(ctx, 'stop', bot_id, () => lifecycle.stop(bot_id));
+      ctx.body = { ok: true, message: `Bot ${bot_id} is stopping` };
+      return;
+    }
+    const outcome = await lifecycle.stop(bot_id);
+    ctx.body = { ok: true, message: outcome === 'done' ? `Bot ${bot_id} stopped` : `Bot ${bot_id} was already stopped` };
+  });
+
+  router.post('/start', async (ctx) => {
+    const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
+    await callerFor(ctx, bot_id);
+    await ownedBot(bot_id, user_id);
+    const outcome = await lifecycle.start(bot_id);
+    ctx.body = { ok: true, message: outcome === 'done' ? `Bot ${bot_id} started` : `Bot ${bot_id} was already running` };
+  });
+
+  router.post('/logs', async (ctx) => {
+    const { bot_id, lines } = validate(logsRequest, ctx.request.body);
+    await callerFor(ctx, bot_id);
+    ctx.body = { ok: true, logs: await driver.logs(bot_id, lines ?? DEFAULT_LOG_LINES) };
+  });
+
+  router.get('/:bot_id/stats', async (ctx) => {
+    const botId = validate(pathBotId, ctx.params.bot_id);
+    await callerFor(ctx, botId);
+    ctx.body = { ok: true, stats: statsView(await driver.stats(botId), new Date()) };
+  });
+
+  return router;
+}

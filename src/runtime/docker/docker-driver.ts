@@ -1,0 +1,121 @@
+import Docker from 'dockerode';
+import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
+import { messages, NotFound, NotRunning, OperationFailed } from '../../errors.js';
+import type { BotInfo, BotStats, PowerOutcome, RuntimeDriver } from '../driver.js';
+import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
+import { dockerConnection } from './docker-connection.js';
+import { translateDockerError } from './docker-errors.js';
+import { logText } from './docker-logs.js';
+import { botStatsFrom } from './docker-stats.js';
+
+/** A bot is the container named by its id that carries the bot label with that id. */
+class DockerDriver implements RuntimeDriver {
+  readonly runtime = 'docker';
+
+  constructor(private readonly docker: Docker) {}
+
+  async ping(): Promise<void> {
+    await this.engine(undefined, () => this.docker.ping());
+  }
+
+  async findBot(botId: string): Promise<BotInfo> {
+    const info = await this.inspectBot(botId);
+    return { id: botId, ownerId: info.Config.Labels?.[OWNER_LABEL], running: info.State.Running };
+  }
+
+  async botAtAddress(address: string): Promise<string | undefined> {
+    const running = await this.engine(undefined, () =>
+      this.docker.listContainers({ filters: { label: [BOT_LABEL], status: ['running'] } }),
+    );
+    const holder = running.find((container) => holdsAddress(container, address));
+    const botId = holder?.Labels[BOT_LABEL];
+    return botId !== undefined && holder?.Names.includes(`/${botId}`) ? botId : undefined;
+  }
+
+  async restart(botId: string): Promise<void> {
+    await this.runningBot(botId);
+    // Without `t` the engine waits the container's own StopTimeout (else 10 s) before it kills.
+    await this.engine(
+      botId,
+      () => this.docker.getContainer(botId).restart(),
+      (detail) => new OperationFailed(messages.restartFailed(botId, detail)),
+    );
+  }
+
+  async stop(botId: string): Promise<PowerOutcome> {
+    const info = await this.inspectBot(botId);
+    if (!info.State.Running) return 'already';
+    return this.power(botId, 'stop', () => this.docker.getContainer(botId).stop());
+  }
+
+  async start(botId: string): Promise<PowerOutcome> {
+    const info = await this.inspectBot(botId);
+    if (info.State.Running) return 'already';
+    return this.power(botId, 'start', () => this.docker.getContainer(botId).start());
+  }
+
+  async logs(botId: string, lines: number): Promise<string> {
+    const info = await this.inspectBot(botId);
+    const raw = await this.engine(botId, () =>
+      this.docker.getContainer(botId).logs({ stdout: true, stderr: true, tail: lines, follow: false }),
+    );
+    return logText(this.docker, raw, info.Config.Tty);
+  }
+
+  async stats(botId: string): Promise<BotStats> {
+    const info = await this.runningBot(botId);
+    // Not one-shot: the engine then takes two readings a second apart, so CPU % spans a real interval.
+    const sample = await this.engine(botId, () => this.docker.getContainer(botId).stats({ stream: false }));
+    return botStatsFrom(sample, new Date(info.State.StartedAt));
+  }
+
+  private async inspectBot(botId: string): Promise<ContainerInspectInfo> {
+    const info = await this.engine(botId, () => this.docker.getContainer(botId).inspect());
+    // The engine also resolves id prefixes; the agent never touches an unlabelled container.
+    if (info.Name !== `/${botId}` || info.Config.Labels?.[BOT_LABEL] !== botId) {
+      throw new NotFound(messages.botNotFound(botId));
+    }
+    return info;
+  }
+
+  private async runningBot(botId: string): Promise<ContainerInspectInfo> {
+    const info = await this.inspectBot(botId);
+    if (!info.State.Running) throw new NotRunning(messages.notRunning(botId));
+    return info;
+  }
+
+  /** Stop or start; the engine's 304 means another caller got there first. */
+  private async power(botId: string, verb: string, call: () => Promise<unknown>): Promise<PowerOutcome> {
+    try {
+      await call();
+      return 'done';
+    } catch (err) {
+      if ((err as { statusCode?: number }).statusCode === 304) return 'already';
+      throw translateDockerError(err, botId, (detail) => new OperationFailed(`Failed to ${verb} bot ${botId}: ${detail}`));
+    }
+  }
+
+  private async engine<T>(
+    botId: string | undefined,
+    call: () => Promise<T>,
+    failed?: (detail: string) => OperationFailed,
+  ): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      throw translateDockerError(err, botId, failed ?? ((detail) => new OperationFailed(`Docker engine error: ${detail}`)));
+    }
+  }
+}
+
+function holdsAddress(container: ContainerInfo, address: string): boolean {
+  return Object.values(container.NetworkSettings?.Networks ?? {}).some(
+    (network) => network.IPAddress === address || network.GlobalIPv6Address === address,
+  );
+}
+
+/** The Docker driver, talking to the engine at DOCKER_HOST. */
+export function createDockerDriver(options: { dockerHost: string }): RuntimeDriver {
+  return new DockerDriver(new Docker(dockerConnection(options.dockerHost)));
+}
+

@@ -1,0 +1,46 @@
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import { pino } from 'pino';
+import type { Config } from '../../src/config.js';
+import { createApp } from '../../src/http/create-app.js';
+import { listen } from '../../src/http/listen.js';
+import type { RuntimeDriver } from '../../src/runtime/driver.js';
+
+/** A running agent on a free port, for one test file. */
+export interface TestAgent {
+  server: Server;
+  close(): Promise<void>;
+}
+
+/** Starts the agent's app over `driver`; `host` 0.0.0.0 lets containers reach it. */
+export async function startAgent(
+  driver: RuntimeDriver,
+  config: Partial<Pick<Config, 'restartTimeoutMs' | 'adminToken'>> = {},
+  host = '127.0.0.1',
+): Promise<TestAgent> {
+  const { app } = createApp({
+    driver,
+    config: { restartTimeoutMs: 60_000, adminToken: undefined, ...config },
+    logger: pino({ level: 'silent' }),
+  });
+  const server = await listen(app, host, 0);
+  return {
+    server,
+    close: async () => {
+      server.closeAllConnections();
+      server.close();
+      await once(server, 'close');
+    },
+  };
+}
+
+/** Starts an agent over `driver` that closes when the test `t` ends. */
+export async function agentFor(
+  t: { teardown(fn: () => Promise<void>): void },
+  driver: RuntimeDriver,
+  config: Partial<Pick<Config, 'restartTimeoutMs' | 'adminToken'>> = {},
+): Promise<Server> {
+  const agent = await startAgent(driver, config);
+  t.teardown(agent.close);
+  return agent.server;
+}

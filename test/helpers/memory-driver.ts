@@ -1,0 +1,130 @@
+import { messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../src/errors.js';
+import type { BotInfo, BotStats, PowerOutcome, RuntimeDriver } from '../../src/runtime/driver.js';
+
+/** A bot held by MemoryDriver. */
+export interface MemoryBot {
+  id: string;
+  ownerId: string | undefined;
+  running: boolean;
+  address: string | undefined;
+  startedAt: Date;
+  logLines: string[];
+  restarts: number;
+}
+
+/**
+ * An in-memory RuntimeDriver for the HTTP layer's tests: bots are records,
+ * and every call is recorded so that tests can see what was touched.
+ */
+export class MemoryDriver implements RuntimeDriver {
+  readonly runtime = 'docker';
+  readonly bots = new Map<string, MemoryBot>();
+  /** Every driver call, as `method:botId`, in order. */
+  readonly calls: string[] = [];
+  reachable = true;
+  /** When set, restarts wait for it before they finish. */
+  restartGate: Promise<void> | undefined;
+  /** When set, restarts fail with this engine detail. */
+  restartFailure: string | undefined;
+  private inFlight = 0;
+  /** The most operations that ever ran at once. */
+  maxInFlight = 0;
+
+  add(bot: Partial<MemoryBot> & { id: string }): MemoryBot {
+    const full: MemoryBot = {
+      ownerId: 'user_1',
+      running: true,
+      address: undefined,
+      startedAt: new Date(Date.now() - 3_723_000),
+      logLines: [],
+      restarts: 0,
+      ...bot,
+    };
+    this.bots.set(bot.id, full);
+    return full;
+  }
+
+  /** The calls that changed a bot's state. */
+  get lifecycleCalls(): string[] {
+    return this.calls.filter((call) => /^(restart|stop|start):/.test(call));
+  }
+
+  async ping(): Promise<void> {
+    this.reach();
+  }
+
+  async findBot(botId: string): Promise<BotInfo> {
+    const bot = this.get('findBot', botId);
+    return { id: bot.id, ownerId: bot.ownerId, running: bot.running };
+  }
+
+  async botAtAddress(address: string): Promise<string | undefined> {
+    this.reach();
+    return [...this.bots.values()].find((bot) => bot.running && bot.address === address)?.id;
+  }
+
+  async restart(botId: string): Promise<void> {
+    const bot = this.get('restart', botId);
+    if (!bot.running) throw new NotRunning(messages.notRunning(botId));
+    await this.operation(async () => {
+      await this.restartGate;
+      if (this.restartFailure) throw new OperationFailed(messages.restartFailed(botId, this.restartFailure));
+      bot.restarts += 1;
+      bot.startedAt = new Date();
+    });
+  }
+
+  async stop(botId: string): Promise<PowerOutcome> {
+    const bot = this.get('stop', botId);
+    return this.operation(async () => {
+      if (!bot.running) return 'already';
+      bot.running = false;
+      return 'done';
+    });
+  }
+
+  async start(botId: string): Promise<PowerOutcome> {
+    const bot = this.get('start', botId);
+    return this.operation(async () => {
+      if (bot.running) return 'already';
+      bot.running = true;
+      bot.startedAt = new Date();
+      return 'done';
+    });
+  }
+
+  async logs(botId: string, lines: number): Promise<string> {
+    const bot = this.get('logs', botId);
+    return bot.logLines.slice(-lines).map((line) => `${line}\n`).join('');
+  }
+
+  async stats(botId: string): Promise<BotStats> {
+    const bot = this.get('stats', botId);
+    if (!bot.running) throw new NotRunning(messages.notRunning(botId));
+    return { cpuPercent: 12.3456, memoryBytes: 47_405_793, memoryPercent: 4.567, startedAt: bot.startedAt };
+  }
+
+  private reach(): void {
+    if (!this.reachable) throw new RuntimeUnavailable(messages.runtimeUnavailable('docker'));
+  }
+
+  private get(method: string, botId: string): MemoryBot {
+    this.reach();
+    this.calls.push(`${method}:${botId}`);
+    const bot = this.bots.get(botId);
+    if (!bot) throw new NotFound(messages.botNotFound(botId));
+    return bot;
+  }
+
+  private async operation<T>(body: () => Promise<T>): Promise<T> {
+    this.inFlight += 1;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    try {
+      // A turn of the event loop, so that overlapping operations would show.
+      await new Promise((resolve) => setImmediate(resolve));
+      return await body();
+    } finally {
+      this.inFlight -= 1;
+    }
+  }
+}

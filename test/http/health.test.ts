@@ -1,0 +1,65 @@
+import { connect } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import test from 'ava';
+import { agentFor } from '../helpers/agent.js';
+import { call } from '../helpers/http-client.js';
+import { MemoryDriver } from '../helpers/memory-driver.js';
+
+test('GET /healthz answers ok', async (t) => {
+  const server = await agentFor(t, new MemoryDriver());
+  const reply = await call(server, '/healthz');
+  t.is(reply.status, 200);
+  t.is(reply.body?.ok, true);
+});
+
+test('GET /readyz is ok while the runtime answers and 503 when it does not', async (t) => {
+  const driver = new MemoryDriver();
+  const server = await agentFor(t, driver);
+  t.is((await call(server, '/readyz')).status, 200);
+  driver.reachable = false;
+  const reply = await call(server, '/readyz');
+  t.is(reply.status, 503);
+  t.like(reply.body, { ok: false });
+  t.regex(String(reply.body?.msg), /runtime unavailable/);
+});
+
+test('an unknown path is a 404 envelope saying not found', async (t) => {
+  const server = await agentFor(t, new MemoryDriver());
+  for (const path of ['/', '/api/bots', '/api/bots/bot_1_1_a/logs', '/nope?x=1']) {
+    const reply = await call(server, path);
+    t.is(reply.status, 404, path);
+    t.is(reply.body?.ok, false, path);
+    t.regex(String(reply.body?.msg), /not found/, path);
+  }
+});
+
+test('a wrong method on a known path is a 405 envelope with Allow', async (t) => {
+  const server = await agentFor(t, new MemoryDriver());
+  const reply = await call(server, '/api/bots/restart', { method: 'GET' });
+  t.is(reply.status, 405);
+  t.is(reply.headers.allow, 'POST');
+  t.like(reply.body, { ok: false });
+  const stats = await call(server, '/api/bots/bot_1_1_a/stats', { method: 'DELETE' });
+  t.is(stats.status, 405);
+  t.like(stats.body, { ok: false });
+});
+
+test('every answer carries X-Request-Id, keeping a usable one the caller sent', async (t) => {
+  const server = await agentFor(t, new MemoryDriver());
+  t.is((await call(server, '/healthz', { headers: { 'x-request-id': 'abc-123' } })).headers['x-request-id'], 'abc-123');
+  const made = (await call(server, '/healthz', { headers: { 'x-request-id': 'bad id\twith spaces' } })).headers[
+    'x-request-id'
+  ];
+  t.regex(String(made), /^[0-9a-f-]{36}$/);
+});
+
+test('a client that half-closes its socket after the request still gets the answer', async (t) => {
+  const server = await agentFor(t, new MemoryDriver());
+  const { port } = server.address() as AddressInfo;
+  const socket = connect(port, '127.0.0.1');
+  socket.end('GET /healthz HTTP/1.0\r\nHost: agent\r\n\r\n');
+  let answer = '';
+  for await (const chunk of socket) answer += String(chunk);
+  t.regex(answer, /^HTTP\/1\.1 200 OK/);
+  t.regex(answer, /\{"ok":true/);
+});

@@ -1,0 +1,89 @@
+import test from 'ava';
+import { agentFor } from '../helpers/agent.js';
+import { call } from '../helpers/http-client.js';
+import { MemoryDriver } from '../helpers/memory-driver.js';
+
+const BOT = 'bot_1_1_a';
+
+async function setUp(t: Parameters<typeof agentFor>[0]) {
+  const driver = new MemoryDriver();
+  driver.add({ id: BOT });
+  return { driver, server: await agentFor(t, driver) };
+}
+
+const badBodies: Array<[string, string, unknown, RegExp]> = [
+  ['restart', 'no body', undefined, /bot_id is required.*user_id is required/],
+  ['restart', 'missing user_id', { bot_id: BOT }, /user_id is required/],
+  ['restart', 'bot_id a number', { bot_id: 42, user_id: 'u' }, /bot_id must be a string/],
+  ['restart', 'user_id a number', { bot_id: BOT, user_id: 7 }, /user_id must be a string/],
+  ['restart', 'bad bot id', { bot_id: 'bot_1_x', user_id: 'u' }, /bot_id must look like/],
+  ['restart', 'bot id with a path', { bot_id: '../bot_1_1_a', user_id: 'u' }, /bot_id must look like/],
+  ['restart', 'bot id too long', { bot_id: `bot_1_1_${'a'.repeat(60)}`, user_id: 'u' }, /bot_id must look like/],
+  ['stop', 'missing bot_id', { user_id: 'u' }, /bot_id is required/],
+  ['start', 'bot_id null', { bot_id: null, user_id: 'u' }, /bot_id/],
+  ['logs', 'missing bot_id', {}, /bot_id is required/],
+  ['logs', 'lines zero', { bot_id: BOT, lines: 0 }, /lines must be a whole number from 1 to 10000/],
+  ['logs', 'lines too many', { bot_id: BOT, lines: 10_001 }, /lines must be/],
+  ['logs', 'lines a string', { bot_id: BOT, lines: '5' }, /lines must be/],
+  ['logs', 'lines a fraction', { bot_id: BOT, lines: 2.5 }, /lines must be/],
+  ['logs', 'lines negative', { bot_id: BOT, lines: -1 }, /lines must be/],
+  ['restart', 'an array body', [BOT], /request body must be a JSON object/],
+  ['restart', 'malformed JSON', '{"bot_id": ', /request body must be a JSON object/],
+  ['restart', 'a JSON string', '"bot_1_1_a"', /request body must be a JSON object/],
+  ['restart', 'a __proto__ key', `{"bot_id":"${BOT}","user_id":"u","__proto__":{"x":1}}`, /request body/],
+];
+
+for (const [route, what, body, msg] of badBodies) {
+  test(`POST /api/bots/${route} with ${what} is a 400 naming the field, before any runtime call`, async (t) => {
+    const { driver, server } = await setUp(t);
+    const reply = await call(server, `/api/bots/${route}`, { method: 'POST', body });
+    t.is(reply.status, 400);
+    t.is(reply.body?.ok, false);
+    t.regex(String(reply.body?.msg), msg);
+    t.deepEqual(driver.calls, []);
+  });
+}
+
+test('a bad bot id in the stats path is a 400 before any runtime call', async (t) => {
+  const { driver, server } = await setUp(t);
+  for (const id of ['bot_1', 'BOT_1_1_a', 'bot_1_1_a-b', 'bot_1_1_%C3%A9']) {
+    const reply = await call(server, `/api/bots/${id}/stats`);
+    t.is(reply.status, 400, id);
+    t.regex(String(reply.body?.msg), /bot id in the path must look like/, id);
+  }
+  t.deepEqual(driver.calls, []);
+});
+
+test('a bad X-Bot-ID header is a 400 naming the header', async (t) => {
+  const { driver, server } = await setUp(t);
+  const reply = await call(server, '/api/bots/self/restart', { method: 'POST', headers: { 'x-bot-id': 'not-a-bot' } });
+  t.is(reply.status, 400);
+  t.regex(String(reply.body?.msg), /X-Bot-ID must look like/);
+  t.deepEqual(driver.lifecycleCalls, []);
+});
+
+test('a body over 16 KiB is a 413 envelope', async (t) => {
+  const { driver, server } = await setUp(t);
+  const reply = await call(server, '/api/bots/restart', {
+    body: { bot_id: BOT, user_id: 'user_1', pad: 'x'.repeat(17 * 1024) },
+  });
+  t.is(reply.status, 413);
+  t.like(reply.body, { ok: false });
+  t.deepEqual(driver.calls, []);
+});
+
+test('a JSON body is read whatever content type it is sent with', async (t) => {
+  const { server } = await setUp(t);
+  const reply = await call(server, '/api/bots/logs', {
+    body: JSON.stringify({ bot_id: BOT, lines: 1 }),
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
+  t.is(reply.status, 200);
+  t.is(reply.body?.ok, true);
+});
+
+test('unknown fields are ignored', async (t) => {
+  const { server } = await setUp(t);
+  const reply = await call(server, '/api/bots/stop', { body: { bot_id: BOT, user_id: 'user_1', force: true } });
+  t.is(reply.status, 200);
+});

@@ -1,0 +1,192 @@
+import test from 'ava';
+import { agentFor } from '../helpers/agent.js';
+import { eventually } from '../helpers/eventually.js';
+import { call } from '../helpers/http-client.js';
+import { MemoryDriver } from '../helpers/memory-driver.js';
+
+const BOT = 'bot_1_1_a';
+const owner = { bot_id: BOT, user_id: 'user_1' };
+
+async function setUp(t: Parameters<typeof agentFor>[0], restartTimeoutMs = 60_000) {
+  const driver = new MemoryDriver();
+  const bot = driver.add({ id: BOT });
+  return { driver, bot, server: await agentFor(t, driver, { restartTimeoutMs }) };
+}
+
+/** A promise and the function that resolves it. */
+function gate(): { promise: Promise<void>; open: () => void } {
+  let open = (): void => {};
+  const promise = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { promise, open };
+}
+
+test('restart answers once the bot runs again, naming it', async (t) => {
+  const { bot, server } = await setUp(t);
+  const reply = await call(server, '/api/bots/restart', { body: owner });
+  t.is(reply.status, 200);
+  t.is(reply.body?.ok, true);
+  t.regex(String(reply.body?.message), new RegExp(BOT));
+  t.is(bot.restarts, 1);
+});
+
+test('restart of an unknown bot is a 404 saying container not found', async (t) => {
+  const { server } = await setUp(t);
+  for (const route of ['restart', 'stop', 'start']) {
+    const reply = await call(server, `/api/bots/${route}`, { body: { bot_id: 'bot_9_9_zz', user_id: 'user_1' } });
+    t.is(reply.status, 404, route);
+    t.like(reply.body, { ok: false });
+    t.regex(String(reply.body?.msg), /container not found/, route);
+  }
+});
+
+test('restart of a stopped bot is a 409: container not found, must be running', async (t) => {
+  const { bot, server } = await setUp(t);
+  bot.running = false;
+  const reply = await call(server, '/api/bots/restart', { body: owner });
+  t.is(reply.status, 409);
+  t.regex(String(reply.body?.msg), /container not found/);
+  t.regex(String(reply.body?.msg), /must be running/);
+  t.false(bot.running);
+  t.is(bot.restarts, 0);
+});
+
+test('a user_id that does not own the bot is a 403 naming user_id, and nothing changes', async (t) => {
+  const { driver, server } = await setUp(t);
+  for (const route of ['restart', 'stop', 'start']) {
+    const reply = await call(server, `/api/bots/${route}`, { body: { bot_id: BOT, user_id: 'user_2' } });
+    t.is(reply.status, 403, route);
+    t.regex(String(reply.body?.msg), /user_id/, route);
+  }
+  t.deepEqual(driver.lifecycleCalls, []);
+});
+
+test('a bot without an owner is owned by no user_id', async (t) => {
+  const { bot, server } = await setUp(t);
+  bot.ownerId = undefined;
+  const reply = await call(server, '/api/bots/restart', { body: owner });
+  t.is(reply.status, 403);
+});
+
+test('a restart past the time-out is a 504, and the restart still finishes', async (t) => {
+  const { driver, bot, server } = await setUp(t, 50);
+  const release = gate();
+  driver.restartGate = release.promise;
+  const reply = await call(server, '/api/bots/restart', { body: owner });
+  t.is(reply.status, 504);
+  t.regex(String(reply.body?.msg), /timeout during restart/);
+  t.is(bot.restarts, 0);
+  release.open();
+  t.true(await eventually(() => bot.restarts === 1));
+});
+
+test('an unreachable runtime is a 503 runtime unavailable', async (t) => {
+  const { driver, server } = await setUp(t);
+  driver.reachable = false;
+  for (const [path, body] of [
+    ['/api/bots/restart', owner],
+    ['/api/bots/logs', { bot_id: BOT }],
+    [`/api/bots/${BOT}/stats`, undefined],
+  ] as const) {
+    const reply = await call(server, path, { body });
+    t.is(reply.status, 503, path);
+    t.regex(String(reply.body?.msg), /runtime unavailable/, path);
+  }
+});
+
+test('a restart the runtime refuses is a 500 starting with Failed to restart bot', async (t) => {
+  const { driver, server } = await setUp(t);
+  driver.restartFailure = 'cannot kill container: permission denied';
+  const reply = await call(server, '/api/bots/restart', { body: owner });
+  t.is(reply.status, 500);
+  t.regex(String(reply.body?.msg), /^Failed to restart bot bot_1_1_a: cannot kill container/);
+});
+
+test('stop and start change the state, and repeating either succeeds saying so', async (t) => {
+  const { bot, server } = await setUp(t);
+  const stopped = await call(server, '/api/bots/stop', { body: owner });
+  t.like(stopped, { status: 200, body: { ok: true, message: `Bot ${BOT} stopped` } });
+  t.false(bot.running);
+  const again = await call(server, '/api/bots/stop', { body: owner });
+  t.like(again, { status: 200, body: { ok: true, message: `Bot ${BOT} was already stopped` } });
+  const started = await call(server, '/api/bots/start', { body: owner });
+  t.like(started, { status: 200, body: { ok: true, message: `Bot ${BOT} started` } });
+  t.true(bot.running);
+  const startedAgain = await call(server, '/api/bots/start', { body: owner });
+  t.like(startedAgain, { status: 200, body: { ok: true, message: `Bot ${BOT} was already running` } });
+});
+
+test('concurrent restarts of one bot are one restart, and every caller gets its result', async (t) => {
+  const { driver, bot, server } = await setUp(t);
+  const release = gate();
+  driver.restartGate = release.promise;
+  const replies = Array.from({ length: 5 }, () => call(server, '/api/bots/restart', { body: owner }));
+  await eventually(() => driver.lifecycleCalls.length > 0);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  release.open();
+  for (const reply of await Promise.all(replies)) t.like(reply, { status: 200, body: { ok: true } });
+  t.is(bot.restarts, 1);
+  t.deepEqual(driver.lifecycleCalls, [`restart:${BOT}`]);
+});
+
+test('lifecycle operations on one bot never overlap', async (t) => {
+  const { driver, bot, server } = await setUp(t);
+  const routes = ['stop', 'start', 'restart', 'stop', 'start', 'stop', 'start'];
+  const replies = await Promise.all(routes.map((route) => call(server, `/api/bots/${route}`, { body: owner })));
+  t.true(replies.every((reply) => reply.status === 200 || reply.status === 409));
+  t.is(driver.maxInFlight, 1);
+  t.true(bot.running);
+});
+
+test('a restart goes on to its end when the caller disconnects', async (t) => {
+  const { driver, bot, server } = await setUp(t);
+  const release = gate();
+  driver.restartGate = release.promise;
+  const abort = new AbortController();
+  const reply = call(server, '/api/bots/restart', { body: owner, signal: abort.signal });
+  await eventually(() => driver.lifecycleCalls.length > 0);
+  abort.abort();
+  await t.throwsAsync(reply);
+  release.open();
+  t.true(await eventually(() => bot.restarts === 1));
+});
+
+test('logs return the last lines, 100 by default', async (t) => {
+  const { bot, server } = await setUp(t);
+  bot.logLines = Array.from({ length: 150 }, (_, i) => `line ${i + 1}`);
+  const byDefault = await call(server, '/api/bots/logs', { body: { bot_id: BOT } });
+  t.is(byDefault.status, 200);
+  const lines = String(byDefault.body?.logs).trimEnd().split('\n');
+  t.is(lines.length, 100);
+  t.is(lines[0], 'line 51');
+  const three = await call(server, '/api/bots/logs', { body: { bot_id: BOT, lines: 3 } });
+  t.is(three.body?.logs, 'line 148\nline 149\nline 150\n');
+});
+
+test('logs of an unknown bot are a 404', async (t) => {
+  const { server } = await setUp(t);
+  const reply = await call(server, '/api/bots/logs', { body: { bot_id: 'bot_2_2_b' } });
+  t.is(reply.status, 404);
+  t.regex(String(reply.body?.msg), /container not found/);
+});
+
+test('stats answer the seed stats object', async (t) => {
+  const { server } = await setUp(t);
+  const reply = await call(server, `/api/bots/${BOT}/stats`);
+  t.is(reply.status, 200);
+  t.deepEqual(reply.body, {
+    ok: true,
+    stats: { cpu_percent: 12.35, memory_usage: '45.21 MB', memory_percent: 4.57, uptime: '1h 2m' },
+  });
+});
+
+test('stats of a stopped bot are a 409 and of an unknown bot a 404', async (t) => {
+  const { bot, server } = await setUp(t);
+  bot.running = false;
+  const stopped = await call(server, `/api/bots/${BOT}/stats`);
+  t.is(stopped.status, 409);
+  t.regex(String(stopped.body?.msg), /container not found.*must be running/);
+  const unknown = await call(server, '/api/bots/bot_3_3_c/stats');
+  t.is(unknown.status, 404);
+});

@@ -1,0 +1,68 @@
+import { spawnSync } from 'node:child_process';
+import test from 'ava';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+test('defaults follow CONTRACT.md §5', (t) => {
+  t.deepEqual(loadConfig({}), {
+    runtime: 'docker',
+    host: '0.0.0.0',
+    port: 8000,
+    dockerHost: 'unix:///var/run/docker.sock',
+    namespace: undefined,
+    restartTimeoutMs: 60_000,
+    adminToken: undefined,
+  });
+});
+
+test('every variable is read, and an empty one counts as unset', (t) => {
+  const config = loadConfig({
+    AGENT_RUNTIME: 'kubernetes',
+    AGENT_HOST: '127.0.0.1',
+    AGENT_PORT: '9000',
+    DOCKER_HOST: 'tcp://10.0.0.1:2375',
+    AGENT_NAMESPACE: 'bots',
+    AGENT_RESTART_TIMEOUT_MS: '1500',
+    AGENT_ADMIN_TOKEN: '',
+  });
+  t.like(config, {
+    runtime: 'kubernetes',
+    host: '127.0.0.1',
+    port: 9000,
+    dockerHost: 'tcp://10.0.0.1:2375',
+    namespace: 'bots',
+    restartTimeoutMs: 1500,
+    adminToken: undefined,
+  });
+  t.true(Object.isFrozen(config));
+});
+
+const bad: Array<[string, string]> = [
+  ['AGENT_RUNTIME', 'podman'],
+  ['AGENT_PORT', 'eighty'],
+  ['AGENT_PORT', '70000'],
+  ['AGENT_PORT', '80.5'],
+  ['AGENT_HOST', 'a host'],
+  ['DOCKER_HOST', '/var/run/docker.sock'],
+  ['AGENT_NAMESPACE', 'Bots_Here'],
+  ['AGENT_RESTART_TIMEOUT_MS', '0'],
+  ['AGENT_RESTART_TIMEOUT_MS', 'soon'],
+  ['AGENT_ADMIN_TOKEN', 'two words'],
+];
+
+for (const [name, value] of bad) {
+  test(`${name}=${value} is refused with a message naming ${name}`, (t) => {
+    const error = t.throws(() => loadConfig({ [name]: value }), { instanceOf: ConfigError });
+    t.true(error.message.startsWith(name), error.message);
+  });
+}
+
+test('the agent refuses a bad value at start with one line and exit code 1', (t) => {
+  const run = spawnSync(process.execPath, ['--import=tsx', 'src/main.ts'], {
+    env: { ...process.env, AGENT_PORT: 'eighty' },
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+  t.is(run.status, 1);
+  t.is(run.stderr, 'bot-agent: AGENT_PORT must be a whole number from 0 to 65535\n');
+  t.is(run.stdout, '');
+});
