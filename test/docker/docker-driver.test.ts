@@ -113,7 +113,8 @@ test('logs of a stopped bot can still be read, 100 lines by default', async (t) 
   t.is(lines[99], '150');
 });
 
-test('stats have the seed types, and a busy bot shows clearly more CPU than an idle one', async (t) => {
+// Serial: on two cores, other tests' containers would take CPU from the busy bot.
+test.serial('stats have the seed types, and a busy bot shows clearly more CPU than an idle one', async (t) => {
   const idle = await fixture.runBot();
   const busy = await fixture.runBot({ script: "trap 'exit 0' TERM; while :; do :; done" });
   const [idleReply, busyReply] = await Promise.all([
@@ -127,8 +128,8 @@ test('stats have the seed types, and a busy bot shows clearly more CPU than an i
   t.is(typeof idleStats.memory_percent, 'number');
   t.regex(String(idleStats.memory_usage), /^\d+\.\d\d MB$/);
   t.regex(String(idleStats.uptime), /^\d+h \d+m$/);
-  t.true((busyStats.cpu_percent as number) > 50, `busy ${busyStats.cpu_percent}%`);
-  t.true((idleStats.cpu_percent as number) < 10, `idle ${idleStats.cpu_percent}%`);
+  t.true((busyStats.cpu_percent as number) > 25, `busy ${busyStats.cpu_percent}%`);
+  t.true((idleStats.cpu_percent as number) < 5, `idle ${idleStats.cpu_percent}%`);
 });
 
 test('stats of a stopped bot are a 409', async (t) => {
