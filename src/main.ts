@@ -5,8 +5,12 @@ import { createApp } from './http/create-app.js';
 import { listen } from './http/listen.js';
 import { createDriver } from './runtime/create-driver.js';
 
-/** How long a SIGTERM waits for lifecycle operations in flight before the agent exits anyway. */
-const DRAIN_MS = 30_000;
+/**
+ * How long a SIGTERM waits for requests and lifecycle operations in flight;
+ * inside Docker's default 10 s stop grace. A restart cut short here still
+ * completes: the engine carries it out, not the agent.
+ */
+const DRAIN_MS = 8_000;
 
 function configOrExit(): Config {
   try {
@@ -36,18 +40,18 @@ async function main(): Promise<void> {
   });
   logger.info({ host: config.host, port: config.port }, 'bot-agent listening');
 
-  const shutdown = (signal: string): void => {
+  // Stop accepting, let requests and lifecycle operations in flight finish (bounded), exit 0.
+  const shutdown = async (signal: string): Promise<void> => {
     logger.info({ signal }, 'shutting down');
-    server.close();
-    server.closeIdleConnections();
-    const deadline = setTimeout(() => process.exit(0), DRAIN_MS);
-    void lifecycle.drain().then(() => {
-      clearTimeout(deadline);
+    setTimeout(() => {
+      logger.warn({ ms: DRAIN_MS }, 'operations still running at the drain deadline; exiting');
       process.exit(0);
-    });
+    }, DRAIN_MS).unref();
+    await Promise.all([new Promise((resolve) => server.close(resolve)), lifecycle.drain()]);
+    process.exit(0);
   };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', (signal) => void shutdown(signal));
+  process.once('SIGINT', (signal) => void shutdown(signal));
 }
 
 await main();

@@ -1,0 +1,31 @@
+# bot-agent: build with dev dependencies, run with production ones and the compiled output only.
+#   docker build -t bot-agent .
+#   docker run -d --name agent --network bots --network-alias agent \
+#     -v /var/run/docker.sock:/var/run/docker.sock \
+#     --group-add "$(stat -c %g /var/run/docker.sock)" bot-agent
+# BASE_IMAGE: any image with Node 20, npm, a POSIX shell and a `node` user (uid 1000).
+# A registry behind a TLS proxy: put its CA bundle in the build context as
+# npm-ca.pem; only the build stage sees it.
+ARG BASE_IMAGE=node:20-bookworm-slim
+
+FROM ${BASE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json npm-ca.pe[m] ./
+RUN if [ -f npm-ca.pem ]; then export NODE_EXTRA_CA_CERTS="$PWD/npm-ca.pem"; fi \
+ && npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build && npm prune --omit=dev --no-audit --no-fund
+
+FROM ${BASE_IMAGE}
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=build /app/package.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+# Non-root; to reach the Docker socket, run with --group-add <the socket's group id>.
+USER node
+EXPOSE 8000
+HEALTHCHECK --interval=15s --timeout=3s --start-period=5s --retries=3 CMD ["node", "dist/healthcheck.js"]
+# Exec form: node is PID 1 and receives SIGTERM itself.
+ENTRYPOINT ["node", "dist/main.js"]

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Makes a local stand-in for the official Node 20 image, for hosts that reach no
+# image registry: this machine's own node and npm, the libraries they link, a
+# busybox userland and a `node` user (uid 1000), imported into the engine.
+# Usage: bash scripts/node-base-image.sh [TAG]     (prints the tag)
+set -euo pipefail
+
+TAG=${1:-bot-agent-node-base:local}
+DOCKER=/usr/bin/docker
+[ -x "$DOCKER" ] || DOCKER=$(command -v docker)
+if "$DOCKER" image inspect "$TAG" >/dev/null 2>&1; then echo "$TAG"; exit 0; fi
+
+node=$(readlink -f "$(command -v node)")
+npm_dir=$(readlink -f "$(dirname "$(readlink -f "$(command -v npm)")")/..")
+[ -f "$npm_dir/bin/npm-cli.js" ] || { echo "node-base-image: npm not found beside $node" >&2; exit 1; }
+[ -x /bin/busybox ] || { echo "node-base-image: needs busybox-static (/bin/busybox)" >&2; exit 1; }
+
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+mkdir -p "$root"/{bin,usr/bin,usr/local/lib/node_modules,etc/ssl/certs,tmp,home/node,lib64}
+chmod 1777 "$root/tmp"
+cp "$node" "$root/usr/bin/node"
+cp -r "$npm_dir" "$root/usr/local/lib/node_modules/npm"
+ln -s ../local/lib/node_modules/npm/bin/npm-cli.js "$root/usr/bin/npm"
+ln -s ../local/lib/node_modules/npm/bin/npx-cli.js "$root/usr/bin/npx"
+# The libraries node links, and glibc's NSS modules so that host names resolve.
+for lib in $(ldd "$node" | awk '/=> \//{print $3}') /lib/x86_64-linux-gnu/libnss_files.so.2 \
+  /lib/x86_64-linux-gnu/libnss_dns.so.2 /lib/x86_64-linux-gnu/libresolv.so.2; do
+  mkdir -p "$root$(dirname "$lib")"
+  cp -L "$lib" "$root$lib"
+done
+cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
+cp /bin/busybox "$root/bin/busybox"
+for applet in $("$root/bin/busybox" --list); do
+  [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
+done
+ln -s /bin/busybox "$root/usr/bin/env"
+printf 'hosts: files dns\n' >"$root/etc/nsswitch.conf"
+printf 'root:x:0:0:root:/root:/bin/sh\nnode:x:1000:1000::/home/node:/bin/sh\n' >"$root/etc/passwd"
+printf 'root:x:0:\nnode:x:1000:\n' >"$root/etc/group"
+chown 1000:1000 "$root/home/node"
+tar -C "$root" -c . | "$DOCKER" import -c 'ENV PATH=/usr/local/bin:/usr/bin:/bin' -c 'CMD ["node"]' - "$TAG" >/dev/null
+echo "$TAG"

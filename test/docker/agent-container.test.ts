@@ -1,0 +1,118 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { cp, mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import test from 'ava';
+import type { Container } from 'dockerode';
+import { DockerFixture } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+
+// The agent as operators run it on a Docker host: the image built from the
+// project's Dockerfile, a container with the alias `agent` on the bots' network
+// and the engine's socket mounted; bots call http://agent:8000 from inside.
+const run = promisify(execFile);
+// Debian's docker.io CLI, which the set-up installs beside the engine; else whatever is on PATH.
+const dockerCli = existsSync('/usr/bin/docker') ? '/usr/bin/docker' : 'docker';
+const fixture = new DockerFixture();
+const image = `bot-agent-e2e:${fixture.runId}`;
+const AGENT = { host: 'agent', port: 8000 };
+let agent: Container;
+
+/** A build context holding what the Dockerfile copies, and the registry's CA when npm needs one. */
+async function buildContext(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'bot-agent-build-'));
+  for (const entry of ['Dockerfile', '.dockerignore', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'src']) {
+    await cp(entry, join(dir, entry), { recursive: true });
+  }
+  if (process.env.NODE_EXTRA_CA_CERTS) await cp(process.env.NODE_EXTRA_CA_CERTS, join(dir, 'npm-ca.pem'));
+  return dir;
+}
+
+test.before(async () => {
+  await fixture.ready();
+  const { stdout: baseImage } = await run('bash', ['scripts/node-base-image.sh']);
+  const context = await buildContext();
+  try {
+    await run(dockerCli, ['build', '-q', '-t', image, '--build-arg', `BASE_IMAGE=${baseImage.trim()}`, context], {
+      maxBuffer: 64 * 1024 * 1024,
+    });
+  } finally {
+    await rm(context, { recursive: true, force: true });
+  }
+  const network = (await fixture.network()).name;
+  const socketGroup = (await stat('/var/run/docker.sock')).gid;
+  agent = await fixture.docker.createContainer({
+    name: `bot-agent-e2e-${fixture.runId}`,
+    Image: image,
+    Labels: { 'bot-agent-test': fixture.runId },
+    HostConfig: {
+      NetworkMode: network,
+      Binds: ['/var/run/docker.sock:/var/run/docker.sock'],
+      GroupAdd: [String(socketGroup)],
+    },
+    NetworkingConfig: { EndpointsConfig: { [network]: { Aliases: ['agent'] } } },
+  });
+  await agent.start();
+});
+
+test.after.always(async () => {
+  await fixture.cleanup();
+  await fixture.docker.getImage(image).remove({ force: true }).catch(() => undefined);
+});
+
+test.serial('the image runs as a non-root user and its health check turns healthy', async (t) => {
+  const info = await agent.inspect();
+  t.is(info.Config.User, 'node');
+  t.deepEqual(info.Config.Entrypoint, ['node', 'dist/main.js']);
+  t.true(
+    await eventually(async () => (await agent.inspect()).State.Health?.Status === 'healthy', 60_000, 500),
+    'the HEALTHCHECK never passed',
+  );
+});
+
+test.serial('self restart without a header from inside a bot restarts it, and it hears back first', async (t) => {
+  const bot = await fixture.runBot();
+  const before = await fixture.startedAt(bot);
+  const reply = await fixture.httpFromBot(bot, AGENT, { method: 'POST', path: '/api/bots/self/restart' });
+  t.is(reply.status, 200, reply.raw);
+  t.like(reply.body, { ok: true });
+  t.true(await eventually(async () => (await fixture.startedAt(bot)) !== before && (await fixture.running(bot))));
+});
+
+test.serial('a bot reads its own logs and stats at http://agent:8000', async (t) => {
+  const bot = await fixture.runBot({ script: 'echo ready; exec sleep 1000' });
+  const logs = await fixture.httpFromBot(bot, AGENT, { method: 'POST', path: '/api/bots/logs', body: { bot_id: bot.id } });
+  t.like(logs, { status: 200, body: { ok: true, logs: 'ready\n' } });
+  const stats = await fixture.httpFromBot(bot, AGENT, { method: 'GET', path: `/api/bots/${bot.id}/stats` });
+  t.is(stats.status, 200, stats.raw);
+  t.is(stats.body?.ok, true);
+});
+
+test.serial('a bot naming another bot is refused and the other bot is untouched', async (t) => {
+  const [bot, other] = await Promise.all([fixture.runBot(), fixture.runBot()]);
+  const otherStart = await fixture.startedAt(other);
+  const reply = await fixture.httpFromBot(bot, AGENT, {
+    method: 'POST',
+    path: '/api/bots/restart',
+    body: { bot_id: other.id, user_id: 'user_1' },
+  });
+  t.is(reply.status, 403, reply.raw);
+  t.regex(String(reply.body?.msg), /a bot may manage only itself/);
+  t.is(await fixture.startedAt(other), otherStart);
+});
+
+test.serial('a container without the bot label is refused', async (t) => {
+  const stranger = await fixture.runBot({ labelled: false });
+  const reply = await fixture.httpFromBot(stranger, AGENT, { method: 'POST', path: '/api/bots/self/restart' });
+  t.is(reply.status, 403, reply.raw);
+  t.regex(String(reply.body?.msg), /forbidden/);
+});
+
+test.serial('docker stop ends the agent gracefully: SIGTERM reaches node, which exits 0', async (t) => {
+  await agent.stop({ t: 10 });
+  const state = (await agent.inspect()).State;
+  t.false(state.Running);
+  t.is(state.ExitCode, 0);
+});
