@@ -55,7 +55,7 @@ export class RestartTimeout extends AgentError {
 export const messages = {
   botNotFound: (botId: string) => `container not found: no bot ${botId}`,
   notRunning: (botId: string) =>
-    `container not found running: bot ${botId} is not running, and it must be running for this operation`,
+    `container not found or not running: bot ${botId} is stopped, and it must be running for this operation`,
   otherBot: 'a bot may manage only itself',
   notOwner: (botId: string) => `user_id does not own bot ${botId}`,
   stranger: 'forbidden: the caller is neither a bot, nor the platform (loopback or admin token)',

@@ -1,14 +1,15 @@
 import type { Config } from '../config.js';
-import { ConfigError } from '../config.js';
 import { createDockerDriver } from './docker/docker-driver.js';
 import type { RuntimeDriver } from './driver.js';
+import { botNamespace, clusterKubeConfig } from './kubernetes/kube-connection.js';
+import { createKubernetesDriver } from './kubernetes/kube-driver.js';
 
-/** The driver for the configured runtime. */
+/** The driver for the configured runtime. Throws when the runtime's own configuration cannot be read. */
 export function createDriver(config: Config): RuntimeDriver {
   switch (config.runtime) {
     case 'docker':
       return createDockerDriver({ dockerHost: config.dockerHost });
     case 'kubernetes':
-      throw new ConfigError('AGENT_RUNTIME=kubernetes: the Kubernetes driver is not part of this build yet');
+      return createKubernetesDriver({ kubeConfig: clusterKubeConfig(), namespace: botNamespace(config.namespace) });
   }
 }

@@ -15,6 +15,8 @@ export const IDLE_BOT = "trap 'echo saved state; exit 0' TERM; while :; do sleep
 export interface BotSpec {
   /** Shell script the container runs (busybox sh). */
   script?: string;
+  /** Arguments the script sees as $1, $2, ... */
+  args?: string[];
   owner?: string;
   tty?: boolean;
   /** Seconds the engine waits after SIGTERM before SIGKILL. */
@@ -87,7 +89,7 @@ export class DockerFixture {
     const container = await this.docker.createContainer({
       name: id,
       Image: TEST_IMAGE,
-      Cmd: ['sh', '-c', spec.script ?? IDLE_BOT],
+      Cmd: ['sh', '-c', spec.script ?? IDLE_BOT, 'sh', ...(spec.args ?? [])],
       Tty: spec.tty ?? false,
       Labels: labels,
       StopTimeout: spec.stopTimeout,

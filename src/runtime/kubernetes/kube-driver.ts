@@ -1,0 +1,254 @@
+import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import type { KubeConfig, V1Deployment, V1Pod } from '@kubernetes/client-node';
+import { AgentError, messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../errors.js';
+import type { BotInfo, BotStats, PowerOutcome, RuntimeDriver } from '../driver.js';
+import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
+import { translateKubeError } from './kube-errors.js';
+import { botStatsFromMetrics, nodeAllocatable, podLimits } from './kube-stats.js';
+import type { Capacity, PodMetrics } from './kube-stats.js';
+
+const RESTARTED_AT = 'kubectl.kubernetes.io/restartedAt';
+const DEFAULT_CONTAINER = 'kubectl.kubernetes.io/default-container';
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+/** How often a rollout or scale-down is checked on. */
+const POLL_MS = 200;
+/** Kubernetes' defaults, for objects that leave them unset. */
+const DEFAULT_PROGRESS_DEADLINE_S = 600;
+const DEFAULT_GRACE_S = 30;
+
+export interface KubernetesDriverOptions {
+  readonly kubeConfig: KubeConfig;
+  readonly namespace: string;
+}
+
+/**
+ * A bot is the Deployment (replicas 1) labelled with its id, and that
+ * Deployment's pod. Bot ids hold underscores, which object names cannot, so
+ * bots are always found by label.
+ */
+class KubernetesDriver implements RuntimeDriver {
+  readonly runtime = 'kubernetes';
+  private readonly apps: AppsV1Api;
+  private readonly core: CoreV1Api;
+  private readonly custom: CustomObjectsApi;
+  private readonly namespace: string;
+
+  constructor({ kubeConfig, namespace }: KubernetesDriverOptions) {
+    this.apps = kubeConfig.makeApiClient(AppsV1Api);
+    this.core = kubeConfig.makeApiClient(CoreV1Api);
+    this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
+    this.namespace = namespace;
+  }
+
+  async ping(): Promise<void> {
+    await this.api(undefined, () => this.apps.listNamespacedDeployment({ namespace: this.namespace, limit: 1 }));
+  }
+
+  async findBot(botId: string): Promise<BotInfo> {
+    const deployment = await this.deployment(botId);
+    const pod = await this.runningPod(botId);
+    return {
+      id: botId,
+      ownerId: deployment.metadata?.annotations?.[OWNER_LABEL],
+      running: desiredReplicas(deployment) > 0 && pod !== undefined,
+    };
+  }
+
+  async botAtAddress(address: string): Promise<string | undefined> {
+    const pods = await this.api(undefined, () =>
+      this.core.listNamespacedPod({
+        namespace: this.namespace,
+        labelSelector: BOT_LABEL,
+        fieldSelector: `status.podIP=${address},status.phase=Running`,
+      }),
+    );
+    const botId = pods.items[0]?.metadata?.labels?.[BOT_LABEL];
+    return botId !== undefined && BOT_ID_PATTERN.test(botId) ? botId : undefined;
+  }
+
+  async restart(botId: string): Promise<void> {
+    const failed = (detail: string): AgentError => new OperationFailed(messages.restartFailed(botId, detail));
+    const deployment = await this.deployment(botId);
+    if (desiredReplicas(deployment) === 0 || !(await this.runningPod(botId))) {
+      throw new NotRunning(messages.notRunning(botId));
+    }
+    if (deployment.spec?.paused) throw failed('its Deployment is paused, so it cannot be rolled out');
+    // What `kubectl rollout restart` does; milliseconds, so that two restarts within a second still differ.
+    const patched = await this.api(
+      botId,
+      () =>
+        this.apps.patchNamespacedDeployment(
+          {
+            name: nameOf(deployment),
+            namespace: this.namespace,
+            body: { spec: { template: { metadata: { annotations: { [RESTARTED_AT]: new Date().toISOString() } } } } },
+          },
+          mergePatch,
+        ),
+      failed,
+    );
+    await this.awaitRollout(botId, patched, failed);
+  }
+
+  async stop(botId: string): Promise<PowerOutcome> {
+    const deployment = await this.deployment(botId);
+    if (desiredReplicas(deployment) === 0) return 'already';
+    await this.scale(botId, deployment, 0);
+    // The pod gets its own grace period; stop returns once it is gone, as `docker stop` does.
+    const graceS = deployment.spec?.template?.spec?.terminationGracePeriodSeconds ?? DEFAULT_GRACE_S;
+    const gone = await this.poll(graceS + 30, async () => (await this.pods(botId)).length === 0);
+    if (!gone) throw new OperationFailed(`Failed to stop bot ${botId}: its pod was still there after ${graceS + 30} s`);
+    return 'done';
+  }
+
+  async start(botId: string): Promise<PowerOutcome> {
+    const deployment = await this.deployment(botId);
+    if (desiredReplicas(deployment) > 0) return 'already';
+    const scaled = await this.scale(botId, deployment, 1);
+    await this.awaitRollout(botId, scaled, (detail) => new OperationFailed(`Failed to start bot ${botId}: ${detail}`));
+    return 'done';
+  }
+
+  async logs(botId: string, lines: number): Promise<string> {
+    await this.deployment(botId);
+    // Scaling to 0 deletes the pod and its logs with it: a stopped bot has none to show.
+    const pod = (await this.runningPod(botId)) ?? newest(await this.pods(botId));
+    if (!pod) return '';
+    const container = defaultContainer(pod);
+    const status = pod.status?.containerStatuses?.find((s) => s.name === container);
+    // A container that crashed and waits to start again has nothing yet: show its last run.
+    const previous = status?.state?.running === undefined && (status?.restartCount ?? 0) > 0;
+    return this.api(botId, () =>
+      this.core.readNamespacedPodLog({ name: nameOf(pod), namespace: this.namespace, container, tailLines: lines, previous }),
+    );
+  }
+
+  async stats(botId: string): Promise<BotStats> {
+    await this.deployment(botId);
+    const pod = await this.runningPod(botId);
+    if (!pod) throw new NotRunning(messages.notRunning(botId));
+    const [metrics, capacity] = await Promise.all([this.podMetrics(pod), this.capacity(pod)]);
+    const container = defaultContainer(pod);
+    const status = pod.status?.containerStatuses?.find((s) => s.name === container);
+    const startedAt = status?.state?.running?.startedAt ?? pod.status?.startTime ?? new Date();
+    return botStatsFromMetrics(metrics, capacity, new Date(startedAt));
+  }
+
+  private async deployment(botId: string): Promise<V1Deployment> {
+    const list = await this.api(botId, () =>
+      this.apps.listNamespacedDeployment({ namespace: this.namespace, labelSelector: `${BOT_LABEL}=${botId}` }),
+    );
+    const deployment = list.items[0];
+    if (!deployment) throw new NotFound(messages.botNotFound(botId));
+    return deployment;
+  }
+
+  private async pods(botId: string): Promise<V1Pod[]> {
+    const list = await this.api(botId, () =>
+      this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: `${BOT_LABEL}=${botId}` }),
+    );
+    return list.items;
+  }
+
+  /** The bot's newest pod that runs and is not being deleted. */
+  private async runningPod(botId: string): Promise<V1Pod | undefined> {
+    const pods = await this.pods(botId);
+    return newest(pods.filter((pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp));
+  }
+
+  private async scale(botId: string, deployment: V1Deployment, replicas: number): Promise<V1Deployment> {
+    await this.api(botId, () =>
+      this.apps.patchNamespacedDeploymentScale(
+        { name: nameOf(deployment), namespace: this.namespace, body: { spec: { replicas } } },
+        mergePatch,
+      ),
+    );
+    return this.deployment(botId);
+  }
+
+  /** Waits as `kubectl rollout status` does, within the Deployment's progress deadline. */
+  private async awaitRollout(botId: string, deployment: V1Deployment, failed: (detail: string) => AgentError) {
+    const generation = deployment.metadata?.generation ?? 0;
+    const deadlineS = deployment.spec?.progressDeadlineSeconds ?? DEFAULT_PROGRESS_DEADLINE_S;
+    const done = await this.poll(deadlineS, async () => rolledOut(await this.deployment(botId), generation));
+    if (!done) throw failed(`the rollout did not complete within ${deadlineS} s`);
+  }
+
+  /** Checks `check` every POLL_MS for up to `seconds`; answers whether it came true. */
+  private async poll(seconds: number, check: () => Promise<boolean>): Promise<boolean> {
+    const deadline = Date.now() + seconds * 1000;
+    while (Date.now() < deadline) {
+      if (await check()) return true;
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
+    return check();
+  }
+
+  private async podMetrics(pod: V1Pod): Promise<PodMetrics> {
+    try {
+      return (await this.custom.getNamespacedCustomObject({
+        group: 'metrics.k8s.io',
+        version: 'v1beta1',
+        namespace: this.namespace,
+        plural: 'pods',
+        name: nameOf(pod),
+      })) as PodMetrics;
+    } catch (err) {
+      if ((err as { code?: number }).code !== 404) throw translateKubeError(err, undefined);
+      throw new RuntimeUnavailable(
+        `${messages.runtimeUnavailable('kubernetes')}: no metrics for the bot's pod from metrics.k8s.io ` +
+          '(is metrics-server installed? a new pod has none for its first minute)',
+      );
+    }
+  }
+
+  /** The pod's limits, else what its node offers. */
+  private async capacity(pod: V1Pod): Promise<Capacity> {
+    const limits = podLimits(pod);
+    const nodeName = pod.spec?.nodeName;
+    if (limits || !nodeName) return limits ?? { cpuCores: 0, memoryBytes: 0 };
+    return nodeAllocatable(await this.api(undefined, () => this.core.readNode({ name: nodeName })));
+  }
+
+  private async api<T>(botId: string | undefined, call: () => Promise<T>, failed?: (detail: string) => AgentError): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      throw translateKubeError(err, botId, failed);
+    }
+  }
+}
+
+function desiredReplicas(deployment: V1Deployment): number {
+  return deployment.spec?.replicas ?? 1;
+}
+
+function nameOf(object: { metadata?: { name?: string } }): string {
+  return object.metadata?.name ?? '';
+}
+
+function newest(pods: V1Pod[]): V1Pod | undefined {
+  const time = (pod: V1Pod): number => new Date(pod.metadata?.creationTimestamp ?? 0).getTime();
+  return pods.reduce<V1Pod | undefined>((best, pod) => (!best || time(pod) > time(best) ? pod : best), undefined);
+}
+
+function defaultContainer(pod: V1Pod): string | undefined {
+  return pod.metadata?.annotations?.[DEFAULT_CONTAINER] ?? pod.spec?.containers?.[0]?.name;
+}
+
+/** A rollout is complete when every wanted replica is updated and available, and no old one is left. */
+function rolledOut(deployment: V1Deployment, generation: number): boolean {
+  const wanted = desiredReplicas(deployment);
+  const status = deployment.status ?? {};
+  return (
+    (status.observedGeneration ?? 0) >= generation &&
+    (status.updatedReplicas ?? 0) === wanted &&
+    (status.replicas ?? 0) === wanted &&
+    (status.availableReplicas ?? 0) === wanted
+  );
+}
+
+/** The Kubernetes driver, talking to the API server `kubeConfig` names, in `namespace`. */
+export function createKubernetesDriver(options: KubernetesDriverOptions): RuntimeDriver {
+  return new KubernetesDriver(options);
+}

@@ -1,0 +1,107 @@
+import test from 'ava';
+import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import { Deployment } from 'kubernetes-models/apps/v1';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { Service, ServiceAccount } from 'kubernetes-models/v1';
+import { CHART, helm, renderChart } from '../helpers/helm.js';
+import type { KubeObject } from '../helpers/helm.js';
+
+/** The Kubernetes schemas of every kind the chart may render, from kubernetes-models. */
+const models: Record<string, new (data: never) => { validate(): void }> = {
+  'apps/v1/Deployment': Deployment,
+  'v1/Service': Service,
+  'v1/ServiceAccount': ServiceAccount,
+  'rbac.authorization.k8s.io/v1/Role': Role,
+  'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
+  'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
+  'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
+};
+
+function validateAll(t: { notThrows(fn: () => void, message?: string): void; truthy(value: unknown, message?: string): void }, objects: KubeObject[]) {
+  for (const object of objects) {
+    const Model = models[`${object.apiVersion}/${object.kind}`];
+    t.truthy(Model, `no schema for ${object.apiVersion} ${object.kind}`);
+    if (Model) t.notThrows(() => new Model(object as never).validate(), `${object.kind} ${object.metadata.name}`);
+  }
+}
+
+const byKind = (objects: KubeObject[], kind: string): KubeObject[] => objects.filter((o) => o.kind === kind);
+
+test('helm lint passes', async (t) => {
+  const out = await helm('lint', CHART, '--strict');
+  t.regex(out, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+});
+
+test('every rendered object is valid against the Kubernetes schema of its kind', async (t) => {
+  const objects = await renderChart();
+  t.deepEqual(objects.map((o) => o.kind).sort(), [
+    'ClusterRole',
+    'ClusterRoleBinding',
+    'Deployment',
+    'NetworkPolicy',
+    'Role',
+    'RoleBinding',
+    'Service',
+    'ServiceAccount',
+  ]);
+  validateAll(t, objects);
+});
+
+test('variants render valid objects too', async (t) => {
+  validateAll(
+    t,
+    await renderChart('platform', {
+      'rbac.readNodes': 'false',
+      'networkPolicy.enabled': 'false',
+      'serviceAccount.create': 'false',
+      'serviceAccount.name': 'existing',
+      'adminToken.existingSecret': 'agent-token',
+      'image.tag': '1.2.3',
+    }),
+  );
+});
+
+test('the Service is named agent on port 8000, as bots expect', async (t) => {
+  const [service] = byKind(await renderChart(), 'Service');
+  t.is(service?.metadata.name, 'agent');
+  t.like(service, { spec: { ports: [{ port: 8000, targetPort: 'http' }] } });
+});
+
+test('the agent runs non-root, read-only, without privilege escalation, with probes on /healthz and /readyz', async (t) => {
+  const [deployment] = byKind(await renderChart(), 'Deployment');
+  const spec = (deployment as unknown as { spec: { template: { spec: Record<string, any> } } }).spec.template.spec;
+  const [container] = spec.containers;
+  t.true(spec.securityContext.runAsNonRoot);
+  t.like(container.securityContext, { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true });
+  t.is(container.livenessProbe.httpGet.path, '/healthz');
+  t.is(container.readinessProbe.httpGet.path, '/readyz');
+  t.truthy(container.resources.limits.memory);
+  t.deepEqual(
+    container.env.find((e: { name: string }) => e.name === 'AGENT_RUNTIME'),
+    { name: 'AGENT_RUNTIME', value: 'kubernetes' },
+  );
+});
+
+test('the admin token comes from a Secret only when one is named', async (t) => {
+  const env = async (set: Record<string, string>) =>
+    (byKind(await renderChart('bots', set), 'Deployment')[0] as any).spec.template.spec.containers[0].env as Array<{ name: string; valueFrom?: unknown }>;
+  t.falsy((await env({})).find((e) => e.name === 'AGENT_ADMIN_TOKEN'));
+  t.deepEqual((await env({ 'adminToken.existingSecret': 'tok' })).find((e) => e.name === 'AGENT_ADMIN_TOKEN')?.valueFrom, {
+    secretKeyRef: { name: 'tok', key: 'token' },
+  });
+});
+
+test('the NetworkPolicy admits only pods labelled as bots, plus the configured peers', async (t) => {
+  const [policy] = byKind(await renderChart('bots', { 'networkPolicy.extraFrom[0].namespaceSelector.matchLabels.team': 'platform' }), 'NetworkPolicy');
+  const from = (policy as any).spec.ingress[0].from;
+  t.deepEqual(from[0], { podSelector: { matchExpressions: [{ key: 'bot-agent/bot-id', operator: 'Exists' }] } });
+  t.deepEqual(from[1], { namespaceSelector: { matchLabels: { team: 'platform' } } });
+});
+
+test('values.schema.json refuses bad values', async (t) => {
+  for (const set of ['restartTimeoutMs=soon', 'service.port=0', 'image.pullPolicy=Sometimes', 'unknownKey=1']) {
+    const error = await t.throwsAsync(helm('template', 'rel', CHART, '--set', set));
+    t.regex(String((error as { stderr?: string }).stderr), /values don't meet the specifications of the schema|schema/, set);
+  }
+});

@@ -1,0 +1,138 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import test from 'ava';
+import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
+import { botNamespace } from '../../src/runtime/kubernetes/kube-connection.js';
+import { startAgent } from '../helpers/agent.js';
+import { eventually } from '../helpers/eventually.js';
+import { chartGrants } from '../helpers/helm.js';
+import { call } from '../helpers/http-client.js';
+import { FakeKubeApi } from '../helpers/kube/fake-kube-api.js';
+import type { Grants } from '../helpers/kube/rbac.js';
+import { NAMESPACE } from './kube-harness.js';
+
+// What only the Kubernetes runtime shows; the behaviours of every runtime are in kube-behaviours.test.ts.
+let grants: Grants;
+test.before(async () => {
+  grants = await chartGrants(NAMESPACE);
+});
+
+async function setUp(t: { teardown(fn: () => Promise<void>): void }, withGrants: Grants = grants) {
+  const api = new FakeKubeApi(NAMESPACE, withGrants);
+  await api.start();
+  const driver = createKubernetesDriver({ kubeConfig: api.kubeConfig(), namespace: NAMESPACE });
+  const agent = await startAgent(driver);
+  t.teardown(async () => {
+    await agent.close();
+    await api.stop();
+  });
+  return { api, driver, server: agent.server };
+}
+
+const owned = (id: string) => ({ bot_id: id, user_id: 'user_1' });
+
+test('without metrics-server, stats are a clear 503, not a crash', async (t) => {
+  const { api, server } = await setUp(t);
+  api.metricsServer = false;
+  api.addBot({ id: 'bot_1_1_a' });
+  const reply = await call(server, '/api/bots/bot_1_1_a/stats');
+  t.is(reply.status, 503);
+  t.regex(String(reply.body?.msg), /runtime unavailable.*metrics\.k8s\.io.*metrics-server/);
+});
+
+test('stats are percentages of the pod limits, else of the node allocatable', async (t) => {
+  const { api, server } = await setUp(t);
+  const usage = { cpu: '150m', memory: '48Mi' };
+  api.addBot({ id: 'bot_1_1_limited', usage, limits: { cpu: '500m', memory: '256Mi' } });
+  api.addBot({ id: 'bot_1_1_free', usage });
+  const limited = await call(server, '/api/bots/bot_1_1_limited/stats');
+  t.like(limited.body, { ok: true, stats: { cpu_percent: 30, memory_usage: '48.00 MB', memory_percent: 18.75 } });
+  // The fake node offers 2 CPUs and 8 GiB.
+  const free = await call(server, '/api/bots/bot_1_1_free/stats');
+  t.like(free.body, { ok: true, stats: { cpu_percent: 7.5, memory_percent: 0.59 } });
+});
+
+test('a call the chart does not grant fails clearly, naming the permission', async (t) => {
+  const withoutLogs: Grants = {
+    ...grants,
+    namespaced: grants.namespaced.filter((rule) => !rule.resources?.includes('pods/log')),
+  };
+  const { api, server } = await setUp(t, withoutLogs);
+  api.addBot({ id: 'bot_1_1_a', logLines: ['x'] });
+  const reply = await call(server, '/api/bots/logs', { body: { bot_id: 'bot_1_1_a' } });
+  t.is(reply.status, 500);
+  t.regex(String(reply.body?.msg), /lacks a permission.*cannot get resource "pods\/log"/);
+});
+
+test('a paused Deployment cannot be restarted, and says so', async (t) => {
+  const { api, server } = await setUp(t);
+  api.addBot({ id: 'bot_1_1_a', paused: true });
+  const reply = await call(server, '/api/bots/restart', { body: owned('bot_1_1_a') });
+  t.is(reply.status, 500);
+  t.regex(String(reply.body?.msg), /^Failed to restart bot bot_1_1_a: .*paused/);
+  t.is(api.rollouts('bot_1_1_a'), 0);
+});
+
+test('stop scales to 0 and waits until the pod is gone; its logs go with it', async (t) => {
+  const { api, server } = await setUp(t);
+  api.addBot({ id: 'bot_1_1_a', logLines: ['before stop'] });
+  t.is((await call(server, '/api/bots/stop', { body: owned('bot_1_1_a') })).status, 200);
+  t.is(api.replicas('bot_1_1_a'), 0);
+  t.is(api.livePods('bot_1_1_a').length, 0);
+  const logs = await call(server, '/api/bots/logs', { body: { bot_id: 'bot_1_1_a' } });
+  t.like(logs, { status: 200, body: { ok: true, logs: '' } });
+});
+
+test('start scales to 1 and waits until the new pod runs', async (t) => {
+  const { api, server } = await setUp(t);
+  api.addBot({ id: 'bot_1_1_a', replicas: 0, startDelayMs: 300 });
+  t.is((await call(server, '/api/bots/start', { body: owned('bot_1_1_a') })).status, 200);
+  t.is(api.replicas('bot_1_1_a'), 1);
+  t.is(api.livePods('bot_1_1_a')[0]?.status.phase, 'Running');
+});
+
+test('a pod without the bot label is no bot, whatever address it holds', async (t) => {
+  const { api, driver } = await setUp(t);
+  api.addBot({ id: 'bot_1_1_a', podIP: '10.0.0.5', labelled: false });
+  api.addBot({ id: 'bot_1_1_b', podIP: '10.0.0.6' });
+  t.is(await driver.botAtAddress('10.0.0.5'), undefined);
+  t.is(await driver.botAtAddress('10.0.0.6'), 'bot_1_1_b');
+});
+
+test('the namespace is the configured one, else the pod\'s own, else default', (t) => {
+  t.is(botNamespace('team-bots'), 'team-bots');
+  // No service account is mounted here, so there is no pod namespace to read.
+  t.is(botNamespace(undefined), 'default');
+});
+
+test('the agent started with AGENT_RUNTIME=kubernetes and a KUBECONFIG serves bots', async (t) => {
+  const { api } = await setUp(t);
+  api.addBot({ id: 'bot_1_1_a', logLines: ['hi'] });
+  const probe = createServer().listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const { port } = probe.address() as AddressInfo;
+  probe.close();
+  const agent = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
+    env: {
+      ...process.env,
+      AGENT_RUNTIME: 'kubernetes',
+      KUBECONFIG: api.kubeConfigFile(),
+      AGENT_NAMESPACE: NAMESPACE,
+      AGENT_HOST: '127.0.0.1',
+      AGENT_PORT: String(port),
+    },
+    stdio: 'ignore',
+  });
+  t.teardown(() => {
+    agent.kill();
+  });
+  const url = `http://127.0.0.1:${port}`;
+  t.true(await eventually(async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 20_000, 100));
+  const logs = await fetch(`${url}/api/bots/logs`, { method: 'POST', body: JSON.stringify({ bot_id: 'bot_1_1_a' }) });
+  t.deepEqual(await logs.json(), { ok: true, logs: 'hi\n' });
+  agent.kill('SIGTERM');
+  const [code] = await once(agent, 'exit');
+  t.is(code, 0);
+});
