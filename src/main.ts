@@ -48,6 +48,7 @@ async function main(): Promise<void> {
       process.exit(0);
     }, DRAIN_MS).unref();
     await Promise.all([new Promise((resolve) => server.close(resolve)), lifecycle.drain()]);
+    await driver.close();
     process.exit(0);
   };
   process.once('SIGTERM', (signal) => void shutdown(signal));

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { BlockList, isIPv4 } from 'node:net';
 import { Forbidden, messages } from '../errors.js';
+import { isLoopback } from '../loopback.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 
 /** Who is calling: a bot (which may manage only itself) or the platform (which may manage any bot). */
@@ -12,18 +12,10 @@ export interface CallerEvidence {
   readonly authorization: string | undefined;
 }
 
-const loopback = new BlockList();
-loopback.addSubnet('127.0.0.0', 8, 'ipv4');
-loopback.addAddress('::1', 'ipv6');
-
 /** The address as the runtime reports it: IPv4-mapped IPv6 (`::ffff:10.0.0.2`) becomes plain IPv4. */
 export function plainAddress(address: string): string {
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
   return mapped?.[1] ?? address;
-}
-
-function isLoopback(address: string): boolean {
-  return loopback.check(address, isIPv4(address) ? 'ipv4' : 'ipv6');
 }
 
 function digest(value: string): Buffer {

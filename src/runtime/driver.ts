@@ -62,4 +62,7 @@ export interface RuntimeDriver {
 
   /** Resource use of a running bot. Throws NotRunning. */
   stats(botId: string): Promise<BotStats>;
+
+  /** Releases what the driver holds open (event and stats streams, timers). */
+  close(): Promise<void>;
 }

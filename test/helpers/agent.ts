@@ -30,6 +30,7 @@ export async function startAgent(
       server.closeAllConnections();
       server.close();
       await once(server, 'close');
+      await driver.close();
     },
   };
 }

@@ -104,6 +104,8 @@ export class MemoryDriver implements RuntimeDriver {
     return { cpuPercent: 12.3456, memoryBytes: 47_405_793, memoryPercent: 4.567, startedAt: bot.startedAt };
   }
 
+  async close(): Promise<void> {}
+
   private reach(): void {
     if (!this.reachable) throw new RuntimeUnavailable(messages.runtimeUnavailable('docker'));
   }

@@ -3,16 +3,24 @@ import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
 import { messages, NotFound, NotRunning, OperationFailed } from '../../errors.js';
 import type { BotInfo, BotStats, PowerOutcome, RuntimeDriver } from '../driver.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
+import { isLoopback } from '../../loopback.js';
+import { DockerBotIndex } from './docker-bot-index.js';
 import { dockerConnection } from './docker-connection.js';
 import { translateDockerError } from './docker-errors.js';
 import { logText } from './docker-logs.js';
+import { DockerStatsFeed } from './docker-stats-feed.js';
 import { botStatsFrom } from './docker-stats.js';
 
 /** A bot is the container named by its id that carries the bot label with that id. */
 class DockerDriver implements RuntimeDriver {
   readonly runtime = 'docker';
+  private readonly index: DockerBotIndex;
+  private readonly statsFeed: DockerStatsFeed;
 
-  constructor(private readonly docker: Docker) {}
+  constructor(private readonly docker: Docker) {
+    this.index = new DockerBotIndex(docker);
+    this.statsFeed = new DockerStatsFeed(docker);
+  }
 
   async ping(): Promise<void> {
     await this.engine(undefined, () => this.docker.ping());
@@ -24,6 +32,10 @@ class DockerDriver implements RuntimeDriver {
   }
 
   async botAtAddress(address: string): Promise<string | undefined> {
+    const indexed = this.index.botAt(address);
+    if (indexed) return indexed.botId;
+    // No container holds a loopback address; any other miss may be a container the index has not seen yet.
+    if (indexed === undefined && isLoopback(address)) return undefined;
     const running = await this.engine(undefined, () =>
       this.docker.listContainers({ filters: { label: [BOT_LABEL], status: ['running'] } }),
     );
@@ -55,18 +67,31 @@ class DockerDriver implements RuntimeDriver {
   }
 
   async logs(botId: string, lines: number): Promise<string> {
-    const info = await this.inspectBot(botId);
+    const indexed = this.index.bot(botId);
+    const { containerId, tty } = indexed
+      ? indexed
+      : await this.inspectBot(botId).then((info) => ({ containerId: info.Id, tty: info.Config.Tty }));
     const raw = await this.engine(botId, () =>
-      this.docker.getContainer(botId).logs({ stdout: true, stderr: true, tail: lines, follow: false }),
+      this.docker.getContainer(containerId).logs({ stdout: true, stderr: true, tail: lines, follow: false }),
     );
-    return logText(this.docker, raw, info.Config.Tty);
+    return logText(this.docker, raw, tty);
   }
 
   async stats(botId: string): Promise<BotStats> {
     const info = await this.runningBot(botId);
-    // Not one-shot: the engine then takes two readings a second apart, so CPU % spans a real interval.
-    const sample = await this.engine(botId, () => this.docker.getContainer(botId).stats({ stream: false }));
-    return botStatsFrom(sample, new Date(info.State.StartedAt));
+    try {
+      return botStatsFrom(await this.statsFeed.sample(info.Id), new Date(info.State.StartedAt));
+    } catch (err) {
+      // The stream ends when the container goes away: tell that apart from an engine failure.
+      if ((err as { statusCode?: number }).statusCode !== undefined) throw translateDockerError(err, botId);
+      await this.runningBot(botId);
+      throw translateDockerError(err, botId);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.index.close();
+    this.statsFeed.close();
   }
 
   private async inspectBot(botId: string): Promise<ContainerInspectInfo> {

@@ -134,6 +134,8 @@ class KubernetesDriver implements RuntimeDriver {
     return botStatsFromMetrics(metrics, capacity, new Date(startedAt));
   }
 
+  async close(): Promise<void> {}
+
   private async deployment(botId: string): Promise<V1Deployment> {
     const list = await this.api(botId, () =>
       this.apps.listNamespacedDeployment({ namespace: this.namespace, labelSelector: `${BOT_LABEL}=${botId}` }),

@@ -1,0 +1,173 @@
+import type Docker from 'dockerode';
+import type { ContainerInfo } from 'dockerode';
+import { BOT_LABEL } from '../labels.js';
+
+/** A labelled container as the index knows it. */
+export interface IndexedBot {
+  readonly containerId: string;
+  readonly botId: string;
+  readonly running: boolean;
+  readonly addresses: readonly string[];
+  /** Whether the container has a TTY (so its logs carry no stream framing). */
+  readonly tty: boolean;
+}
+
+interface EngineEvent {
+  Type?: string;
+  Action?: string;
+  Actor?: { ID?: string; Attributes?: Record<string, string> };
+}
+
+/** Container events after which a container no longer holds its addresses. */
+const GONE = new Set(['die', 'kill', 'stop', 'destroy', 'pause']);
+const RECONNECT_MS = 1_000;
+
+/**
+ * Which bot holds which address, and which container is which bot, kept
+ * current from the engine's event stream, so that identifying a caller costs
+ * no engine call. While the stream is down (and before it first comes up)
+ * nothing is answered from the index; after it reconnects the index is rebuilt.
+ */
+export class DockerBotIndex {
+  private byAddress = new Map<string, IndexedBot>();
+  private byBotId = new Map<string, IndexedBot>();
+  private live = false;
+  private started = false;
+  private closed = false;
+  private events: (NodeJS.ReadableStream & { destroy?: () => void }) | undefined;
+  private rebuilding: Promise<void> | undefined;
+  private rebuildAgain = false;
+  private reconnect: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly docker: Docker,
+    private readonly onError: (err: unknown) => void = () => {},
+  ) {}
+
+  /** The running bot holding `address`, or undefined; null when the index cannot answer. */
+  botAt(address: string): IndexedBot | undefined | null {
+    this.start();
+    return this.live ? this.byAddress.get(address) : null;
+  }
+
+  /** The labelled container of `botId`, or undefined; null when the index cannot answer. */
+  bot(botId: string): IndexedBot | undefined | null {
+    this.start();
+    return this.live ? this.byBotId.get(botId) : null;
+  }
+
+  close(): void {
+    this.closed = true;
+    this.live = false;
+    clearTimeout(this.reconnect);
+    this.events?.destroy?.();
+  }
+
+  private start(): void {
+    if (this.started || this.closed) return;
+    this.started = true;
+    void this.subscribe();
+  }
+
+  private async subscribe(): Promise<void> {
+    try {
+      // Subscribe before listing, so that no change falls between the two.
+      const events = (await this.docker.getEvents({
+        filters: { type: ['container', 'network'] },
+      })) as NonNullable<DockerBotIndex['events']>;
+      this.events = events;
+      let pending = '';
+      events.on('data', (chunk: Buffer) => {
+        pending += chunk.toString('utf8');
+        let end: number;
+        while ((end = pending.indexOf('\n')) >= 0) {
+          const line = pending.slice(0, end).trim();
+          pending = pending.slice(end + 1);
+          if (line) this.onEvent(JSON.parse(line) as EngineEvent);
+        }
+      });
+      const lost = (): void => this.lost(events);
+      events.on('end', lost);
+      events.on('close', lost);
+      events.on('error', lost);
+      await this.rebuild();
+      if (this.events === events) this.live = true;
+    } catch (err) {
+      this.onError(err);
+      this.lost(this.events);
+    }
+  }
+
+  private lost(events: DockerBotIndex['events']): void {
+    if (events !== this.events && events !== undefined) return;
+    this.live = false;
+    this.events = undefined;
+    events?.destroy?.();
+    if (this.closed || this.reconnect) return;
+    this.reconnect = setTimeout(() => {
+      this.reconnect = undefined;
+      void this.subscribe();
+    }, RECONNECT_MS).unref();
+  }
+
+  private onEvent(event: EngineEvent): void {
+    const containerId = event.Type === 'network' ? event.Actor?.Attributes?.container : event.Actor?.ID;
+    // A container that stops gives up its addresses at once, before the rebuild lands.
+    if (event.Type === 'container' && GONE.has(event.Action ?? '') && containerId) this.forget(containerId);
+    if (event.Type === 'network' && event.Action === 'disconnect' && containerId) this.forget(containerId);
+    this.scheduleRebuild();
+  }
+
+  private forget(containerId: string): void {
+    for (const [address, bot] of this.byAddress) if (bot.containerId === containerId) this.byAddress.delete(address);
+  }
+
+  private scheduleRebuild(): void {
+    if (this.rebuilding) {
+      this.rebuildAgain = true;
+      return;
+    }
+    this.rebuilding = this.rebuild()
+      .catch((err: unknown) => {
+        this.onError(err);
+        this.lost(this.events);
+      })
+      .finally(() => {
+        this.rebuilding = undefined;
+        if (this.rebuildAgain) {
+          this.rebuildAgain = false;
+          this.scheduleRebuild();
+        }
+      });
+  }
+
+  private async rebuild(): Promise<void> {
+    const containers = await this.docker.listContainers({ all: true, filters: { label: [BOT_LABEL] } });
+    const known = new Map([...this.byBotId.values()].map((bot) => [bot.containerId, bot]));
+    const bots = await Promise.all(containers.map((container) => this.indexed(container, known.get(container.Id))));
+    const byAddress = new Map<string, IndexedBot>();
+    const byBotId = new Map<string, IndexedBot>();
+    for (const bot of bots) {
+      if (!bot) continue;
+      byBotId.set(bot.botId, bot);
+      for (const address of bot.addresses) byAddress.set(address, bot);
+    }
+    this.byAddress = byAddress;
+    this.byBotId = byBotId;
+  }
+
+  /** The index entry of a listed container; undefined unless its name is its bot label. */
+  private async indexed(container: ContainerInfo, known: IndexedBot | undefined): Promise<IndexedBot | undefined> {
+    const botId = container.Labels[BOT_LABEL];
+    if (botId === undefined || !container.Names.includes(`/${botId}`)) return undefined;
+    const running = container.State === 'running';
+    const addresses = running
+      ? Object.values(container.NetworkSettings?.Networks ?? {})
+          .flatMap((network) => [network.IPAddress, network.GlobalIPv6Address])
+          .filter((address): address is string => Boolean(address))
+      : [];
+    // A container's TTY setting never changes: one inspect in its life.
+    const tty = known?.tty ?? (await this.docker.getContainer(container.Id).inspect()).Config.Tty;
+    return { containerId: container.Id, botId, running, addresses, tty };
+  }
+}

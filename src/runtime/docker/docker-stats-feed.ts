@@ -1,0 +1,106 @@
+import type Docker from 'dockerode';
+import type { DockerStatsSample } from './docker-stats.js';
+
+interface Feed {
+  stream: NodeJS.ReadableStream & { destroy?: () => void };
+  /** Resolves with the first sample that spans a real interval. */
+  first: Promise<DockerStatsSample>;
+  latest: DockerStatsSample | undefined;
+  lastRead: number;
+}
+
+/**
+ * Keeps the engine's stats stream open for each container read recently, so
+ * that a read answers at once with the latest sample. The engine sends one a
+ * second, each spanning the second before it; the first sample of a stream
+ * has no earlier reading, so a cold read waits for the second, about 1 s.
+ * Streams nobody read for `idleMs` are closed.
+ */
+export class DockerStatsFeed {
+  private readonly feeds = new Map<string, Promise<Feed>>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    private readonly docker: Docker,
+    private readonly idleMs = 60_000,
+  ) {
+    this.sweeper = setInterval(() => this.sweep(), Math.max(1_000, idleMs / 2)).unref();
+  }
+
+  /** The latest sample of the container, opening its stream when none is open. */
+  async sample(containerId: string): Promise<DockerStatsSample> {
+    let feed = this.feeds.get(containerId);
+    if (!feed) {
+      const opening: Promise<Feed> = this.open(containerId, () => this.forget(containerId, opening));
+      this.feeds.set(containerId, opening);
+      opening.catch(() => this.forget(containerId, opening));
+      feed = opening;
+    }
+    const open = await feed;
+    open.lastRead = Date.now();
+    return open.latest ?? open.first;
+  }
+
+  /** Forgets the container's stream, e.g. once it stopped or restarted. */
+  drop(containerId: string): void {
+    const feed = this.feeds.get(containerId);
+    this.feeds.delete(containerId);
+    void feed?.then((open) => open.stream.destroy?.(), () => undefined);
+  }
+
+  private forget(containerId: string, feed: Promise<Feed>): void {
+    if (this.feeds.get(containerId) === feed) this.feeds.delete(containerId);
+  }
+
+  close(): void {
+    clearInterval(this.sweeper);
+    for (const id of [...this.feeds.keys()]) this.drop(id);
+  }
+
+  private async open(containerId: string, onEnd: () => void): Promise<Feed> {
+    const stream = (await this.docker.getContainer(containerId).stats({ stream: true })) as Feed['stream'];
+    let resolveFirst: (sample: DockerStatsSample) => void = () => {};
+    let rejectFirst: (err: Error) => void = () => {};
+    const feed: Feed = {
+      stream,
+      first: new Promise((resolve, reject) => {
+        resolveFirst = resolve;
+        rejectFirst = reject;
+      }),
+      latest: undefined,
+      lastRead: Date.now(),
+    };
+    feed.first.catch(() => undefined);
+    let pending = '';
+    stream.on('data', (chunk: Buffer) => {
+      pending += chunk.toString('utf8');
+      let end: number;
+      while ((end = pending.indexOf('\n')) >= 0) {
+        const line = pending.slice(0, end).trim();
+        pending = pending.slice(end + 1);
+        if (!line) continue;
+        const sample = JSON.parse(line) as DockerStatsSample;
+        if (!sample.precpu_stats?.system_cpu_usage) continue;
+        feed.latest = sample;
+        resolveFirst(sample);
+      }
+    });
+    const ended = (): void => {
+      onEnd();
+      rejectFirst(new Error('the stats stream ended'));
+    };
+    stream.on('end', ended);
+    stream.on('error', ended);
+    stream.on('close', ended);
+    return feed;
+  }
+
+  private sweep(): void {
+    const cutoff = Date.now() - this.idleMs;
+    for (const [id, feed] of this.feeds) {
+      void feed.then((open) => {
+        if (open.lastRead < cutoff) this.drop(id);
+      }, () => undefined);
+    }
+  }
+}
