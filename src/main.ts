@@ -25,13 +25,10 @@ function configOrExit(): Config {
 async function main(): Promise<void> {
   const config = configOrExit();
   const logger = pino({ base: { runtime: config.runtime } });
-  let driver;
-  try {
-    driver = createDriver(config);
-  } catch (err) {
-    process.stderr.write(`bot-agent: ${(err as Error).message}\n`);
+  const driver = await createDriver(config).catch((err: Error) => {
+    process.stderr.write(`bot-agent: ${err.message}\n`);
     process.exit(1);
-  }
+  });
   const { app, lifecycle } = createApp({ driver, config, logger });
 
   const server = await listen(app, config.host, config.port).catch((err: Error) => {

@@ -5,11 +5,15 @@ import type { BotInfo, BotStats, PowerOutcome, RuntimeDriver } from '../driver.j
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { isLoopback } from '../../loopback.js';
 import { DockerBotIndex } from './docker-bot-index.js';
+import { readCgroup, statsBetween } from './docker-cgroup.js';
 import { dockerConnection } from './docker-connection.js';
 import { translateDockerError } from './docker-errors.js';
 import { logText } from './docker-logs.js';
 import { DockerStatsFeed } from './docker-stats-feed.js';
 import { botStatsFrom } from './docker-stats.js';
+
+/** The interval a first stats read measures, as `docker stats` does. */
+const COLD_INTERVAL_MS = 1_000;
 
 /** A bot is the container named by its id that carries the bot label with that id. */
 class DockerDriver implements RuntimeDriver {
@@ -79,12 +83,23 @@ class DockerDriver implements RuntimeDriver {
 
   async stats(botId: string): Promise<BotStats> {
     const info = await this.runningBot(botId);
+    const startedAt = new Date(info.State.StartedAt);
+    const latest = this.statsFeed.latest(info.Id);
+    if (latest) return botStatsFrom(latest, startedAt);
+    // A first read: where the host's cgroup files are visible, measure one second
+    // of them while the engine's stream warms up for the reads that follow.
+    const before = await readCgroup(info.Id);
+    if (before) {
+      this.statsFeed.warm(info.Id);
+      await new Promise((resolve) => setTimeout(resolve, COLD_INTERVAL_MS));
+      const after = await readCgroup(info.Id);
+      if (after) return statsBetween(before, after, startedAt);
+    }
     try {
-      return botStatsFrom(await this.statsFeed.sample(info.Id), new Date(info.State.StartedAt));
+      return botStatsFrom(await this.statsFeed.sample(info.Id), startedAt);
     } catch (err) {
       // The stream ends when the container goes away: tell that apart from an engine failure.
-      if ((err as { statusCode?: number }).statusCode !== undefined) throw translateDockerError(err, botId);
-      await this.runningBot(botId);
+      if ((err as { statusCode?: number }).statusCode === undefined) await this.runningBot(botId);
       throw translateDockerError(err, botId);
     }
   }

@@ -18,6 +18,8 @@ interface Feed {
  */
 export class DockerStatsFeed {
   private readonly feeds = new Map<string, Promise<Feed>>();
+  /** The feeds whose stream is open, for reads that must not wait. */
+  private readonly ready = new Map<string, Feed>();
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(
@@ -33,6 +35,12 @@ export class DockerStatsFeed {
     if (!feed) {
       const opening: Promise<Feed> = this.open(containerId, () => this.forget(containerId, opening));
       this.feeds.set(containerId, opening);
+      opening.then(
+        (open) => {
+          if (this.feeds.get(containerId) === opening) this.ready.set(containerId, open);
+        },
+        () => undefined,
+      );
       opening.catch(() => this.forget(containerId, opening));
       feed = opening;
     }
@@ -41,15 +49,30 @@ export class DockerStatsFeed {
     return open.latest ?? open.first;
   }
 
+  /** The latest sample when the container's stream has one already; counts as a read. */
+  latest(containerId: string): DockerStatsSample | undefined {
+    const feed = this.ready.get(containerId);
+    if (feed) feed.lastRead = Date.now();
+    return feed?.latest;
+  }
+
+  /** Opens the container's stream, if it is not open, without waiting for a sample. */
+  warm(containerId: string): void {
+    this.sample(containerId).catch(() => undefined);
+  }
+
   /** Forgets the container's stream, e.g. once it stopped or restarted. */
   drop(containerId: string): void {
     const feed = this.feeds.get(containerId);
     this.feeds.delete(containerId);
+    this.ready.delete(containerId);
     void feed?.then((open) => open.stream.destroy?.(), () => undefined);
   }
 
   private forget(containerId: string, feed: Promise<Feed>): void {
-    if (this.feeds.get(containerId) === feed) this.feeds.delete(containerId);
+    if (this.feeds.get(containerId) !== feed) return;
+    this.feeds.delete(containerId);
+    this.ready.delete(containerId);
   }
 
   close(): void {

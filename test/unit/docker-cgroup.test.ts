@@ -1,0 +1,52 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { totalmem, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import test from 'ava';
+import { readCgroup, statsBetween } from '../../src/runtime/docker/docker-cgroup.js';
+
+async function tree(t: { teardown(fn: () => Promise<void>): void }, files: Record<string, string>): Promise<string> {
+  const root = await mkdtemp(join(tmpdir(), 'cgroup-'));
+  t.teardown(() => rm(root, { recursive: true, force: true }));
+  for (const [path, content] of Object.entries(files)) {
+    await mkdir(join(root, path, '..'), { recursive: true });
+    await writeFile(join(root, path), content);
+  }
+  return root;
+}
+
+test('cgroup v1 (cgroupfs driver): memory without inactive file cache, limit capped at the host', async (t) => {
+  const root = await tree(t, {
+    'cpuacct/docker/abc/cpuacct.usage': '5000000000\n',
+    'memory/docker/abc/memory.usage_in_bytes': '104857600\n',
+    'memory/docker/abc/memory.stat': 'cache 5\ninactive_file 1\ntotal_inactive_file 20971520\n',
+    'memory/docker/abc/memory.limit_in_bytes': '9223372036854771712\n',
+  });
+  const reading = await readCgroup('abc', root);
+  t.like(reading, { cpuNs: 5e9, memoryBytes: 80 * 1024 * 1024, limitBytes: totalmem() });
+});
+
+test('cgroup v2 (systemd driver): usage_usec, memory.current, memory.max', async (t) => {
+  const root = await tree(t, {
+    'system.slice/docker-abc.scope/cpu.stat': 'usage_usec 2500\nuser_usec 2000\n',
+    'system.slice/docker-abc.scope/memory.current': '1000\n',
+    'system.slice/docker-abc.scope/memory.stat': 'anon 10\ninactive_file 200\n',
+    'system.slice/docker-abc.scope/memory.max': '4000\n',
+  });
+  t.like(await readCgroup('abc', root), { cpuNs: 2_500_000, memoryBytes: 800, limitBytes: 4000 });
+});
+
+test('a container whose cgroup is not visible gives no reading', async (t) => {
+  const root = await tree(t, { 'cpuacct/docker/other/cpuacct.usage': '1' });
+  t.is(await readCgroup('abc', root), undefined);
+});
+
+test('CPU % is CPU time over wall time, 100 for one full CPU', (t) => {
+  const before = { cpuNs: 1e9, at: 0n, memoryBytes: 0, limitBytes: 100 };
+  const after = { cpuNs: 2.5e9, at: 1_000_000_000n, memoryBytes: 25, limitBytes: 100 };
+  t.deepEqual(statsBetween(before, after, new Date(0)), {
+    cpuPercent: 150,
+    memoryBytes: 25,
+    memoryPercent: 25,
+    startedAt: new Date(0),
+  });
+});
