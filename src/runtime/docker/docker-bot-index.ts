@@ -18,9 +18,21 @@ interface EngineEvent {
   Actor?: { ID?: string; Attributes?: Record<string, string> };
 }
 
+type EventStream = NodeJS.ReadableStream & { destroy?: () => void };
+
+/** dockerode's getEvents and ping, with the abortSignal option its types leave out. */
+interface EventSource {
+  getEvents(options: { filters: Record<string, string[]>; abortSignal: AbortSignal }): Promise<EventStream>;
+  ping(options: { abortSignal: AbortSignal }): Promise<unknown>;
+}
+
 /** Container events after which a container no longer holds its addresses. */
 const GONE = new Set(['die', 'kill', 'stop', 'destroy', 'pause']);
 const RECONNECT_MS = 1_000;
+/** The event stream is silent while nothing happens: a ping this often tells a quiet engine from a stalled one. */
+const WATCHDOG_MS = 10_000;
+/** How long subscribing, listing or a watchdog ping may take. */
+const DEADLINE_MS = 1_500;
 
 /**
  * Which bot holds which address, and which container is which bot, kept
@@ -34,10 +46,11 @@ export class DockerBotIndex {
   private live = false;
   private started = false;
   private closed = false;
-  private events: (NodeJS.ReadableStream & { destroy?: () => void }) | undefined;
+  private events: EventStream | undefined;
   private rebuilding: Promise<void> | undefined;
   private rebuildAgain = false;
   private reconnect: NodeJS.Timeout | undefined;
+  private watchdog: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly docker: Docker,
@@ -60,6 +73,7 @@ export class DockerBotIndex {
     this.closed = true;
     this.live = false;
     clearTimeout(this.reconnect);
+    clearInterval(this.watchdog);
     this.events?.destroy?.();
   }
 
@@ -67,14 +81,29 @@ export class DockerBotIndex {
     if (this.started || this.closed) return;
     this.started = true;
     void this.subscribe();
+    this.watchdog = setInterval(() => void this.check(), WATCHDOG_MS).unref();
+  }
+
+  /** A stalled engine sends no events and no end: judge it by a ping. */
+  private async check(): Promise<void> {
+    if (!this.live) return;
+    try {
+      await (this.docker as unknown as EventSource).ping({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+    } catch (err) {
+      this.onError(err);
+      this.lost(this.events);
+    }
   }
 
   private async subscribe(): Promise<void> {
     try {
       // Subscribe before listing, so that no change falls between the two.
-      const events = (await this.docker.getEvents({
-        filters: { type: ['container', 'network'] },
-      })) as NonNullable<DockerBotIndex['events']>;
+      // A deadline on the subscribing only: the signal must not end the stream later.
+      const subscribing = new AbortController();
+      const deadline = setTimeout(() => subscribing.abort(), DEADLINE_MS);
+      const events = await (this.docker as unknown as EventSource)
+        .getEvents({ filters: { type: ['container', 'network'] }, abortSignal: subscribing.signal })
+        .finally(() => clearTimeout(deadline));
       this.events = events;
       let pending = '';
       events.on('data', (chunk: Buffer) => {
@@ -142,7 +171,11 @@ export class DockerBotIndex {
   }
 
   private async rebuild(): Promise<void> {
-    const containers = await this.docker.listContainers({ all: true, filters: { label: [BOT_LABEL] } });
+    const containers = await this.docker.listContainers({
+      all: true,
+      filters: { label: [BOT_LABEL] },
+      abortSignal: AbortSignal.timeout(DEADLINE_MS),
+    });
     const known = new Map([...this.byBotId.values()].map((bot) => [bot.containerId, bot]));
     const bots = await Promise.all(containers.map((container) => this.indexed(container, known.get(container.Id))));
     const byAddress = new Map<string, IndexedBot>();
@@ -167,7 +200,9 @@ export class DockerBotIndex {
           .filter((address): address is string => Boolean(address))
       : [];
     // A container's TTY setting never changes: one inspect in its life.
-    const tty = known?.tty ?? (await this.docker.getContainer(container.Id).inspect()).Config.Tty;
+    const tty =
+      known?.tty ??
+      (await this.docker.getContainer(container.Id).inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) })).Config.Tty;
     return { containerId: container.Id, botId, running, addresses, tty };
   }
 }

@@ -14,6 +14,13 @@ import { botStatsFrom } from './docker-stats.js';
 
 /** The interval a first stats read measures, as `docker stats` does. */
 const COLD_INTERVAL_MS = 1_000;
+/** How long a quick engine call may take before the engine counts as unreachable. */
+const ENGINE_DEADLINE_MS = 1_500;
+/** How long a stop, start or restart may take beyond the container's own grace period. */
+const LIFECYCLE_MARGIN_MS = 30_000;
+const DEFAULT_GRACE_S = 10;
+
+type Failed = (detail: string) => OperationFailed;
 
 /** A bot is the container named by its id that carries the bot label with that id. */
 class DockerDriver implements RuntimeDriver {
@@ -27,7 +34,9 @@ class DockerDriver implements RuntimeDriver {
   }
 
   async ping(): Promise<void> {
-    await this.engine(undefined, () => this.docker.ping());
+    // dockerode's ping takes options too; its types leave them out.
+    const docker = this.docker as unknown as { ping(options: { abortSignal: AbortSignal }): Promise<unknown> };
+    await this.engine(undefined, (abortSignal) => docker.ping({ abortSignal }));
   }
 
   async findBot(botId: string): Promise<BotInfo> {
@@ -40,8 +49,8 @@ class DockerDriver implements RuntimeDriver {
     if (indexed) return indexed.botId;
     // No container holds a loopback address; any other miss may be a container the index has not seen yet.
     if (indexed === undefined && isLoopback(address)) return undefined;
-    const running = await this.engine(undefined, () =>
-      this.docker.listContainers({ filters: { label: [BOT_LABEL], status: ['running'] } }),
+    const running = await this.engine(undefined, (abortSignal) =>
+      this.docker.listContainers({ filters: { label: [BOT_LABEL], status: ['running'] }, abortSignal }),
     );
     const holder = running.find((container) => holdsAddress(container, address));
     const botId = holder?.Labels[BOT_LABEL];
@@ -49,25 +58,34 @@ class DockerDriver implements RuntimeDriver {
   }
 
   async restart(botId: string): Promise<void> {
-    await this.runningBot(botId);
-    // Without `t` the engine waits the container's own StopTimeout (else 10 s) before it kills.
-    await this.engine(
-      botId,
-      () => this.docker.getContainer(botId).restart(),
-      (detail) => new OperationFailed(messages.restartFailed(botId, detail)),
-    );
+    const info = await this.runningBot(botId);
+    const failed: Failed = (detail) => new OperationFailed(messages.restartFailed(botId, detail));
+    try {
+      // Without `t` the engine waits the container's own StopTimeout (else 10 s) before it kills.
+      await this.engine(botId, (abortSignal) => this.docker.getContainer(botId).restart({ abortSignal }), {
+        failed,
+        deadlineMs: lifecycleDeadline(info),
+      });
+    } catch (err) {
+      await this.startIfStopped(botId);
+      throw err;
+    }
   }
 
   async stop(botId: string): Promise<PowerOutcome> {
     const info = await this.inspectBot(botId);
     if (!info.State.Running) return 'already';
-    return this.power(botId, 'stop', () => this.docker.getContainer(botId).stop());
+    return this.power(botId, 'stop', lifecycleDeadline(info), (abortSignal) =>
+      this.docker.getContainer(botId).stop({ abortSignal }),
+    );
   }
 
   async start(botId: string): Promise<PowerOutcome> {
     const info = await this.inspectBot(botId);
     if (info.State.Running) return 'already';
-    return this.power(botId, 'start', () => this.docker.getContainer(botId).start());
+    return this.power(botId, 'start', LIFECYCLE_MARGIN_MS, (abortSignal) =>
+      this.docker.getContainer(botId).start({ abortSignal }),
+    );
   }
 
   async logs(botId: string, lines: number): Promise<string> {
@@ -75,8 +93,8 @@ class DockerDriver implements RuntimeDriver {
     const { containerId, tty } = indexed
       ? indexed
       : await this.inspectBot(botId).then((info) => ({ containerId: info.Id, tty: info.Config.Tty }));
-    const raw = await this.engine(botId, () =>
-      this.docker.getContainer(containerId).logs({ stdout: true, stderr: true, tail: lines, follow: false }),
+    const raw = await this.engine(botId, (abortSignal) =>
+      this.docker.getContainer(containerId).logs({ stdout: true, stderr: true, tail: lines, follow: false, abortSignal }),
     );
     return logText(this.docker, raw, tty);
   }
@@ -110,7 +128,7 @@ class DockerDriver implements RuntimeDriver {
   }
 
   private async inspectBot(botId: string): Promise<ContainerInspectInfo> {
-    const info = await this.engine(botId, () => this.docker.getContainer(botId).inspect());
+    const info = await this.engine(botId, (abortSignal) => this.docker.getContainer(botId).inspect({ abortSignal }));
     // The engine also resolves id prefixes; the agent never touches an unlabelled container.
     if (info.Name !== `/${botId}` || info.Config.Labels?.[BOT_LABEL] !== botId) {
       throw new NotFound(messages.botNotFound(botId));
@@ -124,10 +142,25 @@ class DockerDriver implements RuntimeDriver {
     return info;
   }
 
-  /** Stop or start; the engine's 304 means another caller got there first. */
-  private async power(botId: string, verb: string, call: () => Promise<unknown>): Promise<PowerOutcome> {
+  /** A restart that failed half-way must not leave a running bot stopped. */
+  private async startIfStopped(botId: string): Promise<void> {
     try {
-      await call();
+      const info = await this.inspectBot(botId);
+      if (!info.State.Running) await this.engine(botId, (abortSignal) => this.docker.getContainer(botId).start({ abortSignal }));
+    } catch {
+      // The restart's own failure is what the caller hears of.
+    }
+  }
+
+  /** Stop or start; the engine's 304 means another caller got there first. */
+  private async power(
+    botId: string,
+    verb: string,
+    deadlineMs: number,
+    call: (abortSignal: AbortSignal) => Promise<unknown>,
+  ): Promise<PowerOutcome> {
+    try {
+      await call(AbortSignal.timeout(deadlineMs));
       return 'done';
     } catch (err) {
       if ((err as { statusCode?: number }).statusCode === 304) return 'already';
@@ -135,17 +168,27 @@ class DockerDriver implements RuntimeDriver {
     }
   }
 
+  /**
+   * One engine call under a deadline (a stalled engine is an unreachable one),
+   * its failure translated at this edge.
+   */
   private async engine<T>(
     botId: string | undefined,
-    call: () => Promise<T>,
-    failed?: (detail: string) => OperationFailed,
+    call: (abortSignal: AbortSignal) => Promise<T>,
+    { failed, deadlineMs = ENGINE_DEADLINE_MS }: { failed?: Failed; deadlineMs?: number } = {},
   ): Promise<T> {
     try {
-      return await call();
+      return await call(AbortSignal.timeout(deadlineMs));
     } catch (err) {
       throw translateDockerError(err, botId, failed ?? ((detail) => new OperationFailed(`Docker engine error: ${detail}`)));
     }
   }
+}
+
+/** How long a stop or restart of this container may take: its grace period, and a margin. */
+function lifecycleDeadline(info: ContainerInspectInfo): number {
+  const graceS = (info.Config as { StopTimeout?: number }).StopTimeout ?? DEFAULT_GRACE_S;
+  return graceS * 1000 + LIFECYCLE_MARGIN_MS;
 }
 
 function holdsAddress(container: ContainerInfo, address: string): boolean {

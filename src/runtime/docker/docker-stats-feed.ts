@@ -6,8 +6,15 @@ interface Feed {
   /** Resolves with the first sample that spans a real interval. */
   first: Promise<DockerStatsSample>;
   latest: DockerStatsSample | undefined;
+  /** When `latest` arrived. */
+  receivedAt: number;
   lastRead: number;
 }
+
+/** The engine sends a sample a second; a stream silent for longer than this has stalled. */
+const STALE_MS = 3_000;
+/** How long opening a stream may take. */
+const OPEN_DEADLINE_MS = 1_500;
 
 /**
  * Keeps the engine's stats stream open for each container read recently, so
@@ -52,8 +59,13 @@ export class DockerStatsFeed {
   /** The latest sample when the container's stream has one already; counts as a read. */
   latest(containerId: string): DockerStatsSample | undefined {
     const feed = this.ready.get(containerId);
-    if (feed) feed.lastRead = Date.now();
-    return feed?.latest;
+    if (!feed?.latest) return undefined;
+    if (Date.now() - feed.receivedAt > STALE_MS) {
+      this.drop(containerId);
+      return undefined;
+    }
+    feed.lastRead = Date.now();
+    return feed.latest;
   }
 
   /** Opens the container's stream, if it is not open, without waiting for a sample. */
@@ -81,7 +93,13 @@ export class DockerStatsFeed {
   }
 
   private async open(containerId: string, onEnd: () => void): Promise<Feed> {
-    const stream = (await this.docker.getContainer(containerId).stats({ stream: true })) as Feed['stream'];
+    // A deadline on the opening only: the signal must not end the stream later.
+    const opening = new AbortController();
+    const deadline = setTimeout(() => opening.abort(), OPEN_DEADLINE_MS);
+    const container = this.docker.getContainer(containerId) as unknown as {
+      stats(options: { stream: true; abortSignal: AbortSignal }): Promise<Feed['stream']>;
+    };
+    const stream = await container.stats({ stream: true, abortSignal: opening.signal }).finally(() => clearTimeout(deadline));
     let resolveFirst: (sample: DockerStatsSample) => void = () => {};
     let rejectFirst: (err: Error) => void = () => {};
     const feed: Feed = {
@@ -91,6 +109,7 @@ export class DockerStatsFeed {
         rejectFirst = reject;
       }),
       latest: undefined,
+      receivedAt: 0,
       lastRead: Date.now(),
     };
     feed.first.catch(() => undefined);
@@ -105,6 +124,7 @@ export class DockerStatsFeed {
         const sample = JSON.parse(line) as DockerStatsSample;
         if (!sample.precpu_stats?.system_cpu_usage) continue;
         feed.latest = sample;
+        feed.receivedAt = Date.now();
         resolveFirst(sample);
       }
     });

@@ -1,0 +1,94 @@
+import type { AddressInfo } from 'node:net';
+import test from 'ava';
+import { DockerBotIndex } from '../../src/runtime/docker/docker-bot-index.js';
+import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
+import Docker from 'dockerode';
+import { startAgent } from '../helpers/agent.js';
+import { DockerFixture } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+import { call } from '../helpers/http-client.js';
+import { SocketProxy } from '../helpers/socket-proxy.js';
+
+// The engine cut off, stalled and back, through a proxy in front of its socket.
+// Calls get a 10 s client time-out, so that a hang fails a test instead of holding it.
+const fixture = new DockerFixture();
+
+test.before(async () => {
+  await fixture.ready();
+});
+
+test.after.always(async () => {
+  await fixture.cleanup();
+});
+
+async function setUp(t: { teardown(fn: () => Promise<void>): void }) {
+  const proxy = new SocketProxy();
+  await proxy.start();
+  const agent = await startAgent(createDockerDriver({ dockerHost: proxy.dockerHost }), {}, '0.0.0.0');
+  t.teardown(async () => {
+    await agent.close();
+    await proxy.close();
+  });
+  return { proxy, server: agent.server };
+}
+
+const within10s = () => ({ signal: AbortSignal.timeout(10_000) });
+const owned = (id: string) => ({ bot_id: id, user_id: 'user_1' });
+
+for (const fault of ['cut', 'stall'] as const) {
+  test(`an engine ${fault === 'cut' ? 'cut off' : 'that stalls'} is a 503 on every call, and the agent recovers by itself`, async (t) => {
+    const { proxy, server } = await setUp(t);
+    const bot = await fixture.runBot({ script: "echo up; trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done" });
+    t.is((await call(server, `/api/bots/${bot.id}/stats`, within10s())).status, 200);
+    proxy[fault]();
+    for (const [path, body] of [
+      ['/readyz', undefined],
+      ['/api/bots/logs', { bot_id: bot.id }],
+      [`/api/bots/${bot.id}/stats`, undefined],
+      ['/api/bots/restart', owned(bot.id)],
+      ['/api/bots/stop', owned(bot.id)],
+    ] as const) {
+      const reply = await call(server, path, { body, ...within10s() });
+      t.is(reply.status, 503, `${path}: ${reply.text}`);
+      t.regex(String(reply.body?.msg), /runtime unavailable/);
+    }
+    t.true(await fixture.running(bot), 'a refused stop left the bot running');
+    proxy.restore();
+    t.true(await eventually(async () => (await call(server, '/readyz', within10s())).status === 200));
+    t.like(await call(server, '/api/bots/logs', { body: { bot_id: bot.id }, ...within10s() }), {
+      status: 200,
+      body: { logs: 'up\n' },
+    });
+    const stats = await call(server, `/api/bots/${bot.id}/stats`, within10s());
+    t.is(stats.status, 200, stats.text);
+  });
+}
+
+test('after the engine comes back, a bot started meanwhile is known by its address', async (t) => {
+  const { proxy, server } = await setUp(t);
+  const target = { host: (await fixture.network()).gateway, port: (server.address() as AddressInfo).port };
+  const first = await fixture.runBot();
+  t.is((await fixture.httpFromBot(first, target, { method: 'POST', path: '/api/bots/logs', body: { bot_id: first.id } })).status, 200);
+  proxy.cut();
+  const later = await fixture.runBot();
+  proxy.restore();
+  const reply = await fixture.httpFromBot(later, target, { method: 'POST', path: '/api/bots/logs', body: { bot_id: later.id } });
+  t.is(reply.status, 200, reply.raw);
+});
+
+test('the identity index goes dark while its event stream is down, and is rebuilt when it reconnects', async (t) => {
+  const proxy = new SocketProxy();
+  await proxy.start();
+  const index = new DockerBotIndex(new Docker({ socketPath: proxy.path }));
+  t.teardown(async () => {
+    index.close();
+    await proxy.close();
+  });
+  t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
+  proxy.cut();
+  t.true(await eventually(() => index.botAt('10.255.255.254') === null), 'the index kept answering without its stream');
+  const bot = await fixture.runBot();
+  const address = Object.values((await bot.container.inspect()).NetworkSettings.Networks)[0]?.IPAddress ?? '';
+  proxy.restore();
+  t.true(await eventually(() => index.botAt(address)?.botId === bot.id), 'the index was not rebuilt');
+});
