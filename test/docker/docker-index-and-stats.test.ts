@@ -4,6 +4,7 @@ import { promisify } from 'node:util';
 import test from 'ava';
 import { DockerBotIndex } from '../../src/runtime/docker/docker-bot-index.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
+import type { RuntimeDriver } from '../../src/runtime/driver.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 
@@ -34,7 +35,8 @@ test('the index follows the engine: a bot started later is known by its address,
   t.like(index.bot(bot.id), { running: true, tty: false });
   await bot.container.stop({ t: 1 });
   t.true(await eventually(() => index.botAt(address) === undefined));
-  t.like(index.bot(bot.id), { running: false, addresses: [] });
+  t.true(await eventually(() => index.bot(bot.id)?.running === false));
+  t.deepEqual(index.bot(bot.id)?.addresses, []);
 });
 
 test('the index knows no container without the bot label', async (t) => {
@@ -63,18 +65,36 @@ async function dockerStats(id: string): Promise<{ cpu: number; memoryMiB: number
   return { cpu: Number.parseFloat(cpu), memoryMiB: Number.parseFloat(used) * (unit ?? Number.NaN) };
 }
 
-// Serial: on two cores, other tests' containers would take CPU from the busy bot.
-test.serial('stats, first and later reads, match what docker stats shows for the same busy container', async (t) => {
-  const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
-  t.teardown(() => driver.close());
-  const bot = await fixture.runBot({ script: "trap 'exit 0' TERM; while :; do :; done" });
-  // Each pair reads over about the same second.
-  for (const read of ['first', 'later']) {
-    const [cli, ours] = await Promise.all([dockerStats(bot.id), driver.stats(bot.id)]);
-    t.true(cli.cpu > 25, `docker stats ${cli.cpu}%`);
-    t.true(Math.abs(ours.cpuPercent - cli.cpu) < 15, `${read}: agent ${ours.cpuPercent.toFixed(1)}% vs docker stats ${cli.cpu}%`);
+/**
+ * Reads the bot's stats through `reader()` and `docker stats` over about the same
+ * second; answers undefined when they agree, else how they differ. Other test
+ * files' containers share the two cores, so a pair taken while they burst is
+ * taken again, up to three times.
+ */
+async function disagreement(id: string, reader: () => RuntimeDriver): Promise<string | undefined> {
+  let gap = '';
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const [cli, ours] = await Promise.all([dockerStats(id), reader().stats(id)]);
     const memoryMiB = ours.memoryBytes / 1024 / 1024;
-    t.true(Math.abs(memoryMiB - cli.memoryMiB) < 1, `${read}: agent ${memoryMiB} MiB vs docker stats ${cli.memoryMiB} MiB`);
+    if (cli.cpu > 25 && Math.abs(ours.cpuPercent - cli.cpu) < 15 && Math.abs(memoryMiB - cli.memoryMiB) < 1) return undefined;
+    gap = `agent ${ours.cpuPercent.toFixed(1)}% ${memoryMiB.toFixed(2)} MiB vs docker stats ${cli.cpu}% ${cli.memoryMiB} MiB`;
     await new Promise((resolve) => setTimeout(resolve, 1_100));
   }
+  return gap;
+}
+
+// Serial: on two cores, other tests' containers would take CPU from the busy bot.
+test.serial('stats, first and later reads, match what docker stats shows for the same busy container', async (t) => {
+  const fresh = (): RuntimeDriver => {
+    const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
+    t.teardown(() => driver.close());
+    return driver;
+  };
+  const bot = await fixture.runBot({ script: "trap 'exit 0' TERM; while :; do :; done" });
+  // A new driver's read is a first read.
+  t.is(await disagreement(bot.id, fresh), undefined, 'first read');
+  const warm = fresh();
+  await warm.stats(bot.id);
+  await new Promise((resolve) => setTimeout(resolve, 1_100));
+  t.is(await disagreement(bot.id, () => warm), undefined, 'later read');
 });
