@@ -9,6 +9,10 @@ export interface Config {
   readonly namespace: string | undefined;
   readonly restartTimeoutMs: number;
   readonly adminToken: string | undefined;
+  /** At most this many restarts, stops and starts of one bot ... */
+  readonly rateLimit: number;
+  /** ... within any window of this many milliseconds. */
+  readonly rateWindowMs: number;
 }
 
 /** A configuration value that cannot be used; its message names the variable. */
@@ -39,6 +43,18 @@ const env = object({
     .max(3_600_000, 'AGENT_RESTART_TIMEOUT_MS must be a whole number of milliseconds from 1 to 3600000')
     .default(60_000),
   AGENT_ADMIN_TOKEN: string().matches(/^\S+$/, 'AGENT_ADMIN_TOKEN must not contain white space'),
+  AGENT_RATE_LIMIT: number()
+    .typeError('AGENT_RATE_LIMIT must be a whole number of operations from 1 to 10000')
+    .integer('AGENT_RATE_LIMIT must be a whole number of operations from 1 to 10000')
+    .min(1, 'AGENT_RATE_LIMIT must be a whole number of operations from 1 to 10000')
+    .max(10_000, 'AGENT_RATE_LIMIT must be a whole number of operations from 1 to 10000')
+    .default(6),
+  AGENT_RATE_WINDOW_MS: number()
+    .typeError('AGENT_RATE_WINDOW_MS must be a whole number of milliseconds from 1000 to 86400000')
+    .integer('AGENT_RATE_WINDOW_MS must be a whole number of milliseconds from 1000 to 86400000')
+    .min(1_000, 'AGENT_RATE_WINDOW_MS must be a whole number of milliseconds from 1000 to 86400000')
+    .max(86_400_000, 'AGENT_RATE_WINDOW_MS must be a whole number of milliseconds from 1000 to 86400000')
+    .default(60_000),
 });
 
 /**
@@ -61,6 +77,8 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       namespace: values.AGENT_NAMESPACE,
       restartTimeoutMs: values.AGENT_RESTART_TIMEOUT_MS,
       adminToken: values.AGENT_ADMIN_TOKEN,
+      rateLimit: values.AGENT_RATE_LIMIT,
+      rateWindowMs: values.AGENT_RATE_WINDOW_MS,
     });
   } catch (err) {
     if (err instanceof ValidationError) throw new ConfigError(err.errors[0] ?? err.message);

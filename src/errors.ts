@@ -36,6 +36,23 @@ export class PayloadTooLarge extends AgentError {
   readonly status = 413;
 }
 
+/** The request body is not JSON and says it is something else. */
+export class UnsupportedMediaType extends AgentError {
+  readonly status = 415;
+}
+
+/** Too many lifecycle operations on one bot; `retryAfterS` says when to try again. */
+export class TooManyRequests extends AgentError {
+  readonly status = 429;
+
+  constructor(
+    message: string,
+    readonly retryAfterS: number,
+  ) {
+    super(message);
+  }
+}
+
 /** A lifecycle operation failed in the runtime for a reason not listed above. */
 export class OperationFailed extends AgentError {
   readonly status = 500;

@@ -1,10 +1,11 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import onFinished from 'on-finished';
-import type { Logger } from 'pino';
 import { BadRequest, Forbidden, messages } from '../errors.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
+import type { RateLimiter } from '../lifecycle/rate-limiter.js';
 import type { BotInfo, RuntimeDriver } from '../runtime/driver.js';
+import type { Audit, AuditContext } from './audit.js';
 import { authorize, identifyCaller, isSelf } from './caller.js';
 import type { Caller } from './caller.js';
 import { DEFAULT_LOG_LINES, logsRequest, ownerRequest, pathBotId, selfRestartHeader, validate } from './schemas.js';
@@ -13,15 +14,16 @@ import { statsView } from './stats-view.js';
 export interface BotRoutesDeps {
   readonly driver: RuntimeDriver;
   readonly lifecycle: BotLifecycle;
+  readonly limiter: RateLimiter;
   readonly adminToken: string | undefined;
-  readonly logger: Logger;
+  readonly audit: Audit;
 }
 
 /**
  * The six bot endpoints. Each validates its input first (a 400 costs no
  * runtime call), then identifies the caller, then acts.
  */
-export function botRoutes({ driver, lifecycle, adminToken, logger }: BotRoutesDeps): Router {
+export function botRoutes({ driver, lifecycle, limiter, adminToken, audit }: BotRoutesDeps): Router {
   const router = new Router({ prefix: '/api/bots' });
 
   async function callerFor(ctx: Context, botId: string | undefined): Promise<Caller> {
@@ -44,26 +46,28 @@ export function botRoutes({ driver, lifecycle, adminToken, logger }: BotRoutesDe
     return bot;
   }
 
+  const who = (ctx: Context): AuditContext => ({ requestId: ctx.state.requestId, caller: ctx.state.caller });
+
   /**
    * A bot acting on itself would be stopped before it heard back: it is
    * answered first, and the operation runs once the answer has gone out.
+   * Its outcome goes to the audit log.
    */
   function afterAnswer(ctx: Context, operation: string, botId: string, act: () => Promise<unknown>): void {
+    const asker = who(ctx);
     onFinished(ctx.res, () => {
-      act().then(
-        () => logger.info({ botId, operation }, `${operation} after answer done`),
-        (err: Error) => logger.error({ botId, operation, msg: err.message }, `${operation} after answer failed`),
-      );
+      audit(asker, operation, botId, act).catch(() => undefined);
     });
   }
 
   async function restartBot(ctx: Context, caller: Caller, botId: string): Promise<void> {
+    limiter.take(botId);
     if (isSelf(caller, botId)) {
       afterAnswer(ctx, 'restart', botId, () => lifecycle.restartInFull(botId));
       ctx.body = { ok: true, message: `Bot ${botId} is restarting` };
       return;
     }
-    await lifecycle.restart(botId);
+    await audit(who(ctx), 'restart', botId, () => lifecycle.restart(botId));
     ctx.body = { ok: true, message: `Bot ${botId} restarted` };
   }
 
@@ -87,12 +91,13 @@ export function botRoutes({ driver, lifecycle, adminToken, logger }: BotRoutesDe
     const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
     const caller = await callerFor(ctx, bot_id);
     await ownedBot(bot_id, user_id);
+    limiter.take(bot_id);
     if (isSelf(caller, bot_id)) {
       afterAnswer(ctx, 'stop', bot_id, () => lifecycle.stop(bot_id));
       ctx.body = { ok: true, message: `Bot ${bot_id} is stopping` };
       return;
     }
-    const outcome = await lifecycle.stop(bot_id);
+    const outcome = await audit(who(ctx), 'stop', bot_id, () => lifecycle.stop(bot_id));
     ctx.body = { ok: true, message: outcome === 'done' ? `Bot ${bot_id} stopped` : `Bot ${bot_id} was already stopped` };
   });
 
@@ -100,7 +105,8 @@ export function botRoutes({ driver, lifecycle, adminToken, logger }: BotRoutesDe
     const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
     await callerFor(ctx, bot_id);
     await ownedBot(bot_id, user_id);
-    const outcome = await lifecycle.start(bot_id);
+    limiter.take(bot_id);
+    const outcome = await audit(who(ctx), 'start', bot_id, () => lifecycle.start(bot_id));
     ctx.body = { ok: true, message: outcome === 'done' ? `Bot ${bot_id} started` : `Bot ${bot_id} was already running` };
   });
 

@@ -2,16 +2,22 @@ import Koa from 'koa';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
+import { RateLimiter } from '../lifecycle/rate-limiter.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
+import { auditor } from './audit.js';
 import { botRoutes } from './bot-routes.js';
 import { envelope } from './envelope.js';
 import { healthRoutes } from './health-routes.js';
 import { jsonBody } from './json-body.js';
+import { AgentMetrics } from './metrics.js';
 import { requestLog } from './request-log.js';
+
+/** What the app reads of the configuration. */
+export type AppConfig = Pick<Config, 'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs'>;
 
 export interface AppDeps {
   readonly driver: RuntimeDriver;
-  readonly config: Pick<Config, 'restartTimeoutMs' | 'adminToken'>;
+  readonly config: AppConfig;
   readonly logger: Logger;
 }
 
@@ -21,10 +27,16 @@ export function createApp({ driver, config, logger }: AppDeps): { app: Koa; life
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
   const lifecycle = new BotLifecycle(driver, config.restartTimeoutMs);
-  const routers = [healthRoutes(driver), botRoutes({ driver, lifecycle, adminToken: config.adminToken, logger })];
+  const limiter = new RateLimiter(config.rateLimit, config.rateWindowMs);
+  const metrics = new AgentMetrics();
+  const audit = auditor(logger, metrics);
+  const routers = [
+    healthRoutes(driver, metrics),
+    botRoutes({ driver, lifecycle, limiter, adminToken: config.adminToken, audit }),
+  ];
 
-  app.use(requestLog(logger));
-  app.use(envelope(logger));
+  app.use(requestLog(logger, metrics));
+  app.use(envelope(logger, metrics));
   app.use(jsonBody());
   for (const router of routers) app.use(router.routes()).use(router.allowedMethods());
   return { app, lifecycle };

@@ -1,6 +1,7 @@
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
-import { AgentError } from '../errors.js';
+import { AgentError, OperationFailed, RuntimeUnavailable, TooManyRequests } from '../errors.js';
+import type { AgentMetrics } from './metrics.js';
 
 /** Texts for statuses that koa or the router set without a body. */
 const bareStatusText: Record<number, string> = {
@@ -28,7 +29,7 @@ function failureOf(err: unknown): { status: number; msg: string } {
  * The one place that turns failures into `{ok:false,msg}` with a status.
  * Responses that carry no body get the envelope too, so that every answer is JSON with `ok`.
  */
-export function envelope(logger: Logger): Middleware {
+export function envelope(logger: Logger, metrics: AgentMetrics): Middleware {
   return async (ctx, next) => {
     try {
       await next();
@@ -41,6 +42,9 @@ export function envelope(logger: Logger): Middleware {
     } catch (err) {
       const { status, msg } = failureOf(err);
       if (!(err instanceof AgentError) && status === 500) logger.error({ err }, 'unexpected error');
+      if (err instanceof TooManyRequests) ctx.set('Retry-After', String(err.retryAfterS));
+      if (err instanceof RuntimeUnavailable) metrics.runtimeErrors.inc({ kind: 'unavailable' });
+      if (err instanceof OperationFailed) metrics.runtimeErrors.inc({ kind: 'failed' });
       ctx.status = status;
       ctx.body = { ok: false, msg };
     }

@@ -1,8 +1,12 @@
 import Router from '@koa/router';
 import type { RuntimeDriver } from '../runtime/driver.js';
+import type { AgentMetrics } from './metrics.js';
 
-/** `/healthz`: the process answers. `/readyz`: the runtime answers too. */
-export function healthRoutes(driver: RuntimeDriver): Router {
+/**
+ * `/healthz`: the process answers. `/readyz`: the runtime answers too.
+ * `/metrics`: Prometheus' text format. None of them carries a bot's data, so anyone may read them.
+ */
+export function healthRoutes(driver: RuntimeDriver, metrics: AgentMetrics): Router {
   const router = new Router();
   router.get('/healthz', (ctx) => {
     ctx.body = { ok: true, message: 'up' };
@@ -10,6 +14,10 @@ export function healthRoutes(driver: RuntimeDriver): Router {
   router.get('/readyz', async (ctx) => {
     await driver.ping();
     ctx.body = { ok: true, message: `${driver.runtime} runtime reachable` };
+  });
+  router.get('/metrics', async (ctx) => {
+    ctx.type = metrics.registry.contentType;
+    ctx.body = await metrics.registry.metrics();
   });
   return router;
 }

@@ -105,3 +105,11 @@ test('values.schema.json refuses bad values', async (t) => {
     t.regex(String((error as { stderr?: string }).stderr), /values don't meet the specifications of the schema|schema/, set);
   }
 });
+
+test('the agent pods are annotated for Prometheus unless told not to', async (t) => {
+  const annotations = async (set: Record<string, string>) =>
+    (byKind(await renderChart('bots', set), 'Deployment')[0] as any).spec.template.metadata.annotations;
+  t.like(await annotations({}), { 'prometheus.io/scrape': 'true', 'prometheus.io/port': '8000', 'prometheus.io/path': '/metrics' });
+  t.is(await annotations({ 'metrics.scrapeAnnotations': 'false' }), undefined);
+  t.like(await annotations({ 'metrics.scrapeAnnotations': 'false', 'podAnnotations.team': 'bots' }), { team: 'bots' });
+});

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import type { Server } from 'node:http';
 import { pino } from 'pino';
-import type { Config } from '../../src/config.js';
+import type { AppConfig } from '../../src/http/create-app.js';
 import { createApp } from '../../src/http/create-app.js';
 import { listen } from '../../src/http/listen.js';
 import type { RuntimeDriver } from '../../src/runtime/driver.js';
@@ -15,12 +15,12 @@ export interface TestAgent {
 /** Starts the agent's app over `driver`; `host` 0.0.0.0 lets containers reach it. */
 export async function startAgent(
   driver: RuntimeDriver,
-  config: Partial<Pick<Config, 'restartTimeoutMs' | 'adminToken'>> = {},
+  config: Partial<AppConfig> = {},
   host = '127.0.0.1',
 ): Promise<TestAgent> {
   const { app } = createApp({
     driver,
-    config: { restartTimeoutMs: 60_000, adminToken: undefined, ...config },
+    config: { restartTimeoutMs: 60_000, adminToken: undefined, rateLimit: 6, rateWindowMs: 60_000, ...config },
     logger: pino({ level: 'silent' }),
   });
   const server = await listen(app, host, 0);
@@ -39,7 +39,7 @@ export async function startAgent(
 export async function agentFor(
   t: { teardown(fn: () => Promise<void>): void },
   driver: RuntimeDriver,
-  config: Partial<Pick<Config, 'restartTimeoutMs' | 'adminToken'>> = {},
+  config: Partial<AppConfig> = {},
 ): Promise<Server> {
   const agent = await startAgent(driver, config);
   t.teardown(agent.close);

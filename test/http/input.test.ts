@@ -87,3 +87,12 @@ test('unknown fields are ignored', async (t) => {
   const reply = await call(server, '/api/bots/stop', { body: { bot_id: BOT, user_id: 'user_1', force: true } });
   t.is(reply.status, 200);
 });
+
+test('a body that is not JSON and says it is something else is a 415', async (t) => {
+  const { driver, server } = await setUp(t);
+  const reply = await call(server, '/api/bots/restart', { body: 'bot_id=bot_1_1_a', headers: { 'content-type': 'text/plain' } });
+  t.is(reply.status, 415);
+  t.like(reply.body, { ok: false });
+  t.regex(String(reply.body?.msg), /text\/plain is not supported/);
+  t.deepEqual(driver.calls, []);
+});

@@ -1,4 +1,5 @@
 import test from 'ava';
+import type { AppConfig } from '../../src/http/create-app.js';
 import { agentFor } from '../helpers/agent.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
@@ -7,10 +8,10 @@ import { MemoryDriver } from '../helpers/memory-driver.js';
 const BOT = 'bot_1_1_a';
 const owner = { bot_id: BOT, user_id: 'user_1' };
 
-async function setUp(t: Parameters<typeof agentFor>[0], restartTimeoutMs = 60_000) {
+async function setUp(t: Parameters<typeof agentFor>[0], config: Partial<AppConfig> = {}) {
   const driver = new MemoryDriver();
   const bot = driver.add({ id: BOT });
-  return { driver, bot, server: await agentFor(t, driver, { restartTimeoutMs }) };
+  return { driver, bot, server: await agentFor(t, driver, config) };
 }
 
 /** A promise and the function that resolves it. */
@@ -70,7 +71,7 @@ test('a bot without an owner is owned by no user_id', async (t) => {
 });
 
 test('a restart past the time-out is a 504, and the restart still finishes', async (t) => {
-  const { driver, bot, server } = await setUp(t, 50);
+  const { driver, bot, server } = await setUp(t, { restartTimeoutMs: 50 });
   const release = gate();
   driver.restartGate = release.promise;
   const reply = await call(server, '/api/bots/restart', { body: owner });
@@ -131,7 +132,7 @@ test('concurrent restarts of one bot are one restart, and every caller gets its 
 });
 
 test('lifecycle operations on one bot never overlap', async (t) => {
-  const { driver, bot, server } = await setUp(t);
+  const { driver, bot, server } = await setUp(t, { rateLimit: 100 });
   const routes = ['stop', 'start', 'restart', 'stop', 'start', 'stop', 'start'];
   const replies = await Promise.all(routes.map((route) => call(server, `/api/bots/${route}`, { body: owner })));
   t.true(replies.every((reply) => reply.status === 200 || reply.status === 409));
@@ -189,4 +190,27 @@ test('stats of a stopped bot are a 409 and of an unknown bot a 404', async (t) =
   t.regex(String(stopped.body?.msg), /container not found.*must be running/);
   const unknown = await call(server, '/api/bots/bot_3_3_c/stats');
   t.is(unknown.status, 404);
+});
+
+test('past the rate limit, lifecycle operations on a bot are a 429 with Retry-After', async (t) => {
+  const { driver, server } = await setUp(t, { rateLimit: 3, rateWindowMs: 60_000 });
+  driver.add({ id: 'bot_2_2_b' });
+  for (const route of ['stop', 'start', 'restart']) t.is((await call(server, `/api/bots/${route}`, { body: owner })).status, 200);
+  const refused = await call(server, '/api/bots/restart', { body: owner });
+  t.is(refused.status, 429);
+  t.like(refused.body, { ok: false });
+  t.regex(String(refused.body?.msg), /too many lifecycle operations on bot bot_1_1_a/);
+  t.true(Number(refused.headers['retry-after']) >= 1 && Number(refused.headers['retry-after']) <= 60);
+  t.is(driver.lifecycleCalls.length, 3);
+  // Each bot has its own budget, and reads are not limited.
+  t.is((await call(server, '/api/bots/restart', { body: { bot_id: 'bot_2_2_b', user_id: 'user_1' } })).status, 200);
+  t.is((await call(server, '/api/bots/logs', { body: { bot_id: BOT } })).status, 200);
+});
+
+test('refused calls do not use up a bot\'s rate limit', async (t) => {
+  const { server } = await setUp(t, { rateLimit: 1 });
+  for (let i = 0; i < 3; i++) {
+    t.is((await call(server, '/api/bots/restart', { body: { bot_id: BOT, user_id: 'user_2' } })).status, 403);
+  }
+  t.is((await call(server, '/api/bots/restart', { body: owner })).status, 200);
 });

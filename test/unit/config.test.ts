@@ -11,6 +11,8 @@ test('defaults follow CONTRACT.md §5', (t) => {
     namespace: undefined,
     restartTimeoutMs: 60_000,
     adminToken: undefined,
+    rateLimit: 6,
+    rateWindowMs: 60_000,
   });
 });
 
@@ -47,6 +49,8 @@ const bad: Array<[string, string]> = [
   ['AGENT_RESTART_TIMEOUT_MS', '0'],
   ['AGENT_RESTART_TIMEOUT_MS', 'soon'],
   ['AGENT_ADMIN_TOKEN', 'two words'],
+  ['AGENT_RATE_LIMIT', '0'],
+  ['AGENT_RATE_WINDOW_MS', '10'],
 ];
 
 for (const [name, value] of bad) {

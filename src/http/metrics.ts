@@ -1,0 +1,39 @@
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+
+/** The agent's Prometheus metrics, in a registry of its own. */
+export class AgentMetrics {
+  readonly registry = new Registry();
+
+  readonly requests = new Counter({
+    name: 'bot_agent_http_requests_total',
+    help: 'HTTP requests answered, by method, route and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [this.registry],
+  });
+
+  readonly latency = new Histogram({
+    name: 'bot_agent_http_request_duration_seconds',
+    help: 'Time to answer an HTTP request, by method, route and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+
+  readonly lifecycle = new Counter({
+    name: 'bot_agent_lifecycle_operations_total',
+    help: 'Restarts, stops and starts, by operation and result',
+    labelNames: ['operation', 'result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly runtimeErrors = new Counter({
+    name: 'bot_agent_runtime_errors_total',
+    help: 'Failed calls to the container runtime, by kind (unavailable, failed)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+  }
+}

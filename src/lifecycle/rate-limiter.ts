@@ -1,0 +1,31 @@
+import { TooManyRequests } from '../errors.js';
+
+/**
+ * At most `limit` operations per key within any `windowMs`: a sliding window
+ * of the times of the operations let through.
+ */
+export class RateLimiter {
+  private readonly recent = new Map<string, number[]>();
+
+  constructor(
+    private readonly limit: number,
+    private readonly windowMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Counts one operation on `key`, or throws TooManyRequests saying when the next one may come. */
+  take(key: string): void {
+    const now = this.now();
+    const times = (this.recent.get(key) ?? []).filter((time) => time > now - this.windowMs);
+    if (times.length >= this.limit) {
+      this.recent.set(key, times);
+      const retryAfterS = Math.max(1, Math.ceil(((times[0] ?? now) + this.windowMs - now) / 1000));
+      throw new TooManyRequests(
+        `too many lifecycle operations on bot ${key}: at most ${this.limit} in ${this.windowMs / 1000} s; retry in ${retryAfterS} s`,
+        retryAfterS,
+      );
+    }
+    times.push(now);
+    this.recent.set(key, times);
+  }
+}
