@@ -21,8 +21,11 @@ export interface AppDeps {
   readonly logger: Logger;
 }
 
-/** The agent's Koa application, and the lifecycle it serialises operations through. */
-export function createApp({ driver, config, logger }: AppDeps): { app: Koa; lifecycle: BotLifecycle } {
+/** One route the app serves, as `METHOD /path/:param`. */
+export type RouteEntry = `${string} ${string}`;
+
+/** The agent's Koa application, the lifecycle it serialises operations through, and its routes. */
+export function createApp({ driver, config, logger }: AppDeps): { app: Koa; lifecycle: BotLifecycle; routes: RouteEntry[] } {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
@@ -39,5 +42,8 @@ export function createApp({ driver, config, logger }: AppDeps): { app: Koa; life
   app.use(envelope(logger, metrics));
   app.use(jsonBody());
   for (const router of routers) app.use(router.routes()).use(router.allowedMethods());
-  return { app, lifecycle };
+  const routes = routers.flatMap((router) =>
+    router.stack.flatMap((layer) => layer.methods.filter((m) => m !== 'HEAD').map((m): RouteEntry => `${m} ${layer.path}`)),
+  );
+  return { app, lifecycle, routes };
 }

@@ -1,10 +1,12 @@
 import Router from '@koa/router';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { AgentMetrics } from './metrics.js';
+import { openApiDocument } from './openapi.js';
 
 /**
  * `/healthz`: the process answers. `/readyz`: the runtime answers too.
- * `/metrics`: Prometheus' text format. None of them carries a bot's data, so anyone may read them.
+ * `/metrics`: Prometheus' text format. `/openapi.json`: the API. None of them carries a bot's
+ * data, so anyone may read them.
  */
 export function healthRoutes(driver: RuntimeDriver, metrics: AgentMetrics): Router {
   const router = new Router();
@@ -14,6 +16,9 @@ export function healthRoutes(driver: RuntimeDriver, metrics: AgentMetrics): Rout
   router.get('/readyz', async (ctx) => {
     await driver.ping();
     ctx.body = { ok: true, message: `${driver.runtime} runtime reachable` };
+  });
+  router.get('/openapi.json', (ctx) => {
+    ctx.body = openApiDocument;
   });
   router.get('/metrics', async (ctx) => {
     ctx.type = metrics.registry.contentType;

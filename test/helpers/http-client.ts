@@ -1,6 +1,7 @@
 import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
+import { openApiMismatch } from './openapi-check.js';
 
 /** What a test sees of a response. */
 export interface Reply {
@@ -54,7 +55,12 @@ export function call(server: Server, path: string, options: CallOptions = {}): P
           } catch {
             body = undefined;
           }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body, text });
+          const status = res.statusCode ?? 0;
+          // Every answer a test sees must be what /openapi.json promises.
+          const method = options.method ?? (payload === undefined ? 'GET' : 'POST');
+          const mismatch = method === 'HEAD' ? undefined : openApiMismatch(method, path, status, body);
+          if (mismatch) reject(new Error(`answer does not fit /openapi.json: ${mismatch}`));
+          else resolve({ status, headers: res.headers, body, text });
         });
       },
     );
