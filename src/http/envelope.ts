@@ -33,7 +33,8 @@ export function envelope(logger: Logger, metrics: AgentMetrics): Middleware {
   return async (ctx, next) => {
     try {
       await next();
-      if (ctx.body === undefined || ctx.body === null) {
+      // koa leaves no body on its 404; the router's OPTIONS and 405 answers leave an empty one.
+      if (ctx.body === undefined || ctx.body === null || ctx.body === '') {
         const status = ctx.status;
         ctx.body = status >= 400 ? { ok: false, msg: bareStatusText[status] ?? 'request failed' } : { ok: true };
         // Setting a body on koa's implicit 404 would turn it into a 200.

@@ -1,4 +1,4 @@
-import { number, object, string, ValidationError } from 'yup';
+import { number, object, ObjectSchema, string, ValidationError } from 'yup';
 import type { Schema } from 'yup';
 import { BadRequest } from '../errors.js';
 import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../runtime/labels.js';
@@ -46,10 +46,23 @@ export const selfRestartHeader = botIdSchema('X-Bot-ID').optional();
 /** The bot id in a path. */
 export const pathBotId = botIdSchema('bot id in the path');
 
+/**
+ * Only the fields an object schema knows, taken as own properties: yup's cast
+ * looks unknown keys up on its field table, where `constructor` is found
+ * (and throws), and nothing past this point should see `__proto__` tricks.
+ */
+function knownFields(schema: Schema, value: unknown): unknown {
+  if (!(schema instanceof ObjectSchema) || typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return value;
+  }
+  const known = Object.keys(schema.fields).filter((key) => Object.hasOwn(value, key));
+  return Object.fromEntries(known.map((key) => [key, (value as Record<string, unknown>)[key]]));
+}
+
 /** Validates `value` against `schema`, turning every failure into one BadRequest. */
 export function validate<S extends Schema>(schema: S, value: unknown): S['__outputType'] {
   try {
-    return schema.validateSync(value, { abortEarly: false });
+    return schema.validateSync(knownFields(schema, value), { abortEarly: false });
   } catch (err) {
     if (err instanceof ValidationError) throw new BadRequest(err.errors.join('; '));
     throw err;

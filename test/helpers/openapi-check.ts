@@ -17,7 +17,7 @@ const pointer = (...parts: string[]) => parts.map((part) => part.replace(/~/g, '
  * body of its schema; anything else must still be the envelope.
  */
 export function openApiMismatch(method: string, url: string, status: number, body: unknown): string | undefined {
-  const path = new URL(url, 'http://agent').pathname;
+  const path = url.split(/[?#]/)[0] ?? url;
   const template = templates.find((t) => t.pattern.test(path))?.template;
   const operations = template ? (openApiDocument.paths as Record<string, Record<string, { responses: Record<string, unknown> }>>)[template] : undefined;
   const operation = operations?.[method.toLowerCase()];

@@ -96,3 +96,11 @@ test('a body that is not JSON and says it is something else is a 415', async (t)
   t.regex(String(reply.body?.msg), /text\/plain is not supported/);
   t.deepEqual(driver.calls, []);
 });
+
+test('keys named after Object.prototype members are ignored, not a crash', async (t) => {
+  const { server } = await setUp(t);
+  for (const key of ['constructor', 'toString', 'hasOwnProperty', '__defineGetter__']) {
+    const reply = await call(server, '/api/bots/logs', { body: `{"bot_id":"${BOT}","${key}":{}}` });
+    t.is(reply.status, 200, key);
+  }
+});
