@@ -214,3 +214,19 @@ test('refused calls do not use up a bot\'s rate limit', async (t) => {
   }
   t.is((await call(server, '/api/bots/restart', { body: owner })).status, 200);
 });
+
+test('a failed or timed-out operation never leaves the bot locked', async (t) => {
+  const { driver, bot, server } = await setUp(t, { restartTimeoutMs: 50 });
+  driver.restartFailure = 'engine said no';
+  t.is((await call(server, '/api/bots/restart', { body: owner })).status, 500);
+  driver.restartFailure = undefined;
+  let open = (): void => {};
+  driver.restartGate = new Promise((resolve) => {
+    open = resolve;
+  });
+  t.is((await call(server, '/api/bots/restart', { body: owner })).status, 504);
+  open();
+  t.is((await call(server, '/api/bots/stop', { body: owner })).status, 200);
+  t.false(bot.running);
+  t.is(bot.restarts, 1);
+});

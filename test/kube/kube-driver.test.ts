@@ -136,3 +136,23 @@ test('the agent started with AGENT_RUNTIME=kubernetes and a KUBECONFIG serves bo
   const [code] = await once(agent, 'exit');
   t.is(code, 0);
 });
+
+test('an API server that hangs is a 503 on every call, and the agent recovers by itself', async (t) => {
+  const { api, server } = await setUp(t);
+  api.addBot({ id: 'bot_1_1_a', logLines: ['hi'] });
+  api.stalled = true;
+  for (const [path, body] of [
+    ['/readyz', undefined],
+    ['/api/bots/logs', { bot_id: 'bot_1_1_a' }],
+    ['/api/bots/bot_1_1_a/stats', undefined],
+    ['/api/bots/restart', owned('bot_1_1_a')],
+  ] as const) {
+    const reply = await call(server, path, { body, signal: AbortSignal.timeout(10_000) });
+    t.is(reply.status, 503, path);
+    t.regex(String(reply.body?.msg), /runtime unavailable/);
+  }
+  t.is(api.rollouts('bot_1_1_a'), 0);
+  api.stalled = false;
+  t.is((await call(server, '/readyz')).status, 200);
+  t.like(await call(server, '/api/bots/logs', { body: { bot_id: 'bot_1_1_a' } }), { status: 200, body: { logs: 'hi\n' } });
+});

@@ -1,5 +1,6 @@
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import type { KubeConfig, V1Deployment, V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig, ObservableMiddleware, V1Deployment, V1Pod } from '@kubernetes/client-node';
+import { of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
 import { AgentError, messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../errors.js';
 import type { BotInfo, BotStats, PowerOutcome, RuntimeDriver } from '../driver.js';
 import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
@@ -9,7 +10,24 @@ import type { Capacity, PodMetrics } from './kube-stats.js';
 
 const RESTARTED_AT = 'kubectl.kubernetes.io/restartedAt';
 const DEFAULT_CONTAINER = 'kubectl.kubernetes.io/default-container';
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+/** How long one API server call may take before the API server counts as unreachable. */
+const CALL_DEADLINE_MS = 1_500;
+
+type CallOptions = ReturnType<typeof setHeaderOptions>;
+
+/** Per-call options that abort the request past the deadline (client-node's middleware, as setHeaderOptions builds it). */
+function withDeadline(options: CallOptions = {}): CallOptions {
+  const deadline: ObservableMiddleware = {
+    pre: (context) => {
+      context.setSignal(AbortSignal.timeout(CALL_DEADLINE_MS));
+      return of(context);
+    },
+    post: (response) => of(response),
+  };
+  return { ...options, middleware: [...(options.middleware ?? []), deadline], middlewareMergeStrategy: 'append' };
+}
+
+const mergePatch = (): CallOptions => withDeadline(setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
 /** How often a rollout or scale-down is checked on. */
 const POLL_MS = 200;
 /** Kubernetes' defaults, for objects that leave them unset. */
@@ -41,7 +59,7 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   async ping(): Promise<void> {
-    await this.api(undefined, () => this.apps.listNamespacedDeployment({ namespace: this.namespace, limit: 1 }));
+    await this.api(undefined, (options) => this.apps.listNamespacedDeployment({ namespace: this.namespace, limit: 1 }, options));
   }
 
   async findBot(botId: string): Promise<BotInfo> {
@@ -55,12 +73,15 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   async botAtAddress(address: string): Promise<string | undefined> {
-    const pods = await this.api(undefined, () =>
-      this.core.listNamespacedPod({
-        namespace: this.namespace,
-        labelSelector: BOT_LABEL,
-        fieldSelector: `status.podIP=${address},status.phase=Running`,
-      }),
+    const pods = await this.api(undefined, (options) =>
+      this.core.listNamespacedPod(
+        {
+          namespace: this.namespace,
+          labelSelector: BOT_LABEL,
+          fieldSelector: `status.podIP=${address},status.phase=Running`,
+        },
+        options,
+      ),
     );
     const botId = pods.items[0]?.metadata?.labels?.[BOT_LABEL];
     return botId !== undefined && BOT_ID_PATTERN.test(botId) ? botId : undefined;
@@ -83,7 +104,7 @@ class KubernetesDriver implements RuntimeDriver {
             namespace: this.namespace,
             body: { spec: { template: { metadata: { annotations: { [RESTARTED_AT]: new Date().toISOString() } } } } },
           },
-          mergePatch,
+          mergePatch(),
         ),
       failed,
     );
@@ -118,8 +139,8 @@ class KubernetesDriver implements RuntimeDriver {
     const status = pod.status?.containerStatuses?.find((s) => s.name === container);
     // A container that crashed and waits to start again has nothing yet: show its last run.
     const previous = status?.state?.running === undefined && (status?.restartCount ?? 0) > 0;
-    return this.api(botId, () =>
-      this.core.readNamespacedPodLog({ name: nameOf(pod), namespace: this.namespace, container, tailLines: lines, previous }),
+    return this.api(botId, (options) =>
+      this.core.readNamespacedPodLog({ name: nameOf(pod), namespace: this.namespace, container, tailLines: lines, previous }, options),
     );
   }
 
@@ -137,8 +158,8 @@ class KubernetesDriver implements RuntimeDriver {
   async close(): Promise<void> {}
 
   private async deployment(botId: string): Promise<V1Deployment> {
-    const list = await this.api(botId, () =>
-      this.apps.listNamespacedDeployment({ namespace: this.namespace, labelSelector: `${BOT_LABEL}=${botId}` }),
+    const list = await this.api(botId, (options) =>
+      this.apps.listNamespacedDeployment({ namespace: this.namespace, labelSelector: `${BOT_LABEL}=${botId}` }, options),
     );
     const deployment = list.items[0];
     if (!deployment) throw new NotFound(messages.botNotFound(botId));
@@ -146,8 +167,8 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   private async pods(botId: string): Promise<V1Pod[]> {
-    const list = await this.api(botId, () =>
-      this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: `${BOT_LABEL}=${botId}` }),
+    const list = await this.api(botId, (options) =>
+      this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: `${BOT_LABEL}=${botId}` }, options),
     );
     return list.items;
   }
@@ -162,7 +183,7 @@ class KubernetesDriver implements RuntimeDriver {
     await this.api(botId, () =>
       this.apps.patchNamespacedDeploymentScale(
         { name: nameOf(deployment), namespace: this.namespace, body: { spec: { replicas } } },
-        mergePatch,
+        mergePatch(),
       ),
     );
     return this.deployment(botId);
@@ -188,13 +209,10 @@ class KubernetesDriver implements RuntimeDriver {
 
   private async podMetrics(pod: V1Pod): Promise<PodMetrics> {
     try {
-      return (await this.custom.getNamespacedCustomObject({
-        group: 'metrics.k8s.io',
-        version: 'v1beta1',
-        namespace: this.namespace,
-        plural: 'pods',
-        name: nameOf(pod),
-      })) as PodMetrics;
+      return (await this.custom.getNamespacedCustomObject(
+        { group: 'metrics.k8s.io', version: 'v1beta1', namespace: this.namespace, plural: 'pods', name: nameOf(pod) },
+        withDeadline(),
+      )) as PodMetrics;
     } catch (err) {
       if ((err as { code?: number }).code !== 404) throw translateKubeError(err, undefined);
       throw new RuntimeUnavailable(
@@ -209,12 +227,17 @@ class KubernetesDriver implements RuntimeDriver {
     const limits = podLimits(pod);
     const nodeName = pod.spec?.nodeName;
     if (limits || !nodeName) return limits ?? { cpuCores: 0, memoryBytes: 0 };
-    return nodeAllocatable(await this.api(undefined, () => this.core.readNode({ name: nodeName })));
+    return nodeAllocatable(await this.api(undefined, (options) => this.core.readNode({ name: nodeName }, options)));
   }
 
-  private async api<T>(botId: string | undefined, call: () => Promise<T>, failed?: (detail: string) => AgentError): Promise<T> {
+  /** One API server call under a deadline, its failure translated at this edge. */
+  private async api<T>(
+    botId: string | undefined,
+    call: (options: CallOptions) => Promise<T>,
+    failed?: (detail: string) => AgentError,
+  ): Promise<T> {
     try {
-      return await call();
+      return await call(withDeadline());
     } catch (err) {
       throw translateKubeError(err, botId, failed);
     }

@@ -82,6 +82,8 @@ export class FakeKubeApi {
   readonly requests: string[] = [];
   /** When false, metrics.k8s.io is not served, as on a cluster without metrics-server. */
   metricsServer = true;
+  /** When true, requests are accepted and never answered, as by an API server that hangs. */
+  stalled = false;
   private readonly bots = new Map<string, FakeBot>();
   private readonly tls = selfSignedCertificate();
   private server: Server | undefined;
@@ -200,6 +202,7 @@ export class FakeKubeApi {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (this.stalled) return;
     const url = new URL(req.url ?? '/', 'https://fake');
     let route: Route | undefined;
     try {
