@@ -123,8 +123,9 @@ test('concurrent restarts of one bot are one restart, and every caller gets its 
   const release = gate();
   driver.restartGate = release.promise;
   const replies = Array.from({ length: 5 }, () => call(server, '/api/bots/restart', { body: owner }));
-  await eventually(() => driver.lifecycleCalls.length > 0);
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  // Every request has looked its bot up, so every one has reached the lifecycle, before the restart may end.
+  t.true(await eventually(() => driver.calls.filter((c) => c.startsWith('findBot:')).length === 5));
+  await new Promise((resolve) => setTimeout(resolve, 20));
   release.open();
   for (const reply of await Promise.all(replies)) t.like(reply, { status: 200, body: { ok: true } });
   t.is(bot.restarts, 1);
