@@ -4,7 +4,7 @@ import onFinished from 'on-finished';
 import { BadRequest, Forbidden, messages } from '../errors.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
-import type { BotInfo, RuntimeDriver } from '../runtime/driver.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Audit, AuditContext } from './audit.js';
 import { authorize, identifyCaller, isSelf } from './caller.js';
 import type { Caller } from './caller.js';
@@ -40,10 +40,10 @@ export function botRoutes({ driver, lifecycle, limiter, adminToken, audit }: Bot
     return caller;
   }
 
-  async function ownedBot(botId: string, userId: string): Promise<BotInfo> {
+  /** Throws NotFound for no such bot, Forbidden when `userId` does not own it. */
+  async function checkOwner(botId: string, userId: string): Promise<void> {
     const bot = await driver.findBot(botId);
     if (bot.ownerId !== userId) throw new Forbidden(messages.notOwner(botId));
-    return bot;
   }
 
   const who = (ctx: Context): AuditContext => ({ requestId: ctx.state.requestId, caller: ctx.state.caller });
@@ -83,14 +83,14 @@ export function botRoutes({ driver, lifecycle, limiter, adminToken, audit }: Bot
   router.post('/restart', async (ctx) => {
     const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
     const caller = await callerFor(ctx, bot_id);
-    await ownedBot(bot_id, user_id);
+    await checkOwner(bot_id, user_id);
     await restartBot(ctx, caller, bot_id);
   });
 
   router.post('/stop', async (ctx) => {
     const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
     const caller = await callerFor(ctx, bot_id);
-    await ownedBot(bot_id, user_id);
+    await checkOwner(bot_id, user_id);
     limiter.take(bot_id);
     if (isSelf(caller, bot_id)) {
       afterAnswer(ctx, 'stop', bot_id, () => lifecycle.stop(bot_id));
@@ -104,7 +104,7 @@ export function botRoutes({ driver, lifecycle, limiter, adminToken, audit }: Bot
   router.post('/start', async (ctx) => {
     const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
     await callerFor(ctx, bot_id);
-    await ownedBot(bot_id, user_id);
+    await checkOwner(bot_id, user_id);
     limiter.take(bot_id);
     const outcome = await audit(who(ctx), 'start', bot_id, () => lifecycle.start(bot_id));
     ctx.body = { ok: true, message: outcome === 'done' ? `Bot ${bot_id} started` : `Bot ${bot_id} was already running` };

@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
 import type { ContainerInfo } from 'dockerode';
 import { BOT_LABEL } from '../labels.js';
+import { eachJsonLine } from './json-lines.js';
 
 /** A labelled container as the index knows it. */
 export interface IndexedBot {
@@ -105,16 +106,7 @@ export class DockerBotIndex {
         .getEvents({ filters: { type: ['container', 'network'] }, abortSignal: subscribing.signal })
         .finally(() => clearTimeout(deadline));
       this.events = events;
-      let pending = '';
-      events.on('data', (chunk: Buffer) => {
-        pending += chunk.toString('utf8');
-        let end: number;
-        while ((end = pending.indexOf('\n')) >= 0) {
-          const line = pending.slice(0, end).trim();
-          pending = pending.slice(end + 1);
-          if (line) this.onEvent(JSON.parse(line) as EngineEvent);
-        }
-      });
+      eachJsonLine<EngineEvent>(events, (event) => this.onEvent(event));
       const lost = (): void => this.lost(events);
       events.on('end', lost);
       events.on('close', lost);

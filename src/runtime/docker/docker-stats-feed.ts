@@ -1,5 +1,6 @@
 import type Docker from 'dockerode';
 import type { DockerStatsSample } from './docker-stats.js';
+import { eachJsonLine } from './json-lines.js';
 
 interface Feed {
   stream: NodeJS.ReadableStream & { destroy?: () => void };
@@ -113,20 +114,11 @@ export class DockerStatsFeed {
       lastRead: Date.now(),
     };
     feed.first.catch(() => undefined);
-    let pending = '';
-    stream.on('data', (chunk: Buffer) => {
-      pending += chunk.toString('utf8');
-      let end: number;
-      while ((end = pending.indexOf('\n')) >= 0) {
-        const line = pending.slice(0, end).trim();
-        pending = pending.slice(end + 1);
-        if (!line) continue;
-        const sample = JSON.parse(line) as DockerStatsSample;
-        if (!sample.precpu_stats?.system_cpu_usage) continue;
-        feed.latest = sample;
-        feed.receivedAt = Date.now();
-        resolveFirst(sample);
-      }
+    eachJsonLine<DockerStatsSample>(stream, (sample) => {
+      if (!sample.precpu_stats?.system_cpu_usage) return;
+      feed.latest = sample;
+      feed.receivedAt = Date.now();
+      resolveFirst(sample);
     });
     const ended = (): void => {
       onEnd();
