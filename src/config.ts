@@ -13,6 +13,10 @@ export interface Config {
   readonly rateLimit: number;
   /** ... within any window of this many milliseconds. */
   readonly rateWindowMs: number;
+  /** The Docker network created bots join; the engine's default when undefined. */
+  readonly botsNetwork: string | undefined;
+  /** PLATFORM_AGENT_URL given to created bots. */
+  readonly botsAgentUrl: string;
 }
 
 /** A configuration value that cannot be used; its message names the variable. */
@@ -55,6 +59,10 @@ const env = object({
     .min(1_000, 'AGENT_RATE_WINDOW_MS must be a whole number of milliseconds from 1000 to 86400000')
     .max(86_400_000, 'AGENT_RATE_WINDOW_MS must be a whole number of milliseconds from 1000 to 86400000')
     .default(60_000),
+  AGENT_BOTS_NETWORK: string().matches(/^[\w][\w.-]{0,127}$/, 'AGENT_BOTS_NETWORK must be a Docker network name'),
+  AGENT_BOTS_AGENT_URL: string()
+    .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_BOTS_AGENT_URL must be an http:// or https:// URL')
+    .default('http://agent:8000'),
 });
 
 /**
@@ -79,6 +87,8 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       adminToken: values.AGENT_ADMIN_TOKEN,
       rateLimit: values.AGENT_RATE_LIMIT,
       rateWindowMs: values.AGENT_RATE_WINDOW_MS,
+      botsNetwork: values.AGENT_BOTS_NETWORK,
+      botsAgentUrl: values.AGENT_BOTS_AGENT_URL,
     });
   } catch (err) {
     if (err instanceof ValidationError) throw new ConfigError(err.errors[0] ?? err.message);

@@ -31,6 +31,11 @@ export class NotRunning extends AgentError {
   readonly status = 409;
 }
 
+/** A bot with this id exists already. */
+export class AlreadyExists extends AgentError {
+  readonly status = 409;
+}
+
 /** The request body is larger than the agent accepts. */
 export class PayloadTooLarge extends AgentError {
   readonly status = 413;
@@ -58,6 +63,11 @@ export class OperationFailed extends AgentError {
   readonly status = 500;
 }
 
+/** The runtime in use does not offer this. */
+export class NotImplemented extends AgentError {
+  readonly status = 501;
+}
+
 /** The container runtime (dockerd, API server) cannot be reached. */
 export class RuntimeUnavailable extends AgentError {
   readonly status = 503;
@@ -76,6 +86,7 @@ export const messages = {
   otherBot: 'a bot may manage only itself',
   notOwner: (botId: string) => `user_id does not own bot ${botId}`,
   stranger: 'forbidden: the caller is neither a bot, nor the platform (loopback or admin token)',
+  platformOnly: 'forbidden: only the platform (loopback or admin token) may create, list or remove bots',
   noSelfId: 'bot identifier not found; pass it in the X-Bot-ID header',
   restartTimeout: (botId: string, ms: number) =>
     `timeout during restart of bot ${botId} after ${ms} ms; the restart goes on, retry later or raise your time-out`,

@@ -3,7 +3,7 @@ import { ConfigError, loadConfig } from './config.js';
 import type { Config } from './config.js';
 import { createApp } from './http/create-app.js';
 import { listen } from './http/listen.js';
-import { createDriver } from './runtime/create-driver.js';
+import { createRuntime } from './runtime/create-runtime.js';
 
 /**
  * How long a SIGTERM waits for requests and lifecycle operations in flight;
@@ -25,11 +25,11 @@ function configOrExit(): Config {
 async function main(): Promise<void> {
   const config = configOrExit();
   const logger = pino({ base: { runtime: config.runtime } });
-  const driver = await createDriver(config).catch((err: Error) => {
+  const { driver, provisioner } = await createRuntime(config).catch((err: Error) => {
     process.stderr.write(`bot-agent: ${err.message}\n`);
     process.exit(1);
   });
-  const { app, lifecycle } = createApp({ driver, config, logger });
+  const { app, lifecycle } = createApp({ driver, provisioner, config, logger });
 
   const server = await listen(app, config.host, config.port).catch((err: Error) => {
     process.stderr.write(`bot-agent: cannot listen on ${config.host}:${config.port}: ${err.message}\n`);

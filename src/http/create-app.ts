@@ -4,6 +4,8 @@ import type { Config } from '../config.js';
 import { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import { RateLimiter } from '../lifecycle/rate-limiter.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
+import type { Provisioner } from '../provisioning/provisioner.js';
+import { adminRoutes } from './admin-routes.js';
 import { auditor } from './audit.js';
 import { botRoutes } from './bot-routes.js';
 import { envelope } from './envelope.js';
@@ -17,6 +19,8 @@ export type AppConfig = Pick<Config, 'restartTimeoutMs' | 'adminToken' | 'rateLi
 
 export interface AppDeps {
   readonly driver: RuntimeDriver;
+  /** Creates and removes bots; without one, those routes answer 501. */
+  readonly provisioner?: Provisioner | undefined;
   readonly config: AppConfig;
   readonly logger: Logger;
 }
@@ -25,7 +29,7 @@ export interface AppDeps {
 export type RouteEntry = `${string} ${string}`;
 
 /** The agent's Koa application, the lifecycle it serialises operations through, and its routes. */
-export function createApp({ driver, config, logger }: AppDeps): { app: Koa; lifecycle: BotLifecycle; routes: RouteEntry[] } {
+export function createApp({ driver, provisioner, config, logger }: AppDeps): { app: Koa; lifecycle: BotLifecycle; routes: RouteEntry[] } {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
@@ -36,6 +40,7 @@ export function createApp({ driver, config, logger }: AppDeps): { app: Koa; life
   const routers = [
     healthRoutes(driver, metrics),
     botRoutes({ driver, lifecycle, limiter, adminToken: config.adminToken, audit }),
+    adminRoutes({ driver, provisioner, adminToken: config.adminToken, audit }),
   ];
 
   app.use(requestLog(logger, metrics));

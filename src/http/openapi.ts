@@ -14,12 +14,17 @@ const failureText: Record<number, string> = {
   415: 'Body not JSON and declared as another type',
   429: 'Too many lifecycle operations on this bot; see Retry-After',
   500: 'The runtime refused the operation (`Failed to restart bot ...`), or the agent lacks a permission',
+  501: 'The runtime in use does not offer this',
   503: '`runtime unavailable`: the container runtime cannot be reached',
   504: '`timeout during restart`: the restart goes on',
 };
 
 function responses(success: object, ...failures: number[]) {
-  const answers: Record<string, object> = { '200': success };
+  return responsesWith('200', success, ...failures);
+}
+
+function responsesWith(successStatus: string, success: object, ...failures: number[]) {
+  const answers: Record<string, object> = { [successStatus]: success };
   for (const status of [...failures, 405]) {
     answers[String(status)] = { description: failureText[status], content: json(ref('Failure')) };
   }
@@ -90,6 +95,46 @@ export const openApiDocument = {
           },
         },
       },
+      CreateBotRequest: {
+        type: 'object',
+        required: ['bot_id', 'user_id', 'image', 'template', 'token'],
+        properties: {
+          bot_id: ref('BotId'),
+          user_id: { type: 'string', maxLength: 256 },
+          image: { type: 'string', examples: ['registry.example.com/my-bot:1'] },
+          template: { type: 'string', examples: ['telegram', 'discord', 'n8n'] },
+          token: { type: 'string', description: 'Set as BOT_TOKEN and every alias; never answered back nor logged' },
+          domain: { type: 'string' },
+          port: { type: 'integer', minimum: 1, maximum: 65535, default: 8080 },
+          env: { type: 'object', additionalProperties: { type: 'string' }, maxProperties: 100 },
+          memory_limit: { type: 'integer', minimum: 6291456, description: 'bytes' },
+          cpu_limit: { type: 'number', exclusiveMinimum: 0, description: 'CPUs' },
+          command: { type: 'array', items: { type: 'string' }, minItems: 1 },
+        },
+      },
+      BotList: {
+        type: 'object',
+        required: ['ok', 'bots'],
+        additionalProperties: false,
+        properties: {
+          ok: { const: true },
+          bots: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['bot_id', 'state'],
+              additionalProperties: false,
+              properties: {
+                bot_id: ref('BotId'),
+                user_id: { type: 'string' },
+                template: { type: 'string' },
+                state: { enum: ['running', 'stopped'] },
+                started_at: { type: 'string', description: 'ISO 8601 time' },
+              },
+            },
+          },
+        },
+      },
       Failure: {
         type: 'object',
         required: ['ok', 'msg'],
@@ -145,6 +190,28 @@ export const openApiDocument = {
         summary: "A running bot's CPU, memory and uptime",
         parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }],
         responses: responses(ok('The stats', ref('Stats')), 400, 403, 404, 409, 500, 503),
+      },
+    },
+    '/api/admin/bots': {
+      post: {
+        summary: 'Create and start a bot with the full bot environment (the platform only)',
+        requestBody: { required: true, content: json(ref('CreateBotRequest')) },
+        responses: {
+          ...responsesWith('201', ok('Created and started'), 400, 403, 413, 415, 500, 501, 503),
+          '409': { description: 'A bot with this id exists', content: json(ref('Failure')) },
+        },
+      },
+      get: {
+        summary: 'Every bot, or those of `user_id` (the platform only)',
+        parameters: [{ name: 'user_id', in: 'query', required: false, schema: { type: 'string' } }],
+        responses: responses(ok('The bots', ref('BotList')), 400, 403, 500, 501, 503),
+      },
+    },
+    '/api/admin/bots/{bot_id}': {
+      delete: {
+        summary: 'Remove a bot (the platform only)',
+        parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }],
+        responses: responses(ok('Removed'), 400, 403, 404, 500, 501, 503),
       },
     },
     '/healthz': { get: { summary: 'The process answers', responses: responses(ok('Up')) } },

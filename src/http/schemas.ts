@@ -1,4 +1,5 @@
-import { number, object, ObjectSchema, string, ValidationError } from 'yup';
+import { array, mixed, number, object, ObjectSchema, string, ValidationError } from 'yup';
+import { PLATFORM_VARIABLES } from '../provisioning/bot-spec.js';
 import type { Schema } from 'yup';
 import { BadRequest } from '../errors.js';
 import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../runtime/labels.js';
@@ -39,6 +40,57 @@ export const logsRequest = object({
     .min(1, 'lines must be a whole number from 1 to 10000')
     .max(10_000, 'lines must be a whole number from 1 to 10000'),
 }).typeError(jsonObject);
+
+const envName = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+
+/** Body of the platform's create: CONTRACT.md §6's inputs, limits and extras. */
+export const createBotRequest = object({
+  bot_id: botIdSchema('bot_id'),
+  user_id: userId,
+  image: string()
+    .strict()
+    .typeError('image must be a string')
+    .required('image is required')
+    .matches(/^[\w][\w.\/:@-]{0,254}$/, 'image must be an image reference, e.g. registry.example.com/bot:1'),
+  template: string()
+    .strict()
+    .typeError('template must be a string')
+    .required('template is required')
+    .matches(/^[a-z0-9][a-z0-9_-]{0,31}$/, 'template must be lower-case letters, digits, - or _, e.g. telegram'),
+  token: string().strict().typeError('token must be a string').required('token is required').max(4096, 'token is too long'),
+  domain: string()
+    .strict()
+    .typeError('domain must be a string')
+    .matches(/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i, 'domain must be a host name'),
+  port: number().strict().typeError('port must be a whole number from 1 to 65535').integer('port must be a whole number from 1 to 65535').min(1, 'port must be a whole number from 1 to 65535').max(65535, 'port must be a whole number from 1 to 65535'),
+  env: mixed<Record<string, string>>().test(
+    'env',
+    `env must be an object of at most 100 string values, named like ABC_1, none of ${[...PLATFORM_VARIABLES].join(', ')}`,
+    (value) =>
+      value === undefined ||
+      (typeof value === 'object' &&
+        value !== null &&
+        !Array.isArray(value) &&
+        Object.keys(value).length <= 100 &&
+        Object.entries(value).every(
+          ([name, v]) => envName.test(name) && !PLATFORM_VARIABLES.has(name) && typeof v === 'string' && v.length <= 4096,
+        )),
+  ),
+  memory_limit: number()
+    .strict()
+    .typeError('memory_limit must be a whole number of bytes from 6 MiB')
+    .integer('memory_limit must be a whole number of bytes from 6 MiB')
+    .min(6 * 1024 * 1024, 'memory_limit must be a whole number of bytes from 6 MiB'),
+  cpu_limit: number().strict().typeError('cpu_limit must be a number of CPUs').positive('cpu_limit must be above 0').max(256, 'cpu_limit is too high'),
+  command: array(string().strict().typeError('command must be a list of strings').required())
+    .strict()
+    .typeError('command must be a list of strings')
+    .min(1, 'command must not be empty')
+    .max(64, 'command is too long'),
+}).typeError(jsonObject);
+
+/** The query of the platform's listing. */
+export const listBotsQuery = object({ user_id: userId.optional() }).typeError('bad query');
 
 /** The X-Bot-ID header of self restart; absent is allowed. */
 export const selfRestartHeader = botIdSchema('X-Bot-ID').optional();

@@ -4,6 +4,7 @@ import { pino } from 'pino';
 import type { AppConfig } from '../../src/http/create-app.js';
 import { createApp } from '../../src/http/create-app.js';
 import { listen } from '../../src/http/listen.js';
+import type { Provisioner } from '../../src/provisioning/provisioner.js';
 import type { RuntimeDriver } from '../../src/runtime/driver.js';
 
 /** A running agent on a free port, for one test file. */
@@ -17,9 +18,11 @@ export async function startAgent(
   driver: RuntimeDriver,
   config: Partial<AppConfig> = {},
   host = '127.0.0.1',
+  provisioner?: Provisioner,
 ): Promise<TestAgent> {
   const { app } = createApp({
     driver,
+    provisioner,
     config: { restartTimeoutMs: 60_000, adminToken: undefined, rateLimit: 6, rateWindowMs: 60_000, ...config },
     logger: pino({ level: 'silent' }),
   });

@@ -13,6 +13,8 @@ test('defaults follow CONTRACT.md §5', (t) => {
     adminToken: undefined,
     rateLimit: 6,
     rateWindowMs: 60_000,
+    botsNetwork: undefined,
+    botsAgentUrl: 'http://agent:8000',
   });
 });
 
@@ -51,6 +53,8 @@ const bad: Array<[string, string]> = [
   ['AGENT_ADMIN_TOKEN', 'two words'],
   ['AGENT_RATE_LIMIT', '0'],
   ['AGENT_RATE_WINDOW_MS', '10'],
+  ['AGENT_BOTS_NETWORK', 'no spaces please'],
+  ['AGENT_BOTS_AGENT_URL', 'agent:8000'],
 ];
 
 for (const [name, value] of bad) {

@@ -1,0 +1,73 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { Forbidden, messages, NotImplemented } from '../errors.js';
+import type { Provisioner } from '../provisioning/provisioner.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
+import type { Audit } from './audit.js';
+import { identifyCaller } from './caller.js';
+import { createBotRequest, listBotsQuery, pathBotId, validate } from './schemas.js';
+
+export interface AdminRoutesDeps {
+  readonly driver: RuntimeDriver;
+  readonly provisioner: Provisioner | undefined;
+  readonly adminToken: string | undefined;
+  readonly audit: Audit;
+}
+
+/** Creating, listing and removing bots: the platform's alone (loopback or the admin token), never a bot's. */
+export function adminRoutes({ driver, provisioner, adminToken, audit }: AdminRoutesDeps): Router {
+  const router = new Router({ prefix: '/api/admin/bots' });
+
+  async function platformOnly(ctx: Context): Promise<Provisioner> {
+    const caller = await identifyCaller(
+      { address: ctx.req.socket.remoteAddress, authorization: ctx.get('authorization') || undefined },
+      driver,
+      adminToken,
+    );
+    ctx.state.caller = caller.kind === 'bot' ? `bot:${caller.botId}` : 'platform';
+    if (caller.kind !== 'platform') throw new Forbidden(messages.platformOnly);
+    if (!provisioner) throw new NotImplemented(`creating bots is not available on the ${driver.runtime} runtime yet`);
+    return provisioner;
+  }
+
+  const who = (ctx: Context) => ({ requestId: ctx.state.requestId, caller: ctx.state.caller });
+
+  router.post('/', async (ctx) => {
+    const body = validate(createBotRequest, ctx.request.body);
+    const provisioning = await platformOnly(ctx);
+    ctx.state.botId = body.bot_id;
+    await audit(who(ctx), 'create', body.bot_id, () =>
+      provisioning.create({
+        id: body.bot_id,
+        ownerId: body.user_id,
+        image: body.image,
+        template: body.template,
+        token: body.token,
+        domain: body.domain,
+        port: body.port,
+        env: body.env ?? {},
+        memoryLimitBytes: body.memory_limit,
+        cpuLimit: body.cpu_limit,
+        command: body.command,
+      }),
+    );
+    ctx.status = 201;
+    ctx.body = { ok: true, message: `Bot ${body.bot_id} created and started` };
+  });
+
+  router.get('/', async (ctx) => {
+    const { user_id } = validate(listBotsQuery, { ...ctx.query });
+    const provisioning = await platformOnly(ctx);
+    ctx.body = { ok: true, bots: await provisioning.list(user_id) };
+  });
+
+  router.delete('/:bot_id', async (ctx) => {
+    const botId = validate(pathBotId, ctx.params.bot_id);
+    const provisioning = await platformOnly(ctx);
+    ctx.state.botId = botId;
+    await audit(who(ctx), 'remove', botId, () => provisioning.remove(botId));
+    ctx.body = { ok: true, message: `Bot ${botId} removed` };
+  });
+
+  return router;
+}

@@ -1,0 +1,68 @@
+/** What the platform asks for when it creates a bot. */
+export interface BotSpec {
+  readonly id: string;
+  readonly ownerId: string;
+  readonly image: string;
+  readonly template: string;
+  /** The bot's secret token; never logged, never answered back. */
+  readonly token: string;
+  readonly domain: string | undefined;
+  readonly port: number | undefined;
+  /** Extra environment variables; they cannot replace the platform's own. */
+  readonly env: Readonly<Record<string, string>>;
+  readonly memoryLimitBytes: number | undefined;
+  /** CPU limit in cores, e.g. 0.5. */
+  readonly cpuLimit: number | undefined;
+  /** The command to run instead of the image's own. */
+  readonly command: readonly string[] | undefined;
+}
+
+/** A bot as the platform's listing shows it. */
+export interface BotSummary {
+  readonly bot_id: string;
+  readonly user_id: string | undefined;
+  readonly template: string | undefined;
+  readonly state: 'running' | 'stopped';
+  /** ISO time of the current run's start; undefined for a bot that never ran. */
+  readonly started_at: string | undefined;
+}
+
+/** The names under which every bot receives its token (CONTRACT.md §6). */
+export const TOKEN_VARIABLES = [
+  'BOT_TOKEN',
+  'DISCORD_TOKEN',
+  'DISCORD_BOT_TOKEN',
+  'TELEGRAM_BOT_TOKEN',
+  'TOKEN',
+  'API_TOKEN',
+] as const;
+
+/** Variables the platform sets, which a spec's extra `env` cannot replace. */
+export const PLATFORM_VARIABLES = new Set<string>([
+  ...TOKEN_VARIABLES,
+  'BOT_ID',
+  'USER_ID',
+  'DOMAIN',
+  'TEMPLATE',
+  'PORT',
+  'PLATFORM_AGENT_URL',
+]);
+
+/** Label naming the bot's template, for listings. */
+export const TEMPLATE_LABEL = 'bot-agent/template';
+
+/**
+ * Every variable of CONTRACT.md §6 but the token ones, then the extras:
+ * `DOMAIN` only when one is assigned.
+ */
+export function botEnvironment(spec: BotSpec, agentUrl: string): Record<string, string> {
+  return {
+    ...spec.env,
+    BOT_ID: spec.id,
+    USER_ID: spec.ownerId,
+    TEMPLATE: spec.template,
+    PORT: String(spec.port ?? 8080),
+    PLATFORM_AGENT_URL: agentUrl,
+    ...(spec.domain === undefined ? {} : { DOMAIN: spec.domain }),
+  };
+}

@@ -1,0 +1,36 @@
+import type { Config } from '../config.js';
+import type { Provisioner } from '../provisioning/provisioner.js';
+import { createDockerDriver } from './docker/docker-driver.js';
+import { createDockerProvisioner } from './docker/docker-provisioner.js';
+import type { RuntimeDriver } from './driver.js';
+
+/** The configured runtime: its driver, and its provisioner where there is one. */
+export interface Runtime {
+  readonly driver: RuntimeDriver;
+  readonly provisioner: Provisioner | undefined;
+}
+
+/**
+ * The runtime the configuration names. Throws when the runtime's own
+ * configuration cannot be read.
+ */
+export async function createRuntime(config: Config): Promise<Runtime> {
+  switch (config.runtime) {
+    case 'docker':
+      return {
+        driver: createDockerDriver({ dockerHost: config.dockerHost }),
+        provisioner: createDockerProvisioner({
+          dockerHost: config.dockerHost,
+          network: config.botsNetwork,
+          agentUrl: config.botsAgentUrl,
+        }),
+      };
+    case 'kubernetes': {
+      // Loaded only here: client-node alone costs a Docker agent some 45 MB of memory.
+      const { botNamespace, clusterKubeConfig } = await import('./kubernetes/kube-connection.js');
+      const { createKubernetesDriver } = await import('./kubernetes/kube-driver.js');
+      const driver = createKubernetesDriver({ kubeConfig: clusterKubeConfig(), namespace: botNamespace(config.namespace) });
+      return { driver, provisioner: undefined };
+    }
+  }
+}

@@ -1,0 +1,89 @@
+import Docker from 'dockerode';
+import { AlreadyExists, BadRequest, messages, NotFound, OperationFailed } from '../../errors.js';
+import { botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
+import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
+import type { Provisioner } from '../../provisioning/provisioner.js';
+import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
+import { dockerConnection } from './docker-connection.js';
+import { engineDetail, translateDockerError } from './docker-errors.js';
+
+export interface DockerProvisionerOptions {
+  readonly dockerHost: string;
+  /** The network bots join, where the agent answers as `agent`; the engine's default when undefined. */
+  readonly network: string | undefined;
+  /** PLATFORM_AGENT_URL for every bot. */
+  readonly agentUrl: string;
+}
+
+const DEADLINE_MS = 30_000;
+const statusOf = (err: unknown): number | undefined => (err as { statusCode?: number }).statusCode;
+
+/** Bots as containers named by their id, with their labels, limits, restart policy and environment. */
+class DockerProvisioner implements Provisioner {
+  private readonly docker: Docker;
+
+  constructor(private readonly options: DockerProvisionerOptions) {
+    this.docker = new Docker(dockerConnection(options.dockerHost));
+  }
+
+  async create(spec: BotSpec): Promise<void> {
+    const env = { ...botEnvironment(spec, this.options.agentUrl) };
+    for (const name of TOKEN_VARIABLES) env[name] = spec.token;
+    const abortSignal = AbortSignal.timeout(DEADLINE_MS);
+    try {
+      const container = await this.docker.createContainer({
+        name: spec.id,
+        Image: spec.image,
+        Cmd: spec.command ? [...spec.command] : undefined,
+        Env: Object.entries(env).map(([name, value]) => `${name}=${value}`),
+        Labels: { [BOT_LABEL]: spec.id, [OWNER_LABEL]: spec.ownerId, [TEMPLATE_LABEL]: spec.template },
+        HostConfig: {
+          NetworkMode: this.options.network,
+          RestartPolicy: { Name: 'unless-stopped' },
+          Memory: spec.memoryLimitBytes,
+          NanoCpus: spec.cpuLimit === undefined ? undefined : Math.round(spec.cpuLimit * 1e9),
+        },
+        abortSignal,
+      } as Docker.ContainerCreateOptions);
+      await container.start({ abortSignal });
+    } catch (err) {
+      if (statusOf(err) === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
+      if (statusOf(err) === 404) throw new BadRequest(`image ${spec.image} is not on the engine: ${engineDetail(err)}`);
+      throw translateDockerError(err, spec.id, (detail) => new OperationFailed(`Failed to create bot ${spec.id}: ${detail}`));
+    }
+  }
+
+  async list(ownerId: string | undefined): Promise<BotSummary[]> {
+    const labels = ownerId === undefined ? [BOT_LABEL] : [BOT_LABEL, `${OWNER_LABEL}=${ownerId}`];
+    try {
+      const containers = await this.docker.listContainers({ all: true, filters: { label: labels }, abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+      const bots = containers.filter((c) => c.Names.includes(`/${c.Labels[BOT_LABEL]}`));
+      const details = await Promise.all(bots.map((c) => this.docker.getContainer(c.Id).inspect()));
+      return details.map((info) => ({
+        bot_id: info.Config.Labels[BOT_LABEL] ?? '',
+        user_id: info.Config.Labels[OWNER_LABEL],
+        template: info.Config.Labels[TEMPLATE_LABEL],
+        state: info.State.Running ? 'running' : 'stopped',
+        started_at: info.State.StartedAt.startsWith('0001-') ? undefined : info.State.StartedAt,
+      }));
+    } catch (err) {
+      throw translateDockerError(err, undefined);
+    }
+  }
+
+  async remove(botId: string): Promise<void> {
+    try {
+      const container = this.docker.getContainer(botId);
+      const info = await container.inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+      if (info.Name !== `/${botId}` || info.Config.Labels?.[BOT_LABEL] !== botId) throw new NotFound(messages.botNotFound(botId));
+      await container.remove({ force: true, abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+    } catch (err) {
+      throw translateDockerError(err, botId, (detail) => new OperationFailed(`Failed to remove bot ${botId}: ${detail}`));
+    }
+  }
+}
+
+/** Provisioning on the Docker engine at DOCKER_HOST. */
+export function createDockerProvisioner(options: DockerProvisionerOptions): Provisioner {
+  return new DockerProvisioner(options);
+}

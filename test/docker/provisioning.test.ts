@@ -1,0 +1,163 @@
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import test from 'ava';
+import { pino } from 'pino';
+import { createApp } from '../../src/http/create-app.js';
+import { listen } from '../../src/http/listen.js';
+import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
+import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
+import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
+import { call } from '../helpers/http-client.js';
+import type { Server } from 'node:http';
+
+// The platform creates, lists and removes bots on the real engine; bots may not.
+const fixture = new DockerFixture();
+const TOKEN = 'tok-0123456789-secret-never-shown';
+const logLines: string[] = [];
+let server: Server;
+const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
+
+test.before(async () => {
+  await fixture.ready();
+  const network = (await fixture.network()).name;
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      logLines.push(chunk.toString());
+      done();
+    },
+  });
+  const { app } = createApp({
+    driver,
+    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' }),
+    config: { restartTimeoutMs: 60_000, adminToken: undefined, rateLimit: 6, rateWindowMs: 60_000 },
+    logger: pino(sink),
+  });
+  server = await listen(app, '0.0.0.0', 0);
+});
+
+test.after.always(async () => {
+  server?.close();
+  await driver.close();
+  await fixture.cleanup();
+});
+
+/** A bot created through the API, removed again when the test ends. */
+async function create(t: { teardown(fn: () => Promise<void>): void }, extra: Record<string, unknown> = {}) {
+  const id = fixture.newBotId();
+  t.teardown(() => fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined));
+  const body = { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'telegram', token: TOKEN, command: ['sleep', '1000'], ...extra };
+  return { id, reply: await call(server, '/api/admin/bots', { body }) };
+}
+
+const envOf = async (id: string): Promise<Record<string, string>> =>
+  Object.fromEntries(
+    ((await fixture.docker.getContainer(id).inspect()).Config.Env ?? []).map((entry) => {
+      const at = entry.indexOf('=');
+      return [entry.slice(0, at), entry.slice(at + 1)];
+    }),
+  );
+
+test('create makes the bot with every variable of CONTRACT §6, its labels and limits, and starts it', async (t) => {
+  const { id, reply } = await create(t, { domain: 'bot.example.com', port: 3000, env: { LOG_LEVEL: 'debug' }, memory_limit: 64 * 1024 * 1024, cpu_limit: 0.5 });
+  t.is(reply.status, 201, reply.text);
+  t.like(reply.body, { ok: true });
+  const info = await fixture.docker.getContainer(id).inspect();
+  t.true(info.State.Running);
+  t.like(info.Config.Labels, { 'bot-agent/bot-id': id, 'bot-agent/user-id': 'user_9', 'bot-agent/template': 'telegram' });
+  t.like(info.HostConfig, { Memory: 64 * 1024 * 1024, NanoCpus: 500_000_000, RestartPolicy: { Name: 'unless-stopped' } });
+  t.deepEqual(Object.keys(info.NetworkSettings.Networks), [(await fixture.network()).name]);
+  const env = await envOf(id);
+  t.like(env, {
+    BOT_ID: id,
+    USER_ID: 'user_9',
+    TEMPLATE: 'telegram',
+    PORT: '3000',
+    DOMAIN: 'bot.example.com',
+    PLATFORM_AGENT_URL: 'http://agent:8000',
+    LOG_LEVEL: 'debug',
+  });
+  for (const alias of ['BOT_TOKEN', 'DISCORD_TOKEN', 'DISCORD_BOT_TOKEN', 'TELEGRAM_BOT_TOKEN', 'TOKEN', 'API_TOKEN']) {
+    t.is(env[alias], TOKEN, alias);
+  }
+});
+
+test('DOMAIN is absent when no domain is given, and PORT has a default', async (t) => {
+  const { id, reply } = await create(t);
+  t.is(reply.status, 201);
+  const env = await envOf(id);
+  t.false('DOMAIN' in env);
+  t.is(env.PORT, '8080');
+});
+
+test('a second create of the same bot id is a 409', async (t) => {
+  const { id } = await create(t);
+  const again = await call(server, '/api/admin/bots', {
+    body: { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'telegram', token: TOKEN },
+  });
+  t.is(again.status, 409);
+  t.regex(String(again.body?.msg), /exists/);
+});
+
+test('bad input is a 400 naming the field; an image the engine lacks is a 400', async (t) => {
+  const base = { bot_id: fixture.newBotId(), user_id: 'u', image: TEST_IMAGE, template: 'telegram', token: 'x' };
+  for (const [change, msg] of [
+    [{ image: 'has spaces' }, /image must be/],
+    [{ template: 'Tele Gram' }, /template must be/],
+    [{ env: { BOT_TOKEN: 'override' } }, /env must be/],
+    [{ port: 70000 }, /port must be/],
+    [{ token: undefined }, /token is required/],
+  ] as const) {
+    const reply = await call(server, '/api/admin/bots', { body: { ...base, ...change } });
+    t.is(reply.status, 400, JSON.stringify(change));
+    t.regex(String(reply.body?.msg), msg);
+  }
+  const missing = await call(server, '/api/admin/bots', { body: { ...base, image: 'bot-agent-no-such-image:404' } });
+  t.is(missing.status, 400);
+  t.regex(String(missing.body?.msg), /image bot-agent-no-such-image:404 is not on the engine/);
+});
+
+test('the listing shows id, owner, template, state and start, filters by owner, and never the token', async (t) => {
+  const { id } = await create(t);
+  const all = await call(server, '/api/admin/bots');
+  t.is(all.status, 200);
+  t.like((all.body?.bots as Array<{ bot_id: string }>).find((bot) => bot.bot_id === id), {
+    user_id: 'user_9',
+    template: 'telegram',
+    state: 'running',
+  });
+  const mine = await call(server, '/api/admin/bots?user_id=user_9');
+  t.true((mine.body?.bots as Array<{ user_id: string }>).every((bot) => bot.user_id === 'user_9'));
+  const none = await call(server, '/api/admin/bots?user_id=nobody_here');
+  t.deepEqual(none.body?.bots, []);
+  t.notRegex(all.text, new RegExp(TOKEN));
+});
+
+test('delete removes the bot; deleting it again is a 404', async (t) => {
+  const { id } = await create(t);
+  t.like(await call(server, `/api/admin/bots/${id}`, { method: 'DELETE' }), { status: 200, body: { ok: true } });
+  await t.throwsAsync(fixture.docker.getContainer(id).inspect());
+  t.is((await call(server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 404);
+});
+
+test('a bot cannot create, list or remove bots', async (t) => {
+  const { id } = await create(t);
+  const bot = await fixture.runBot();
+  const target = { host: (await fixture.network()).gateway, port: (server.address() as AddressInfo).port };
+  const newId = fixture.newBotId();
+  for (const attempt of [
+    { method: 'POST', path: '/api/admin/bots', body: { bot_id: newId, user_id: 'u', image: TEST_IMAGE, template: 'x', token: 't' } },
+    { method: 'GET', path: '/api/admin/bots' },
+    { method: 'DELETE', path: `/api/admin/bots/${id}` },
+  ]) {
+    const reply = await fixture.httpFromBot(bot, target, attempt);
+    t.is(reply.status, 403, `${attempt.method} ${attempt.path}: ${reply.raw}`);
+    t.regex(String(reply.body?.msg), /only the platform/);
+  }
+  await t.throwsAsync(fixture.docker.getContainer(newId).inspect());
+  t.true((await fixture.docker.getContainer(id).inspect()).State.Running);
+});
+
+test.after('the token appears in no log line', (t) => {
+  t.true(logLines.length > 0);
+  t.false(logLines.some((line) => line.includes(TOKEN)));
+});
