@@ -29,8 +29,13 @@ export async function createRuntime(config: Config): Promise<Runtime> {
       // Loaded only here: client-node alone costs a Docker agent some 45 MB of memory.
       const { botNamespace, clusterKubeConfig } = await import('./kubernetes/kube-connection.js');
       const { createKubernetesDriver } = await import('./kubernetes/kube-driver.js');
-      const driver = createKubernetesDriver({ kubeConfig: clusterKubeConfig(), namespace: botNamespace(config.namespace) });
-      return { driver, provisioner: undefined };
+      const { createKubernetesProvisioner } = await import('./kubernetes/kube-provisioner.js');
+      const kubeConfig = clusterKubeConfig();
+      const namespace = botNamespace(config.namespace);
+      return {
+        driver: createKubernetesDriver({ kubeConfig, namespace }),
+        provisioner: createKubernetesProvisioner({ kubeConfig, namespace, agentUrl: config.botsAgentUrl }),
+      };
     }
   }
 }

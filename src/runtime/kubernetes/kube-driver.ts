@@ -1,6 +1,7 @@
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import type { KubeConfig, ObservableMiddleware, V1Deployment, V1Pod } from '@kubernetes/client-node';
-import { of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
+import type { KubeConfig, V1Deployment, V1Pod } from '@kubernetes/client-node';
+import { withDeadline } from './kube-deadline.js';
+import type { CallOptions } from './kube-deadline.js';
 import { AgentError, messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../errors.js';
 import type { BotInfo, BotStats, PowerOutcome, RuntimeDriver } from '../driver.js';
 import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
@@ -10,23 +11,6 @@ import type { Capacity, PodMetrics } from './kube-stats.js';
 
 const RESTARTED_AT = 'kubectl.kubernetes.io/restartedAt';
 const DEFAULT_CONTAINER = 'kubectl.kubernetes.io/default-container';
-/** How long one API server call may take before the API server counts as unreachable. */
-const CALL_DEADLINE_MS = 1_500;
-
-type CallOptions = ReturnType<typeof setHeaderOptions>;
-
-/** Per-call options that abort the request past the deadline (client-node's middleware, as setHeaderOptions builds it). */
-function withDeadline(options: CallOptions = {}): CallOptions {
-  const deadline: ObservableMiddleware = {
-    pre: (context) => {
-      context.setSignal(AbortSignal.timeout(CALL_DEADLINE_MS));
-      return of(context);
-    },
-    post: (response) => of(response),
-  };
-  return { ...options, middleware: [...(options.middleware ?? []), deadline], middlewareMergeStrategy: 'append' };
-}
-
 const mergePatch = (): CallOptions => withDeadline(setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
 /** How often a rollout or scale-down is checked on. */
 const POLL_MS = 200;

@@ -85,6 +85,8 @@ export class FakeKubeApi {
   /** When true, requests are accepted and never answered, as by an API server that hangs. */
   stalled = false;
   private readonly bots = new Map<string, FakeBot>();
+  /** Secrets by name. */
+  readonly secrets = new Map<string, Json>();
   private readonly tls = selfSignedCertificate();
   private server: Server | undefined;
   private nextAddress = 1;
@@ -251,6 +253,22 @@ export class FakeKubeApi {
         return this.list('DeploymentList', 'apps/v1', [...this.bots.values()].map((b) => b.deployment), query, () => ({}));
       case 'get apps/deployments':
         return this.botNamed(route.name).deployment;
+      case 'create apps/deployments':
+        return this.createDeployment(JSON.parse(body));
+      case 'delete apps/deployments': {
+        const bot = this.botNamed(route.name);
+        this.bots.delete(bot.spec.id);
+        return { kind: 'Status', apiVersion: 'v1', status: 'Success', details: { name: route.name, kind: 'deployments' } };
+      }
+      case 'create /secrets': {
+        const secret = JSON.parse(body);
+        if (this.secrets.has(secret.metadata?.name)) throw new ApiError(409, `secrets "${secret.metadata.name}" already exists`);
+        this.secrets.set(secret.metadata.name, { ...secret, metadata: { ...secret.metadata, namespace: this.namespace } });
+        return this.secrets.get(secret.metadata.name);
+      }
+      case 'delete /secrets':
+        if (!this.secrets.delete(route.name ?? '')) throw new ApiError(404, `secrets "${route.name}" not found`);
+        return { kind: 'Status', apiVersion: 'v1', status: 'Success' };
       case 'patch apps/deployments':
         return this.patchDeployment(this.botNamed(route.name), patchOf(contentType, body));
       case 'get apps/deployments/scale':
@@ -281,6 +299,42 @@ export class FakeKubeApi {
     );
     const limit = Number(query.get('limit') ?? 0);
     return { kind, apiVersion, metadata: { resourceVersion: '1' }, items: limit > 0 ? selected.slice(0, limit) : selected };
+  }
+
+  /** A Deployment the agent creates: kept as given, then run by the controller like a seeded one. */
+  private createDeployment(deployment: Json): Json {
+    const name = deployment.metadata?.name;
+    if ([...this.bots.values()].some((b) => b.deployment.metadata.name === name)) {
+      throw new ApiError(409, `deployments.apps "${name}" already exists`);
+    }
+    const id = deployment.metadata?.labels?.[BOT_LABEL] ?? name;
+    const bot: FakeBot = {
+      spec: {
+        id,
+        owner: deployment.metadata?.annotations?.[OWNER_LABEL],
+        replicas: deployment.spec?.replicas ?? 1,
+        logLines: [],
+        startDelayMs: 30,
+        usage: { cpu: '10m', memory: '16Mi' },
+        labelled: true,
+        paused: false,
+      },
+      deployment: {
+        ...deployment,
+        metadata: { ...deployment.metadata, namespace: this.namespace, generation: 1, resourceVersion: '1', uid: randomBytes(8).toString('hex'), creationTimestamp: timestamp() },
+        status: {},
+      },
+      pods: [],
+      rollouts: 0,
+    };
+    this.bots.set(id, bot);
+    this.reconcile(bot);
+    return bot.deployment;
+  }
+
+  /** The Deployment made for or seeded as `botId`, as the server stores it. */
+  deploymentOf(botId: string): Json | undefined {
+    return this.bots.get(botId)?.deployment;
   }
 
   private botNamed(name: string | undefined): FakeBot {
@@ -492,6 +546,7 @@ const ROUTES: Array<[RegExp, string, string]> = [
   [/^\/apis\/apps\/v1\/namespaces\/([^/]+)\/(deployments)(?:\/([^/]+)(?:\/(scale))?)?$/, 'apps', 'namespaced'],
   [/^\/api\/v1\/namespaces\/([^/]+)\/(pods)(?:\/([^/]+)(?:\/(log))?)?$/, '', 'namespaced'],
   [/^\/apis\/metrics\.k8s\.io\/v1beta1\/namespaces\/([^/]+)\/(pods)(?:\/([^/]+))?$/, 'metrics.k8s.io', 'namespaced'],
+  [/^\/api\/v1\/namespaces\/([^/]+)\/(secrets)(?:\/([^/]+))?$/, '', 'namespaced'],
   [/^\/api\/v1\/(nodes)(?:\/([^/]+))?$/, '', 'cluster'],
 ];
 

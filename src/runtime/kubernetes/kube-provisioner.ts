@@ -1,0 +1,161 @@
+import { createHash } from 'node:crypto';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import type { KubeConfig, V1Deployment, V1EnvVar, V1Pod } from '@kubernetes/client-node';
+import { AlreadyExists, messages, NotFound, OperationFailed } from '../../errors.js';
+import { botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
+import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
+import type { Provisioner } from '../../provisioning/provisioner.js';
+import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
+import { withDeadline } from './kube-deadline.js';
+import { translateKubeError } from './kube-errors.js';
+
+export interface KubernetesProvisionerOptions {
+  readonly kubeConfig: KubeConfig;
+  readonly namespace: string;
+  /** PLATFORM_AGENT_URL for every bot. */
+  readonly agentUrl: string;
+}
+
+const TOKEN_KEY = 'token';
+const failedTo = (verb: string, botId: string) => (detail: string) => new OperationFailed(`Failed to ${verb} bot ${botId}: ${detail}`);
+
+/**
+ * An object name for a bot id: bot ids may hold underscores and capitals, which
+ * names cannot, so the id is lowered, its underscores turned to dashes, and a
+ * hash of the id appended to keep two ids that differ only in case apart.
+ */
+export function objectName(botId: string): string {
+  const hash = createHash('sha256').update(botId).digest('hex').slice(0, 6);
+  return `${botId.toLowerCase().replace(/_/g, '-').slice(0, 56)}-${hash}`;
+}
+
+/** Bots as a Deployment of one replica each, their token in a Secret read through secretKeyRef. */
+class KubernetesProvisioner implements Provisioner {
+  private readonly apps: AppsV1Api;
+  private readonly core: CoreV1Api;
+
+  constructor(private readonly options: KubernetesProvisionerOptions) {
+    this.apps = options.kubeConfig.makeApiClient(AppsV1Api);
+    this.core = options.kubeConfig.makeApiClient(CoreV1Api);
+  }
+
+  async create(spec: BotSpec): Promise<void> {
+    const namespace = this.options.namespace;
+    const name = objectName(spec.id);
+    const failed = failedTo('create', spec.id);
+    try {
+      if ((await this.deployments(spec.id)).length > 0) throw new AlreadyExists(`bot ${spec.id} exists already`);
+      await this.core.createNamespacedSecret(
+        {
+          namespace,
+          body: {
+            metadata: { name: `${name}-token`, labels: { [BOT_LABEL]: spec.id } },
+            type: 'Opaque',
+            stringData: { [TOKEN_KEY]: spec.token },
+          },
+        },
+        withDeadline(),
+      );
+    } catch (err) {
+      if ((err as { code?: number }).code === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
+      throw translateKubeError(err, undefined, failed);
+    }
+    try {
+      await this.apps.createNamespacedDeployment({ namespace, body: this.deploymentFor(spec, name) }, withDeadline());
+    } catch (err) {
+      // Leave nothing half-made: the token's Secret goes with the failed create.
+      await this.core.deleteNamespacedSecret({ name: `${name}-token`, namespace }, withDeadline()).catch(() => undefined);
+      if ((err as { code?: number }).code === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
+      throw translateKubeError(err, undefined, failed);
+    }
+  }
+
+  async list(ownerId: string | undefined): Promise<BotSummary[]> {
+    try {
+      const [deployments, pods] = await Promise.all([
+        this.deployments(undefined),
+        this.core.listNamespacedPod({ namespace: this.options.namespace, labelSelector: BOT_LABEL }, withDeadline()),
+      ]);
+      return deployments
+        .filter((deployment) => ownerId === undefined || deployment.metadata?.annotations?.[OWNER_LABEL] === ownerId)
+        .map((deployment) => summaryOf(deployment, pods.items));
+    } catch (err) {
+      throw translateKubeError(err, undefined);
+    }
+  }
+
+  async remove(botId: string): Promise<void> {
+    const namespace = this.options.namespace;
+    try {
+      const [deployment] = await this.deployments(botId);
+      const name = deployment?.metadata?.name;
+      if (!name) throw new NotFound(messages.botNotFound(botId));
+      await this.apps.deleteNamespacedDeployment({ name, namespace }, withDeadline());
+      await this.core.deleteNamespacedSecret({ name: `${name}-token`, namespace }, withDeadline()).catch((err: { code?: number }) => {
+        if (err.code !== 404) throw err;
+      });
+    } catch (err) {
+      throw translateKubeError(err, botId, failedTo('remove', botId));
+    }
+  }
+
+  private async deployments(botId: string | undefined): Promise<V1Deployment[]> {
+    const labelSelector = botId === undefined ? BOT_LABEL : `${BOT_LABEL}=${botId}`;
+    return (await this.apps.listNamespacedDeployment({ namespace: this.options.namespace, labelSelector }, withDeadline())).items;
+  }
+
+  private deploymentFor(spec: BotSpec, name: string): V1Deployment {
+    const labels = { [BOT_LABEL]: spec.id, [TEMPLATE_LABEL]: spec.template };
+    const plain: V1EnvVar[] = Object.entries(botEnvironment(spec, this.options.agentUrl)).map(([key, value]) => ({ name: key, value }));
+    const secret: V1EnvVar[] = TOKEN_VARIABLES.map((variable) => ({
+      name: variable,
+      valueFrom: { secretKeyRef: { name: `${name}-token`, key: TOKEN_KEY } },
+    }));
+    const limits: Record<string, string> = {};
+    if (spec.memoryLimitBytes !== undefined) limits.memory = String(spec.memoryLimitBytes);
+    if (spec.cpuLimit !== undefined) limits.cpu = `${Math.round(spec.cpuLimit * 1000)}m`;
+    return {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name, labels, annotations: { [OWNER_LABEL]: spec.ownerId } },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: { [BOT_LABEL]: spec.id } },
+        template: {
+          metadata: { labels },
+          spec: {
+            containers: [
+              {
+                name: 'bot',
+                image: spec.image,
+                command: spec.command ? [...spec.command] : undefined,
+                env: [...plain, ...secret],
+                resources: Object.keys(limits).length > 0 ? { limits } : undefined,
+              },
+            ],
+          },
+        },
+      },
+    };
+  }
+}
+
+function summaryOf(deployment: V1Deployment, pods: V1Pod[]): BotSummary {
+  const botId = deployment.metadata?.labels?.[BOT_LABEL] ?? '';
+  const running = pods.find(
+    (pod) => pod.metadata?.labels?.[BOT_LABEL] === botId && pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp,
+  );
+  const startedAt = running?.status?.containerStatuses?.[0]?.state?.running?.startedAt;
+  return {
+    bot_id: botId,
+    user_id: deployment.metadata?.annotations?.[OWNER_LABEL],
+    template: deployment.metadata?.labels?.[TEMPLATE_LABEL],
+    state: running ? 'running' : 'stopped',
+    started_at: startedAt === undefined ? undefined : new Date(startedAt).toISOString(),
+  };
+}
+
+/** Provisioning on Kubernetes, in the bots' namespace. */
+export function createKubernetesProvisioner(options: KubernetesProvisionerOptions): Provisioner {
+  return new KubernetesProvisioner(options);
+}

@@ -1,0 +1,109 @@
+import test from 'ava';
+import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
+import { createKubernetesProvisioner, objectName } from '../../src/runtime/kubernetes/kube-provisioner.js';
+import { startAgent } from '../helpers/agent.js';
+import { eventually } from '../helpers/eventually.js';
+import { chartGrants } from '../helpers/helm.js';
+import { call } from '../helpers/http-client.js';
+import { FakeKubeApi } from '../helpers/kube/fake-kube-api.js';
+import { NAMESPACE } from './kube-harness.js';
+
+// The platform creates, lists and removes bots through the test API server,
+// with exactly the rights the chart's Role grants.
+const TOKEN = 'kube-token-never-shown';
+const aliases = ['BOT_TOKEN', 'DISCORD_TOKEN', 'DISCORD_BOT_TOKEN', 'TELEGRAM_BOT_TOKEN', 'TOKEN', 'API_TOKEN'];
+
+async function setUp(t: { teardown(fn: () => Promise<void>): void }) {
+  const api = new FakeKubeApi(NAMESPACE, await chartGrants(NAMESPACE));
+  await api.start();
+  const kubeConfig = api.kubeConfig();
+  const agent = await startAgent(
+    createKubernetesDriver({ kubeConfig, namespace: NAMESPACE }),
+    {},
+    '127.0.0.1',
+    createKubernetesProvisioner({ kubeConfig, namespace: NAMESPACE, agentUrl: 'http://agent:8000' }),
+  );
+  t.teardown(async () => {
+    await agent.close();
+    await api.stop();
+  });
+  return { api, server: agent.server };
+}
+
+const createBody = (id: string, extra: Record<string, unknown> = {}) => ({
+  bot_id: id,
+  user_id: 'user_3',
+  image: 'registry.example.com/bot:1',
+  template: 'discord',
+  token: TOKEN,
+  ...extra,
+});
+
+test('create makes a Deployment of one replica and a Secret, the token read through secretKeyRef', async (t) => {
+  const { api, server } = await setUp(t);
+  const id = 'bot_7_7_Mixed';
+  const reply = await call(server, '/api/admin/bots', { body: createBody(id, { memory_limit: 128 * 1024 * 1024, cpu_limit: 0.25 }) });
+  t.is(reply.status, 201, reply.text);
+  const deployment = api.deploymentOf(id);
+  const name = objectName(id);
+  t.regex(name, /^bot-7-7-mixed-[0-9a-f]{6}$/);
+  t.like(deployment, {
+    metadata: { name, labels: { 'bot-agent/bot-id': id }, annotations: { 'bot-agent/user-id': 'user_3' } },
+    spec: { replicas: 1, template: { metadata: { labels: { 'bot-agent/bot-id': id } } } },
+  });
+  const container = deployment.spec.template.spec.containers[0];
+  t.deepEqual(container.resources, { limits: { memory: String(128 * 1024 * 1024), cpu: '250m' } });
+  const env = Object.fromEntries(container.env.map((e: { name: string; value?: string; valueFrom?: unknown }) => [e.name, e.value ?? e.valueFrom]));
+  t.like(env, { BOT_ID: id, USER_ID: 'user_3', TEMPLATE: 'discord', PORT: '8080', PLATFORM_AGENT_URL: 'http://agent:8000' });
+  t.false('DOMAIN' in env);
+  for (const alias of aliases) t.deepEqual(env[alias], { secretKeyRef: { name: `${name}-token`, key: 'token' } }, alias);
+  t.deepEqual(api.secrets.get(`${name}-token`)?.stringData, { token: TOKEN });
+  t.false(JSON.stringify(deployment).includes(TOKEN), 'the token is only in the Secret');
+  t.true(await eventually(() => api.livePods(id).some((pod) => pod.status.phase === 'Running')), 'the bot never started');
+});
+
+test('listing, a second create, and removal', async (t) => {
+  const { api, server } = await setUp(t);
+  const id = 'bot_8_8_list';
+  t.is((await call(server, '/api/admin/bots', { body: createBody(id, { domain: 'bot.example.com' }) })).status, 201);
+  t.is((await call(server, '/api/admin/bots', { body: createBody(id) })).status, 409);
+  t.true(await eventually(() => api.livePods(id).length === 1));
+  t.true(
+    await eventually(async () => {
+      const listed = await call(server, '/api/admin/bots?user_id=user_3');
+      return (listed.body?.bots as Array<{ bot_id: string; state: string }>).some((b) => b.bot_id === id && b.state === 'running');
+    }),
+  );
+  const all = await call(server, '/api/admin/bots');
+  t.notRegex(all.text, new RegExp(TOKEN));
+  t.deepEqual((await call(server, '/api/admin/bots?user_id=someone_else')).body?.bots, []);
+  t.is((await call(server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
+  t.is(api.deploymentOf(id), undefined);
+  t.is(api.secrets.size, 0);
+  t.is((await call(server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 404);
+});
+
+test('the chart\'s Role allows exactly what provisioning calls', async (t) => {
+  const { api, server } = await setUp(t);
+  await call(server, '/api/admin/bots', { body: createBody('bot_9_9_rbac') });
+  await call(server, '/api/admin/bots');
+  await call(server, '/api/admin/bots/bot_9_9_rbac', { method: 'DELETE' });
+  t.deepEqual(api.requests.filter((request) => request.endsWith(' 403')), []);
+  t.true(api.requests.some((request) => request.startsWith('create secrets')));
+  t.true(api.requests.some((request) => request.startsWith('delete apps/deployments')));
+});
+
+test('a bot cannot create, list or remove bots', async (t) => {
+  const { api, server } = await setUp(t);
+  api.addBot({ id: 'bot_1_1_caller', podIP: '127.0.66.1' });
+  for (const [method, path, body] of [
+    ['POST', '/api/admin/bots', createBody('bot_2_2_new')],
+    ['GET', '/api/admin/bots', undefined],
+    ['DELETE', '/api/admin/bots/bot_1_1_caller', undefined],
+  ] as const) {
+    const reply = await call(server, path, { method, body, from: '127.0.66.1' });
+    t.is(reply.status, 403, `${method} ${path}`);
+  }
+  t.is(api.deploymentOf('bot_2_2_new'), undefined);
+  t.truthy(api.deploymentOf('bot_1_1_caller'));
+});
