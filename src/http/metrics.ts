@@ -33,7 +33,27 @@ export class AgentMetrics {
     registers: [this.registry],
   });
 
+  private readonly requestSeries = new Map<string, { count(): void; observe(seconds: number): void }>();
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  /**
+   * Counts one answered request. The labelled series are looked up once per
+   * method, route and status and kept: prom-client hashes labels on every
+   * plain inc or observe, which on a hot path halved the agent's throughput.
+   */
+  answered(method: string, route: string, status: number, seconds: number): void {
+    const key = `${method} ${route} ${status}`;
+    let series = this.requestSeries.get(key);
+    if (!series) {
+      const counter = this.requests.labels(method, route, String(status));
+      const histogram = this.latency.labels(method, route, String(status));
+      series = { count: () => counter.inc(), observe: (value) => histogram.observe(value) };
+      this.requestSeries.set(key, series);
+    }
+    series.count();
+    series.observe(seconds);
   }
 }

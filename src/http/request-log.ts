@@ -23,9 +23,7 @@ export function requestLog(logger: Logger, metrics: AgentMetrics): Middleware {
       const seconds = (performance.now() - started) / 1000;
       // The route pattern, never the raw path: bot ids stay out of the metrics' labels.
       const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : 'unmatched';
-      const labels = { method: ctx.method, route, status: String(ctx.status) };
-      metrics.requests.inc(labels);
-      metrics.latency.observe(labels, seconds);
+      metrics.answered(ctx.method, route, ctx.status, seconds);
       logger.info(
         {
           requestId,

@@ -39,6 +39,17 @@ test('the index follows the engine: a bot started later is known by its address,
   t.deepEqual(index.bot(bot.id)?.addresses, []);
 });
 
+test('the index keeps each running bot\'s start time, read again when it restarts', async (t) => {
+  const index = new DockerBotIndex(fixture.docker);
+  t.teardown(() => index.close());
+  const bot = await fixture.runBot();
+  t.true(await eventually(() => index.bot(bot.id)?.startedAt === undefined ? false : true));
+  t.is(index.bot(bot.id)?.startedAt, await fixture.startedAt(bot));
+  await bot.container.restart({ t: 1 });
+  const restartedAt = await fixture.startedAt(bot);
+  t.true(await eventually(() => index.bot(bot.id)?.startedAt === restartedAt), 'the index kept the old start time');
+});
+
 test('the index knows no container without the bot label', async (t) => {
   const index = new DockerBotIndex(fixture.docker);
   t.teardown(() => index.close());

@@ -11,6 +11,8 @@ export interface IndexedBot {
   readonly addresses: readonly string[];
   /** Whether the container has a TTY (so its logs carry no stream framing). */
   readonly tty: boolean;
+  /** When the current run started (ISO), for a running container. */
+  readonly startedAt: string | undefined;
 }
 
 interface EngineEvent {
@@ -50,6 +52,8 @@ export class DockerBotIndex {
   private events: EventStream | undefined;
   private rebuilding: Promise<void> | undefined;
   private rebuildAgain = false;
+  /** Containers that started since the last rebuild, whose start time must be read again. */
+  private startedSince = new Set<string>();
   private reconnect: NodeJS.Timeout | undefined;
   private watchdog: NodeJS.Timeout | undefined;
 
@@ -133,14 +137,19 @@ export class DockerBotIndex {
 
   private onEvent(event: EngineEvent): void {
     const containerId = event.Type === 'network' ? event.Actor?.Attributes?.container : event.Actor?.ID;
+    if (event.Type === 'container' && event.Action === 'start' && containerId) this.startedSince.add(containerId);
     // A container that stops gives up its addresses at once, before the rebuild lands.
     if (event.Type === 'container' && GONE.has(event.Action ?? '') && containerId) this.forget(containerId);
     if (event.Type === 'network' && event.Action === 'disconnect' && containerId) this.forget(containerId);
     this.scheduleRebuild();
   }
 
+  /** Drops the container's addresses and marks it stopped at once; the rebuild that follows says the rest. */
   private forget(containerId: string): void {
     for (const [address, bot] of this.byAddress) if (bot.containerId === containerId) this.byAddress.delete(address);
+    for (const [botId, bot] of this.byBotId) {
+      if (bot.containerId === containerId) this.byBotId.set(botId, { ...bot, running: false, addresses: [] });
+    }
   }
 
   private scheduleRebuild(): void {
@@ -169,7 +178,11 @@ export class DockerBotIndex {
       abortSignal: AbortSignal.timeout(DEADLINE_MS),
     });
     const known = new Map([...this.byBotId.values()].map((bot) => [bot.containerId, bot]));
-    const bots = await Promise.all(containers.map((container) => this.indexed(container, known.get(container.Id))));
+    const restarted = this.startedSince;
+    this.startedSince = new Set();
+    const bots = await Promise.all(
+      containers.map((container) => this.indexed(container, restarted.has(container.Id) ? undefined : known.get(container.Id))),
+    );
     const byAddress = new Map<string, IndexedBot>();
     const byBotId = new Map<string, IndexedBot>();
     for (const bot of bots) {
@@ -191,10 +204,13 @@ export class DockerBotIndex {
           .flatMap((network) => [network.IPAddress, network.GlobalIPv6Address])
           .filter((address): address is string => Boolean(address))
       : [];
-    // A container's TTY setting never changes: one inspect in its life.
-    const tty =
-      known?.tty ??
-      (await this.docker.getContainer(container.Id).inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) })).Config.Tty;
-    return { containerId: container.Id, botId, running, addresses, tty };
+    // TTY never changes, and the start time only when the container starts: inspect
+    // a container when it is new, started again, or seen running for the first time.
+    if (known && (known.running || !running)) {
+      return { containerId: container.Id, botId, running, addresses, tty: known.tty, startedAt: running ? known.startedAt : undefined };
+    }
+    const info = await this.docker.getContainer(container.Id).inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+    const startedAt = running ? info.State.StartedAt : undefined;
+    return { containerId: container.Id, botId, running, addresses, tty: info.Config.Tty, startedAt };
   }
 }

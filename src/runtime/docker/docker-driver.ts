@@ -100,6 +100,10 @@ class DockerDriver implements RuntimeDriver {
   }
 
   async stats(botId: string): Promise<BotStats> {
+    // Warm: the index knows the bot runs and since when, and its stream has a recent sample.
+    const indexed = this.index.bot(botId);
+    const warm = indexed?.running && indexed.startedAt ? this.statsFeed.latest(indexed.containerId) : undefined;
+    if (warm && indexed?.startedAt) return botStatsFrom(warm, new Date(indexed.startedAt));
     const info = await this.runningBot(botId);
     const startedAt = new Date(info.State.StartedAt);
     const latest = this.statsFeed.latest(info.Id);
