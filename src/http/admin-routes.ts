@@ -3,8 +3,9 @@ import type { Context } from 'koa';
 import { Forbidden, messages, NotImplemented } from '../errors.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
+import { askerOf } from './audit.js';
 import type { Audit } from './audit.js';
-import { identifyCaller } from './caller.js';
+import { callerOf } from './caller.js';
 import { createBotRequest, listBotsQuery, pathBotId, validate } from './schemas.js';
 
 export interface AdminRoutesDeps {
@@ -19,24 +20,17 @@ export function adminRoutes({ driver, provisioner, adminToken, audit }: AdminRou
   const router = new Router({ prefix: '/api/admin/bots' });
 
   async function platformOnly(ctx: Context): Promise<Provisioner> {
-    const caller = await identifyCaller(
-      { address: ctx.req.socket.remoteAddress, authorization: ctx.get('authorization') || undefined },
-      driver,
-      adminToken,
-    );
-    ctx.state.caller = caller.kind === 'bot' ? `bot:${caller.botId}` : 'platform';
+    const caller = await callerOf(ctx, driver, adminToken);
     if (caller.kind !== 'platform') throw new Forbidden(messages.platformOnly);
     if (!provisioner) throw new NotImplemented(`creating bots is not available on the ${driver.runtime} runtime yet`);
     return provisioner;
   }
 
-  const who = (ctx: Context) => ({ requestId: ctx.state.requestId, caller: ctx.state.caller });
-
   router.post('/', async (ctx) => {
     const body = validate(createBotRequest, ctx.request.body);
     const provisioning = await platformOnly(ctx);
     ctx.state.botId = body.bot_id;
-    await audit(who(ctx), 'create', body.bot_id, () =>
+    await audit(askerOf(ctx), 'create', body.bot_id, () =>
       provisioning.create({
         id: body.bot_id,
         ownerId: body.user_id,
@@ -65,7 +59,7 @@ export function adminRoutes({ driver, provisioner, adminToken, audit }: AdminRou
     const botId = validate(pathBotId, ctx.params.bot_id);
     const provisioning = await platformOnly(ctx);
     ctx.state.botId = botId;
-    await audit(who(ctx), 'remove', botId, () => provisioning.remove(botId));
+    await audit(askerOf(ctx), 'remove', botId, () => provisioning.remove(botId));
     ctx.body = { ok: true, message: `Bot ${botId} removed` };
   });
 

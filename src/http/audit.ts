@@ -8,6 +8,11 @@ export interface AuditContext {
   readonly caller: string | undefined;
 }
 
+/** Who asked, as the request's context recorded it. */
+export function askerOf(ctx: { state: { requestId?: string; caller?: string } }): AuditContext {
+  return { requestId: ctx.state.requestId, caller: ctx.state.caller };
+}
+
 export type Audit = <T>(who: AuditContext, operation: string, botId: string, act: () => Promise<T>) => Promise<T>;
 
 /**

@@ -5,8 +5,9 @@ import { BadRequest, Forbidden, messages } from '../errors.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
-import type { Audit, AuditContext } from './audit.js';
-import { authorize, identifyCaller, isSelf } from './caller.js';
+import { askerOf } from './audit.js';
+import type { Audit } from './audit.js';
+import { authorize, callerOf, isSelf } from './caller.js';
 import type { Caller } from './caller.js';
 import { DEFAULT_LOG_LINES, logsRequest, ownerRequest, pathBotId, selfRestartHeader, validate } from './schemas.js';
 import { statsView } from './stats-view.js';
@@ -27,12 +28,7 @@ export function botRoutes({ driver, lifecycle, limiter, adminToken, audit }: Bot
   const router = new Router({ prefix: '/api/bots' });
 
   async function callerFor(ctx: Context, botId: string | undefined): Promise<Caller> {
-    const caller = await identifyCaller(
-      { address: ctx.req.socket.remoteAddress, authorization: ctx.get('authorization') || undefined },
-      driver,
-      adminToken,
-    );
-    ctx.state.caller = caller.kind === 'bot' ? `bot:${caller.botId}` : 'platform';
+    const caller = await callerOf(ctx, driver, adminToken);
     if (botId !== undefined) {
       ctx.state.botId = botId;
       authorize(caller, botId);
@@ -46,15 +42,13 @@ export function botRoutes({ driver, lifecycle, limiter, adminToken, audit }: Bot
     if (bot.ownerId !== userId) throw new Forbidden(messages.notOwner(botId));
   }
 
-  const who = (ctx: Context): AuditContext => ({ requestId: ctx.state.requestId, caller: ctx.state.caller });
-
   /**
    * A bot acting on itself would be stopped before it heard back: it is
    * answered first, and the operation runs once the answer has gone out.
    * Its outcome goes to the audit log.
    */
   function afterAnswer(ctx: Context, operation: string, botId: string, act: () => Promise<unknown>): void {
-    const asker = who(ctx);
+    const asker = askerOf(ctx);
     onFinished(ctx.res, () => {
       audit(asker, operation, botId, act).catch(() => undefined);
     });
@@ -67,7 +61,7 @@ export function botRoutes({ driver, lifecycle, limiter, adminToken, audit }: Bot
       ctx.body = { ok: true, message: `Bot ${botId} is restarting` };
       return;
     }
-    await audit(who(ctx), 'restart', botId, () => lifecycle.restart(botId));
+    await audit(askerOf(ctx), 'restart', botId, () => lifecycle.restart(botId));
     ctx.body = { ok: true, message: `Bot ${botId} restarted` };
   }
 
@@ -97,7 +91,7 @@ export function botRoutes({ driver, lifecycle, limiter, adminToken, audit }: Bot
       ctx.body = { ok: true, message: `Bot ${bot_id} is stopping` };
       return;
     }
-    const outcome = await audit(who(ctx), 'stop', bot_id, () => lifecycle.stop(bot_id));
+    const outcome = await audit(askerOf(ctx), 'stop', bot_id, () => lifecycle.stop(bot_id));
     ctx.body = { ok: true, message: outcome === 'done' ? `Bot ${bot_id} stopped` : `Bot ${bot_id} was already stopped` };
   });
 
@@ -106,7 +100,7 @@ export function botRoutes({ driver, lifecycle, limiter, adminToken, audit }: Bot
     await callerFor(ctx, bot_id);
     await checkOwner(bot_id, user_id);
     limiter.take(bot_id);
-    const outcome = await audit(who(ctx), 'start', bot_id, () => lifecycle.start(bot_id));
+    const outcome = await audit(askerOf(ctx), 'start', bot_id, () => lifecycle.start(bot_id));
     ctx.body = { ok: true, message: outcome === 'done' ? `Bot ${bot_id} started` : `Bot ${bot_id} was already running` };
   });
 

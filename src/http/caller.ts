@@ -1,4 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Context } from 'koa';
 import { Forbidden, messages } from '../errors.js';
 import { isLoopback } from '../loopback.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
@@ -55,4 +56,15 @@ export function authorize(caller: Caller, botId: string): void {
 /** True when the caller is the bot it names, and so would not outlive its own restart or stop. */
 export function isSelf(caller: Caller, botId: string): boolean {
   return caller.kind === 'bot' && caller.botId === botId;
+}
+
+/** The caller of a request, from its connection and Authorization header; recorded on the context for the request log. */
+export async function callerOf(ctx: Context, driver: RuntimeDriver, adminToken: string | undefined): Promise<Caller> {
+  const caller = await identifyCaller(
+    { address: ctx.req.socket.remoteAddress, authorization: ctx.get('authorization') || undefined },
+    driver,
+    adminToken,
+  );
+  ctx.state.caller = caller.kind === 'bot' ? `bot:${caller.botId}` : 'platform';
+  return caller;
 }
