@@ -62,10 +62,15 @@ async function addBots(count: number): Promise<void> {
   }
 }
 
-/** p50/p99 of logs calls made from inside a bot container (node, from the stand-in base image). */
-async function fromBotContainer(agentPort: number, gateway: string, phase: number): Promise<Figures> {
-  const id = `bot_9_${phase}_loader${runId}`;
-  const loop = `
+/**
+ * A client that times 500 logs calls (tail=100) after 50 to warm up, one at a
+ * time on one connection, and prints their p50 and p99 as JSON: the same code
+ * from inside a bot container and from this host, each in a fresh process.
+ * Inside the container it first prints 200 lines, so that it reads back as much
+ * as the host's run reads of an idle bot.
+ */
+const LOGS_LOOP = `
+    if (process.env.PRINT_LINES) for (let i = 1; i <= 200; i++) console.log(i);
     const http = require('http'); const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     const body = JSON.stringify({ bot_id: process.env.BOT_ID, lines: 100 }); const times = [];
     const one = () => new Promise((resolve, reject) => { const t = process.hrtime.bigint();
@@ -76,20 +81,29 @@ async function fromBotContainer(agentPort: number, gateway: string, phase: numbe
     (async () => { for (let i = 0; i < 50; i++) await one(); times.length = 0; for (let i = 0; i < 500; i++) await one();
       times.sort((a, b) => a - b); console.log(JSON.stringify({ p50: times[250], p99: times[495] })); })()
       .catch((e) => console.log(JSON.stringify({ error: e.message })));`;
+
+/** The figures LOGS_LOOP printed. */
+function loopFigures(out: string): Figures {
+  const result = JSON.parse(out.slice(out.indexOf('{'), out.lastIndexOf('}') + 1)) as Figures & { error?: string };
+  if (result.error) throw new Error(`the logs loop failed: ${result.error}`);
+  return { p50: round(result.p50), p99: round(result.p99) };
+}
+
+/** p50/p99 of logs calls made from inside a bot container (node, from the stand-in base image). */
+async function fromBotContainer(agentPort: number, gateway: string, phase: number): Promise<Figures> {
+  const id = `bot_9_${phase}_loader${runId}`;
+
   const container = await docker.createContainer({
     name: id,
     Image: execFileSync('bash', ['scripts/node-base-image.sh'], { encoding: 'utf8' }).trim(),
-    Cmd: ['node', '-e', loop],
-    Env: [`BOT_ID=${id}`, `AGENT=${gateway}`, `PORT=${agentPort}`],
+    Cmd: ['node', '-e', LOGS_LOOP],
+    Env: [`BOT_ID=${id}`, `AGENT=${gateway}`, `PORT=${agentPort}`, 'PRINT_LINES=1'],
     Labels: { 'bot-agent/bot-id': id, 'bot-agent/user-id': 'user_1', 'bot-agent-bench': runId },
     HostConfig: { NetworkMode: network },
   });
   await container.start();
   await container.wait();
-  const out = (await container.logs({ stdout: true, stderr: true, follow: false })).toString('utf8');
-  const result = JSON.parse(out.slice(out.indexOf('{'), out.lastIndexOf('}') + 1)) as Figures & { error?: string };
-  if (result.error) throw new Error(`load from a bot container failed: ${result.error}`);
-  return { p50: round(result.p50), p99: round(result.p99) };
+  return loopFigures((await container.logs({ stdout: true, stderr: true, follow: false })).toString('utf8'));
 }
 
 /** A POST that resolves once the whole answer is in; rejects unless it is a 200. */
@@ -117,26 +131,28 @@ function peakRss(agent: ChildProcess): number {
 }
 
 async function measure(count: number, base: string, agentPort: number, gateway: string) {
-  const logsBody = (id: string) => JSON.stringify({ bot_id: id, lines: 100 });
   const [first = '', second = '', third = ''] = bots;
-  const coldBots = bots.slice(-3);
-  const cold = await timed(1, () => fetch(`${base}/api/bots/${coldBots[0]}/stats`));
-  cold.push(...(await timed(1, () => fetch(`${base}/api/bots/${coldBots[1]}/stats`))));
-  cold.push(...(await timed(1, () => fetch(`${base}/api/bots/${coldBots[2]}/stats`))));
+  const cold: number[] = [];
+  for (const id of bots.slice(-3)) cold.push(...(await timed(1, () => fetch(`${base}/api/bots/${id}/stats`))));
   // Warm-up first (the JIT, the stream, connection pools); only then the measured run.
   await load(`${base}/api/bots/${first}/stats`, { connections: 50, duration: 2 });
   const statsWarm = await load(`${base}/api/bots/${first}/stats`, { connections: 50, duration: 5 });
   const rawStats = percentiles(await timed(3, () => docker.getContainer(first).stats({ stream: false })));
   const rawStatsOneShot = percentiles(await timed(3, () => docker.getContainer(first).stats({ stream: false, 'one-shot': true })));
-  // One connection, timed here in microseconds: autocannon rounds latencies to whole milliseconds.
-  const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  await timed(200, () => post(base, '/api/bots/logs', logsBody(second), keepAlive));
-  const logs = percentiles(await timed(1000, () => post(base, '/api/bots/logs', logsBody(second), keepAlive)));
+  // Timed by LOGS_LOOP in a process of its own, as from a bot container below:
+  // autocannon rounds latencies to whole milliseconds.
+  const logs = loopFigures(
+    execFileSync(process.execPath, ['-e', LOGS_LOOP], {
+      env: { ...process.env, BOT_ID: second, AGENT: '127.0.0.1', PORT: String(agentPort) },
+      encoding: 'utf8',
+    }),
+  );
   const rawLogs = percentiles(
     await timed(1000, () => docker.getContainer(second).logs({ stdout: true, stderr: true, tail: 100, follow: false })),
   );
   const fromBot = await fromBotContainer(agentPort, gateway, count);
   // Taken in turns on the same bot, so that the engine's drift weighs on both alike.
+  const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const restarts: number[] = [];
   const rawRestarts: number[] = [];
   for (let i = 0; i < 10; i++) {
