@@ -4,8 +4,6 @@ export interface BotInfo {
   readonly id: string;
   /** The owning user's id, or undefined when the bot carries no owner. */
   readonly ownerId: string | undefined;
-  /** True while the bot's container (pod) is running. */
-  readonly running: boolean;
 }
 
 /** One reading of a running bot's resource use. */

@@ -55,7 +55,7 @@ export class MemoryDriver implements RuntimeDriver {
 
   async findBot(botId: string): Promise<BotInfo> {
     const bot = this.get('findBot', botId);
-    return { id: bot.id, ownerId: bot.ownerId, running: bot.running };
+    return { id: bot.id, ownerId: bot.ownerId };
   }
 
   async botAtAddress(address: string): Promise<string | undefined> {

@@ -41,7 +41,7 @@ class DockerDriver implements RuntimeDriver {
 
   async findBot(botId: string): Promise<BotInfo> {
     const info = await this.inspectBot(botId);
-    return { id: botId, ownerId: info.Config.Labels?.[OWNER_LABEL], running: info.State.Running };
+    return { id: botId, ownerId: info.Config.Labels?.[OWNER_LABEL] };
   }
 
   async botAtAddress(address: string): Promise<string | undefined> {

@@ -48,12 +48,7 @@ class KubernetesDriver implements RuntimeDriver {
 
   async findBot(botId: string): Promise<BotInfo> {
     const deployment = await this.deployment(botId);
-    const pod = await this.runningPod(botId);
-    return {
-      id: botId,
-      ownerId: deployment.metadata?.annotations?.[OWNER_LABEL],
-      running: desiredReplicas(deployment) > 0 && pod !== undefined,
-    };
+    return { id: botId, ownerId: deployment.metadata?.annotations?.[OWNER_LABEL] };
   }
 
   async botAtAddress(address: string): Promise<string | undefined> {
