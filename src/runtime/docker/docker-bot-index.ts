@@ -1,6 +1,8 @@
 import type Docker from 'dockerode';
 import type { ContainerInfo } from 'dockerode';
 import { BOT_LABEL } from '../labels.js';
+import { signalled } from './docker-signals.js';
+import type { EngineStream } from './docker-signals.js';
 import { eachJsonLine } from './json-lines.js';
 
 /** A labelled container as the index knows it. */
@@ -19,14 +21,6 @@ interface EngineEvent {
   Type?: string;
   Action?: string;
   Actor?: { ID?: string; Attributes?: Record<string, string> };
-}
-
-type EventStream = NodeJS.ReadableStream & { destroy?: () => void };
-
-/** dockerode's getEvents and ping, with the abortSignal option its types leave out. */
-interface EventSource {
-  getEvents(options: { filters: Record<string, string[]>; abortSignal: AbortSignal }): Promise<EventStream>;
-  ping(options: { abortSignal: AbortSignal }): Promise<unknown>;
 }
 
 /** Container events after which a container no longer holds its addresses. */
@@ -49,7 +43,7 @@ export class DockerBotIndex {
   private live = false;
   private started = false;
   private closed = false;
-  private events: EventStream | undefined;
+  private events: EngineStream | undefined;
   private rebuilding: Promise<void> | undefined;
   private rebuildAgain = false;
   /** Containers that started since the last rebuild, whose start time must be read again. */
@@ -93,7 +87,7 @@ export class DockerBotIndex {
   private async check(): Promise<void> {
     if (!this.live) return;
     try {
-      await (this.docker as unknown as EventSource).ping({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+      await signalled(this.docker).ping({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
     } catch (err) {
       this.onError(err);
       this.lost(this.events);
@@ -106,7 +100,7 @@ export class DockerBotIndex {
       // A deadline on the subscribing only: the signal must not end the stream later.
       const subscribing = new AbortController();
       const deadline = setTimeout(() => subscribing.abort(), DEADLINE_MS);
-      const events = await (this.docker as unknown as EventSource)
+      const events = await signalled(this.docker)
         .getEvents({ filters: { type: ['container', 'network'] }, abortSignal: subscribing.signal })
         .finally(() => clearTimeout(deadline));
       this.events = events;

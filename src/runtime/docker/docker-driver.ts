@@ -7,6 +7,7 @@ import { isLoopback } from '../../loopback.js';
 import { DockerBotIndex } from './docker-bot-index.js';
 import { readCgroup, statsBetween } from './docker-cgroup.js';
 import { dockerConnection } from './docker-connection.js';
+import { signalled } from './docker-signals.js';
 import { translateDockerError } from './docker-errors.js';
 import { logText } from './docker-logs.js';
 import { DockerStatsFeed } from './docker-stats-feed.js';
@@ -34,9 +35,7 @@ class DockerDriver implements RuntimeDriver {
   }
 
   async ping(): Promise<void> {
-    // dockerode's ping takes options too; its types leave them out.
-    const docker = this.docker as unknown as { ping(options: { abortSignal: AbortSignal }): Promise<unknown> };
-    await this.engine(undefined, (abortSignal) => docker.ping({ abortSignal }));
+    await this.engine(undefined, (abortSignal) => signalled(this.docker).ping({ abortSignal }));
   }
 
   async findBot(botId: string): Promise<BotInfo> {

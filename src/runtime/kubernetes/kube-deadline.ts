@@ -1,5 +1,4 @@
-import { setHeaderOptions } from '@kubernetes/client-node';
-import type { ObservableMiddleware } from '@kubernetes/client-node';
+import type { ObservableMiddleware, setHeaderOptions } from '@kubernetes/client-node';
 import { of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
 
 /** How long one API server call may take before the API server counts as unreachable. */
