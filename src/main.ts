@@ -25,7 +25,12 @@ function configOrExit(): Config {
 async function main(): Promise<void> {
   const config = configOrExit();
   const logger = pino({ base: { runtime: config.runtime } });
-  const { driver, provisioner } = await createRuntime(config).catch((err: Error) => {
+  // Every stream handler is guarded; should a bug still throw outside a request, it is logged and the agent goes on
+  // serving every other bot: the process ends only on a signal.
+  process.on('uncaughtException', (err) => logger.error({ err }, 'bug: uncaught exception; the agent goes on'));
+  process.on('unhandledRejection', (err) => logger.error({ err }, 'bug: unhandled rejection; the agent goes on'));
+  const report = (what: string, err: unknown): void => logger.warn({ err }, what);
+  const { driver, provisioner } = await createRuntime(config, report).catch((err: Error) => {
     process.stderr.write(`bot-agent: ${err.message}\n`);
     process.exit(1);
   });

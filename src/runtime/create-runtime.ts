@@ -2,7 +2,7 @@ import type { Config } from '../config.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import { createDockerDriver } from './docker/docker-driver.js';
 import { createDockerProvisioner } from './docker/docker-provisioner.js';
-import type { RuntimeDriver } from './driver.js';
+import type { FaultReporter, RuntimeDriver } from './driver.js';
 
 /** The configured runtime: its driver, and its provisioner where there is one. */
 export interface Runtime {
@@ -14,11 +14,11 @@ export interface Runtime {
  * The runtime the configuration names. Throws when the runtime's own
  * configuration cannot be read.
  */
-export async function createRuntime(config: Config): Promise<Runtime> {
+export async function createRuntime(config: Config, report: FaultReporter): Promise<Runtime> {
   switch (config.runtime) {
     case 'docker':
       return {
-        driver: createDockerDriver({ dockerHost: config.dockerHost }),
+        driver: createDockerDriver({ dockerHost: config.dockerHost, report }),
         provisioner: createDockerProvisioner({
           dockerHost: config.dockerHost,
           network: config.botsNetwork,

@@ -18,6 +18,13 @@ export interface BotStats {
   readonly startedAt: Date;
 }
 
+/**
+ * Where a driver reports a fault in its own background work (a runtime
+ * stream that broke, something it sent that could not be handled), once per
+ * fault; the agent logs it. Never thrown: the driver carries on.
+ */
+export type FaultReporter = (what: string, err: unknown) => void;
+
 /** What a stop or start did, for a message that says so. */
 export type PowerOutcome = 'done' | 'already';
 

@@ -3,7 +3,7 @@ import Docker from 'dockerode';
 import type { Container } from 'dockerode';
 import { loadConfig } from '../../src/config.js';
 import { dockerConnection } from '../../src/runtime/docker/docker-connection.js';
-import { logText } from '../../src/runtime/docker/docker-logs.js';
+import { demuxed } from '../../src/runtime/docker/docker-log-frames.js';
 import { BOT_LABEL, OWNER_LABEL } from '../../src/runtime/labels.js';
 
 /** The busybox image `scripts/docker-engine.sh --test-image` makes locally. */
@@ -123,7 +123,7 @@ export class DockerFixture {
       stream.on('close', resolve);
       stream.on('error', resolve);
     });
-    return logText(this.docker, Buffer.concat(chunks), false);
+    return demuxed(Buffer.concat(chunks)).toString('utf8');
   }
 
   /**

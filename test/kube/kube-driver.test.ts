@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import test from 'ava';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import { botNamespace } from '../../src/runtime/kubernetes/kube-connection.js';
+import { MAX_LOG_BYTES } from '../../src/runtime/log-tail.js';
 import { startAgent } from '../helpers/agent.js';
 import { eventually } from '../helpers/eventually.js';
 import { chartGrants } from '../helpers/helm.js';
@@ -73,6 +74,38 @@ test('a paused Deployment cannot be restarted, and says so', async (t) => {
   t.is(reply.status, 500);
   t.regex(String(reply.body?.msg), /^Failed to restart bot bot_1_1_a: .*paused/);
   t.is(api.rollouts('bot_1_1_a'), 0);
+});
+
+test('logs past 4 MiB keep the newest whole lines, and a longer line its end', async (t) => {
+  const { api, server } = await setUp(t);
+  const wide = 'a'.repeat(300 * 1024);
+  const huge = 'z'.repeat(6 * 1024 * 1024);
+  api.addBot({ id: 'bot_1_1_a', logLines: [...Array.from({ length: 20 }, () => wide), 'short', huge] });
+  api.addBot({ id: 'bot_1_1_b', logLines: [...Array.from({ length: 20 }, () => wide), 'short'] });
+  const logs = async (botId: string, lines: number) =>
+    String((await call(server, '/api/bots/logs', { body: { bot_id: botId, lines } })).body?.logs);
+  const end = await logs('bot_1_1_a', 1);
+  t.is(end.length, MAX_LOG_BYTES);
+  t.true(/^z+\n$/.test(end));
+  t.is(await logs('bot_1_1_a', 3), end);
+  // 13 lines of 300 KiB and 'short' fit in 4 MiB; the 14th does not.
+  const newest = await logs('bot_1_1_b', 100);
+  t.is(newest, `${`${wide}\n`.repeat(13)}short\n`);
+  t.is(await logs('bot_1_1_b', 2), `${wide}\nshort\n`);
+});
+
+test('a log stream that stalls half-way is a 503, not a hang, and the agent stays up', async (t) => {
+  const { api, server } = await setUp(t);
+  api.stallLogStreams = true;
+  api.addBot({ id: 'bot_1_1_a', logLines: ['z'.repeat(5 * 1024 * 1024)] });
+  const started = Date.now();
+  const reply = await call(server, '/api/bots/logs', { body: { bot_id: 'bot_1_1_a', lines: 1 } });
+  t.is(reply.status, 503);
+  t.regex(String(reply.body?.msg), /runtime unavailable/);
+  // Without a deadline the read would wait for ever; with it, 1.5 s of silence ends it.
+  t.true(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  t.is((await call(server, '/healthz')).status, 200);
 });
 
 test('stop scales to 0 and waits until the pod is gone; its logs go with it', async (t) => {

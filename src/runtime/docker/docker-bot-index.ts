@@ -1,5 +1,6 @@
 import type Docker from 'dockerode';
 import type { ContainerInfo } from 'dockerode';
+import type { FaultReporter } from '../driver.js';
 import { BOT_LABEL } from '../labels.js';
 import { signalled } from './docker-signals.js';
 import type { EngineStream } from './docker-signals.js';
@@ -41,6 +42,8 @@ export class DockerBotIndex {
   private byAddress = new Map<string, IndexedBot>();
   private byBotId = new Map<string, IndexedBot>();
   private live = false;
+  /** Whether the loss of the stream was reported and it has not come back since. */
+  private failing = false;
   private started = false;
   private closed = false;
   private events: EngineStream | undefined;
@@ -53,7 +56,7 @@ export class DockerBotIndex {
 
   constructor(
     private readonly docker: Docker,
-    private readonly onError: (err: unknown) => void = () => {},
+    private readonly report: FaultReporter = () => {},
   ) {}
 
   /** The running bot holding `address`, or undefined; null when the index cannot answer. */
@@ -89,8 +92,7 @@ export class DockerBotIndex {
     try {
       await signalled(this.docker).ping({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
     } catch (err) {
-      this.onError(err);
-      this.lost(this.events);
+      this.lost(this.events, err);
     }
   }
 
@@ -104,21 +106,32 @@ export class DockerBotIndex {
         .getEvents({ filters: { type: ['container', 'network'] }, abortSignal: subscribing.signal })
         .finally(() => clearTimeout(deadline));
       this.events = events;
-      eachJsonLine<EngineEvent>(events, (event) => this.onEvent(event));
-      const lost = (): void => this.lost(events);
+      eachJsonLine<EngineEvent>(
+        events,
+        (event) => this.onEvent(event),
+        (err) => this.report('an engine event the identity index could not handle', err),
+      );
+      const lost = (err?: unknown): void => this.lost(events, err ?? new Error('the engine ended its event stream'));
       events.on('end', lost);
       events.on('close', lost);
       events.on('error', lost);
       await this.rebuild();
-      if (this.events === events) this.live = true;
+      if (this.events === events) {
+        this.live = true;
+        this.failing = false;
+      }
     } catch (err) {
-      this.onError(err);
-      this.lost(this.events);
+      this.lost(this.events, err);
     }
   }
 
-  private lost(events: DockerBotIndex['events']): void {
+  /** Drops the event stream and reconnects; reported once until the index is live again. */
+  private lost(events: DockerBotIndex['events'], err: unknown): void {
     if (events !== this.events && events !== undefined) return;
+    if (!this.failing && !this.closed) {
+      this.failing = true;
+      this.report('the identity index lost the engine event stream; it reconnects every second', err);
+    }
     this.live = false;
     this.events = undefined;
     events?.destroy?.();
@@ -152,10 +165,7 @@ export class DockerBotIndex {
       return;
     }
     this.rebuilding = this.rebuild()
-      .catch((err: unknown) => {
-        this.onError(err);
-        this.lost(this.events);
-      })
+      .catch((err: unknown) => this.lost(this.events, err))
       .finally(() => {
         this.rebuilding = undefined;
         if (this.rebuildAgain) {

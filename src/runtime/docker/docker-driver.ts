@@ -1,7 +1,7 @@
 import Docker from 'dockerode';
 import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
 import { messages, NotFound, NotRunning, OperationFailed } from '../../errors.js';
-import type { BotInfo, BotStats, PowerOutcome, RuntimeDriver } from '../driver.js';
+import type { BotInfo, BotStats, FaultReporter, PowerOutcome, RuntimeDriver } from '../driver.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { isLoopback } from '../../loopback.js';
 import { DockerBotIndex } from './docker-bot-index.js';
@@ -9,7 +9,7 @@ import { readCgroup, statsBetween } from './docker-cgroup.js';
 import { dockerConnection } from './docker-connection.js';
 import { signalled } from './docker-signals.js';
 import { translateDockerError } from './docker-errors.js';
-import { logText } from './docker-logs.js';
+import { readLogs } from './docker-logs.js';
 import { DockerStatsFeed } from './docker-stats-feed.js';
 import { botStatsFrom } from './docker-stats.js';
 
@@ -29,9 +29,12 @@ class DockerDriver implements RuntimeDriver {
   private readonly index: DockerBotIndex;
   private readonly statsFeed: DockerStatsFeed;
 
-  constructor(private readonly docker: Docker) {
-    this.index = new DockerBotIndex(docker);
-    this.statsFeed = new DockerStatsFeed(docker);
+  constructor(
+    private readonly docker: Docker,
+    report: FaultReporter,
+  ) {
+    this.index = new DockerBotIndex(docker, report);
+    this.statsFeed = new DockerStatsFeed(docker, report);
   }
 
   async ping(): Promise<void> {
@@ -92,10 +95,8 @@ class DockerDriver implements RuntimeDriver {
     const { containerId, tty } = indexed
       ? indexed
       : await this.inspectBot(botId).then((info) => ({ containerId: info.Id, tty: info.Config.Tty }));
-    const raw = await this.engine(botId, (abortSignal) =>
-      this.docker.getContainer(containerId).logs({ stdout: true, stderr: true, tail: lines, follow: false, abortSignal }),
-    );
-    return logText(this.docker, raw, tty);
+    // readLogs keeps its own deadline: a large log may take longer to send than a quick call, but never stalls.
+    return this.engine(botId, () => readLogs(this.docker, containerId, tty, lines));
   }
 
   async stats(botId: string): Promise<BotStats> {
@@ -200,8 +201,8 @@ function holdsAddress(container: ContainerInfo, address: string): boolean {
   );
 }
 
-/** The Docker driver, talking to the engine at DOCKER_HOST. */
-export function createDockerDriver(options: { dockerHost: string }): RuntimeDriver {
-  return new DockerDriver(new Docker(dockerConnection(options.dockerHost)));
+/** The Docker driver, talking to the engine at DOCKER_HOST; faults of its event and stats streams go to `report`. */
+export function createDockerDriver(options: { dockerHost: string; report?: FaultReporter }): RuntimeDriver {
+  return new DockerDriver(new Docker(dockerConnection(options.dockerHost)), options.report ?? (() => {}));
 }
 

@@ -1,24 +1,87 @@
-import { Readable, Writable } from 'node:stream';
-import { finished } from 'node:stream/promises';
+import type { IncomingMessage } from 'node:http';
 import type Docker from 'dockerode';
+import type DockerModem from 'docker-modem';
+import { countLines, lastLines, TailBuffer } from '../log-tail.js';
+import { DockerLogDemuxer } from './docker-log-frames.js';
+
+/** How long the engine may stay silent while it sends logs before it counts as stalled. */
+const SILENCE_DEADLINE_MS = 1_500;
+/** How much more a read asks for when the entries it got did not hold whole lines. */
+const ENTRIES_GROWTH = 8;
+
+interface Collected {
+  readonly bytes: Buffer;
+  readonly cut: boolean;
+  /** Log entries the engine sent, when the stream is framed (no TTY). */
+  readonly entries: number | undefined;
+}
 
 /**
- * Plain text from the Buffer that a non-following logs call returns. Without
- * a TTY the engine frames each chunk with a stream header; docker-modem
- * removes them, writing stdout and stderr into one sink so that the two stay
- * in the order the engine stored them.
+ * Opens the container's logs as a stream. dockerode's own `logs` buffers a
+ * non-following answer whole and turns it into a string to try it as JSON:
+ * unbounded memory, and an answer that happens to be JSON comes back parsed.
  */
-export async function logText(docker: Docker, raw: Buffer, tty: boolean): Promise<string> {
-  if (tty) return raw.toString('utf8').replace(/\r\n/g, '\n');
-  const chunks: Buffer[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      chunks.push(chunk);
-      done();
-    },
+function openLogs(docker: Docker, containerId: string, tail: number, signal: AbortSignal): Promise<IncomingMessage> {
+  const modem = docker.modem as DockerModem;
+  return new Promise((resolve, reject) => {
+    modem.dial(
+      {
+        path: `/containers/${encodeURIComponent(containerId)}/logs?`,
+        method: 'GET',
+        isStream: true,
+        abortSignal: signal,
+        statusCodes: { 200: true, 404: 'no such container', 500: 'server error' },
+        options: { stdout: true, stderr: true, follow: false, tail },
+      },
+      (err, stream) => (err ? reject(err) : resolve(stream as IncomingMessage)),
+    );
   });
-  const source = Readable.from([raw]);
-  docker.modem.demuxStream(source, sink, sink);
-  await finished(source);
-  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** Reads the last `tail` log entries, keeping only the newest bytes an answer can hold. */
+async function collect(docker: Docker, containerId: string, tty: boolean, tail: number): Promise<Collected> {
+  const controller = new AbortController();
+  let silence = setTimeout(() => controller.abort(), SILENCE_DEADLINE_MS);
+  try {
+    const stream = await openLogs(docker, containerId, tail, controller.signal);
+    const kept = new TailBuffer();
+    const demuxer = tty ? undefined : new DockerLogDemuxer((_stream, bytes) => kept.push(bytes));
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      clearTimeout(silence);
+      silence = setTimeout(() => controller.abort(), SILENCE_DEADLINE_MS);
+      if (demuxer) demuxer.push(chunk);
+      else kept.push(chunk);
+    }
+    const bytes = kept.bytes();
+    return { bytes, cut: kept.cut, entries: demuxer?.frames };
+  } finally {
+    clearTimeout(silence);
+  }
+}
+
+/** Lines of `bytes` that are surely whole: those after its first newline (the first may have begun earlier). */
+function wholeLines(bytes: Buffer): number {
+  const newline = bytes.indexOf(0x0a);
+  return newline < 0 ? 0 : countLines(bytes.subarray(newline + 1));
+}
+
+/**
+ * The answer to a logs read of a container: its last `lines` lines, bounded
+ * as CONTRACT.md §2 says. The engine stores a line longer than 16 KiB as
+ * several entries, so its `tail` counts entries, not lines: the read asks for
+ * one entry more than lines wanted, and asks again for more while the lines
+ * it got are not whole, until it has them, holds the most an answer can carry,
+ * or has every entry there is.
+ */
+export async function readLogs(docker: Docker, containerId: string, tty: boolean, lines: number): Promise<string> {
+  let tail = lines + 1;
+  let previousSize = -1;
+  for (;;) {
+    const { bytes, cut, entries } = await collect(docker, containerId, tty, tail);
+    // A framed stream counts its entries; a terminal's is known complete when asking for more brought nothing.
+    const everything = entries !== undefined ? entries < tail : bytes.length === previousSize;
+    if (cut || everything || wholeLines(bytes) >= lines) return lastLines(bytes, lines, { cut: cut || !everything, tty });
+    previousSize = bytes.length;
+    tail *= ENTRIES_GROWTH;
+  }
 }

@@ -1,5 +1,6 @@
 import type Docker from 'dockerode';
 import type { DockerStatsSample } from './docker-stats.js';
+import type { FaultReporter } from '../driver.js';
 import { eachJsonLine } from './json-lines.js';
 
 interface Feed {
@@ -32,6 +33,7 @@ export class DockerStatsFeed {
 
   constructor(
     private readonly docker: Docker,
+    private readonly report: FaultReporter = () => {},
     private readonly idleMs = 60_000,
   ) {
     this.sweeper = setInterval(() => this.sweep(), Math.max(1_000, idleMs / 2)).unref();
@@ -114,12 +116,16 @@ export class DockerStatsFeed {
       lastRead: Date.now(),
     };
     feed.first.catch(() => undefined);
-    eachJsonLine<DockerStatsSample>(stream, (sample) => {
-      if (!sample.precpu_stats?.system_cpu_usage) return;
-      feed.latest = sample;
-      feed.receivedAt = Date.now();
-      resolveFirst(sample);
-    });
+    eachJsonLine<DockerStatsSample>(
+      stream,
+      (sample) => {
+        if (!sample.precpu_stats?.system_cpu_usage) return;
+        feed.latest = sample;
+        feed.receivedAt = Date.now();
+        resolveFirst(sample);
+      },
+      (err) => this.report(`a stats sample of container ${containerId.slice(0, 12)} that could not be read`, err),
+    );
     const ended = (): void => {
       onEnd();
       rejectFirst(new Error('the stats stream ended'));

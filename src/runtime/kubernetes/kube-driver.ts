@@ -6,6 +6,7 @@ import { AgentError, messages, NotFound, NotRunning, OperationFailed, RuntimeUna
 import type { BotInfo, BotStats, PowerOutcome, RuntimeDriver } from '../driver.js';
 import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { translateKubeError } from './kube-errors.js';
+import { readPodLogs } from './kube-logs.js';
 import { botStatsFromMetrics, nodeAllocatable, podLimits } from './kube-stats.js';
 import type { Capacity, PodMetrics } from './kube-stats.js';
 
@@ -34,8 +35,10 @@ class KubernetesDriver implements RuntimeDriver {
   private readonly core: CoreV1Api;
   private readonly custom: CustomObjectsApi;
   private readonly namespace: string;
+  private readonly kubeConfig: KubeConfig;
 
   constructor({ kubeConfig, namespace }: KubernetesDriverOptions) {
+    this.kubeConfig = kubeConfig;
     this.apps = kubeConfig.makeApiClient(AppsV1Api);
     this.core = kubeConfig.makeApiClient(CoreV1Api);
     this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
@@ -118,8 +121,8 @@ class KubernetesDriver implements RuntimeDriver {
     const status = pod.status?.containerStatuses?.find((s) => s.name === container);
     // A container that crashed and waits to start again has nothing yet: show its last run.
     const previous = status?.state?.running === undefined && (status?.restartCount ?? 0) > 0;
-    return this.api(botId, (options) =>
-      this.core.readNamespacedPodLog({ name: nameOf(pod), namespace: this.namespace, container, tailLines: lines, previous }, options),
+    return this.api(botId, () =>
+      readPodLogs(this.core, this.kubeConfig, { namespace: this.namespace, pod: nameOf(pod), container, previous }, lines),
     );
   }
 

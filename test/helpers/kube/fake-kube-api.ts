@@ -82,6 +82,8 @@ export class FakeKubeApi {
   readonly requests: string[] = [];
   /** When false, metrics.k8s.io is not served, as on a cluster without metrics-server. */
   metricsServer = true;
+  /** When true, a log read without limitBytes sends its first KiB and then hangs. */
+  stallLogStreams = false;
   /** When true, requests are accepted and never answered, as by an API server that hangs. */
   stalled = false;
   private readonly bots = new Map<string, FakeBot>();
@@ -240,6 +242,11 @@ export class FakeKubeApi {
     this.requests.push(`${route?.verb ?? '?'} ${what} ${code}`);
     const text = typeof body === 'string' ? body : JSON.stringify(body);
     res.writeHead(code, { 'content-type': typeof body === 'string' ? 'text/plain' : 'application/json' });
+    // A log streamed in full (no limitBytes) stops half-way and hangs, as from a stalled kubelet.
+    if (this.stallLogStreams && route?.subresource === 'log' && text.length > 1024 && !res.req.url?.includes('limitBytes')) {
+      res.write(text.slice(0, 1024));
+      return;
+    }
     res.end(text);
   }
 
@@ -469,7 +476,10 @@ export class FakeKubeApi {
     const tail = query.get('tailLines');
     const lines = bot?.spec.logLines ?? [];
     const shown = tail === null ? lines : lines.slice(-Number(tail));
-    return shown.map((line) => `${line}\n`).join('');
+    const text = shown.map((line) => `${line}\n`).join('');
+    // As the kubelet does: limitBytes keeps the first bytes of what would be sent.
+    const limit = query.get('limitBytes');
+    return limit === null ? text : Buffer.from(text).subarray(0, Number(limit)).toString('utf8');
   }
 
   private podMetrics(name: string | undefined): Json {

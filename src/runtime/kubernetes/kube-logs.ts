@@ -1,0 +1,84 @@
+import { Writable } from 'node:stream';
+import { Log } from '@kubernetes/client-node';
+import type { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { lastLines, MAX_LOG_BYTES, TailBuffer } from '../log-tail.js';
+import { withDeadline } from './kube-deadline.js';
+
+/** The container whose logs are read. */
+export interface LogTarget {
+  readonly namespace: string;
+  readonly pod: string;
+  readonly container: string | undefined;
+  /** The container's previous run, for one that crashed and waits to start again. */
+  readonly previous: boolean;
+}
+
+/** limitBytes may answer a little more or less than it says: past this margin under it, the answer counts as cut. */
+const LIMIT_MARGIN = 64 * 1024;
+/** How long the API server may stay silent while it streams logs before it counts as stalled. */
+const SILENCE_DEADLINE_MS = 1_500;
+
+/**
+ * The container's last `lines` lines, bounded as CONTRACT.md §2 says. One
+ * call with `limitBytes` answers almost every read; but limitBytes keeps the
+ * oldest bytes of the tail, so when the answer reaches it, the tail is
+ * streamed instead, keeping only its newest bytes.
+ */
+export async function readPodLogs(core: CoreV1Api, kubeConfig: KubeConfig, target: LogTarget, lines: number): Promise<string> {
+  const text = await core.readNamespacedPodLog(
+    {
+      name: target.pod,
+      namespace: target.namespace,
+      container: target.container,
+      tailLines: lines,
+      previous: target.previous,
+      limitBytes: MAX_LOG_BYTES + LIMIT_MARGIN,
+    },
+    withDeadline(),
+  );
+  const bytes = Buffer.from(text);
+  if (bytes.length < MAX_LOG_BYTES) return lastLines(bytes, lines);
+  const kept = await streamTail(kubeConfig, target, lines);
+  return lastLines(kept.bytes(), lines, { cut: kept.cut });
+}
+
+/** Streams the last `lines` lines through a TailBuffer, so that no size of log is held whole. */
+async function streamTail(kubeConfig: KubeConfig, target: LogTarget, lines: number): Promise<TailBuffer> {
+  const kept = new TailBuffer();
+  let silence: NodeJS.Timeout | undefined;
+  let aborted = false;
+  let controller: AbortController | undefined;
+  const stall = (): void => {
+    aborted = true;
+    controller?.abort();
+    sink.destroy(new Error('the API server stopped sending logs'));
+  };
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      clearTimeout(silence);
+      silence = setTimeout(stall, SILENCE_DEADLINE_MS);
+      kept.push(chunk);
+      done();
+    },
+  });
+  // A response body that fails must fail the read, not go unheard (pipe does not pass errors on).
+  sink.on('pipe', (source: NodeJS.ReadableStream) => source.on('error', (err: Error) => sink.destroy(err)));
+  const finished = new Promise<void>((resolve, reject) => {
+    sink.on('finish', resolve);
+    sink.on('error', reject);
+  });
+  // Awaited below once the stream is open; a stall before that must not go unhandled.
+  finished.catch(() => undefined);
+  silence = setTimeout(stall, SILENCE_DEADLINE_MS);
+  try {
+    controller = await new Log(kubeConfig).log(target.namespace, target.pod, target.container ?? '', sink, {
+      tailLines: lines,
+      previous: target.previous,
+    });
+    if (aborted) controller.abort();
+    await finished;
+    return kept;
+  } finally {
+    clearTimeout(silence);
+  }
+}

@@ -1,0 +1,71 @@
+import test from 'ava';
+import { countLines, lastLines, MAX_LOG_BYTES, TailBuffer } from '../../src/runtime/log-tail.js';
+
+const text = (value: string) => Buffer.from(value);
+
+test('the last N lines, whole, with or without a final newline', (t) => {
+  t.is(lastLines(text('a\nb\nc\n'), 2), 'b\nc\n');
+  t.is(lastLines(text('a\nb\nc'), 2), 'b\nc');
+  t.is(lastLines(text('a\nb\nc\n'), 3), 'a\nb\nc\n');
+  t.is(lastLines(text('a\nb\nc\n'), 10), 'a\nb\nc\n');
+  t.is(lastLines(text('\n\n\n'), 2), '\n\n');
+  t.is(lastLines(text(''), 5), '');
+});
+
+test('bytes that are not UTF-8 become U+FFFD; a terminal\'s CRLF becomes LF', (t) => {
+  t.is(lastLines(Buffer.from([0x61, 0xff, 0xfe, 0x0a]), 1), 'a\ufffd\ufffd\n');
+  t.is(lastLines(text('one\r\ntwo\r\n'), 1, { tty: true }), 'two\n');
+  t.is(lastLines(text('keeps \r and \x1b[31m escapes\n'), 1), 'keeps \r and \x1b[31m escapes\n');
+});
+
+test('a cut text loses its partial first line, unless that line is all there is', (t) => {
+  t.is(lastLines(text('tail of a line\nwhole\n'), 10, { cut: true }), 'whole\n');
+  t.is(lastLines(text('end of one long line\n'), 10, { cut: true }), 'end of one long line\n');
+  // A cut inside a character never leaves half of it behind.
+  t.is(lastLines(Buffer.from([0x82, 0xac, 0x61, 0x0a]), 1, { cut: true }), 'a\n');
+});
+
+test('past the byte cap, the newest whole lines that fit are kept', (t) => {
+  t.is(lastLines(text('aaaa\nbbb\ncc\n'), 10, { maxBytes: 7 }), 'bbb\ncc\n');
+  t.is(lastLines(text('aaaa\nbbb\ncc\n'), 10, { maxBytes: 6 }), 'cc\n');
+  t.is(lastLines(text('aaaa\nbbb\ncc\n'), 10, { maxBytes: 3 }), 'cc\n');
+});
+
+test('a single line longer than the cap keeps its end, on a character boundary', (t) => {
+  t.is(lastLines(text('0123456789\n'), 1, { maxBytes: 4 }), '789\n');
+  t.is(lastLines(text('01234567'), 1, { maxBytes: 4 }), '4567');
+  t.is(lastLines(text('xx€€\n'), 1, { maxBytes: 5 }), '€\n');
+});
+
+test('the cap counts the text as answered: replaced bytes take three each', (t) => {
+  const answer = lastLines(Buffer.from([0xff, 0xff, 0x0a, 0x61, 0x0a]), 10, { maxBytes: 5 });
+  t.is(answer, 'a\n');
+});
+
+test('the default cap is 4 MiB of UTF-8', (t) => {
+  const line = `${'x'.repeat(1023)}\n`;
+  const answer = lastLines(text(line.repeat(5000)), 10_000);
+  t.true(Buffer.byteLength(answer) <= MAX_LOG_BYTES);
+  t.is(answer.length, 4096 * 1024);
+  t.true(answer.startsWith('x'));
+});
+
+test('a tail buffer keeps only the newest bytes and says it cut', (t) => {
+  const tail = new TailBuffer(10);
+  for (let i = 0; i < 100; i += 1) tail.push(text(`${i % 10}`.repeat(3)));
+  const bytes = tail.bytes();
+  t.is(bytes.length, 10);
+  t.is(bytes.toString(), '6777888999');
+  t.true(tail.cut);
+  const small = new TailBuffer(10);
+  small.push(text('abc'));
+  t.is(small.bytes().toString(), 'abc');
+  t.false(small.cut);
+});
+
+test('countLines counts newline-ended lines and a last unended one', (t) => {
+  t.is(countLines(text('')), 0);
+  t.is(countLines(text('a')), 1);
+  t.is(countLines(text('a\n')), 1);
+  t.is(countLines(text('a\nb')), 2);
+});
