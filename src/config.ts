@@ -1,4 +1,5 @@
-import { number, object, string, ValidationError } from 'yup';
+import { object, string, ValidationError } from 'yup';
+import { wholeNumber } from './whole-number.js';
 
 /** The agent's configuration, read once at start (CONTRACT.md §5). */
 export interface Config {
@@ -13,6 +14,8 @@ export interface Config {
   readonly rateLimit: number;
   /** ... within any window of this many milliseconds. */
   readonly rateWindowMs: number;
+  /** Reads a bot may make of itself per second, in bursts of twice that. */
+  readonly readRate: number;
   /** The Docker network created bots join; the engine's default when undefined. */
   readonly botsNetwork: string | undefined;
   /** PLATFORM_AGENT_URL given to created bots. */
@@ -27,12 +30,7 @@ const env = object({
     .oneOf(['docker', 'kubernetes'] as const, 'AGENT_RUNTIME must be docker or kubernetes')
     .default('docker'),
   AGENT_HOST: string().matches(/^[\w.:-]+$/, 'AGENT_HOST must be an IP address or host name').default('0.0.0.0'),
-  AGENT_PORT: number()
-    .typeError('AGENT_PORT must be a whole number from 0 to 65535')
-    .integer('AGENT_PORT must be a whole number from 0 to 65535')
-    .min(0, 'AGENT_PORT must be a whole number from 0 to 65535')
-    .max(65535, 'AGENT_PORT must be a whole number from 0 to 65535')
-    .default(8000),
+  AGENT_PORT: wholeNumber('AGENT_PORT', 0, 65535).default(8000),
   DOCKER_HOST: string()
     .matches(/^(unix|tcp|http|https):\/\/\S+$/, 'DOCKER_HOST must look like unix:///path or tcp://host:port')
     .default('unix:///var/run/docker.sock'),
@@ -40,25 +38,11 @@ const env = object({
     /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/,
     'AGENT_NAMESPACE must be a Kubernetes namespace name',
   ),
-  AGENT_RESTART_TIMEOUT_MS: number()
-    .typeError('AGENT_RESTART_TIMEOUT_MS must be a whole number of milliseconds from 1 to 3600000')
-    .integer('AGENT_RESTART_TIMEOUT_MS must be a whole number of milliseconds from 1 to 3600000')
-    .min(1, 'AGENT_RESTART_TIMEOUT_MS must be a whole number of milliseconds from 1 to 3600000')
-    .max(3_600_000, 'AGENT_RESTART_TIMEOUT_MS must be a whole number of milliseconds from 1 to 3600000')
-    .default(60_000),
+  AGENT_RESTART_TIMEOUT_MS: wholeNumber('AGENT_RESTART_TIMEOUT_MS', 1, 3_600_000, 'milliseconds').default(60_000),
   AGENT_ADMIN_TOKEN: string().matches(/^\S+$/, 'AGENT_ADMIN_TOKEN must not contain white space'),
-  AGENT_RATE_LIMIT: number()
-    .typeError('AGENT_RATE_LIMIT must be a whole number of operations from 1 to 10000')
-    .integer('AGENT_RATE_LIMIT must be a whole number of operations from 1 to 10000')
-    .min(1, 'AGENT_RATE_LIMIT must be a whole number of operations from 1 to 10000')
-    .max(10_000, 'AGENT_RATE_LIMIT must be a whole number of operations from 1 to 10000')
-    .default(6),
-  AGENT_RATE_WINDOW_MS: number()
-    .typeError('AGENT_RATE_WINDOW_MS must be a whole number of milliseconds from 1000 to 86400000')
-    .integer('AGENT_RATE_WINDOW_MS must be a whole number of milliseconds from 1000 to 86400000')
-    .min(1_000, 'AGENT_RATE_WINDOW_MS must be a whole number of milliseconds from 1000 to 86400000')
-    .max(86_400_000, 'AGENT_RATE_WINDOW_MS must be a whole number of milliseconds from 1000 to 86400000')
-    .default(60_000),
+  AGENT_RATE_LIMIT: wholeNumber('AGENT_RATE_LIMIT', 1, 10_000, 'operations').default(6),
+  AGENT_RATE_WINDOW_MS: wholeNumber('AGENT_RATE_WINDOW_MS', 1_000, 86_400_000, 'milliseconds').default(60_000),
+  AGENT_READ_RATE: wholeNumber('AGENT_READ_RATE', 1, 10_000, 'reads a second').default(20),
   AGENT_BOTS_NETWORK: string().matches(/^[\w][\w.-]{0,127}$/, 'AGENT_BOTS_NETWORK must be a Docker network name'),
   AGENT_BOTS_AGENT_URL: string()
     .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_BOTS_AGENT_URL must be an http:// or https:// URL')
@@ -87,6 +71,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       adminToken: values.AGENT_ADMIN_TOKEN,
       rateLimit: values.AGENT_RATE_LIMIT,
       rateWindowMs: values.AGENT_RATE_WINDOW_MS,
+      readRate: values.AGENT_READ_RATE,
       botsNetwork: values.AGENT_BOTS_NETWORK,
       botsAgentUrl: values.AGENT_BOTS_AGENT_URL,
     });

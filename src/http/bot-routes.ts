@@ -1,21 +1,23 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import onFinished from 'on-finished';
-import { BadRequest, Forbidden, messages } from '../errors.js';
+import { BadRequest, Forbidden, messages, NotImplemented } from '../errors.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
+import type { ReadLimiter } from './read-limiter.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
 import type { Audit } from './audit.js';
 import { authorize, callerOf, isSelf } from './caller.js';
 import type { Caller } from './caller.js';
-import { DEFAULT_LOG_LINES, logsRequest, ownerRequest, pathBotId, selfRestartHeader, validate } from './schemas.js';
+import { DEFAULT_LOG_LINES, logsQuery, logsRequest, ownerRequest, pathBotId, selfRestartHeader, validate } from './schemas.js';
 import { statsView } from './stats-view.js';
 
 export interface BotRoutesDeps {
   readonly driver: RuntimeDriver;
   readonly lifecycle: BotLifecycle;
   readonly limiter: RateLimiter;
+  readonly readLimiter: ReadLimiter;
   readonly adminToken: string | undefined;
   readonly audit: Audit;
 }
@@ -24,7 +26,7 @@ export interface BotRoutesDeps {
  * The six bot endpoints. Each validates its input first (a 400 costs no
  * runtime call), then identifies the caller, then acts.
  */
-export function botRoutes({ driver, lifecycle, limiter, adminToken, audit }: BotRoutesDeps): Router {
+export function botRoutes({ driver, lifecycle, limiter, readLimiter, adminToken, audit }: BotRoutesDeps): Router {
   const router = new Router({ prefix: '/api/bots' });
 
   async function callerFor(ctx: Context, botId: string | undefined): Promise<Caller> {
@@ -34,6 +36,17 @@ export function botRoutes({ driver, lifecycle, limiter, adminToken, audit }: Bot
       authorize(caller, botId);
     }
     return caller;
+  }
+
+  /** The caller of a read of `botId`; a bot's own reads count against its read rate. */
+  async function readerFor(ctx: Context, botId: string): Promise<void> {
+    const caller = await callerFor(ctx, botId);
+    if (caller.kind === 'bot') readLimiter.take(botId);
+  }
+
+  /** The bot's last `lines` log lines; none costs no runtime call. */
+  async function logsOf(botId: string, lines: number): Promise<string> {
+    return lines === 0 ? '' : driver.logs(botId, lines);
   }
 
   /** Throws NotFound for no such bot, Forbidden when `userId` does not own it. */
@@ -106,13 +119,21 @@ export function botRoutes({ driver, lifecycle, limiter, adminToken, audit }: Bot
 
   router.post('/logs', async (ctx) => {
     const { bot_id, lines } = validate(logsRequest, ctx.request.body);
-    await callerFor(ctx, bot_id);
-    ctx.body = { ok: true, logs: await driver.logs(bot_id, lines ?? DEFAULT_LOG_LINES) };
+    await readerFor(ctx, bot_id);
+    ctx.body = { ok: true, logs: await logsOf(bot_id, lines ?? DEFAULT_LOG_LINES) };
+  });
+
+  router.get('/:bot_id/logs', async (ctx) => {
+    const botId = validate(pathBotId, ctx.params.bot_id);
+    const { lines, follow } = validate(logsQuery, ctx.query);
+    if (follow === 'true') throw new NotImplemented('following logs (follow=true) is not available yet; leave it out for the last lines');
+    await readerFor(ctx, botId);
+    ctx.body = { ok: true, logs: await logsOf(botId, lines ?? DEFAULT_LOG_LINES) };
   });
 
   router.get('/:bot_id/stats', async (ctx) => {
     const botId = validate(pathBotId, ctx.params.bot_id);
-    await callerFor(ctx, botId);
+    await readerFor(ctx, botId);
     ctx.body = { ok: true, stats: statsView(await driver.stats(botId), new Date()) };
   });
 

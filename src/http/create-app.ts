@@ -12,10 +12,11 @@ import { envelope } from './envelope.js';
 import { healthRoutes } from './health-routes.js';
 import { jsonBody } from './json-body.js';
 import { AgentMetrics } from './metrics.js';
+import { ReadLimiter } from './read-limiter.js';
 import { requestLog } from './request-log.js';
 
 /** What the app reads of the configuration. */
-export type AppConfig = Pick<Config, 'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs'>;
+export type AppConfig = Pick<Config, 'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate'>;
 
 export interface AppDeps {
   readonly driver: RuntimeDriver;
@@ -35,11 +36,12 @@ export function createApp({ driver, provisioner, config, logger }: AppDeps): { a
   app.silent = true;
   const lifecycle = new BotLifecycle(driver, config.restartTimeoutMs);
   const limiter = new RateLimiter(config.rateLimit, config.rateWindowMs);
+  const readLimiter = new ReadLimiter(config.readRate);
   const metrics = new AgentMetrics();
   const audit = auditor(logger, metrics);
   const routers = [
     healthRoutes(driver, metrics),
-    botRoutes({ driver, lifecycle, limiter, adminToken: config.adminToken, audit }),
+    botRoutes({ driver, lifecycle, limiter, readLimiter, adminToken: config.adminToken, audit }),
     adminRoutes({ driver, provisioner, adminToken: config.adminToken, audit }),
   ];
 

@@ -12,7 +12,7 @@ const failureText: Record<number, string> = {
   409: '`container not found ... must be running`: the bot is stopped',
   413: 'Body larger than 16 KiB',
   415: 'Body not JSON and declared as another type',
-  429: 'Too many lifecycle operations on this bot; see Retry-After',
+  429: 'Too many lifecycle operations on this bot, or (a bot reading itself) too many reads; see Retry-After',
   500: 'The runtime refused the operation (`Failed to restart bot ...`), or the agent lacks a permission',
   501: 'The runtime in use does not offer this',
   503: '`runtime unavailable`: the container runtime cannot be reached',
@@ -33,7 +33,7 @@ function responsesWith(successStatus: string, success: object, ...failures: numb
 
 const ok = (description: string, schema = ref('Message')) => ({ description, content: json(schema) });
 const lifecycleFailures = [400, 403, 404, 413, 415, 429, 500, 503];
-const readFailures = [400, 403, 404, 413, 415, 500, 503];
+const readFailures = [400, 403, 404, 413, 415, 429, 500, 503];
 
 /** The agent's API as OpenAPI 3.1, served at /openapi.json. */
 export const openApiDocument = {
@@ -180,16 +180,27 @@ export const openApiDocument = {
     },
     '/api/bots/logs': {
       post: {
-        summary: "The last `lines` lines of a bot's stdout and stderr",
+        summary: "The last `lines` lines of a bot's stdout and stderr, at most 4 MiB (the newest whole lines)",
         requestBody: { required: true, content: json(ref('LogsRequest')) },
         responses: responses(ok('The log text', ref('Logs')), ...readFailures),
+      },
+    },
+    '/api/bots/{bot_id}/logs': {
+      get: {
+        summary: "The last `lines` lines of a bot's stdout and stderr (as POST /api/bots/logs)",
+        parameters: [
+          { name: 'bot_id', in: 'path', required: true, schema: ref('BotId') },
+          { name: 'lines', in: 'query', required: false, schema: { type: 'integer', minimum: 0, maximum: 10000, default: 100 } },
+          { name: 'follow', in: 'query', required: false, schema: { enum: ['true', 'false'] } },
+        ],
+        responses: responses(ok('The log text', ref('Logs')), 400, 403, 404, 429, 500, 501, 503),
       },
     },
     '/api/bots/{bot_id}/stats': {
       get: {
         summary: "A running bot's CPU, memory and uptime",
         parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }],
-        responses: responses(ok('The stats', ref('Stats')), 400, 403, 404, 409, 500, 503),
+        responses: responses(ok('The stats', ref('Stats')), 400, 403, 404, 409, 429, 500, 503),
       },
     },
     '/api/admin/bots': {

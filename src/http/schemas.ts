@@ -2,6 +2,7 @@ import { array, mixed, number, object, ObjectSchema, string, ValidationError } f
 import { PLATFORM_VARIABLES } from '../provisioning/bot-spec.js';
 import type { Schema } from 'yup';
 import { BadRequest } from '../errors.js';
+import { wholeNumber } from '../whole-number.js';
 import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../runtime/labels.js';
 
 const botIdShape = `must look like bot_<digits>_<digits>_<letters or digits>, at most ${BOT_ID_MAX_LENGTH} characters`;
@@ -29,17 +30,23 @@ export const ownerRequest = object({ bot_id: botIdSchema('bot_id'), user_id: use
 
 /** How many log lines a logs call returns when it names none. */
 export const DEFAULT_LOG_LINES = 100;
+/** The most log lines one call may ask for. */
+export const MAX_LOG_LINES = 10_000;
 
 /** Body of logs; `lines` defaults to DEFAULT_LOG_LINES. */
 export const logsRequest = object({
   bot_id: botIdSchema('bot_id'),
-  lines: number()
-    .strict()
-    .typeError('lines must be a whole number from 1 to 10000')
-    .integer('lines must be a whole number from 1 to 10000')
-    .min(1, 'lines must be a whole number from 1 to 10000')
-    .max(10_000, 'lines must be a whole number from 1 to 10000'),
+  lines: wholeNumber('lines', 1, MAX_LOG_LINES).strict(),
 }).typeError(jsonObject);
+
+/** A query value of digits only, as a number; anything else fails as not a number. */
+const digits = (_value: unknown, original: unknown) => (typeof original === 'string' && /^\d{1,9}$/.test(original) ? Number(original) : NaN);
+
+/** Query of GET logs: `lines` from 0 (none) to MAX_LOG_LINES, `follow` true or false. */
+export const logsQuery = object({
+  lines: wholeNumber('lines', 0, MAX_LOG_LINES).transform(digits),
+  follow: string().strict().typeError('follow must be true or false').oneOf(['true', 'false'], 'follow must be true or false'),
+});
 
 const envName = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 
@@ -62,7 +69,7 @@ export const createBotRequest = object({
     .strict()
     .typeError('domain must be a string')
     .matches(/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i, 'domain must be a host name'),
-  port: number().strict().typeError('port must be a whole number from 1 to 65535').integer('port must be a whole number from 1 to 65535').min(1, 'port must be a whole number from 1 to 65535').max(65535, 'port must be a whole number from 1 to 65535'),
+  port: wholeNumber('port', 1, 65535).strict(),
   env: mixed<Record<string, string>>().test(
     'env',
     `env must be an object of at most 100 string values, named like ABC_1, none of ${[...PLATFORM_VARIABLES].join(', ')}`,

@@ -9,6 +9,7 @@ import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisi
 import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { call } from '../helpers/http-client.js';
 import type { Server } from 'node:http';
+import { TEST_APP_CONFIG } from '../helpers/agent.js';
 
 // The platform creates, lists and removes bots on the real engine; bots may not.
 const fixture = new DockerFixture();
@@ -29,7 +30,7 @@ test.before(async () => {
   const { app } = createApp({
     driver,
     provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' }),
-    config: { restartTimeoutMs: 60_000, adminToken: undefined, rateLimit: 6, rateWindowMs: 60_000 },
+    config: TEST_APP_CONFIG,
     logger: pino(sink),
   });
   server = await listen(app, '0.0.0.0', 0);

@@ -7,6 +7,9 @@ import { listen } from '../../src/http/listen.js';
 import type { Provisioner } from '../../src/provisioning/provisioner.js';
 import type { RuntimeDriver } from '../../src/runtime/driver.js';
 
+/** The app's configuration in tests: the contract's defaults. */
+export const TEST_APP_CONFIG: AppConfig = { restartTimeoutMs: 60_000, adminToken: undefined, rateLimit: 6, rateWindowMs: 60_000, readRate: 20 };
+
 /** A running agent on a free port, for one test file. */
 export interface TestAgent {
   server: Server;
@@ -23,7 +26,7 @@ export async function startAgent(
   const { app } = createApp({
     driver,
     provisioner,
-    config: { restartTimeoutMs: 60_000, adminToken: undefined, rateLimit: 6, rateWindowMs: 60_000, ...config },
+    config: { ...TEST_APP_CONFIG, ...config },
     logger: pino({ level: 'silent' }),
   });
   const server = await listen(app, host, 0);

@@ -49,6 +49,9 @@ const path = fc.oneof(
     '/openapi.json',
   ),
   botIdLike.map((id) => `/api/bots/${encodeURIComponent(id)}/stats`),
+  fc
+    .tuple(botIdLike, fc.oneof(fc.integer({ min: -5, max: 20_000 }).map(String), printable), fc.constantFrom('', 'true', 'false', 'x'))
+    .map(([id, lines, follow]) => `/api/bots/${encodeURIComponent(id)}/logs?lines=${encodeURIComponent(lines)}&follow=${follow}`),
   fc.webPath(),
   fc.string({ maxLength: 30 }).map((s) => `/api/bots/${encodeURIComponent(s)}`),
 );

@@ -5,6 +5,7 @@ import { createApp } from '../../src/http/create-app.js';
 import { listen } from '../../src/http/listen.js';
 import { call } from '../helpers/http-client.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
+import { TEST_APP_CONFIG } from '../helpers/agent.js';
 
 const TOKEN = 'admin-token-that-must-never-be-logged';
 const BOT = { id: 'bot_1_1_a', address: '127.0.0.7' };
@@ -24,7 +25,7 @@ async function setUp(t: { teardown(fn: () => void): void }) {
   driver.add({ ...BOT, logLines: ['hello'] });
   const { app } = createApp({
     driver,
-    config: { restartTimeoutMs: 60_000, adminToken: TOKEN, rateLimit: 6, rateWindowMs: 60_000 },
+    config: { ...TEST_APP_CONFIG, adminToken: TOKEN },
     logger: pino(sink),
   });
   const server = await listen(app, '127.0.0.1', 0);
@@ -86,7 +87,7 @@ test('/metrics counts runtime errors', async (t) => {
   driver.reachable = false;
   const { app } = createApp({
     driver,
-    config: { restartTimeoutMs: 60_000, adminToken: undefined, rateLimit: 6, rateWindowMs: 60_000 },
+    config: TEST_APP_CONFIG,
     logger: pino({ level: 'silent' }),
   });
   const lost = await listen(app, '127.0.0.1', 0);

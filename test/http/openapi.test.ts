@@ -2,7 +2,7 @@ import test from 'ava';
 import { pino } from 'pino';
 import { createApp } from '../../src/http/create-app.js';
 import { openApiDocument } from '../../src/http/openapi.js';
-import { agentFor } from '../helpers/agent.js';
+import { agentFor, TEST_APP_CONFIG } from '../helpers/agent.js';
 import { call } from '../helpers/http-client.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
 import { openApiMismatch } from '../helpers/openapi-check.js';
@@ -10,7 +10,7 @@ import { openApiMismatch } from '../helpers/openapi-check.js';
 test('the document and the router list the same routes', (t) => {
   const { routes } = createApp({
     driver: new MemoryDriver(),
-    config: { restartTimeoutMs: 1, adminToken: undefined, rateLimit: 1, rateWindowMs: 1_000 },
+    config: { ...TEST_APP_CONFIG, restartTimeoutMs: 1, rateLimit: 1, rateWindowMs: 1_000 },
     logger: pino({ level: 'silent' }),
   });
   const served = routes.map((route) => route.replace(/:(\w+)/g, '{$1}')).sort();

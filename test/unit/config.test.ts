@@ -13,6 +13,7 @@ test('defaults follow CONTRACT.md §5', (t) => {
     adminToken: undefined,
     rateLimit: 6,
     rateWindowMs: 60_000,
+    readRate: 20,
     botsNetwork: undefined,
     botsAgentUrl: 'http://agent:8000',
   });
@@ -53,6 +54,8 @@ const bad: Array<[string, string]> = [
   ['AGENT_ADMIN_TOKEN', 'two words'],
   ['AGENT_RATE_LIMIT', '0'],
   ['AGENT_RATE_WINDOW_MS', '10'],
+  ['AGENT_READ_RATE', '0'],
+  ['AGENT_READ_RATE', '2.5'],
   ['AGENT_BOTS_NETWORK', 'no spaces please'],
   ['AGENT_BOTS_AGENT_URL', 'agent:8000'],
 ];

@@ -1,0 +1,51 @@
+import test from 'ava';
+import { agentFor } from '../helpers/agent.js';
+import { call } from '../helpers/http-client.js';
+import { MemoryDriver } from '../helpers/memory-driver.js';
+
+// Reads of logs and stats: GET logs as POST's twin, and the per-bot read rate (CONTRACT.md §2).
+const SELF = { id: 'bot_1_1_self', address: '127.0.0.7' };
+
+async function setUp(t: Parameters<typeof agentFor>[0], readRate = 20) {
+  const driver = new MemoryDriver();
+  driver.add({ ...SELF, logLines: ['one', 'two', 'three'] });
+  return { driver, server: await agentFor(t, driver, { readRate }) };
+}
+
+test('GET logs answers as POST logs does; lines=0 answers none without a runtime call', async (t) => {
+  const { driver, server } = await setUp(t);
+  t.like(await call(server, `/api/bots/${SELF.id}/logs?lines=2`), { status: 200, body: { ok: true, logs: 'two\nthree\n' } });
+  t.like(await call(server, `/api/bots/${SELF.id}/logs`), { status: 200, body: { ok: true, logs: 'one\ntwo\nthree\n' } });
+  t.like(await call(server, `/api/bots/${SELF.id}/logs?follow=false`), { status: 200, body: { logs: 'one\ntwo\nthree\n' } });
+  t.like(await call(server, `/api/bots/${SELF.id}/logs?follow=true`), { status: 501, body: { ok: false } });
+  const calls = driver.calls.length;
+  t.like(await call(server, `/api/bots/${SELF.id}/logs?lines=0`), { status: 200, body: { ok: true, logs: '' } });
+  t.is(driver.calls.length, calls);
+});
+
+test('GET logs refuses a bad lines or follow with a 400 naming it', async (t) => {
+  const { driver, server } = await setUp(t);
+  for (const query of ['lines=-1', 'lines=10001', 'lines=1.5', 'lines=abc', 'lines=', 'lines=1e3', 'lines=1&lines=2', 'follow=yes']) {
+    const reply = await call(server, `/api/bots/${SELF.id}/logs?${query}`);
+    t.is(reply.status, 400, query);
+    t.regex(String(reply.body?.msg), query.startsWith('follow') ? /follow/ : /lines must be a whole number from 0 to 10000/, query);
+  }
+  t.deepEqual(driver.calls, []);
+});
+
+test('a bot reading itself past its read rate gets 429 with Retry-After; the platform is not limited', async (t) => {
+  const { server } = await setUp(t, 5);
+  const reads = [
+    () => call(server, '/api/bots/logs', { body: { bot_id: SELF.id }, from: SELF.address }),
+    () => call(server, `/api/bots/${SELF.id}/logs`, { from: SELF.address }),
+    () => call(server, `/api/bots/${SELF.id}/stats`, { from: SELF.address }),
+  ];
+  // A burst of twice the rate passes, whichever reads make it up.
+  for (let i = 0; i < 10; i += 1) t.is((await reads[i % 3]!()).status, 200, `read ${i + 1}`);
+  const refused = await reads[0]!();
+  t.is(refused.status, 429);
+  t.regex(String(refused.body?.msg), /too many reads/);
+  t.is(refused.headers['retry-after'], '1');
+  for (const read of reads.slice(1)) t.is((await read()).status, 429);
+  for (let i = 0; i < 30; i += 1) t.is((await call(server, `/api/bots/${SELF.id}/logs`)).status, 200, 'the platform was limited');
+});
