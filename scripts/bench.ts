@@ -13,6 +13,8 @@ import autocannon from 'autocannon';
 import Docker from 'dockerode';
 
 const TEST_IMAGE = 'bot-agent-testbot:latest';
+/** The phase (bot count) in which one bot floods the agent with reads. */
+const FLOOD_PHASE = 5;
 const IDLE = "seq 1 200; trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done";
 const runId = randomBytes(3).toString('hex');
 const docker = new Docker({ socketPath: '/var/run/docker.sock' });
@@ -45,6 +47,19 @@ async function freePort(): Promise<number> {
   const { port } = probe.address() as AddressInfo;
   await new Promise((resolve) => probe.close(resolve));
   return port;
+}
+
+/** The built agent in a process of its own, on all addresses and a free port, once it is ready. */
+async function agentProcess(env: Record<string, string>): Promise<{ agent: ChildProcess; port: number }> {
+  const port = await freePort();
+  const agent = spawn(process.execPath, ['dist/main.js'], {
+    env: { ...process.env, AGENT_HOST: '0.0.0.0', AGENT_PORT: String(port), ...env },
+    stdio: 'ignore',
+  });
+  for (let i = 0; i < 100 && !(await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false)); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return { agent, port };
 }
 
 async function addBots(count: number): Promise<void> {
@@ -89,21 +104,81 @@ function loopFigures(out: string): Figures {
   return { p50: round(result.p50), p99: round(result.p99) };
 }
 
-/** p50/p99 of logs calls made from inside a bot container (node, from the stand-in base image). */
-async function fromBotContainer(agentPort: number, gateway: string, phase: number): Promise<Figures> {
-  const id = `bot_9_${phase}_loader${runId}`;
-
+/** A started bot container that runs `script` in node (the stand-in base image), with BOT_ID and `env`. */
+async function nodeBot(id: string, script: string, env: Record<string, string>): Promise<Docker.Container> {
   const container = await docker.createContainer({
     name: id,
     Image: execFileSync('bash', ['scripts/node-base-image.sh'], { encoding: 'utf8' }).trim(),
-    Cmd: ['node', '-e', LOGS_LOOP],
-    Env: [`BOT_ID=${id}`, `AGENT=${gateway}`, `PORT=${agentPort}`, 'PRINT_LINES=1'],
+    Cmd: ['node', '-e', script],
+    Env: [`BOT_ID=${id}`, ...Object.entries(env).map(([name, value]) => `${name}=${value}`)],
     Labels: { 'bot-agent/bot-id': id, 'bot-agent/user-id': 'user_1', 'bot-agent-bench': runId },
     HostConfig: { NetworkMode: network },
   });
   await container.start();
+  return container;
+}
+
+/** p50/p99 of logs calls made from inside a bot container (node, from the stand-in base image). */
+async function fromBotContainer(agentPort: number, gateway: string, phase: number): Promise<Figures> {
+  const container = await nodeBot(`bot_9_${phase}_loader${runId}`, LOGS_LOOP, { AGENT: gateway, PORT: String(agentPort), PRINT_LINES: '1' });
   await container.wait();
   return loopFigures((await container.logs({ stdout: true, stderr: true, follow: false })).toString('utf8'));
+}
+
+/**
+ * A bot that prints 10,000 lines, then reads all of them back in 8 parallel
+ * loops for FLOOD_S seconds, as fast as the agent answers (429s included), and
+ * prints how many reads were answered and how many refused.
+ */
+const FLOOD = `
+    for (let i = 1; i <= 10000; i++) console.log('flood line ' + i);
+    const http = require('http'); const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+    const body = JSON.stringify({ bot_id: process.env.BOT_ID, lines: 10000 }); const seen = { ok: 0, refused: 0 };
+    const until = Date.now() + Number(process.env.FLOOD_S) * 1000; console.error('flooding');
+    const one = () => new Promise((resolve) => http.request({ host: process.env.AGENT, port: process.env.PORT, path: '/api/bots/logs',
+      method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (r) => { r.resume(); r.on('end', () => { r.statusCode === 200 ? seen.ok++ : seen.refused++; resolve(); }); }).on('error', resolve).end(body));
+    const loop = async () => { while (Date.now() < until) await one(); };
+    Promise.all(Array.from({ length: 8 }, loop)).then(() => console.log(JSON.stringify(seen)));`;
+
+/** The platform's logs calls of `botId` through the agent at `port`, timed by LOGS_LOOP in a fresh process. */
+function platformLogs(port: number, botId: string): Figures {
+  return loopFigures(
+    execFileSync(process.execPath, ['-e', LOGS_LOOP], { env: { ...process.env, BOT_ID: botId, AGENT: '127.0.0.1', PORT: String(port) }, encoding: 'utf8' }),
+  );
+}
+
+interface Flood {
+  /** The platform's logs calls of a quiet bot, before the flood. */
+  quiet: Figures;
+  /** The same calls while another bot floods the agent with reads of its own 10,000-line logs. */
+  flooded: Figures;
+  floodOk: number;
+  floodRefused: number;
+}
+
+/** The flood, against an agent of its own with the contract's default limits. */
+async function underFlood(gateway: string, quietBot: string): Promise<Flood> {
+  const { agent, port: agentPort } = await agentProcess({});
+  try {
+    const quiet = platformLogs(agentPort, quietBot);
+    return { quiet, ...(await flood(agentPort, gateway, quietBot)) };
+  } finally {
+    agent.kill('SIGTERM');
+  }
+}
+
+async function flood(agentPort: number, gateway: string, quietBot: string): Promise<Omit<Flood, 'quiet'>> {
+  const container = await nodeBot(`bot_9_99_flood${runId}`, FLOOD, { AGENT: gateway, PORT: String(agentPort), FLOOD_S: '15' });
+  const flooding = async () => (await container.logs({ stdout: false, stderr: true, follow: false })).toString().includes('flooding');
+  for (let i = 0; i < 100 && !(await flooding()); i++) await new Promise((resolve) => setTimeout(resolve, 100));
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const flooded = platformLogs(agentPort, quietBot);
+  await container.wait();
+  const out = (await container.logs({ stdout: true, stderr: false, follow: false, tail: 1 })).toString('utf8');
+  const seen = JSON.parse(out.slice(out.indexOf('{'), out.lastIndexOf('}') + 1)) as { ok: number; refused: number };
+  await container.remove({ force: true });
+  return { flooded, floodOk: seen.ok, floodRefused: seen.refused };
 }
 
 /** A POST that resolves once the whole answer is in; rejects unless it is a 200. */
@@ -141,16 +216,12 @@ async function measure(count: number, base: string, agentPort: number, gateway: 
   const rawStatsOneShot = percentiles(await timed(3, () => docker.getContainer(first).stats({ stream: false, 'one-shot': true })));
   // Timed by LOGS_LOOP in a process of its own, as from a bot container below:
   // autocannon rounds latencies to whole milliseconds.
-  const logs = loopFigures(
-    execFileSync(process.execPath, ['-e', LOGS_LOOP], {
-      env: { ...process.env, BOT_ID: second, AGENT: '127.0.0.1', PORT: String(agentPort) },
-      encoding: 'utf8',
-    }),
-  );
+  const logs = platformLogs(agentPort, second);
   const rawLogs = percentiles(
     await timed(1000, () => docker.getContainer(second).logs({ stdout: true, stderr: true, tail: 100, follow: false })),
   );
   const fromBot = await fromBotContainer(agentPort, gateway, count);
+  const flooded = count === FLOOD_PHASE ? await underFlood(gateway, second) : undefined;
   // Taken in turns on the same bot, so that the engine's drift weighs on both alike.
   const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const restarts: number[] = [];
@@ -161,7 +232,7 @@ async function measure(count: number, base: string, agentPort: number, gateway: 
   }
   const restart = percentiles(restarts);
   const rawRestart = percentiles(rawRestarts);
-  return { bots: count, statsWarm, statsCold: percentiles(cold), rawStats, rawStatsOneShot, logs, rawLogs, fromBot, restart, rawRestart };
+  return { bots: count, statsWarm, statsCold: percentiles(cold), rawStats, rawStatsOneShot, logs, rawLogs, fromBot, flooded, restart, rawRestart };
 }
 
 type Phase = Awaited<ReturnType<typeof measure>>;
@@ -177,6 +248,12 @@ function verdicts(small: Phase, large: Phase, rssMb: number): Array<[string, str
     row(`call from a bot container p50, ${p.bots} bots`, `≤ raw ${p.rawLogs.p50} + 1 ms`, `${p.fromBot.p50} ms`, p.fromBot.p50 <= p.rawLogs.p50 + 1),
     row(`restart, ${p.bots} bots`, `≤ raw ${p.rawRestart.p50} + 20 ms`, `${p.restart.p50} ms`, p.restart.p50 <= p.rawRestart.p50 + 20),
   ]).concat([
+    ...[small, large].flatMap((p) => {
+      if (!p.flooded) return [];
+      const { quiet, flooded } = p.flooded;
+      const limit = Math.min(100, 5 * quiet.p99);
+      return [row(`another bot's logs p99 while one bot floods, ${p.bots} bots`, `≤ 5 × quiet ${quiet.p99} ms, ≤ 100 ms`, `${flooded.p99} ms`, flooded.p99 <= limit)];
+    }),
     row('identity p50, 100 bots / 5 bots', '≤ 1.2', `${ratio}`, ratio <= 1.2),
     row('agent peak RSS, 100 bots under load', '≤ 150 MB', `${round(rssMb, 1)} MB`, rssMb <= 150),
   ]);
@@ -200,9 +277,22 @@ function report(machine: Record<string, string | number>, phases: Phase[], check
       ['logs tail=100, from a bot container', p.fromBot, p.rawLogs],
       ['restart', p.restart, p.rawRestart],
     ];
+    if (p.flooded) {
+      rows.splice(3, 0, ['logs tail=100, default limits, quiet', p.flooded.quiet, p.rawLogs], ['logs tail=100, default limits, while another bot floods', p.flooded.flooded, p.rawLogs]);
+    }
     for (const [what, agent, raw] of rows) {
       lines.push(`| ${what} | ${p.bots} | ${agent.p50} | ${agent.p99} | ${agent.rps ?? ''} | ${raw.p50} | ${raw.p99} | ${round(agent.p50 / raw.p50)} |`);
     }
+  }
+  for (const p of phases) {
+    if (!p.flooded) continue;
+    lines.push(
+      '',
+      `The flood (${p.bots} bots): one bot read its own 10,000-line logs in 8 parallel loops for 15 s; ` +
+        `the agent answered ${p.flooded.floodOk} of those reads and refused ${p.flooded.floodRefused} (429, AGENT_READ_RATE). ` +
+        `Another bot's logs, read by the platform meanwhile: p50 ${p.flooded.flooded.p50} ms, p99 ${p.flooded.flooded.p99} ms; ` +
+        `quiet, on the same agent just before: p50 ${p.flooded.quiet.p50} ms, p99 ${p.flooded.quiet.p99} ms.`,
+    );
   }
   lines.push('', 'Raw stats: `stream=false` (two readings a second apart); for the cold row, `one-shot=true`.', '');
   lines.push('## Targets', '', '| target | wanted | measured | met |', '|---|---|---|---|');
@@ -215,17 +305,10 @@ async function main(): Promise<void> {
   execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'inherit' });
   await docker.createNetwork({ Name: network, Labels: { 'bot-agent-bench': runId } });
   const gateway = ((await docker.getNetwork(network).inspect()) as { IPAM: { Config: Array<{ Gateway: string }> } }).IPAM.Config[0]?.Gateway ?? '';
-  const port = await freePort();
-  const agent = spawn(process.execPath, ['dist/main.js'], {
-    // The bench measures speed: the rate limit would refuse its repeated restarts.
-    env: { ...process.env, AGENT_HOST: '0.0.0.0', AGENT_PORT: String(port), AGENT_RATE_LIMIT: '10000' },
-    stdio: 'ignore',
-  });
+  // The bench measures speed: the rate limits would refuse its repeated restarts and reads.
+  const { agent, port } = await agentProcess({ AGENT_RATE_LIMIT: '10000', AGENT_READ_RATE: '10000' });
   const base = `http://127.0.0.1:${port}`;
   try {
-    for (let i = 0; i < 100 && !(await fetch(`${base}/readyz`).then((r) => r.ok, () => false)); i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
     const phases: Phase[] = [];
     for (const count of [5, 100]) {
       await addBots(count);

@@ -4,6 +4,7 @@ import onFinished from 'on-finished';
 import { BadRequest, Forbidden, messages, NotImplemented } from '../errors.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
+import { logReadCost } from './read-limiter.js';
 import type { ReadLimiter } from './read-limiter.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
@@ -38,10 +39,10 @@ export function botRoutes({ driver, lifecycle, limiter, readLimiter, adminToken,
     return caller;
   }
 
-  /** The caller of a read of `botId`; a bot's own reads count against its read rate. */
-  async function readerFor(ctx: Context, botId: string): Promise<void> {
+  /** The caller of a read of `botId`; a bot's own reads count against its read rate, as `cost` reads. */
+  async function readerFor(ctx: Context, botId: string, cost = 1): Promise<void> {
     const caller = await callerFor(ctx, botId);
-    if (caller.kind === 'bot') readLimiter.take(botId);
+    if (caller.kind === 'bot') await readLimiter.take(botId, cost);
   }
 
   /** The bot's last `lines` log lines; none costs no runtime call. */
@@ -63,7 +64,7 @@ export function botRoutes({ driver, lifecycle, limiter, readLimiter, adminToken,
   function afterAnswer(ctx: Context, operation: string, botId: string, act: () => Promise<unknown>): void {
     const asker = askerOf(ctx);
     onFinished(ctx.res, () => {
-      audit(asker, operation, botId, act).catch(() => undefined);
+      audit(asker, operation, botId, act, true).catch(() => undefined);
     });
   }
 
@@ -118,17 +119,17 @@ export function botRoutes({ driver, lifecycle, limiter, readLimiter, adminToken,
   });
 
   router.post('/logs', async (ctx) => {
-    const { bot_id, lines } = validate(logsRequest, ctx.request.body);
-    await readerFor(ctx, bot_id);
-    ctx.body = { ok: true, logs: await logsOf(bot_id, lines ?? DEFAULT_LOG_LINES) };
+    const { bot_id, lines = DEFAULT_LOG_LINES } = validate(logsRequest, ctx.request.body);
+    await readerFor(ctx, bot_id, logReadCost(lines));
+    ctx.body = { ok: true, logs: await logsOf(bot_id, lines) };
   });
 
   router.get('/:bot_id/logs', async (ctx) => {
     const botId = validate(pathBotId, ctx.params.bot_id);
-    const { lines, follow } = validate(logsQuery, ctx.query);
+    const { lines = DEFAULT_LOG_LINES, follow } = validate(logsQuery, ctx.query);
     if (follow === 'true') throw new NotImplemented('following logs (follow=true) is not available yet; leave it out for the last lines');
-    await readerFor(ctx, botId);
-    ctx.body = { ok: true, logs: await logsOf(botId, lines ?? DEFAULT_LOG_LINES) };
+    await readerFor(ctx, botId, logReadCost(lines));
+    ctx.body = { ok: true, logs: await logsOf(botId, lines) };
   });
 
   router.get('/:bot_id/stats', async (ctx) => {
