@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { AgentError } from '../errors.js';
+import { failureFields } from './request-log.js';
 import type { AgentMetrics } from './metrics.js';
 
 /** Who asked for a lifecycle operation, for the audit line. */
@@ -13,19 +14,23 @@ export function askerOf(ctx: { state: { requestId?: string; caller?: string } })
   return { requestId: ctx.state.requestId, caller: ctx.state.caller };
 }
 
-export type Audit = <T>(who: AuditContext, operation: string, botId: string, act: () => Promise<T>) => Promise<T>;
+/**
+ * Runs `act` and writes its audit line. `afterAnswer`: the request was answered
+ * before the operation ran, so this line is the only one to say why it failed.
+ */
+export type Audit = <T>(who: AuditContext, operation: string, botId: string, act: () => Promise<T>, afterAnswer?: boolean) => Promise<T>;
 
 /**
  * Runs a lifecycle operation and writes one audit line for it (who, what,
  * which bot, result, duration), counting it in the metrics.
  */
 export function auditor(logger: Logger, metrics: AgentMetrics): Audit {
-  return async (who, operation, botId, act) => {
+  return async (who, operation, botId, act, afterAnswer = false) => {
     const started = performance.now();
-    const record = (result: string): void => {
+    const record = (result: string, failure?: Record<string, unknown>): void => {
       metrics.lifecycle.inc({ operation, result });
-      logger.info(
-        { audit: true, ...who, operation, botId, result, ms: Math.round(performance.now() - started) },
+      logger[failure ? 'error' : 'info'](
+        { audit: true, ...who, operation, botId, result, ms: Math.round(performance.now() - started), ...failure },
         `${operation} ${botId}: ${result}`,
       );
     };
@@ -34,7 +39,8 @@ export function auditor(logger: Logger, metrics: AgentMetrics): Audit {
       record('ok');
       return value;
     } catch (err) {
-      record(err instanceof AgentError ? `failed ${err.status}` : 'failed');
+      const status = err instanceof AgentError ? err.status : 500;
+      record(`failed ${status}`, afterAnswer && status >= 500 ? failureFields(err) : undefined);
       throw err;
     }
   };

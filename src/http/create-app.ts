@@ -46,7 +46,7 @@ export function createApp({ driver, provisioner, config, logger }: AppDeps): { a
   ];
 
   app.use(requestLog(logger, metrics));
-  app.use(envelope(logger, metrics));
+  app.use(envelope(metrics));
   app.use(jsonBody());
   for (const router of routers) app.use(router.routes()).use(router.allowedMethods());
   const routes = routers.flatMap((router) =>

@@ -1,5 +1,4 @@
 import type { Middleware } from 'koa';
-import type { Logger } from 'pino';
 import { AgentError, OperationFailed, RuntimeUnavailable, TooManyRequests } from '../errors.js';
 import type { AgentMetrics } from './metrics.js';
 
@@ -28,8 +27,9 @@ function failureOf(err: unknown): { status: number; msg: string } {
 /**
  * The one place that turns failures into `{ok:false,msg}` with a status.
  * Responses that carry no body get the envelope too, so that every answer is JSON with `ok`.
+ * A 5xx's error is kept in `ctx.state.failure` for the request's log line, which says its cause.
  */
-export function envelope(logger: Logger, metrics: AgentMetrics): Middleware {
+export function envelope(metrics: AgentMetrics): Middleware {
   return async (ctx, next) => {
     try {
       await next();
@@ -42,7 +42,7 @@ export function envelope(logger: Logger, metrics: AgentMetrics): Middleware {
       }
     } catch (err) {
       const { status, msg } = failureOf(err);
-      if (!(err instanceof AgentError) && status === 500) logger.error({ err }, 'unexpected error');
+      if (status >= 500) ctx.state.failure = err;
       if (err instanceof TooManyRequests) ctx.set('Retry-After', String(err.retryAfterS));
       if (err instanceof RuntimeUnavailable) metrics.runtimeErrors.inc({ kind: 'unavailable' });
       if (err instanceof OperationFailed) metrics.runtimeErrors.inc({ kind: 'failed' });

@@ -1,14 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
+import { AgentError, causeOf } from '../errors.js';
 import type { AgentMetrics } from './metrics.js';
 
 const usableRequestId = /^[\w.:-]{1,128}$/;
 
 /**
+ * What the log says of a request's failure: an agent error's message and cause
+ * (the socket and errno, the TLS failure, the engine's words); anything else
+ * is a bug, logged whole with its stack.
+ */
+export function failureFields(err: unknown): Record<string, unknown> {
+  if (err instanceof AgentError) return { error: err.message, cause: causeOf(err) };
+  return { err };
+}
+
+/**
  * Gives each request an id (the caller's `X-Request-Id` when it is usable),
  * returns it in the response, and once the request is answered logs one line
- * and counts it in the metrics.
+ * and counts it in the metrics. A 5xx's line is an error, with its cause.
  */
 export function requestLog(logger: Logger, metrics: AgentMetrics): Middleware {
   return async (ctx, next) => {
@@ -24,7 +35,8 @@ export function requestLog(logger: Logger, metrics: AgentMetrics): Middleware {
       // The route pattern, never the raw path: bot ids stay out of the metrics' labels.
       const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : 'unmatched';
       metrics.answered(ctx.method, route, ctx.status, seconds);
-      logger.info(
+      const failure = ctx.state.failure === undefined ? undefined : failureFields(ctx.state.failure);
+      logger[failure ? 'error' : 'info'](
         {
           requestId,
           method: ctx.method,
@@ -34,6 +46,7 @@ export function requestLog(logger: Logger, metrics: AgentMetrics): Middleware {
           ms: Math.round(seconds * 1000),
           caller: ctx.state.caller,
           botId: ctx.state.botId,
+          ...failure,
         },
         'request',
       );

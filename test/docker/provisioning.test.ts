@@ -117,6 +117,16 @@ test('bad input is a 400 naming the field; an image the engine lacks is a 400', 
   t.regex(String(missing.body?.msg), /image bot-agent-no-such-image:404 is not on the engine/);
 });
 
+test('a network the engine lacks is named as such, not as a missing image', async (t) => {
+  const provisioner = createDockerProvisioner({ dockerHost: fixture.dockerHost, network: 'bot-agent-no-such-network', agentUrl: 'http://agent:8000' });
+  const id = fixture.newBotId();
+  t.teardown(() => fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined));
+  const spec = { id, ownerId: 'u', image: TEST_IMAGE, template: 'telegram', token: 'x', domain: undefined, port: undefined, env: {}, memoryLimitBytes: undefined, cpuLimit: undefined, command: undefined };
+  const error = await t.throwsAsync(provisioner.create(spec));
+  t.regex(String(error?.message), /Failed to create bot .*network bot-agent-no-such-network not found/);
+  t.notRegex(String(error?.message), /image/);
+});
+
 test('the listing shows id, owner, template, state and start, filters by owner, and never the token', async (t) => {
   const { id } = await create(t);
   const all = await call(server, '/api/admin/bots');

@@ -6,12 +6,14 @@ import { listen } from '../../src/http/listen.js';
 import { call } from '../helpers/http-client.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
 import { TEST_APP_CONFIG } from '../helpers/agent.js';
+import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
+import type { RuntimeDriver } from '../../src/runtime/driver.js';
 
 const TOKEN = 'admin-token-that-must-never-be-logged';
 const BOT = { id: 'bot_1_1_a', address: '127.0.0.7' };
 
 /** The agent over a memory driver, with every log line it writes kept as parsed JSON. */
-async function setUp(t: { teardown(fn: () => void): void }) {
+async function setUp(t: { teardown(fn: () => void): void }, driver: RuntimeDriver = new MemoryDriver()) {
   const lines: Array<Record<string, unknown>> = [];
   const raw: string[] = [];
   const sink = new Writable({
@@ -21,8 +23,7 @@ async function setUp(t: { teardown(fn: () => void): void }) {
       done();
     },
   });
-  const driver = new MemoryDriver();
-  driver.add({ ...BOT, logLines: ['hello'] });
+  if (driver instanceof MemoryDriver) driver.add({ ...BOT, logLines: ['hello'] });
   const { app } = createApp({
     driver,
     config: { ...TEST_APP_CONFIG, adminToken: TOKEN },
@@ -46,6 +47,34 @@ test('one log line per request, with route, status, duration, caller, bot and re
     botId: BOT.id,
   });
   t.is(typeof line?.ms, 'number');
+});
+
+test('a 503 logs its cause once, on the request line: the socket and the errno', async (t) => {
+  const driver = createDockerDriver({ dockerHost: 'unix:///nonexistent/docker.sock' });
+  t.teardown(() => void driver.close());
+  const { server, lines } = await setUp(t, driver);
+  const reply = await call(server, `/api/bots/${BOT.id}/stats`, { headers: { 'x-request-id': 'req-503' } });
+  t.is(reply.status, 503);
+  t.notRegex(reply.text, /ENOENT|nonexistent/, 'the cause stays in the log');
+  const mine = lines.filter((l) => l.requestId === 'req-503');
+  t.is(mine.length, 1);
+  t.like(mine[0], { level: 50, status: 503, error: 'runtime unavailable: cannot reach the docker runtime' });
+  t.regex(String(mine[0]?.cause), /ENOENT \/nonexistent\/docker\.sock/);
+});
+
+test('a bug in a driver is a 500 "internal error"; its stack goes to the log, never to the caller', async (t) => {
+  const driver = new MemoryDriver();
+  driver.stats = async () => {
+    throw new TypeError("Cannot read properties of undefined (reading 'State')");
+  };
+  const { server, lines } = await setUp(t, driver);
+  const reply = await call(server, `/api/bots/${BOT.id}/stats`, { headers: { 'x-request-id': 'req-bug' } });
+  t.like(reply, { status: 500, body: { ok: false, msg: 'internal error' } });
+  t.notRegex(reply.text, /State|TypeError|at /);
+  const mine = lines.filter((l) => l.requestId === 'req-bug');
+  t.is(mine.length, 1);
+  t.like(mine[0], { level: 50, status: 500 });
+  t.regex(String((mine[0]?.err as { stack?: string } | undefined)?.stack), /TypeError: Cannot read properties[\s\S]*observability\.test/);
 });
 
 test('one audit line per lifecycle operation: who, what, which bot, result, duration', async (t) => {

@@ -8,7 +8,7 @@ import { DockerBotIndex } from './docker-bot-index.js';
 import { readCgroup, statsBetween } from './docker-cgroup.js';
 import { dockerConnection } from './docker-connection.js';
 import { signalled } from './docker-signals.js';
-import { translateDockerError } from './docker-errors.js';
+import { engineStatus, translateDockerError } from './docker-errors.js';
 import { readLogs } from './docker-logs.js';
 import { DockerStatsFeed } from './docker-stats-feed.js';
 import { botStatsFrom } from './docker-stats.js';
@@ -121,7 +121,7 @@ class DockerDriver implements RuntimeDriver {
       return botStatsFrom(await this.statsFeed.sample(info.Id), startedAt);
     } catch (err) {
       // The stream ends when the container goes away: tell that apart from an engine failure.
-      if ((err as { statusCode?: number }).statusCode === undefined) await this.runningBot(botId);
+      if (engineStatus(err) === undefined) await this.runningBot(botId);
       throw translateDockerError(err, botId);
     }
   }
@@ -167,7 +167,7 @@ class DockerDriver implements RuntimeDriver {
       await call(AbortSignal.timeout(deadlineMs));
       return 'done';
     } catch (err) {
-      if ((err as { statusCode?: number }).statusCode === 304) return 'already';
+      if (engineStatus(err) === 304) return 'already';
       throw translateDockerError(err, botId, (detail) => new OperationFailed(`Failed to ${verb} bot ${botId}: ${detail}`));
     }
   }

@@ -1,4 +1,5 @@
 import { AgentError, messages, NotFound, OperationFailed, RuntimeUnavailable } from '../../errors.js';
+import { isTransportFailure } from '../transport-failure.js';
 
 /** The fields docker-modem puts on the errors it rejects with. */
 interface EngineError {
@@ -14,19 +15,30 @@ export function engineDetail(err: unknown): string {
   return (e.json?.message ?? e.reason ?? e.message ?? 'unknown error').trim();
 }
 
+/** The HTTP status the engine refused a call with; undefined when the engine did not answer. */
+export function engineStatus(err: unknown): number | undefined {
+  const status = (err as EngineError | undefined)?.statusCode;
+  return typeof status === 'number' ? status : undefined;
+}
+
 /**
- * Turns what dockerode rejects with into an AgentError: no HTTP status means
- * the engine was never reached; 404 means no such container.
- * `failed` builds the error for any other engine refusal.
+ * Turns what dockerode rejects with into an AgentError: a failure to reach
+ * the engine is RuntimeUnavailable (the original as its cause); 404 means no
+ * such container; `failed` builds the error for any other refusal. Anything
+ * else is a bug, handed back as it is, so that it is answered 500 and its
+ * stack logged.
  */
 export function translateDockerError(
   err: unknown,
   botId: string | undefined,
   failed: (detail: string) => AgentError = (detail) => new OperationFailed(detail),
-): AgentError {
+): Error {
   if (err instanceof AgentError) return err;
-  const status = (err as EngineError | undefined)?.statusCode;
-  if (typeof status !== 'number') return new RuntimeUnavailable(messages.runtimeUnavailable('docker'), { cause: err });
+  const status = engineStatus(err);
+  if (status === undefined) {
+    if (isTransportFailure(err)) return new RuntimeUnavailable(messages.runtimeUnavailable('docker'), { cause: err });
+    return err instanceof Error ? err : new Error(String(err));
+  }
   if (status === 404 && botId !== undefined) return new NotFound(messages.botNotFound(botId));
   return failed(engineDetail(err));
 }

@@ -5,7 +5,7 @@ import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { dockerConnection } from './docker-connection.js';
-import { engineDetail, translateDockerError } from './docker-errors.js';
+import { engineDetail, engineStatus, translateDockerError } from './docker-errors.js';
 
 export interface DockerProvisionerOptions {
   readonly dockerHost: string;
@@ -16,7 +16,6 @@ export interface DockerProvisionerOptions {
 }
 
 const DEADLINE_MS = 30_000;
-const statusOf = (err: unknown): number | undefined => (err as { statusCode?: number }).statusCode;
 
 /** Bots as containers named by their id, with their labels, limits, restart policy and environment. */
 class DockerProvisioner implements Provisioner {
@@ -47,9 +46,22 @@ class DockerProvisioner implements Provisioner {
       } as Docker.ContainerCreateOptions);
       await container.start({ abortSignal });
     } catch (err) {
-      if (statusOf(err) === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
-      if (statusOf(err) === 404) throw new BadRequest(`image ${spec.image} is not on the engine: ${engineDetail(err)}`);
-      throw translateDockerError(err, spec.id, (detail) => new OperationFailed(`Failed to create bot ${spec.id}: ${detail}`));
+      if (engineStatus(err) === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
+      // The engine answers 404 for a missing image and for a missing network alike: ask which.
+      if (engineStatus(err) === 404 && !(await this.hasImage(spec.image))) {
+        throw new BadRequest(`image ${spec.image} is not on the engine: ${engineDetail(err)}`);
+      }
+      throw translateDockerError(err, undefined, (detail) => new OperationFailed(`Failed to create bot ${spec.id}: ${detail}`));
+    }
+  }
+
+  private async hasImage(image: string): Promise<boolean> {
+    try {
+      // Listing takes a deadline; inspecting an image does not.
+      const found = await this.docker.listImages({ filters: { reference: [image] }, abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+      return found.length > 0;
+    } catch (err) {
+      throw translateDockerError(err, undefined);
     }
   }
 

@@ -128,7 +128,7 @@ export class DockerStatsFeed {
     );
     const ended = (): void => {
       onEnd();
-      rejectFirst(new Error('the stats stream ended'));
+      rejectFirst(Object.assign(new Error('the stats stream ended'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
     };
     stream.on('end', ended);
     stream.on('error', ended);

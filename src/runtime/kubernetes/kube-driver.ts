@@ -5,7 +5,7 @@ import type { CallOptions } from './kube-deadline.js';
 import { AgentError, messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../errors.js';
 import type { BotInfo, BotStats, PowerOutcome, RuntimeDriver } from '../driver.js';
 import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
-import { translateKubeError } from './kube-errors.js';
+import { apiStatus, translateKubeError } from './kube-errors.js';
 import { readPodLogs } from './kube-logs.js';
 import { botStatsFromMetrics, nodeAllocatable, podLimits } from './kube-stats.js';
 import type { Capacity, PodMetrics } from './kube-stats.js';
@@ -196,7 +196,7 @@ class KubernetesDriver implements RuntimeDriver {
         withDeadline(),
       )) as PodMetrics;
     } catch (err) {
-      if ((err as { code?: number }).code !== 404) throw translateKubeError(err, undefined);
+      if (apiStatus(err) !== 404) throw translateKubeError(err, undefined);
       throw new RuntimeUnavailable(
         `${messages.runtimeUnavailable('kubernetes')}: no metrics for the bot's pod from metrics.k8s.io ` +
           '(is metrics-server installed? a new pod has none for its first minute)',

@@ -51,7 +51,7 @@ async function streamTail(kubeConfig: KubeConfig, target: LogTarget, lines: numb
   const stall = (): void => {
     aborted = true;
     controller?.abort();
-    sink.destroy(new Error('the API server stopped sending logs'));
+    sink.destroy(new DOMException(`the API server sent no logs for ${SILENCE_DEADLINE_MS} ms`, 'TimeoutError'));
   };
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {

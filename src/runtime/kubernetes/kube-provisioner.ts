@@ -7,7 +7,7 @@ import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { withDeadline } from './kube-deadline.js';
-import { translateKubeError } from './kube-errors.js';
+import { apiStatus, translateKubeError } from './kube-errors.js';
 
 export interface KubernetesProvisionerOptions {
   readonly kubeConfig: KubeConfig;
@@ -57,7 +57,7 @@ class KubernetesProvisioner implements Provisioner {
         withDeadline(),
       );
     } catch (err) {
-      if ((err as { code?: number }).code === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
+      if (apiStatus(err) === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
       throw translateKubeError(err, undefined, failed);
     }
     try {
@@ -65,7 +65,7 @@ class KubernetesProvisioner implements Provisioner {
     } catch (err) {
       // Leave nothing half-made: the token's Secret goes with the failed create.
       await this.core.deleteNamespacedSecret({ name: `${name}-token`, namespace }, withDeadline()).catch(() => undefined);
-      if ((err as { code?: number }).code === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
+      if (apiStatus(err) === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
       throw translateKubeError(err, undefined, failed);
     }
   }
@@ -91,8 +91,8 @@ class KubernetesProvisioner implements Provisioner {
       const name = deployment?.metadata?.name;
       if (!name) throw new NotFound(messages.botNotFound(botId));
       await this.apps.deleteNamespacedDeployment({ name, namespace }, withDeadline());
-      await this.core.deleteNamespacedSecret({ name: `${name}-token`, namespace }, withDeadline()).catch((err: { code?: number }) => {
-        if (err.code !== 404) throw err;
+      await this.core.deleteNamespacedSecret({ name: `${name}-token`, namespace }, withDeadline()).catch((err: unknown) => {
+        if (apiStatus(err) !== 404) throw err;
       });
     } catch (err) {
       throw translateKubeError(err, botId, failedTo('remove', botId));
