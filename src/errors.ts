@@ -36,6 +36,11 @@ export class AlreadyExists extends AgentError {
   readonly status = 409;
 }
 
+/** Another lifecycle operation on the bot held this one back too long; it was dropped. */
+export class OperationInProgress extends AgentError {
+  readonly status = 409;
+}
+
 /** The request body is larger than the agent accepts. */
 export class PayloadTooLarge extends AgentError {
   readonly status = 413;
@@ -78,6 +83,21 @@ export class RestartTimeout extends AgentError {
   readonly status = 504;
 }
 
+/**
+ * What lies behind an error, for the log: the messages of its `cause` chain
+ * (e.g. `connect ENOENT /var/run/docker.sock`), outermost first; undefined
+ * when it has none. Never sent to a caller.
+ */
+export function causeOf(err: unknown): string | undefined {
+  const causes: string[] = [];
+  let cause = (err as { cause?: unknown } | null | undefined)?.cause;
+  for (let depth = 0; depth < 5 && cause !== undefined && cause !== null; depth += 1) {
+    causes.push(cause instanceof Error ? cause.message : String(cause));
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  return causes.length > 0 ? causes.join(': ') : undefined;
+}
+
 /** Texts fixed by the contract, so that bots can match on them. */
 export const messages = {
   botNotFound: (botId: string) => `container not found: no bot ${botId}`,
@@ -92,4 +112,6 @@ export const messages = {
     `timeout during restart of bot ${botId} after ${ms} ms; the restart goes on, retry later or raise your time-out`,
   runtimeUnavailable: (runtime: string) => `runtime unavailable: cannot reach the ${runtime} runtime`,
   restartFailed: (botId: string, detail: string) => `Failed to restart bot ${botId}: ${detail}`,
+  inProgress: (operation: string, botId: string, waitedMs: number) =>
+    `${operation} in progress: bot ${botId} was still busy with it after ${waitedMs} ms, so this operation was dropped; retry later`,
 } as const;

@@ -1,10 +1,13 @@
-import { messages, RestartTimeout } from '../errors.js';
+import { messages, OperationInProgress, RestartTimeout } from '../errors.js';
 import type { PowerOutcome, RuntimeDriver } from '../runtime/driver.js';
-import { KeyedQueue } from './keyed-queue.js';
+import { KeyedQueue, WaitedTooLong } from './keyed-queue.js';
 
 /**
  * Restart, stop and start of bots, serialised per bot above any driver.
- * Concurrent restarts of one bot coalesce into one.
+ * Concurrent restarts of one bot coalesce into one. No caller waits without
+ * bound: a restart's time in the queue counts against its time-out, and a
+ * stop or start that waited the restart time-out behind another operation is
+ * dropped with OperationInProgress.
  */
 export class BotLifecycle {
   private readonly queue = new KeyedQueue();
@@ -23,7 +26,7 @@ export class BotLifecycle {
     let restarting = this.restarts.get(botId);
     if (!restarting) {
       restarting = this.queue
-        .run(botId, () => this.driver.restart(botId))
+        .run(botId, 'restart', () => this.driver.restart(botId))
         .finally(() => this.restarts.delete(botId));
       this.restarts.set(botId, restarting);
     }
@@ -51,12 +54,21 @@ export class BotLifecycle {
 
   /** Stops the bot after the operations queued before it. */
   stop(botId: string): Promise<PowerOutcome> {
-    return this.queue.run(botId, () => this.driver.stop(botId));
+    return this.power(botId, 'stop', () => this.driver.stop(botId));
   }
 
   /** Starts the bot after the operations queued before it. */
   start(botId: string): Promise<PowerOutcome> {
-    return this.queue.run(botId, () => this.driver.start(botId));
+    return this.power(botId, 'start', () => this.driver.start(botId));
+  }
+
+  private async power(botId: string, operation: string, act: () => Promise<PowerOutcome>): Promise<PowerOutcome> {
+    try {
+      return await this.queue.run(botId, operation, act, this.restartTimeoutMs);
+    } catch (err) {
+      if (err instanceof WaitedTooLong) throw new OperationInProgress(messages.inProgress(err.running, botId, this.restartTimeoutMs));
+      throw err;
+    }
   }
 
   /** Resolves once every operation started so far has ended. */

@@ -123,9 +123,10 @@ test('concurrent restarts of one bot are one restart, and every caller gets its 
   const release = gate();
   driver.restartGate = release.promise;
   const replies = Array.from({ length: 5 }, () => call(server, '/api/bots/restart', { body: owner }));
-  // Every request has looked its bot up, so every one has reached the lifecycle, before the restart may end.
+  // Every request has looked its bot up. From there to joining the restart is no I/O and no timer, only
+  // promise steps, which all run before the next turn of the event loop: then every one has joined.
   t.true(await eventually(() => driver.calls.filter((c) => c.startsWith('findBot:')).length === 5));
-  await new Promise((resolve) => setTimeout(resolve, 20));
+  await new Promise((resolve) => setImmediate(resolve));
   release.open();
   for (const reply of await Promise.all(replies)) t.like(reply, { status: 200, body: { ok: true } });
   t.is(bot.restarts, 1);
@@ -214,6 +215,23 @@ test('refused calls do not use up a bot\'s rate limit', async (t) => {
     t.is((await call(server, '/api/bots/restart', { body: { bot_id: BOT, user_id: 'user_2' } })).status, 403);
   }
   t.is((await call(server, '/api/bots/restart', { body: owner })).status, 200);
+});
+
+test('a stop that waited the restart time-out behind a restart is a 409 naming it, and never runs', async (t) => {
+  const { driver, bot, server } = await setUp(t, { restartTimeoutMs: 100 });
+  const release = gate();
+  driver.restartGate = release.promise;
+  const restart = call(server, '/api/bots/restart', { body: owner });
+  t.true(await eventually(() => driver.lifecycleCalls.length === 1));
+  const stop = await call(server, '/api/bots/stop', { body: owner });
+  t.is(stop.status, 409);
+  t.regex(String(stop.body?.msg), /^restart in progress/);
+  // The restart's caller waited as long, queue and all: 504, and the restart goes on.
+  t.is((await restart).status, 504);
+  release.open();
+  t.true(await eventually(() => bot.restarts === 1));
+  t.true(bot.running, 'the dropped stop ran later after all');
+  t.deepEqual(driver.lifecycleCalls, [`restart:${BOT}`]);
 });
 
 test('a failed or timed-out operation never leaves the bot locked', async (t) => {
