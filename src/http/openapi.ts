@@ -1,6 +1,32 @@
-import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../runtime/labels.js';
+import { convertSchema } from '@sodaru/yup-to-json-schema';
+import type { Schema } from 'yup';
+import { createBotRequest, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+
+type JsonSchema = Record<string, unknown> & { properties?: Record<string, JsonSchema> };
+
+/**
+ * The JSON Schema of a yup schema: what a request must be is written once,
+ * in schemas.ts, and the document says the same (test/http/openapi.test.ts
+ * checks that the two accept and refuse alike). yup's implicit `{}` default of
+ * an object is left out: a body is never optional.
+ */
+function jsonSchemaOf(schema: Schema): JsonSchema {
+  const { default: _objectDefault, ...converted } = convertSchema(schema as never) as JsonSchema;
+  // yup's required() refuses an empty string, which the converter does not say.
+  for (const name of (converted.required as string[] | undefined) ?? []) {
+    const field = converted.properties?.[name];
+    if (field?.type === 'string' && field.minLength === undefined) field.minLength = 1;
+  }
+  return converted;
+}
+
+/** Query parameters from the fields of a yup object schema. */
+function queryParameters(schema: Schema) {
+  const { properties = {}, required = [] } = jsonSchemaOf(schema) as JsonSchema & { required?: string[] };
+  return Object.entries(properties).map(([name, fieldSchema]) => ({ name, in: 'query', required: required.includes(name), schema: fieldSchema }));
+}
 const json = (schema: object) => ({ 'application/json': { schema } });
 
 /** What each error status means, as CONTRACT.md §3 states it. */
@@ -9,7 +35,7 @@ const failureText: Record<number, string> = {
   403: 'A bot naming another bot, a `user_id` that is not the owner, or a caller that is neither a bot, loopback nor holds the admin token',
   404: '`container not found`: no such bot',
   405: 'Method not allowed on this path',
-  409: '`container not found ... must be running`: the bot is stopped',
+  409: '`container not found ... must be running`: the bot is stopped; or `<operation> in progress`: a stop or start waited the restart time-out behind another operation and was dropped',
   413: 'Body larger than 16 KiB',
   415: 'Body not JSON and declared as another type',
   429: 'Too many lifecycle operations on this bot, or (a bot reading itself) too many reads; see Retry-After',
@@ -33,6 +59,8 @@ function responsesWith(successStatus: string, success: object, ...failures: numb
 
 const ok = (description: string, schema = ref('Message')) => ({ description, content: json(schema) });
 const lifecycleFailures = [400, 403, 404, 413, 415, 429, 500, 503];
+/** A stop or start may also be dropped behind another operation (409 `... in progress`). */
+const powerFailures = [...lifecycleFailures, 409];
 const readFailures = [400, 403, 404, 413, 415, 429, 500, 503];
 
 /** The agent's API as OpenAPI 3.1, served at /openapi.json. */
@@ -48,22 +76,9 @@ export const openApiDocument = {
   components: {
     securitySchemes: { adminToken: { type: 'http', scheme: 'bearer' } },
     schemas: {
-      BotId: {
-        type: 'string',
-        pattern: BOT_ID_PATTERN.source,
-        maxLength: BOT_ID_MAX_LENGTH,
-        examples: ['bot_12_34_abc'],
-      },
-      OwnerRequest: {
-        type: 'object',
-        required: ['bot_id', 'user_id'],
-        properties: { bot_id: ref('BotId'), user_id: { type: 'string', maxLength: 256 } },
-      },
-      LogsRequest: {
-        type: 'object',
-        required: ['bot_id'],
-        properties: { bot_id: ref('BotId'), lines: { type: 'integer', minimum: 1, maximum: 10000, default: 100 } },
-      },
+      BotId: { ...jsonSchemaOf(pathBotId), examples: ['bot_12_34_abc'] },
+      OwnerRequest: jsonSchemaOf(ownerRequest),
+      LogsRequest: jsonSchemaOf(logsRequest),
       Message: {
         type: 'object',
         required: ['ok', 'message'],
@@ -95,23 +110,7 @@ export const openApiDocument = {
           },
         },
       },
-      CreateBotRequest: {
-        type: 'object',
-        required: ['bot_id', 'user_id', 'image', 'template', 'token'],
-        properties: {
-          bot_id: ref('BotId'),
-          user_id: { type: 'string', maxLength: 256 },
-          image: { type: 'string', examples: ['registry.example.com/my-bot:1'] },
-          template: { type: 'string', examples: ['telegram', 'discord', 'n8n'] },
-          token: { type: 'string', description: 'Set as BOT_TOKEN and every alias; never answered back nor logged' },
-          domain: { type: 'string' },
-          port: { type: 'integer', minimum: 1, maximum: 65535, default: 8080 },
-          env: { type: 'object', additionalProperties: { type: 'string' }, maxProperties: 100 },
-          memory_limit: { type: 'integer', minimum: 6291456, description: 'bytes' },
-          cpu_limit: { type: 'number', exclusiveMinimum: 0, description: 'CPUs' },
-          command: { type: 'array', items: { type: 'string' }, minItems: 1 },
-        },
-      },
+      CreateBotRequest: jsonSchemaOf(createBotRequest),
       BotList: {
         type: 'object',
         required: ['ok', 'bots'],
@@ -168,14 +167,14 @@ export const openApiDocument = {
       post: {
         summary: 'Stop a bot (idempotent)',
         requestBody: { required: true, content: json(ref('OwnerRequest')) },
-        responses: responses(ok('Stopped, or already stopped'), ...lifecycleFailures),
+        responses: responses(ok('Stopped, or already stopped'), ...powerFailures),
       },
     },
     '/api/bots/start': {
       post: {
         summary: 'Start a bot (idempotent)',
         requestBody: { required: true, content: json(ref('OwnerRequest')) },
-        responses: responses(ok('Started, or already running'), ...lifecycleFailures),
+        responses: responses(ok('Started, or already running'), ...powerFailures),
       },
     },
     '/api/bots/logs': {
@@ -188,11 +187,7 @@ export const openApiDocument = {
     '/api/bots/{bot_id}/logs': {
       get: {
         summary: "The last `lines` lines of a bot's stdout and stderr (as POST /api/bots/logs)",
-        parameters: [
-          { name: 'bot_id', in: 'path', required: true, schema: ref('BotId') },
-          { name: 'lines', in: 'query', required: false, schema: { type: 'integer', minimum: 0, maximum: 10000, default: 100 } },
-          { name: 'follow', in: 'query', required: false, schema: { enum: ['true', 'false'] } },
-        ],
+        parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }, ...queryParameters(logsQuery)],
         responses: responses(ok('The log text', ref('Logs')), 400, 403, 404, 429, 500, 501, 503),
       },
     },
@@ -214,7 +209,7 @@ export const openApiDocument = {
       },
       get: {
         summary: 'Every bot, or those of `user_id` (the platform only)',
-        parameters: [{ name: 'user_id', in: 'query', required: false, schema: { type: 'string' } }],
+        parameters: queryParameters(listBotsQuery),
         responses: responses(ok('The bots', ref('BotList')), 400, 403, 500, 501, 503),
       },
     },

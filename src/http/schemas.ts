@@ -1,5 +1,5 @@
 import { array, mixed, number, object, ObjectSchema, string, ValidationError } from 'yup';
-import { PLATFORM_VARIABLES } from '../provisioning/bot-spec.js';
+import { DEFAULT_BOT_PORT, PLATFORM_VARIABLES } from '../provisioning/bot-spec.js';
 import type { Schema } from 'yup';
 import { BadRequest } from '../errors.js';
 import { wholeNumber } from '../whole-number.js';
@@ -36,7 +36,7 @@ export const MAX_LOG_LINES = 10_000;
 /** Body of logs; `lines` defaults to DEFAULT_LOG_LINES. */
 export const logsRequest = object({
   bot_id: botIdSchema('bot_id'),
-  lines: wholeNumber('lines', 1, MAX_LOG_LINES).strict(),
+  lines: wholeNumber('lines', 1, MAX_LOG_LINES).strict().meta({ jsonSchema: { default: DEFAULT_LOG_LINES } }),
 }).typeError(jsonObject);
 
 /** A query value of digits only, as a number; anything else fails as not a number. */
@@ -44,9 +44,10 @@ const digits = (_value: unknown, original: unknown) => (typeof original === 'str
 
 /** Query of GET logs: `lines` from 0 (none) to MAX_LOG_LINES, `follow` true or false. */
 export const logsQuery = object({
-  lines: wholeNumber('lines', 0, MAX_LOG_LINES).transform(digits),
+  lines: wholeNumber('lines', 0, MAX_LOG_LINES).transform(digits).meta({ jsonSchema: { default: DEFAULT_LOG_LINES } }),
   follow: string().strict().typeError('follow must be true or false').oneOf(['true', 'false'], 'follow must be true or false'),
 });
+
 
 const envName = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 
@@ -64,13 +65,28 @@ export const createBotRequest = object({
     .typeError('template must be a string')
     .required('template is required')
     .matches(/^[a-z0-9][a-z0-9_-]{0,31}$/, 'template must be lower-case letters, digits, - or _, e.g. telegram'),
-  token: string().strict().typeError('token must be a string').required('token is required').max(4096, 'token is too long'),
+  token: string()
+    .strict()
+    .typeError('token must be a string')
+    .required('token is required')
+    .max(4096, 'token is too long')
+    .meta({ jsonSchema: { description: 'Set as BOT_TOKEN and every alias; never answered back nor logged' } }),
   domain: string()
     .strict()
     .typeError('domain must be a string')
-    .matches(/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i, 'domain must be a host name'),
-  port: wholeNumber('port', 1, 65535).strict(),
-  env: mixed<Record<string, string>>().test(
+    .matches(/^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/, 'domain must be a host name'),
+  port: wholeNumber('port', 1, 65535).strict().meta({ jsonSchema: { default: DEFAULT_BOT_PORT } }),
+  env: mixed<Record<string, string>>()
+    .meta({
+      // What the test below checks, for /openapi.json (a test keeps the two in step).
+      jsonSchema: {
+        type: 'object',
+        maxProperties: 100,
+        propertyNames: { pattern: envName.source, not: { enum: [...PLATFORM_VARIABLES] } },
+        additionalProperties: { type: 'string', maxLength: 4096 },
+      },
+    })
+    .test(
     'env',
     `env must be an object of at most 100 string values, named like ABC_1, none of ${[...PLATFORM_VARIABLES].join(', ')}`,
     (value) =>

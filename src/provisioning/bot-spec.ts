@@ -1,3 +1,6 @@
+/** PORT of a bot created without one. */
+export const DEFAULT_BOT_PORT = 8080;
+
 /** What the platform asks for when it creates a bot. */
 export interface BotSpec {
   readonly id: string;
@@ -61,7 +64,7 @@ export function botEnvironment(spec: BotSpec, agentUrl: string): Record<string, 
     BOT_ID: spec.id,
     USER_ID: spec.ownerId,
     TEMPLATE: spec.template,
-    PORT: String(spec.port ?? 8080),
+    PORT: String(spec.port ?? DEFAULT_BOT_PORT),
     PLATFORM_AGENT_URL: agentUrl,
     ...(spec.domain === undefined ? {} : { DOMAIN: spec.domain }),
   };

@@ -1,4 +1,8 @@
 import test from 'ava';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import fc from 'fast-check';
+import type { Schema } from 'yup';
+import { createBotRequest, logsRequest, ownerRequest, validate } from '../../src/http/schemas.js';
 import { pino } from 'pino';
 import { createApp } from '../../src/http/create-app.js';
 import { openApiDocument } from '../../src/http/openapi.js';
@@ -39,3 +43,61 @@ test('an answer that breaks the document is caught', (t) => {
   t.regex(String(openApiMismatch('GET', '/nowhere', 404, 'Not Found')), /not the envelope/);
   t.is(openApiMismatch('GET', '/nowhere', 404, { ok: false, msg: 'not found' }), undefined);
 });
+
+// The document's request schemas are derived from the yup schemas; here both judge the same bodies.
+const fields: Record<string, unknown[]> = {
+  bot_id: ['bot_1_2_abc', 'bot_1_2_', 'bot_x', `bot_1_1_${'a'.repeat(60)}`, ''],
+  user_id: ['user_1', '', 'u'.repeat(257)],
+  lines: [1, 100, 10_000, 0, 10_001, 1.5, -1, '5'],
+  image: ['registry.example.com/bot:1', 'bot', 'has spaces', '-x', `a${'b'.repeat(255)}`],
+  template: ['telegram', 'n8n', 'Tele', '_x', 'a'.repeat(33)],
+  token: ['t', '', 'x'.repeat(4097)],
+  domain: ['bot.example.com', 'Bot.Example.COM', 'x', '-bad.com', 'a..b', `${'a'.repeat(64)}.com`],
+  port: [1, 8080, 65535, 0, 65536, 80.5],
+  env: [{}, { API_KEY: 'x' }, { BOT_TOKEN: 'x' }, { '1BAD': 'x' }, { A: 1 }, { A: 'x'.repeat(4097) }, [], null],
+  memory_limit: [6 * 1024 * 1024, 1, 1e9, 1.5],
+  cpu_limit: [0.5, 256, 0, 257, -1],
+  command: [['sh'], [], ['sh', 1], 'sh', Array.from({ length: 65 }, () => 'x')],
+};
+// The first value of each list is valid: bodies lean to it, so that many are valid and each fault stands alone.
+const field = (values: unknown[]) =>
+  fc.oneof(
+    { weight: 6, arbitrary: fc.constant(values[0]) },
+    { weight: 3, arbitrary: fc.constantFrom(...values) },
+    { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 2 }) },
+  );
+const bodyOf = (names: string[]) => {
+  const record = Object.fromEntries(names.map((name) => [name, field(fields[name] ?? [])]));
+  return fc.oneof(fc.record(record), fc.record(record, { requiredKeys: [] }));
+};
+
+for (const [name, schema, component] of [
+  ['OwnerRequest', ownerRequest, ['bot_id', 'user_id']],
+  ['LogsRequest', logsRequest, ['bot_id', 'lines']],
+  ['CreateBotRequest', createBotRequest, Object.keys(createBotRequest.fields)],
+] as Array<[string, Schema, string[]]>) {
+  test(`/openapi.json and the yup schema judge ${name} bodies alike`, (t) => {
+    const ajv = new Ajv2020({ strict: false });
+    ajv.addSchema({ ...openApiDocument, $id: 'openapi' });
+    const documented = ajv.getSchema(`openapi#/components/schemas/${name}`);
+    if (!documented) return t.fail(`no ${name} in the document`);
+    const yupAccepts = (body: unknown): boolean => {
+      try {
+        validate(schema, body);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    let accepted = 0;
+    fc.assert(
+      fc.property(bodyOf(component), (body) => {
+        const verdict = yupAccepts(body);
+        accepted += verdict ? 1 : 0;
+        if (Boolean(documented(body)) !== verdict) throw new Error(`yup ${verdict ? 'accepts' : 'refuses'} ${JSON.stringify(body)}; the document does not`);
+      }),
+      { numRuns: 3000 },
+    );
+    t.true(accepted > 10, `only ${accepted} bodies were valid: the comparison says little`);
+  });
+}
