@@ -3,10 +3,10 @@
 #   docker run -d --name agent --network bots --network-alias agent \
 #     -v /var/run/docker.sock:/var/run/docker.sock \
 #     --group-add "$(stat -c %g /var/run/docker.sock)" bot-agent
-# BASE_IMAGE: any image with Node 20, npm, a POSIX shell and a `node` user (uid 1000).
+# BASE_IMAGE: any image with Node 24 (the version in .node-version), npm, a POSIX shell and a `node` user (uid 1000).
 # A registry behind a TLS proxy: put its CA bundle in the build context as
 # npm-ca.pem; only the build stage sees it.
-ARG BASE_IMAGE=node:20-bookworm-slim
+ARG BASE_IMAGE=node:24-bookworm-slim
 
 FROM ${BASE_IMAGE} AS build
 WORKDIR /app

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Makes a local stand-in for the official Node 20 image, for hosts that reach no
-# image registry: this machine's own node and npm, the libraries they link, a
-# busybox userland and a `node` user (uid 1000), imported into the engine.
+# Makes a local stand-in for the official Node image, for hosts that reach no
+# image registry: the project's own Node (scripts/node.sh, the version in
+# .node-version, so that the tested image runs what production runs) and npm,
+# the libraries they link, a busybox userland and a `node` user (uid 1000),
+# imported into the engine.
 # Usage: bash scripts/node-base-image.sh [TAG]     (prints the tag)
 set -euo pipefail
+source "$(dirname "$0")/node-env.sh"
 
-TAG=${1:-bot-agent-node-base:local}
+TAG=${1:-bot-agent-node-base:$(node --version | tr -d v)}
 DOCKER=/usr/bin/docker
 [ -x "$DOCKER" ] || DOCKER=$(command -v docker)
 if "$DOCKER" image inspect "$TAG" >/dev/null 2>&1; then echo "$TAG"; exit 0; fi

@@ -3,6 +3,7 @@
 # local Docker socket starts the engine when it does not answer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/node-env.sh
 
 [ -d node_modules ] || npm ci --no-audit --no-fund
 if [ ! -f dist/main.js ] || [ -n "$(find src package.json tsconfig.json tsconfig.build.json -newer dist/main.js -print -quit)" ]; then

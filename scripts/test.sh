@@ -2,6 +2,7 @@
 # Every test: type-check, a real Docker Engine and its test image, then ava.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/node-env.sh
 
 [ -d node_modules ] || npm ci --no-audit --no-fund
 npx tsc --noEmit

@@ -1,5 +1,6 @@
 import { pino } from 'pino';
 import { ConfigError, loadConfig } from './config.js';
+import { causeOf } from './errors.js';
 import type { Config } from './config.js';
 import { createApp } from './http/create-app.js';
 import { listen } from './http/listen.js';
@@ -41,6 +42,14 @@ async function main(): Promise<void> {
     process.exit(1);
   });
   logger.info({ host: config.host, port: config.port }, 'bot-agent listening');
+  driver.ping().then(
+    () => logger.info(`the ${config.runtime} runtime answers`),
+    (err: unknown) =>
+      logger.warn(
+        { error: err instanceof Error ? err.message : String(err), cause: causeOf(err) },
+        `the ${config.runtime} runtime does not answer; bot operations answer 503 until it does`,
+      ),
+  );
 
   // Stop accepting, let requests and lifecycle operations in flight finish (bounded), exit 0.
   const shutdown = async (signal: string): Promise<void> => {

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { cp, mkdtemp, rm, stat } from 'node:fs/promises';
+import { cp, mkdtemp, rm, stat, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -62,8 +62,9 @@ test.after.always(async () => {
   await fixture.docker.getImage(image).remove({ force: true }).catch(() => undefined);
 });
 
-test.serial('the image runs as a non-root user and its health check turns healthy', async (t) => {
+test.serial('the image runs the project\'s Node as a non-root user, and its health check turns healthy', async (t) => {
   const info = await agent.inspect();
+  t.is((await fixture.exec({ id: 'agent', container: agent }, 'node --version')).trim(), `v${(await readFile('.node-version', 'utf8')).trim()}`);
   t.is(info.Config.User, 'node');
   t.deepEqual(info.Config.Entrypoint, ['node', 'dist/main.js']);
   t.true(

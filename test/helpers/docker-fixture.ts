@@ -25,6 +25,8 @@ export interface BotSpec {
   labelled?: boolean;
   /** Start the container (default true). */
   start?: boolean;
+  /** A CPU quota in cores. */
+  cpus?: number;
 }
 
 export interface TestBot {
@@ -93,7 +95,10 @@ export class DockerFixture {
       Tty: spec.tty ?? false,
       Labels: labels,
       StopTimeout: spec.stopTimeout,
-      HostConfig: { NetworkMode: (await this.network()).name },
+      HostConfig: {
+        NetworkMode: (await this.network()).name,
+        NanoCpus: spec.cpus === undefined ? undefined : Math.round(spec.cpus * 1e9),
+      },
     });
     if (spec.start !== false) await container.start();
     return { id, container };

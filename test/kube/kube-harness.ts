@@ -1,3 +1,6 @@
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import type { BotOptions, HarnessBot, RuntimeHarness } from '../behaviours/runtime-harness.js';
@@ -11,11 +14,15 @@ import type { Grants } from '../helpers/kube/rbac.js';
 export const NAMESPACE = 'bots';
 let harnesses = 0;
 
-/** A kubeconfig whose API server refuses connections. */
-export function unreachableKubeConfig(): KubeConfig {
+/** A kubeconfig whose API server refuses connections: a port that was free a moment ago. */
+export async function unreachableKubeConfig(): Promise<KubeConfig> {
+  const probe = createServer().listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
   const config = new KubeConfig();
   config.loadFromOptions({
-    clusters: [{ name: 'gone', server: 'https://127.0.0.1:1', skipTLSVerify: false }],
+    clusters: [{ name: 'gone', server: `https://127.0.0.1:${port}`, skipTLSVerify: false }],
     users: [{ name: 'agent', token: 'x' }],
     contexts: [{ name: 'gone', cluster: 'gone', user: 'agent' }],
     currentContext: 'gone',
@@ -70,7 +77,7 @@ export async function kubeHarness(grants?: Grants): Promise<{ harness: RuntimeHa
       return { status: reply.status, body: reply.body, raw: reply.text };
     },
     agentWithRestartTimeout: async (ms) => (await agentOver(api.kubeConfig(), ms)).server,
-    unreachableAgent: async () => (await agentOver(unreachableKubeConfig())).server,
+    unreachableAgent: async () => (await agentOver(await unreachableKubeConfig())).server,
     async close() {
       await Promise.all(agents.map((agent) => agent.close()));
       await api.stop();

@@ -70,8 +70,8 @@ class DockerProvisioner implements Provisioner {
     try {
       const containers = await this.docker.listContainers({ all: true, filters: { label: labels }, abortSignal: AbortSignal.timeout(DEADLINE_MS) });
       const bots = containers.filter((c) => c.Names.includes(`/${c.Labels[BOT_LABEL]}`));
-      const details = await Promise.all(bots.map((c) => this.docker.getContainer(c.Id).inspect()));
-      return details.map((info) => ({
+      const details = await Promise.all(bots.map((c) => this.inspectIfThere(c.Id)));
+      return details.filter((info) => info !== undefined).map((info) => ({
         bot_id: info.Config.Labels[BOT_LABEL] ?? '',
         user_id: info.Config.Labels[OWNER_LABEL],
         template: info.Config.Labels[TEMPLATE_LABEL],
@@ -80,6 +80,16 @@ class DockerProvisioner implements Provisioner {
       }));
     } catch (err) {
       throw translateDockerError(err, undefined);
+    }
+  }
+
+  /** A listed container, or undefined when it went away since the listing. */
+  private async inspectIfThere(id: string): Promise<Docker.ContainerInspectInfo | undefined> {
+    try {
+      return await this.docker.getContainer(id).inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+    } catch (err) {
+      if (engineStatus(err) === 404) return undefined;
+      throw err;
     }
   }
 
