@@ -97,10 +97,12 @@ async function send(caller: CallerName, request: ReturnType<Cell['request']>): P
 
 /**
  * Back to both bots running and answering, after a cell that may have restarted
- * or stopped one; a bot acting on itself is answered first and acts just after.
+ * or stopped one. A bot acting on itself is answered first; its operation is
+ * queued the moment the answer has been written, before the bot can have read
+ * it, so draining the lifecycle waits for it.
  */
 async function settle(): Promise<void> {
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await agent.lifecycle.drain();
   for (const bot of [a, b]) {
     await eventually(async () => {
       if (!(await fixture.running(bot))) await bot.container.start().catch(() => undefined);

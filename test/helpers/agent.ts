@@ -3,6 +3,7 @@ import type { Server } from 'node:http';
 import { pino } from 'pino';
 import type { AppConfig } from '../../src/http/create-app.js';
 import { createApp } from '../../src/http/create-app.js';
+import type { BotLifecycle } from '../../src/lifecycle/bot-lifecycle.js';
 import { listen } from '../../src/http/listen.js';
 import type { Provisioner } from '../../src/provisioning/provisioner.js';
 import type { RuntimeDriver } from '../../src/runtime/driver.js';
@@ -13,6 +14,8 @@ export const TEST_APP_CONFIG: AppConfig = { restartTimeoutMs: 60_000, adminToken
 /** A running agent on a free port, for one test file. */
 export interface TestAgent {
   server: Server;
+  /** Its lifecycle: `drain()` resolves once every operation started so far has ended. */
+  lifecycle: BotLifecycle;
   close(): Promise<void>;
 }
 
@@ -23,7 +26,7 @@ export async function startAgent(
   host = '127.0.0.1',
   provisioner?: Provisioner,
 ): Promise<TestAgent> {
-  const { app } = createApp({
+  const { app, lifecycle } = createApp({
     driver,
     provisioner,
     config: { ...TEST_APP_CONFIG, ...config },
@@ -32,6 +35,7 @@ export async function startAgent(
   const server = await listen(app, host, 0);
   return {
     server,
+    lifecycle,
     close: async () => {
       server.closeAllConnections();
       server.close();

@@ -1,6 +1,6 @@
 import test from 'ava';
 import fc from 'fast-check';
-import { agentFor } from '../helpers/agent.js';
+import { startAgent } from '../helpers/agent.js';
 import { call } from '../helpers/http-client.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
 
@@ -76,7 +76,9 @@ test('hostile requests never get a 5xx nor anything but the envelope, and touch 
   const driver = new MemoryDriver();
   driver.add({ ...SELF, ownerId: 'owner_of_a' });
   driver.add({ id: 'bot_2_2_other', ownerId: 'owner_of_other', address: '127.0.0.8' });
-  const server = await agentFor(t, driver, { adminToken: 'the-real-admin-token' });
+  const agent = await startAgent(driver, { adminToken: 'the-real-admin-token' });
+  t.teardown(agent.close);
+  const { server } = agent;
   // A self restart runs after its answer, so touches are counted once the run is over.
   let selfRestarts = 0;
   await fc.assert(
@@ -95,7 +97,8 @@ test('hostile requests never get a 5xx nor anything but the envelope, and touch 
     }),
     { numRuns: RUNS },
   );
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  // A self restart is queued once its answer is written, so every one is in the lifecycle by now.
+  await agent.lifecycle.drain();
   const bots = [...driver.bots.values()];
   t.true(bots.every((bot) => bot.running), 'a hostile request stopped a bot');
   const restarts = bots.reduce((sum, bot) => sum + bot.restarts, 0);
