@@ -4,6 +4,7 @@ import { agentFor } from '../helpers/agent.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
+import { gate } from '../helpers/gate.js';
 
 const BOT = 'bot_1_1_a';
 const owner = { bot_id: BOT, user_id: 'user_1' };
@@ -14,14 +15,6 @@ async function setUp(t: Parameters<typeof agentFor>[0], config: Partial<AppConfi
   return { driver, bot, server: await agentFor(t, driver, config) };
 }
 
-/** A promise and the function that resolves it. */
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open = (): void => {};
-  const promise = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { promise, open };
-}
 
 test('restart answers once the bot runs again, naming it', async (t) => {
   const { bot, server } = await setUp(t);

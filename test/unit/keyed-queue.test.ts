@@ -1,13 +1,7 @@
 import test from 'ava';
 import { KeyedQueue, WaitedTooLong } from '../../src/lifecycle/keyed-queue.js';
+import { gate } from '../helpers/gate.js';
 
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open = (): void => {};
-  const promise = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { promise, open };
-}
 
 test('tasks of one key run one at a time, in order; other keys do not wait', async (t) => {
   const queue = new KeyedQueue();
