@@ -38,7 +38,8 @@ if ! engine_answers; then
     rm -f /var/run/docker.pid
   fi
   echo "docker-engine: starting dockerd (log: $LOG)" >&2
-  nohup dockerd >"$LOG" 2>&1 &
+  # Its own session: a shell (or test run) that is killed later does not take the engine with it.
+  setsid nohup dockerd >"$LOG" 2>&1 </dev/null &
   for _ in $(seq 1 60); do
     engine_answers && break
     sleep 0.5
