@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every test: type-check, a real Docker Engine and its test image, then ava.
+# Every test: type-check, a real Docker Engine and its test image, a real Kubernetes, then ava.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/node-env.sh
@@ -7,4 +7,7 @@ source scripts/node-env.sh
 [ -d node_modules ] || npm ci --no-audit --no-fund
 npx tsc --noEmit
 bash scripts/docker-engine.sh --test-image >/dev/null
+# A real single-node Kubernetes (built once from Go modules, then cached; up in about 30 s).
+BOT_AGENT_KUBECONFIG=$(bash scripts/kube/up.sh | tail -n 1)
+export BOT_AGENT_KUBECONFIG
 npx ava "$@"

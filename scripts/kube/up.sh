@@ -16,6 +16,13 @@ source scripts/kube/layout.sh
 
 log() { echo "kube/up.sh: $*" >&2; }
 fail() { log "$*"; exit 1; }
+# Writes stdin to a file only when it differs: kube-proxy exits when its configuration file is written.
+write_if_changed() {
+  local file=$1 new
+  new=$(cat)
+  [ -f "$file" ] && [ "$(cat "$file")" = "$new" ] && return 0
+  printf '%s\n' "$new" >"$file"
+}
 
 # Packages: the engine (for images) brings containerd and runc; CNI plugins and conntrack besides.
 bash scripts/docker-engine.sh >/dev/null
@@ -44,7 +51,7 @@ for direction in -i -o; do
   iptables -C FORWARD "$direction" "$BRIDGE" -m comment --comment bot-agent-kube -j ACCEPT 2>/dev/null \
     || iptables -I FORWARD "$direction" "$BRIDGE" -m comment --comment bot-agent-kube -j ACCEPT
 done
-cat >"$CNI_CONF/10-bot-agent.conflist" <<EOF
+write_if_changed "$CNI_CONF/10-bot-agent.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "bot-agent",
@@ -113,7 +120,7 @@ start kube-scheduler "$BIN/kube-scheduler" \
   --authentication-kubeconfig="$PKI/scheduler.kubeconfig" --authorization-kubeconfig="$PKI/scheduler.kubeconfig" \
   --leader-elect=false --bind-address=127.0.0.1
 
-cat >"$STATE/containerd.toml" <<EOF
+write_if_changed "$STATE/containerd.toml" <<EOF
 version = 2
 root = "$STATE/containerd"
 state = "$RUN/containerd"
@@ -140,7 +147,7 @@ start containerd containerd --config "$STATE/containerd.toml"
 await containerd 30 ctr --address "$RUN/containerd.sock" version
 bash scripts/kube/images.sh
 
-cat >"$STATE/kubelet.yaml" <<EOF
+write_if_changed "$STATE/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: $ADDRESS
@@ -163,7 +170,7 @@ EOF
 start kubelet "$BIN/kubelet" --config="$STATE/kubelet.yaml" --kubeconfig="$PKI/kubelet.kubeconfig" \
   --hostname-override="$NODE" --node-ip="$ADDRESS" --root-dir="$STATE/kubelet"
 
-cat >"$STATE/kube-proxy.yaml" <<EOF
+write_if_changed "$STATE/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: { kubeconfig: $PKI/kube-proxy.kubeconfig }

@@ -1,46 +1,21 @@
-import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { cp, mkdtemp, rm, stat, readFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { readFile, stat } from 'node:fs/promises';
 import test from 'ava';
 import type { Container } from 'dockerode';
+import { buildAgentImage } from '../helpers/agent-image.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 
 // The agent as operators run it on a Docker host: the image built from the
 // project's Dockerfile, a container with the alias `agent` on the bots' network
 // and the engine's socket mounted; bots call http://agent:8000 from inside.
-const run = promisify(execFile);
-// Debian's docker.io CLI, which the set-up installs beside the engine; else whatever is on PATH.
-const dockerCli = existsSync('/usr/bin/docker') ? '/usr/bin/docker' : 'docker';
 const fixture = new DockerFixture();
 const image = `bot-agent-e2e:${fixture.runId}`;
 const AGENT = { host: 'agent', port: 8000 };
 let agent: Container;
 
-/** A build context holding what the Dockerfile copies, and the registry's CA when npm needs one. */
-async function buildContext(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'bot-agent-build-'));
-  for (const entry of ['Dockerfile', '.dockerignore', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'src']) {
-    await cp(entry, join(dir, entry), { recursive: true });
-  }
-  if (process.env.NODE_EXTRA_CA_CERTS) await cp(process.env.NODE_EXTRA_CA_CERTS, join(dir, 'npm-ca.pem'));
-  return dir;
-}
-
 test.before(async () => {
   await fixture.ready();
-  const { stdout: baseImage } = await run('bash', ['scripts/node-base-image.sh']);
-  const context = await buildContext();
-  try {
-    await run(dockerCli, ['build', '-q', '-t', image, '--build-arg', `BASE_IMAGE=${baseImage.trim()}`, context], {
-      maxBuffer: 64 * 1024 * 1024,
-    });
-  } finally {
-    await rm(context, { recursive: true, force: true });
-  }
+  await buildAgentImage(image);
   const network = (await fixture.network()).name;
   const socketGroup = (await stat('/var/run/docker.sock')).gid;
   agent = await fixture.docker.createContainer({

@@ -3,13 +3,10 @@ import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import type { BotOptions, HarnessBot, RuntimeHarness } from '../behaviours/runtime-harness.js';
 import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
-import { DockerFixture, IDLE_BOT } from '../helpers/docker-fixture.js';
+import { DockerFixture } from '../helpers/docker-fixture.js';
+import { STUBBORN_BOT, TALKING_BOT } from '../behaviours/bot-scripts.js';
 import type { TestBot } from '../helpers/docker-fixture.js';
 
-/** Prints its arguments, one a line, then idles as IDLE_BOT does. */
-const TALKING_BOT = `for line in "$@"; do echo "$line"; done; ${IDLE_BOT}`;
-/** Ignores SIGTERM, so that a restart waits the whole StopTimeout. */
-const STUBBORN_BOT = "trap '' TERM; while :; do sleep 1; done";
 
 /** The Docker runtime: real containers on the real engine, the agent on all addresses so they reach it. */
 export async function dockerHarness(): Promise<RuntimeHarness> {

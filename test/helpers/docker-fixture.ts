@@ -5,6 +5,8 @@ import { loadConfig } from '../../src/config.js';
 import { dockerConnection } from '../../src/runtime/docker/docker-connection.js';
 import { demuxed } from '../../src/runtime/docker/docker-log-frames.js';
 import { BOT_LABEL, OWNER_LABEL } from '../../src/runtime/labels.js';
+import { NC_SCRIPT, parseRawReply, rawRequest } from './raw-http.js';
+import type { RawReply } from './raw-http.js';
 
 /** The busybox image `scripts/docker-engine.sh --test-image` makes locally. */
 export const TEST_IMAGE = 'bot-agent-testbot:latest';
@@ -139,24 +141,13 @@ export class DockerFixture {
     bot: TestBot,
     target: { host: string; port: number },
     request: { method: string; path: string; headers?: Record<string, string>; body?: unknown },
-  ): Promise<{ status: number; body: Record<string, unknown> | undefined; raw: string }> {
-    const payload = request.body === undefined ? '' : JSON.stringify(request.body);
-    const headers = { Host: 'agent', Connection: 'close', 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(payload)), ...request.headers };
-    const head = [`${request.method} ${request.path} HTTP/1.0`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
-    const raw = await this.exec(bot, 'printf "%s" "$REQUEST" | nc -w 10 "$AGENT_HOST" "$AGENT_PORT"', {
-      REQUEST: `${head.join('\r\n')}\r\n\r\n${payload}`,
+  ): Promise<RawReply> {
+    const raw = await this.exec(bot, NC_SCRIPT, {
+      REQUEST: rawRequest(request),
       AGENT_HOST: target.host,
       AGENT_PORT: String(target.port),
     });
-    const status = Number(/^HTTP\/1\.\d (\d{3})/.exec(raw)?.[1] ?? 0);
-    const text = raw.slice(raw.indexOf('\r\n\r\n') + 4);
-    let body: Record<string, unknown> | undefined;
-    try {
-      body = JSON.parse(text) as Record<string, unknown>;
-    } catch {
-      body = undefined;
-    }
-    return { status, body, raw };
+    return parseRawReply(raw);
   }
 
   /** How many times the engine restarted the bot's container since `since` (unix seconds). */

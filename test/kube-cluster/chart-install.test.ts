@@ -1,0 +1,105 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import test from 'ava';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
+import { objectName } from '../../src/runtime/kubernetes/kube-provisioner.js';
+import { BOT_LABEL, OWNER_LABEL } from '../../src/runtime/labels.js';
+import { TALKING_BOT } from '../behaviours/bot-scripts.js';
+import { buildAgentImage } from '../helpers/agent-image.js';
+import { TEST_IMAGE } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+import { CHART, helm } from '../helpers/helm.js';
+import { adminKubeConfig } from './cluster-harness.js';
+import { httpFromPod } from './pod-exec.js';
+
+// The agent as operators install it: the project's image imported into the
+// cluster, installed with the real helm from charts/bot-agent, running as its
+// ServiceAccount under the chart's RBAC; bots call it through the Service
+// `agent` on port 8000 from their own pods.
+const run = promisify(execFile);
+const runId = randomBytes(3).toString('hex');
+const namespace = `chart-${runId}`;
+const image = { repository: 'bot-agent-e2e', tag: runId };
+const admin = adminKubeConfig();
+const core = admin.makeApiClient(CoreV1Api);
+const apps = admin.makeApiClient(AppsV1Api);
+let agentAddress = '';
+
+async function runningPod(selector: string): Promise<V1Pod | undefined> {
+  const pods = (await core.listNamespacedPod({ namespace, labelSelector: selector })).items;
+  return pods.find((pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp);
+}
+
+async function createBot(id: string): Promise<V1Pod> {
+  const labels = { [BOT_LABEL]: id };
+  await apps.createNamespacedDeployment({
+    namespace,
+    body: {
+      metadata: { name: objectName(id), labels, annotations: { [OWNER_LABEL]: 'user_1' } },
+      spec: {
+        selector: { matchLabels: labels },
+        template: {
+          metadata: { labels },
+          spec: {
+            terminationGracePeriodSeconds: 2,
+            containers: [{ name: 'bot', image: TEST_IMAGE, imagePullPolicy: 'Never', command: ['sh', '-c', TALKING_BOT, 'sh', `I am ${id}`] }],
+          },
+        },
+      },
+    },
+  });
+  let pod: V1Pod | undefined;
+  await eventually(async () => (pod = await runningPod(`${BOT_LABEL}=${id}`)) !== undefined, 60_000, 250);
+  if (!pod) throw new Error(`bot ${id} never ran`);
+  return pod;
+}
+
+/** An HTTP call from inside the bot's pod to the Service `agent` on port 8000. */
+const callFromBot = (pod: V1Pod, request: Parameters<typeof httpFromPod>[4]) =>
+  httpFromPod(admin, namespace, pod.metadata?.name ?? '', { host: agentAddress, port: 8000 }, request);
+
+test.before(async () => {
+  await buildAgentImage(`${image.repository}:${image.tag}`);
+  await run('bash', ['scripts/kube/images.sh', `${image.repository}:${image.tag}`, TEST_IMAGE]);
+  await helm(
+    'install', 'rel', CHART, '--namespace', namespace, '--create-namespace', '--kubeconfig', process.env.BOT_AGENT_KUBECONFIG ?? '',
+    '--set', `image.repository=${image.repository}`, '--set', `image.tag=${image.tag}`, '--set', 'image.pullPolicy=Never',
+    '--wait', '--timeout', '3m',
+  );
+  // No cluster DNS here: bots use the Service's cluster IP where they would use the name `agent`.
+  agentAddress = (await core.readNamespacedService({ name: 'agent', namespace })).spec?.clusterIP ?? '';
+});
+
+test.after.always(async () => {
+  await helm('uninstall', 'rel', '--namespace', namespace, '--kubeconfig', process.env.BOT_AGENT_KUBECONFIG ?? '').catch(() => undefined);
+  await core.deleteNamespace({ name: namespace }).catch(() => undefined);
+  await run('/usr/bin/docker', ['image', 'rm', '-f', `${image.repository}:${image.tag}`]).catch(() => undefined);
+});
+
+test.serial('the installed agent answers a bot at the Service agent:8000: its own logs, and no other bot', async (t) => {
+  const [mine, other] = await Promise.all([createBot(`bot_1_1_${runId}`), createBot(`bot_2_2_${runId}`)]);
+  const logs = await callFromBot(mine, { method: 'POST', path: '/api/bots/logs', body: { bot_id: `bot_1_1_${runId}` } });
+  t.is(logs.status, 200, logs.raw);
+  t.is(logs.body?.logs, `I am bot_1_1_${runId}\n`);
+  const refused = await callFromBot(mine, { method: 'POST', path: '/api/bots/logs', body: { bot_id: `bot_2_2_${runId}` } });
+  t.is(refused.status, 403, refused.raw);
+  t.regex(String(refused.body?.msg), /a bot may manage only itself/);
+  t.truthy(other.metadata?.name);
+});
+
+test.serial('a bot restarting itself through the installed agent hears back first, and its pod is replaced', async (t) => {
+  const id = `bot_3_3_${runId}`;
+  const before = await createBot(id);
+  const reply = await callFromBot(before, { method: 'POST', path: '/api/bots/self/restart' });
+  t.is(reply.status, 200, reply.raw);
+  t.like(reply.body, { ok: true, message: `Bot ${id} is restarting` });
+  t.true(
+    await eventually(async () => {
+      const now = await runningPod(`${BOT_LABEL}=${id}`);
+      return now !== undefined && now.metadata?.name !== before.metadata?.name;
+    }, 90_000, 500),
+    'the pod was not replaced',
+  );
+});

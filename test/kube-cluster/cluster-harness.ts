@@ -1,0 +1,165 @@
+import { randomBytes } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import type { AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
+import { AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
+import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
+import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
+import { objectName } from '../../src/runtime/kubernetes/kube-provisioner.js';
+import { BOT_LABEL, OWNER_LABEL } from '../../src/runtime/labels.js';
+import { STUBBORN_BOT, TALKING_BOT } from '../behaviours/bot-scripts.js';
+import type { BotOptions, HarnessBot, RuntimeHarness } from '../behaviours/runtime-harness.js';
+import { startAgent } from '../helpers/agent.js';
+import type { TestAgent } from '../helpers/agent.js';
+import { TEST_IMAGE } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+import { renderChart } from '../helpers/helm.js';
+import { unreachableKubeConfig } from '../kube/kube-harness.js';
+import { httpFromPod } from './pod-exec.js';
+
+const run = promisify(execFile);
+/** The API server's address on the pods' bridge, where pods also reach an agent the test runs. */
+export const HOST_ADDRESS = '10.88.0.1';
+/** The label that selects a test bot's pods, labelled as a bot or not. */
+const TEST_NAME_LABEL = 'bot-agent-test/name';
+const RBAC_KINDS = new Set(['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding']);
+
+/** The admin kubeconfig `npm run kube:up` printed (npm test passes it as BOT_AGENT_KUBECONFIG). */
+export function adminKubeConfig(): KubeConfig {
+  const path = process.env.BOT_AGENT_KUBECONFIG;
+  if (!path) throw new Error('no cluster: BOT_AGENT_KUBECONFIG is unset; npm test brings one up with npm run kube:up');
+  const config = new KubeConfig();
+  config.loadFromFile(path);
+  return config;
+}
+
+/**
+ * The agent's own credentials: the chart's ServiceAccount, Role and ClusterRole
+ * applied in `namespace` through the real API server, and a token for that
+ * account, so that the real RBAC judges every call the agent makes.
+ */
+async function agentKubeConfig(admin: KubeConfig, namespace: string): Promise<KubeConfig> {
+  const objects = await renderChart(namespace);
+  const apply = KubernetesObjectApi.makeApiClient(admin);
+  await apply.patch({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, undefined, undefined, 'bot-agent-tests', true, PatchStrategy.ServerSideApply);
+  for (const object of objects.filter((o) => RBAC_KINDS.has(o.kind))) {
+    await apply.patch(object as never, undefined, undefined, 'bot-agent-tests', true, PatchStrategy.ServerSideApply);
+  }
+  const account = objects.find((o) => o.kind === 'ServiceAccount')?.metadata.name ?? '';
+  const request = await admin
+    .makeApiClient(CoreV1Api)
+    .createNamespacedServiceAccountToken({ name: account, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const cluster = admin.getCurrentCluster();
+  const config = new KubeConfig();
+  config.loadFromOptions({
+    clusters: [{ name: 'local', server: cluster?.server ?? '', caData: cluster?.caData, skipTLSVerify: false }],
+    users: [{ name: account, token: request.status?.token ?? '' }],
+    contexts: [{ name: 'agent', cluster: 'local', user: account }],
+    currentContext: 'agent',
+  });
+  return config;
+}
+
+function newest(pods: V1Pod[]): V1Pod | undefined {
+  const live = pods.filter((pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp);
+  return live.sort((a, b) => String(b.metadata?.creationTimestamp).localeCompare(String(a.metadata?.creationTimestamp)))[0];
+}
+
+/**
+ * The real cluster of `npm run kube:up`: bots are Deployments of the busybox
+ * test image in a namespace of this run's own, the agent runs in the test on
+ * the real driver with the chart's RBAC, and a bot calls it from inside its
+ * pod (exec, busybox nc to 10.88.0.1), so that its pod IP is who it is.
+ */
+export async function clusterHarness(): Promise<RuntimeHarness> {
+  const admin = adminKubeConfig();
+  const runId = randomBytes(3).toString('hex');
+  const namespace = `bots-${runId}`;
+  await run('bash', ['scripts/kube/images.sh', TEST_IMAGE]);
+  const agentConfig = await agentKubeConfig(admin, namespace);
+  const apps = admin.makeApiClient(AppsV1Api);
+  const core = admin.makeApiClient(CoreV1Api);
+  const agents: TestAgent[] = [];
+  const agentOver = async (kubeConfig: KubeConfig, restartTimeoutMs = 60_000): Promise<TestAgent> => {
+    const agent = await startAgent(createKubernetesDriver({ kubeConfig, namespace }), { restartTimeoutMs }, '0.0.0.0');
+    agents.push(agent);
+    return agent;
+  };
+  const main = await agentOver(agentConfig);
+  let bots = 0;
+  const newBotId = () => `bot_${process.pid}_${++bots}_${runId}`;
+  const podsOf = async (bot: HarnessBot) =>
+    (await core.listNamespacedPod({ namespace, labelSelector: `${TEST_NAME_LABEL}=${objectName(bot.id)}` })).items;
+  const metrics = admin.makeApiClient(CustomObjectsApi);
+  const hasMetrics = async (bot: HarnessBot) => {
+    const pod = newest(await podsOf(bot))?.metadata?.name ?? '';
+    const group = { group: 'metrics.k8s.io', version: 'v1beta1', namespace, plural: 'pods', name: pod };
+    return metrics.getNamespacedCustomObject(group).then(() => true, () => false);
+  };
+  const running = async (bot: HarnessBot) => {
+    const deployment = await apps.readNamespacedDeployment({ name: objectName(bot.id), namespace });
+    return (deployment.spec?.replicas ?? 1) > 0 && newest(await podsOf(bot)) !== undefined;
+  };
+
+  return {
+    name: 'kubernetes (real cluster)',
+    agent: main.server,
+    async createBot(options: BotOptions = {}) {
+      const id = newBotId();
+      const name = objectName(id);
+      const labels: Record<string, string> = { [TEST_NAME_LABEL]: name };
+      if (options.labelled !== false) labels[BOT_LABEL] = id;
+      const graceS = options.slowRestartMs ? Math.ceil(options.slowRestartMs / 1000) : 2;
+      const deployment: V1Deployment = {
+        metadata: { name, labels, annotations: { [OWNER_LABEL]: options.owner ?? 'user_1' } },
+        spec: {
+          replicas: options.running === false ? 0 : 1,
+          selector: { matchLabels: { [TEST_NAME_LABEL]: name } },
+          template: {
+            metadata: { labels },
+            spec: {
+              terminationGracePeriodSeconds: graceS,
+              containers: [
+                {
+                  name: 'bot',
+                  image: TEST_IMAGE,
+                  imagePullPolicy: 'Never',
+                  command: ['sh', '-c', options.slowRestartMs ? STUBBORN_BOT : TALKING_BOT, 'sh', ...(options.logLines ?? [])],
+                },
+              ],
+            },
+          },
+        },
+      };
+      await apps.createNamespacedDeployment({ namespace, body: deployment });
+      const bot = { id };
+      if (options.running !== false && !(await eventually(() => running(bot), 60_000, 200))) {
+        throw new Error(`bot ${id} never ran`);
+      }
+      // metrics-server knows a pod once it has scraped it twice (15 s apart): until then its stats
+      // are a 503 saying so. A bot is ready for the behaviours once they exist.
+      if (options.running !== false && !(await eventually(() => hasMetrics(bot), 90_000, 1_000))) {
+        throw new Error(`metrics-server never reported bot ${id}`);
+      }
+      return bot;
+    },
+    newBotId,
+    running,
+    runId: async (bot) => newest(await podsOf(bot))?.metadata?.name ?? 'none',
+    // Each rollout makes a ReplicaSet; scaling does not.
+    restartCount: async (bot) =>
+      (await apps.listNamespacedReplicaSet({ namespace, labelSelector: `${TEST_NAME_LABEL}=${objectName(bot.id)}` })).items.length - 1,
+    async callFromBot(bot, request) {
+      const pod = newest(await podsOf(bot))?.metadata?.name;
+      if (!pod) throw new Error(`bot ${bot.id} has no running pod`);
+      const { port } = main.server.address() as AddressInfo;
+      return httpFromPod(admin, namespace, pod, { host: HOST_ADDRESS, port }, request);
+    },
+    agentWithRestartTimeout: async (ms) => (await agentOver(agentConfig, ms)).server,
+    unreachableAgent: async () => (await agentOver(await unreachableKubeConfig())).server,
+    async close() {
+      await Promise.all(agents.map((agent) => agent.close()));
+      await core.deleteNamespace({ name: namespace }).catch(() => undefined);
+    },
+  };
+}

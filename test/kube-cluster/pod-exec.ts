@@ -1,0 +1,32 @@
+import { Writable } from 'node:stream';
+import { Exec } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { NC_SCRIPT, parseRawReply, rawRequest } from '../helpers/raw-http.js';
+import type { RawReply } from '../helpers/raw-http.js';
+
+/** What `command` printed, run in the pod's container `bot` through the API server (the kubelet's exec). */
+export async function execInPod(admin: KubeConfig, namespace: string, pod: string, command: string[]): Promise<string> {
+  const chunks: Buffer[] = [];
+  const stdout = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      chunks.push(chunk);
+      done();
+    },
+  });
+  await new Promise<void>((resolve, reject) => {
+    new Exec(admin).exec(namespace, pod, 'bot', command, stdout, null, null, false, () => resolve()).catch(reject);
+  });
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** An HTTP call made from inside a bot's pod with busybox nc, so that the agent sees the pod's own IP. */
+export async function httpFromPod(
+  admin: KubeConfig,
+  namespace: string,
+  pod: string,
+  target: { host: string; port: number },
+  request: Parameters<typeof rawRequest>[0],
+): Promise<RawReply> {
+  const env = ['env', `REQUEST=${rawRequest(request)}`, `AGENT_HOST=${target.host}`, `AGENT_PORT=${target.port}`];
+  return parseRawReply(await execInPod(admin, namespace, pod, [...env, 'sh', '-c', NC_SCRIPT]));
+}
