@@ -1,16 +1,17 @@
 import { once } from 'node:events';
 import { rmSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
-import type { Server, Socket } from 'node:net';
+import type { AddressInfo, Server, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 type Mode = 'open' | 'cut' | 'stall';
 
 /**
- * A unix socket in front of the Docker engine's, which a test can cut (every
+ * A unix socket in front of the Docker engine's (or a loopback port in front of
+ * a TCP server, such as the cluster's API server), which a test can cut (every
  * connection dropped, new ones refused), stall (connections accepted, never
- * answered) and restore, without touching the engine other tests share.
+ * answered) and restore, without touching what other tests share.
  */
 export class SocketProxy {
   readonly path = join(tmpdir(), `docker-proxy-${process.pid}-${Math.random().toString(36).slice(2)}.sock`);
@@ -18,16 +19,23 @@ export class SocketProxy {
   private readonly pairs = new Set<[Socket, Socket | undefined]>();
   private server: Server | undefined;
 
-  constructor(private readonly upstream = '/var/run/docker.sock') {}
+  /** `upstream`: a unix socket's path, or a TCP address, which the proxy then serves on a loopback port. */
+  constructor(private readonly upstream: string | { host: string; port: number } = '/var/run/docker.sock') {}
 
   /** DOCKER_HOST for a driver behind this proxy. */
   get dockerHost(): string {
     return `unix://${this.path}`;
   }
 
+  /** The loopback port of a proxy in front of a TCP address. */
+  get port(): number {
+    return (this.server?.address() as AddressInfo).port;
+  }
+
   async start(): Promise<void> {
     this.server = createServer((client) => this.accept(client));
-    this.server.listen(this.path);
+    if (typeof this.upstream === 'string') this.server.listen(this.path);
+    else this.server.listen(0, '127.0.0.1');
     await once(this.server, 'listening');
   }
 
@@ -73,7 +81,7 @@ export class SocketProxy {
       this.pairs.delete(pair);
     });
     if (this.mode === 'stall') return;
-    const engine = connect(this.upstream);
+    const engine = typeof this.upstream === 'string' ? connect(this.upstream) : connect(this.upstream.port, this.upstream.host);
     pair[1] = engine;
     engine.on('error', () => client.destroy());
     engine.on('close', () => client.destroy());

@@ -7,7 +7,7 @@ import { clusterHarness } from './cluster-harness.js';
 let harness: RuntimeHarness;
 
 test.before(async () => {
-  harness = await clusterHarness();
+  ({ harness } = await clusterHarness());
 });
 
 test.after.always(async () => {

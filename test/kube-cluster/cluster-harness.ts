@@ -71,7 +71,7 @@ function newest(pods: V1Pod[]): V1Pod | undefined {
  * the real driver with the chart's RBAC, and a bot calls it from inside its
  * pod (exec, busybox nc to 10.88.0.1), so that its pod IP is who it is.
  */
-export async function clusterHarness(): Promise<RuntimeHarness> {
+export async function clusterHarness(): Promise<{ harness: RuntimeHarness; namespace: string; agentConfig: KubeConfig }> {
   const admin = adminKubeConfig();
   const runId = randomBytes(3).toString('hex');
   const namespace = `bots-${runId}`;
@@ -101,7 +101,7 @@ export async function clusterHarness(): Promise<RuntimeHarness> {
     return (deployment.spec?.replicas ?? 1) > 0 && newest(await podsOf(bot)) !== undefined;
   };
 
-  return {
+  const harness: RuntimeHarness = {
     name: 'kubernetes (real cluster)',
     agent: main.server,
     async createBot(options: BotOptions = {}) {
@@ -162,4 +162,19 @@ export async function clusterHarness(): Promise<RuntimeHarness> {
       await core.deleteNamespace({ name: namespace }).catch(() => undefined);
     },
   };
+  return { harness, namespace, agentConfig };
+}
+
+/** `config` with its API server reached at another address (e.g. a proxy on loopback, which its certificate names). */
+export function reachedAt(config: KubeConfig, server: string): KubeConfig {
+  const cluster = config.getCurrentCluster();
+  const user = config.getCurrentUser();
+  const moved = new KubeConfig();
+  moved.loadFromOptions({
+    clusters: [{ name: 'moved', server, caData: cluster?.caData, skipTLSVerify: false }],
+    users: [{ name: 'agent', token: user?.token }],
+    contexts: [{ name: 'moved', cluster: 'moved', user: 'agent' }],
+    currentContext: 'moved',
+  });
+  return moved;
 }
