@@ -1,0 +1,66 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import test from 'ava';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
+import { createKubernetesProvisioner } from '../../src/runtime/kubernetes/kube-provisioner.js';
+import { BOT_LABEL } from '../../src/runtime/labels.js';
+import { startAgent } from '../helpers/agent.js';
+import { TEST_IMAGE } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+import { call } from '../helpers/http-client.js';
+import { adminKubeConfig, clusterHarness } from './cluster-harness.js';
+import { execInPod } from './pod-exec.js';
+
+const run = promisify(execFile);
+const IMAGE = 'bot-agent-testbot:provisioning';
+
+// Provisioning on the real cluster, as the chart's ServiceAccount: the platform
+// creates a bot through the agent, and its Deployment and Secret really run it,
+// with the whole bot environment of CONTRACT §6 inside the pod.
+test('a bot created through the agent runs, with every bot variable inside its pod, and is removed again', async (t) => {
+  const { harness, namespace, agentConfig } = await clusterHarness();
+  const provisioner = createKubernetesProvisioner({ kubeConfig: agentConfig, namespace, agentUrl: 'http://agent:8000' });
+  const agent = await startAgent(createKubernetesDriver({ kubeConfig: agentConfig, namespace }), {}, '127.0.0.1', provisioner);
+  t.teardown(async () => {
+    await agent.close();
+    await harness.close();
+  });
+  // A versioned tag: Kubernetes pulls `:latest` always, and no registry is reachable here.
+  await run('/usr/bin/docker', ['tag', TEST_IMAGE, IMAGE]);
+  await run('bash', ['scripts/kube/images.sh', IMAGE]);
+  const id = harness.newBotId();
+  const token = `secret-${id}`;
+  const created = await call(agent.server, '/api/admin/bots', {
+    body: { bot_id: id, user_id: 'user_9', image: IMAGE, template: 'telegram', token, domain: 'bot.example.com', port: 3000, command: ['sh', '-c', 'sleep 3600'] },
+  });
+  t.is(created.status, 201, created.text);
+  const core = adminKubeConfig().makeApiClient(CoreV1Api);
+  const running = async () =>
+    (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.find((pod) => pod.status?.phase === 'Running');
+  t.true(await eventually(async () => (await running()) !== undefined, 90_000, 500), 'the created bot never ran');
+  const pod = (await running())?.metadata?.name ?? '';
+  const env = Object.fromEntries(
+    (await execInPod(adminKubeConfig(), namespace, pod, ['env']))
+      .trim()
+      .split('\n')
+      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+  );
+  t.like(env, {
+    BOT_ID: id,
+    USER_ID: 'user_9',
+    TEMPLATE: 'telegram',
+    DOMAIN: 'bot.example.com',
+    PORT: '3000',
+    PLATFORM_AGENT_URL: 'http://agent:8000',
+    BOT_TOKEN: token,
+    DISCORD_TOKEN: token,
+    DISCORD_BOT_TOKEN: token,
+    TELEGRAM_BOT_TOKEN: token,
+    TOKEN: token,
+    API_TOKEN: token,
+  });
+  t.notRegex(created.text, new RegExp(token));
+  t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
+  t.true(await eventually(async () => (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.length === 0, 60_000, 500));
+});
