@@ -4,13 +4,13 @@ import onFinished from 'on-finished';
 import { BadRequest, Forbidden, messages, NotImplemented } from '../errors.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
-import { logReadCost } from './read-limiter.js';
-import type { ReadLimiter } from './read-limiter.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
 import type { Audit } from './audit.js';
 import { authorize, callerOf, isSelf } from './caller.js';
 import type { Caller } from './caller.js';
+import { logReadCost } from './read-limiter.js';
+import type { ReadLimiter } from './read-limiter.js';
 import { DEFAULT_LOG_LINES, logsQuery, logsRequest, ownerRequest, pathBotId, selfRestartHeader, validate } from './schemas.js';
 import { statsView } from './stats-view.js';
 
