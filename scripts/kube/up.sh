@@ -162,7 +162,7 @@ cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://$RUN/containerd.sock
-podLogsDirectory: $STATE/pod-logs
+podLogsDir: $STATE/pod-logs
 clusterDomain: cluster.local
 serializeImagePulls: false
 evictionHard: { memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1% }
@@ -185,6 +185,12 @@ iptables: { localhostNodePorts: false }
 EOF
 start kube-proxy "$BIN/kube-proxy" --config="$STATE/kube-proxy.yaml"
 
+# The kubelet and kube-proxy only warn about a field of their configuration they do not know.
+for daemon in kubelet kube-proxy; do
+  if grep -q 'strict decoding error' "$LOGS/$daemon.log" 2>/dev/null; then
+    fail "$daemon ignored part of its configuration: $(grep -o 'strict decoding error.*' "$LOGS/$daemon.log" | head -n 1)"
+  fi
+done
 node_ready() { api "/api/v1/nodes/$NODE" | tr -d ' \n' | grep -q '"type":"Ready","status":"True"'; }
 await "the node" 120 node_ready
 

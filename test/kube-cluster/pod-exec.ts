@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { Exec } from '@kubernetes/client-node';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig, V1Status } from '@kubernetes/client-node';
 import { NC_SCRIPT, parseRawReply, rawRequest } from '../helpers/raw-http.js';
 import type { RawReply } from '../helpers/raw-http.js';
 
@@ -13,10 +13,21 @@ export async function execInPod(admin: KubeConfig, namespace: string, pod: strin
       done();
     },
   });
-  await new Promise<void>((resolve, reject) => {
-    new Exec(admin).exec(namespace, pod, 'bot', command, stdout, null, null, false, () => resolve()).catch(reject);
+  const stderr: Buffer[] = [];
+  const errors = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      stderr.push(chunk);
+      done();
+    },
   });
-  return Buffer.concat(chunks).toString('utf8');
+  const status = await new Promise<V1Status>((resolve, reject) => {
+    new Exec(admin).exec(namespace, pod, 'bot', command, stdout, errors, null, false, resolve).catch(reject);
+  });
+  const output = Buffer.concat(chunks).toString('utf8');
+  if (status.status !== 'Success' && output === '') {
+    throw new Error(`exec in ${pod} failed: ${status.message ?? status.reason ?? 'no status'}; stderr: ${Buffer.concat(stderr).toString('utf8')}`);
+  }
+  return output;
 }
 
 /** An HTTP call made from inside a bot's pod with busybox nc, so that the agent sees the pod's own IP. */
