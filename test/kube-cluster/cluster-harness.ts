@@ -57,6 +57,9 @@ async function agentKubeConfig(admin: KubeConfig, namespace: string): Promise<Ku
     contexts: [{ name: 'agent', cluster: 'local', user: account }],
     currentContext: 'agent',
   });
+  // The API server's RBAC authorizer learns new bindings a moment later: until then the agent is refused.
+  const granted = () => config.makeApiClient(AppsV1Api).listNamespacedDeployment({ namespace }).then(() => true, () => false);
+  if (!(await eventually(granted, 30_000, 200))) throw new Error(`the chart's Role never took effect in ${namespace}`);
   return config;
 }
 

@@ -39,5 +39,13 @@ export async function httpFromPod(
   request: Parameters<typeof rawRequest>[0],
 ): Promise<RawReply> {
   const env = ['env', `REQUEST=${rawRequest(request)}`, `AGENT_HOST=${target.host}`, `AGENT_PORT=${target.port}`];
-  return parseRawReply(await execInPod(admin, namespace, pod, [...env, 'sh', '-c', NC_SCRIPT]));
+  const command = [...env, 'sh', '-c', NC_SCRIPT];
+  try {
+    return parseRawReply(await execInPod(admin, namespace, pod, command));
+  } catch (err) {
+    // Seen once on a cluster just brought up: a fresh pod's connection to the host timed out
+    // (cause not found yet). Only a connection that never opened is tried again, once.
+    if (!/nc: timed out/.test((err as Error).message)) throw err;
+    return parseRawReply(await execInPod(admin, namespace, pod, command));
+  }
 }
