@@ -4,14 +4,12 @@ import { promisify } from 'node:util';
 import test from 'ava';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { V1Pod } from '@kubernetes/client-node';
-import { objectName } from '../../src/runtime/kubernetes/kube-provisioner.js';
-import { BOT_LABEL, OWNER_LABEL } from '../../src/runtime/labels.js';
-import { TALKING_BOT } from '../behaviours/bot-scripts.js';
+import { BOT_LABEL } from '../../src/runtime/labels.js';
 import { buildAgentImage } from '../helpers/agent-image.js';
 import { TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { CHART, helm } from '../helpers/helm.js';
-import { adminKubeConfig } from './cluster-harness.js';
+import { adminKubeConfig, botDeployment } from './cluster-harness.js';
 import { httpFromPod } from './pod-exec.js';
 
 // The agent as operators install it: the project's image imported into the
@@ -33,23 +31,7 @@ async function runningPod(selector: string): Promise<V1Pod | undefined> {
 }
 
 async function createBot(id: string): Promise<V1Pod> {
-  const labels = { [BOT_LABEL]: id };
-  await apps.createNamespacedDeployment({
-    namespace,
-    body: {
-      metadata: { name: objectName(id), labels, annotations: { [OWNER_LABEL]: 'user_1' } },
-      spec: {
-        selector: { matchLabels: labels },
-        template: {
-          metadata: { labels },
-          spec: {
-            terminationGracePeriodSeconds: 2,
-            containers: [{ name: 'bot', image: TEST_IMAGE, imagePullPolicy: 'Never', command: ['sh', '-c', TALKING_BOT, 'sh', `I am ${id}`] }],
-          },
-        },
-      },
-    },
-  });
+  await apps.createNamespacedDeployment({ namespace, body: botDeployment(id, { args: [`I am ${id}`] }) });
   let pod: V1Pod | undefined;
   await eventually(async () => (pod = await runningPod(`${BOT_LABEL}=${id}`)) !== undefined, 60_000, 250);
   if (!pod) throw new Error(`bot ${id} never ran`);
@@ -86,7 +68,7 @@ test.serial('the installed agent answers a bot at the Service agent:8000: its ow
   const refused = await callFromBot(mine, { method: 'POST', path: '/api/bots/logs', body: { bot_id: `bot_2_2_${runId}` } });
   t.is(refused.status, 403, refused.raw);
   t.regex(String(refused.body?.msg), /a bot may manage only itself/);
-  t.truthy(other.metadata?.name);
+  t.is((await runningPod(`${BOT_LABEL}=bot_2_2_${runId}`))?.metadata?.name, other.metadata?.name, 'the other bot was touched');
 });
 
 test.serial('a bot restarting itself through the installed agent hears back first, and its pod is replaced', async (t) => {

@@ -63,6 +63,41 @@ async function agentKubeConfig(admin: KubeConfig, namespace: string): Promise<Ku
   return config;
 }
 
+/**
+ * A test bot's Deployment: the busybox image (imported, never pulled) running
+ * `script` with `args`; its pods selected by TEST_NAME_LABEL, and labelled as
+ * the bot unless `labelled` is false.
+ */
+export function botDeployment(
+  id: string,
+  options: { labelled?: boolean; owner?: string; replicas?: number; graceS?: number; script?: string; args?: string[] } = {},
+): V1Deployment {
+  const name = objectName(id);
+  const labels: Record<string, string> = { [TEST_NAME_LABEL]: name };
+  if (options.labelled !== false) labels[BOT_LABEL] = id;
+  return {
+    metadata: { name, labels, annotations: { [OWNER_LABEL]: options.owner ?? 'user_1' } },
+    spec: {
+      replicas: options.replicas ?? 1,
+      selector: { matchLabels: { [TEST_NAME_LABEL]: name } },
+      template: {
+        metadata: { labels },
+        spec: {
+          terminationGracePeriodSeconds: options.graceS ?? 2,
+          containers: [
+            {
+              name: 'bot',
+              image: TEST_IMAGE,
+              imagePullPolicy: 'Never',
+              command: ['sh', '-c', options.script ?? TALKING_BOT, 'sh', ...(options.args ?? [])],
+            },
+          ],
+        },
+      },
+    },
+  };
+}
+
 function newest(pods: V1Pod[]): V1Pod | undefined {
   const live = pods.filter((pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp);
   return live.sort((a, b) => String(b.metadata?.creationTimestamp).localeCompare(String(a.metadata?.creationTimestamp)))[0];
@@ -109,31 +144,14 @@ export async function clusterHarness(): Promise<{ harness: RuntimeHarness; names
     agent: main.server,
     async createBot(options: BotOptions = {}) {
       const id = newBotId();
-      const name = objectName(id);
-      const labels: Record<string, string> = { [TEST_NAME_LABEL]: name };
-      if (options.labelled !== false) labels[BOT_LABEL] = id;
-      const graceS = options.slowRestartMs ? Math.ceil(options.slowRestartMs / 1000) : 2;
-      const deployment: V1Deployment = {
-        metadata: { name, labels, annotations: { [OWNER_LABEL]: options.owner ?? 'user_1' } },
-        spec: {
-          replicas: options.running === false ? 0 : 1,
-          selector: { matchLabels: { [TEST_NAME_LABEL]: name } },
-          template: {
-            metadata: { labels },
-            spec: {
-              terminationGracePeriodSeconds: graceS,
-              containers: [
-                {
-                  name: 'bot',
-                  image: TEST_IMAGE,
-                  imagePullPolicy: 'Never',
-                  command: ['sh', '-c', options.slowRestartMs ? STUBBORN_BOT : TALKING_BOT, 'sh', ...(options.logLines ?? [])],
-                },
-              ],
-            },
-          },
-        },
-      };
+      const deployment = botDeployment(id, {
+        labelled: options.labelled !== false,
+        owner: options.owner,
+        replicas: options.running === false ? 0 : 1,
+        graceS: options.slowRestartMs ? Math.ceil(options.slowRestartMs / 1000) : 2,
+        script: options.slowRestartMs ? STUBBORN_BOT : TALKING_BOT,
+        args: options.logLines,
+      });
       await apps.createNamespacedDeployment({ namespace, body: deployment });
       const bot = { id };
       if (options.running !== false && !(await eventually(() => running(bot), 60_000, 200))) {

@@ -1,5 +1,6 @@
 import { PassThrough } from 'node:stream';
 import test from 'ava';
+import type { ExecutionContext } from 'ava';
 import type Docker from 'dockerode';
 import { DockerBotIndex } from '../../src/runtime/docker/docker-bot-index.js';
 import { eventually } from '../helpers/eventually.js';
@@ -21,12 +22,18 @@ function engineWithEvents() {
   return { docker, streams };
 }
 
-test('events no handler expects are reported and skipped; the index stays live', async (t) => {
+/** An index over such a stream, live (answering) before the test goes on; its faults kept. */
+async function liveIndex(t: ExecutionContext) {
   const { docker, streams } = engineWithEvents();
   const faults: string[] = [];
   const index = new DockerBotIndex(docker, (what) => faults.push(what));
   t.teardown(() => index.close());
-  t.true(await eventually(() => index.botAt('10.0.0.1') !== null));
+  t.true(await eventually(() => index.botAt('10.0.0.1') !== null), 'the index never came up');
+  return { index, streams, faults };
+}
+
+test('events no handler expects are reported and skipped; the index stays live', async (t) => {
+  const { index, streams, faults } = await liveIndex(t);
   for (const event of ['null', '1', '"text"', '{"Type":"container","Actor":null}', '{"Type":"network","Actor":{"Attributes":null}}']) {
     t.notThrows(() => streams[0]?.write(`${event}\n`), event);
   }
@@ -36,11 +43,7 @@ test('events no handler expects are reported and skipped; the index stays live',
 });
 
 test('a stream that ends is reported once and reopened', async (t) => {
-  const { docker, streams } = engineWithEvents();
-  const faults: string[] = [];
-  const index = new DockerBotIndex(docker, (what) => faults.push(what));
-  t.teardown(() => index.close());
-  t.true(await eventually(() => index.botAt('10.0.0.1') !== null));
+  const { index, streams, faults } = await liveIndex(t);
   streams[0]?.end();
   streams[0]?.resume();
   t.true(await eventually(() => streams.length === 2 && index.botAt('10.0.0.1') !== null, 5_000), 'not reopened');
