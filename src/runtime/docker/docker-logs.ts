@@ -59,6 +59,19 @@ async function collect(docker: Docker, containerId: string, tty: boolean, tail: 
   }
 }
 
+/** The engine stores a line longer than this as several log entries. */
+const ENTRY_BYTES = 16 * 1024;
+
+/** Whether some line of `bytes` reaches ENTRY_BYTES, and so may be stored as several entries. */
+function hasSplitLine(bytes: Buffer): boolean {
+  let start = 0;
+  for (let newline = bytes.indexOf(0x0a); newline >= 0; newline = bytes.indexOf(0x0a, start)) {
+    if (newline - start >= ENTRY_BYTES) return true;
+    start = newline + 1;
+  }
+  return bytes.length - start >= ENTRY_BYTES;
+}
+
 /** Lines of `bytes` that are surely whole: those after its first newline (the first may have begun earlier). */
 function wholeLines(bytes: Buffer): number {
   const newline = bytes.indexOf(0x0a);
@@ -77,8 +90,11 @@ export async function readLogs(docker: Docker, containerId: string, tty: boolean
   let tail = lines + 1;
   let previousSize = -1;
   for (;;) {
-    const { bytes, cut, entries } = await collect(docker, containerId, tty, tail);
-    // A framed stream counts its entries; a terminal's is known complete when asking for more brought nothing.
+    const collected = await collect(docker, containerId, tty, tail);
+    const { bytes, cut } = collected;
+    // A framed stream counts its entries; on a terminal, each line is one entry unless one is long
+    // enough to have been split, and then the text is complete when asking for more brought nothing.
+    const entries = collected.entries ?? (hasSplitLine(bytes) ? undefined : countLines(bytes));
     const everything = entries !== undefined ? entries < tail : bytes.length === previousSize;
     if (cut || everything || wholeLines(bytes) >= lines) return lastLines(bytes, lines, { cut: cut || !everything, tty });
     previousSize = bytes.length;
