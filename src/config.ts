@@ -20,6 +20,10 @@ export interface Config {
   readonly botsNetwork: string | undefined;
   /** PLATFORM_AGENT_URL given to created bots. */
   readonly botsAgentUrl: string;
+  /** Where exit records, events and pending webhook deliveries are kept. */
+  readonly dataDir: string;
+  /** Where events are POSTed, and the key they are signed with; both or neither. */
+  readonly webhook: { readonly url: string; readonly secret: string } | undefined;
 }
 
 /** A configuration value that cannot be used; its message names the variable. */
@@ -44,6 +48,12 @@ const env = object({
   AGENT_RATE_WINDOW_MS: wholeNumber('AGENT_RATE_WINDOW_MS', 1_000, 86_400_000, 'milliseconds').default(60_000),
   AGENT_READ_RATE: wholeNumber('AGENT_READ_RATE', 1, 10_000, 'reads a second').default(20),
   AGENT_BOTS_NETWORK: string().matches(/^[\w][\w.-]{0,127}$/, 'AGENT_BOTS_NETWORK must be a Docker network name'),
+  AGENT_DATA_DIR: string().default('./data'),
+  AGENT_WEBHOOK_URL: string().matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_WEBHOOK_URL must be an http:// or https:// URL'),
+  AGENT_WEBHOOK_SECRET: string().when('AGENT_WEBHOOK_URL', {
+    is: (url: string | undefined) => url !== undefined,
+    then: (secret) => secret.required('AGENT_WEBHOOK_SECRET is required when AGENT_WEBHOOK_URL is set: it signs each delivery'),
+  }),
   AGENT_BOTS_AGENT_URL: string()
     .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_BOTS_AGENT_URL must be an http:// or https:// URL')
     .default('http://agent:8000'),
@@ -74,6 +84,11 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       readRate: values.AGENT_READ_RATE,
       botsNetwork: values.AGENT_BOTS_NETWORK,
       botsAgentUrl: values.AGENT_BOTS_AGENT_URL,
+      dataDir: values.AGENT_DATA_DIR,
+      webhook:
+        values.AGENT_WEBHOOK_URL && values.AGENT_WEBHOOK_SECRET
+          ? { url: values.AGENT_WEBHOOK_URL, secret: values.AGENT_WEBHOOK_SECRET }
+          : undefined,
     });
   } catch (err) {
     if (err instanceof ValidationError) throw new ConfigError(err.errors[0] ?? err.message);

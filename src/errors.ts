@@ -107,6 +107,7 @@ export const messages = {
   notOwner: (botId: string) => `user_id does not own bot ${botId}`,
   stranger: 'forbidden: the caller is neither a bot, nor the platform (loopback or admin token)',
   platformOnly: 'forbidden: only the platform (loopback or admin token) may create, list or remove bots',
+  platformOnlyEvents: "forbidden: only the platform (loopback or admin token) may read every bot's events; a bot reads its own at /api/bots/{bot_id}/events",
   noSelfId: 'bot identifier not found; pass it in the X-Bot-ID header',
   restartTimeout: (botId: string, ms: number) =>
     `timeout during restart of bot ${botId} after ${ms} ms; the restart goes on, retry later or raise your time-out`,

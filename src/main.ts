@@ -35,7 +35,16 @@ async function main(): Promise<void> {
     process.stderr.write(`bot-agent: ${err.message}\n`);
     process.exit(1);
   });
-  const { app, lifecycle } = createApp({ driver, provisioner, config, logger });
+  const made = (() => {
+    try {
+      return createApp({ driver, provisioner, config, logger });
+    } catch (err) {
+      // The store could not be opened: say where, in one line.
+      process.stderr.write(`bot-agent: cannot keep history in AGENT_DATA_DIR=${config.dataDir}: ${(err as Error).message}\n`);
+      process.exit(1);
+    }
+  })();
+  const { app, lifecycle } = made;
 
   const server = await listen(app, config.host, config.port).catch((err: Error) => {
     process.stderr.write(`bot-agent: cannot listen on ${config.host}:${config.port}: ${err.message}\n`);
@@ -58,8 +67,12 @@ async function main(): Promise<void> {
       logger.warn({ ms: DRAIN_MS }, 'operations still running at the drain deadline; exiting');
       process.exit(0);
     }, DRAIN_MS).unref();
-    await Promise.all([new Promise((resolve) => server.close(resolve)), lifecycle.drain()]);
-    await driver.close();
+    const closed = new Promise((resolve) => server.close(resolve));
+    await lifecycle.drain();
+    // Event and log streams never end by themselves: give other requests a moment, then cut them.
+    await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 1_000))]);
+    server.closeAllConnections();
+    await made.close();
     process.exit(0);
   };
   process.once('SIGTERM', (signal) => void shutdown(signal));

@@ -20,15 +20,19 @@ export function askerOf(ctx: { state: { requestId?: string; caller?: string } })
  */
 export type Audit = <T>(who: AuditContext, operation: string, botId: string, act: () => Promise<T>, afterAnswer?: boolean) => Promise<T>;
 
+/** Told of each operation that ended: what, on which bot, its result (`ok`, `failed 504`), and who asked. */
+export type OperationEnded = (operation: string, botId: string, result: string, by: 'bot' | 'platform') => void;
+
 /**
  * Runs a lifecycle operation and writes one audit line for it (who, what,
  * which bot, result, duration), counting it in the metrics.
  */
-export function auditor(logger: Logger, metrics: AgentMetrics): Audit {
+export function auditor(logger: Logger, metrics: AgentMetrics, onEnded: OperationEnded = () => {}): Audit {
   return async (who, operation, botId, act, afterAnswer = false) => {
     const started = performance.now();
     const record = (result: string, failure?: Record<string, unknown>): void => {
       metrics.lifecycle.inc({ operation, result });
+      onEnded(operation, botId, result, who.caller?.startsWith('bot:') ? 'bot' : 'platform');
       logger[failure ? 'error' : 'info'](
         { audit: true, ...who, operation, botId, result, ms: Math.round(performance.now() - started), ...failure },
         `${operation} ${botId}: ${result}`,

@@ -1,16 +1,17 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import onFinished from 'on-finished';
-import { BadRequest, Forbidden, messages, NotImplemented } from '../errors.js';
+import { BadRequest, Forbidden, messages } from '../errors.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
 import type { Audit } from './audit.js';
-import { authorize, callerOf, isSelf } from './caller.js';
+import type { Access } from './access.js';
+import { isSelf } from './caller.js';
 import type { Caller } from './caller.js';
+import type { LogFollowing } from './log-follow.js';
 import { logReadCost } from './read-limiter.js';
-import type { ReadLimiter } from './read-limiter.js';
 import { DEFAULT_LOG_LINES, logsQuery, logsRequest, ownerRequest, pathBotId, selfRestartHeader, validate } from './schemas.js';
 import { statsView } from './stats-view.js';
 
@@ -18,32 +19,18 @@ export interface BotRoutesDeps {
   readonly driver: RuntimeDriver;
   readonly lifecycle: BotLifecycle;
   readonly limiter: RateLimiter;
-  readonly readLimiter: ReadLimiter;
-  readonly adminToken: string | undefined;
+  readonly access: Access;
   readonly audit: Audit;
+  readonly logFollowing: LogFollowing;
 }
 
 /**
  * The six bot endpoints. Each validates its input first (a 400 costs no
  * runtime call), then identifies the caller, then acts.
  */
-export function botRoutes({ driver, lifecycle, limiter, readLimiter, adminToken, audit }: BotRoutesDeps): Router {
+export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollowing }: BotRoutesDeps): Router {
   const router = new Router({ prefix: '/api/bots' });
-
-  async function callerFor(ctx: Context, botId: string | undefined): Promise<Caller> {
-    const caller = await callerOf(ctx, driver, adminToken);
-    if (botId !== undefined) {
-      ctx.state.botId = botId;
-      authorize(caller, botId);
-    }
-    return caller;
-  }
-
-  /** The caller of a read of `botId`; a bot's own reads count against its read rate, as `cost` reads. */
-  async function readerFor(ctx: Context, botId: string, cost = 1): Promise<void> {
-    const caller = await callerFor(ctx, botId);
-    if (caller.kind === 'bot') await readLimiter.take(botId, cost);
-  }
+  const { callerFor, readerFor } = access;
 
   /** The bot's last `lines` log lines; none costs no runtime call. */
   async function logsOf(botId: string, lines: number): Promise<string> {
@@ -127,8 +114,11 @@ export function botRoutes({ driver, lifecycle, limiter, readLimiter, adminToken,
   router.get('/:bot_id/logs', async (ctx) => {
     const botId = validate(pathBotId, ctx.params.bot_id);
     const { lines = DEFAULT_LOG_LINES, follow } = validate(logsQuery, ctx.query);
-    if (follow === 'true') throw new NotImplemented('following logs (follow=true) is not available yet; leave it out for the last lines');
     await readerFor(ctx, botId, logReadCost(lines));
+    if (follow === 'true') {
+      await logFollowing.follow(ctx, botId, lines);
+      return;
+    }
     ctx.body = { ok: true, logs: await logsOf(botId, lines) };
   });
 

@@ -14,9 +14,15 @@ import { jsonBody } from './json-body.js';
 import { AgentMetrics } from './metrics.js';
 import { ReadLimiter } from './read-limiter.js';
 import { requestLog } from './request-log.js';
+import { BotHistory } from '../history/bot-history.js';
+import { HistoryStore } from '../history/history-store.js';
+import { WebhookSender } from '../history/webhook.js';
+import { access } from './access.js';
+import { historyRoutes } from './history-routes.js';
+import { LogFollowing } from './log-follow.js';
 
 /** What the app reads of the configuration. */
-export type AppConfig = Pick<Config, 'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate'>;
+export type AppConfig = Pick<Config, 'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'webhook'>;
 
 export interface AppDeps {
   readonly driver: RuntimeDriver;
@@ -24,13 +30,26 @@ export interface AppDeps {
   readonly provisioner?: Provisioner | undefined;
   readonly config: AppConfig;
   readonly logger: Logger;
+  /** Tests shorten how long a crash-looping bot must run to recover. */
+  readonly recoverAfterMs?: number;
+}
+
+/** The agent's app and what it runs beside it. */
+export interface App {
+  readonly app: Koa;
+  /** Lifecycle operations, serialised per bot; `drain()` waits for those under way. */
+  readonly lifecycle: BotLifecycle;
+  readonly history: BotHistory;
+  readonly routes: RouteEntry[];
+  /** Stops following the runtime and sending webhooks, and closes the store (after the driver). */
+  close(): Promise<void>;
 }
 
 /** One route the app serves, as `METHOD /path/:param`. */
 export type RouteEntry = `${string} ${string}`;
 
 /** The agent's Koa application, the lifecycle it serialises operations through, and its routes. */
-export function createApp({ driver, provisioner, config, logger }: AppDeps): { app: Koa; lifecycle: BotLifecycle; routes: RouteEntry[] } {
+export function createApp({ driver, provisioner, config, logger, recoverAfterMs }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
@@ -38,10 +57,28 @@ export function createApp({ driver, provisioner, config, logger }: AppDeps): { a
   const limiter = new RateLimiter(config.rateLimit, config.rateWindowMs);
   const readLimiter = new ReadLimiter(config.readRate);
   const metrics = new AgentMetrics();
-  const audit = auditor(logger, metrics);
+  const report = (what: string, err: unknown): void => logger.warn({ err }, what);
+  const store = new HistoryStore(config.dataDir);
+  const webhook = config.webhook && new WebhookSender(store, { ...config.webhook, report });
+  const history = new BotHistory(store, (botId) => driver.findBot(botId), {
+    recoverAfterMs,
+    report,
+    onKept: (event) => {
+      metrics.historyEvent(event);
+      webhook?.queue(event);
+    },
+  });
+  metrics.crashLoopingBots(() => store.crashLoops().size);
+  webhook?.kick();
+  driver.observeRuns(history, history.lastSeen());
+  const audit = auditor(logger, metrics, (operation, botId, result, by) => {
+    if (operation === 'restart' || operation === 'stop' || operation === 'start') history.operationEnded(botId, operation, result, by);
+  });
+  const checks = access(driver, config.adminToken, readLimiter);
   const routers = [
     healthRoutes(driver, metrics),
-    botRoutes({ driver, lifecycle, limiter, readLimiter, adminToken: config.adminToken, audit }),
+    botRoutes({ driver, lifecycle, limiter, access: checks, audit, logFollowing: new LogFollowing(driver, history) }),
+    historyRoutes({ driver, history, access: checks }),
     adminRoutes({ driver, provisioner, adminToken: config.adminToken, audit }),
   ];
 
@@ -52,5 +89,11 @@ export function createApp({ driver, provisioner, config, logger }: AppDeps): { a
   const routes = routers.flatMap((router) =>
     router.stack.flatMap((layer) => layer.methods.filter((m) => m !== 'HEAD').map((m): RouteEntry => `${m} ${layer.path}`)),
   );
-  return { app, lifecycle, routes };
+  const close = async (): Promise<void> => {
+    await driver.close();
+    await webhook?.close();
+    history.close();
+    store.close();
+  };
+  return { app, lifecycle, history, routes, close };
 }

@@ -1,4 +1,5 @@
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { StoredEvent } from '../history/history-store.js';
 
 /** The agent's Prometheus metrics, in a registry of its own. */
 export class AgentMetrics {
@@ -32,6 +33,32 @@ export class AgentMetrics {
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
+
+  readonly exits = new Counter({
+    name: 'bot_agent_bot_exits_total',
+    help: 'Runs of bots that ended, by whether the kernel killed them for memory and whether a stop or restart ended them',
+    labelNames: ['oom', 'requested'] as const,
+    registers: [this.registry],
+  });
+
+  /** Counts what an event says happened to a bot. */
+  historyEvent(event: StoredEvent): void {
+    if (event.type !== 'exited') return;
+    const { exit } = JSON.parse(event.data) as { exit: { oom_killed: boolean; requested: boolean } };
+    this.exits.inc({ oom: String(exit.oom_killed), requested: String(exit.requested) });
+  }
+
+  /** The gauge of crash-looping bots, read from `count` when scraped. */
+  crashLoopingBots(count: () => number): void {
+    new Gauge({
+      name: 'bot_agent_crash_looping_bots',
+      help: 'Bots in the crash-looping state (3 or more unrequested ends within 10 minutes)',
+      registers: [this.registry],
+      collect() {
+        this.set(count());
+      },
+    });
+  }
 
   private readonly requestSeries = new Map<string, { count(): void; observe(seconds: number): void }>();
 

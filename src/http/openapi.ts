@@ -1,6 +1,6 @@
 import { convertSchema } from '@sodaru/yup-to-json-schema';
 import type { Schema } from 'yup';
-import { createBotRequest, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId } from './schemas.js';
+import { createBotRequest, eventsQuery, exitsQuery, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -38,7 +38,7 @@ const failureText: Record<number, string> = {
   409: '`container not found ... must be running`: the bot is stopped; or `<operation> in progress`: a stop or start waited the restart time-out behind another operation and was dropped',
   413: 'Body larger than 16 KiB',
   415: 'Body not JSON and declared as another type',
-  429: 'Too many lifecycle operations on this bot, or (a bot reading itself) too many reads; see Retry-After',
+  429: 'Too many lifecycle operations on this bot, (a bot reading itself) too many reads, or too many log followers; see Retry-After',
   500: 'The runtime refused the operation (`Failed to restart bot ...`), or the agent lacks a permission',
   501: 'The runtime in use does not offer this',
   503: '`runtime unavailable`: the container runtime cannot be reached',
@@ -56,6 +56,10 @@ function responsesWith(successStatus: string, success: object, ...failures: numb
   }
   return answers;
 }
+
+const botIdParameter = { name: 'bot_id', in: 'path', required: true, schema: ref('BotId') };
+const lastEventId = { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string', pattern: '^\\d{1,15}$' } };
+const eventStream = { 'text/event-stream': { schema: { type: 'string', description: 'id:, event: and data: (the event as JSON) lines; `: ping` every 15 s' } } };
 
 const ok = (description: string, schema = ref('Message')) => ({ description, content: json(schema) });
 const lifecycleFailures = [400, 403, 404, 413, 415, 429, 500, 503];
@@ -134,6 +138,48 @@ export const openApiDocument = {
           },
         },
       },
+      ExitRecord: {
+        type: 'object',
+        required: ['at', 'exit_code', 'signal', 'oom_killed', 'requested', 'started_at', 'logs'],
+        additionalProperties: false,
+        properties: {
+          at: { type: 'string', description: 'ISO 8601: when the run ended' },
+          exit_code: { type: ['integer', 'null'] },
+          signal: { type: ['string', 'null'], examples: ['SIGKILL'] },
+          oom_killed: { type: 'boolean' },
+          requested: { type: 'boolean', description: 'a stop, restart, kill or delete (through the agent or the runtime) ended it' },
+          started_at: { type: ['string', 'null'] },
+          logs: { type: 'string', description: 'the last (up to 100) lines of that run, captured when it ended' },
+        },
+      },
+      BotStatus: {
+        type: 'object',
+        required: ['ok', 'bot'],
+        additionalProperties: false,
+        properties: {
+          ok: { const: true },
+          bot: {
+            type: 'object',
+            required: ['bot_id', 'user_id', 'state', 'started_at', 'uptime', 'crashes_last_hour', 'last_exit'],
+            additionalProperties: false,
+            properties: {
+              bot_id: ref('BotId'),
+              user_id: { type: ['string', 'null'] },
+              state: { enum: ['running', 'stopped', 'exited', 'crash-looping'] },
+              started_at: { type: ['string', 'null'] },
+              uptime: { type: ['string', 'null'], pattern: '^\\d+h \\d+m$' },
+              crashes_last_hour: { type: 'integer', minimum: 0 },
+              last_exit: { oneOf: [ref('ExitRecord'), { type: 'null' }] },
+            },
+          },
+        },
+      },
+      Exits: {
+        type: 'object',
+        required: ['ok', 'exits'],
+        additionalProperties: false,
+        properties: { ok: { const: true }, exits: { type: 'array', items: ref('ExitRecord'), maxItems: 50 } },
+      },
       Failure: {
         type: 'object',
         required: ['ok', 'msg'],
@@ -186,15 +232,56 @@ export const openApiDocument = {
     },
     '/api/bots/{bot_id}/logs': {
       get: {
-        summary: "The last `lines` lines of a bot's stdout and stderr (as POST /api/bots/logs)",
-        parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }, ...queryParameters(logsQuery)],
-        responses: responses(ok('The log text', ref('Logs')), 400, 403, 404, 429, 500, 501, 503),
+        summary:
+          "The last `lines` lines of a bot's stdout and stderr (as POST /api/bots/logs); with follow=true, " +
+          'a text/event-stream of those lines and then each new one (`event: log`), an `exited` event when a run ends, ' +
+          'and the next run\'s lines, until the client leaves',
+        parameters: [botIdParameter, ...queryParameters(logsQuery)],
+        responses: responses(
+          { description: 'The log text; or, with follow=true, the stream', content: { ...json(ref('Logs')), ...eventStream } },
+          400,
+          403,
+          404,
+          429,
+          500,
+          503,
+        ),
+      },
+    },
+    '/api/bots/{bot_id}': {
+      get: {
+        summary: "A bot's state, its crashes in the last hour and how its last run ended",
+        parameters: [botIdParameter],
+        responses: responses(ok('The status', ref('BotStatus')), 400, 403, 404, 429, 500, 503),
+      },
+    },
+    '/api/bots/{bot_id}/exits': {
+      get: {
+        summary: "How the bot's runs ended, newest first (the last 50 are kept, across restarts of the agent)",
+        parameters: [botIdParameter, ...queryParameters(exitsQuery)],
+        responses: responses(ok('The exit records', ref('Exits')), 400, 403, 404, 429, 500, 503),
+      },
+    },
+    '/api/bots/{bot_id}/events': {
+      get: {
+        summary:
+          "The bot's events as Server-Sent Events (started, exited, crash-looping, recovered, operation); " +
+          'Last-Event-ID or `after` resumes after a cursor',
+        parameters: [botIdParameter, lastEventId, ...queryParameters(eventsQuery)],
+        responses: responses({ description: 'The event stream', content: eventStream }, 400, 403, 404, 429, 500, 503),
+      },
+    },
+    '/api/events': {
+      get: {
+        summary: "Every bot's events as Server-Sent Events (the platform only)",
+        parameters: [lastEventId, ...queryParameters(eventsQuery)],
+        responses: responses({ description: 'The event stream', content: eventStream }, 400, 403),
       },
     },
     '/api/bots/{bot_id}/stats': {
       get: {
         summary: "A running bot's CPU, memory and uptime",
-        parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }],
+        parameters: [botIdParameter],
         responses: responses(ok('The stats', ref('Stats')), 400, 403, 404, 409, 429, 500, 503),
       },
     },

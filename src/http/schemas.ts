@@ -48,6 +48,19 @@ export const logsQuery = object({
   follow: string().strict().typeError('follow must be true or false').oneOf(['true', 'false'], 'follow must be true or false'),
 });
 
+/** How many exit records GET exits answers when it names no limit, and at most. */
+export const DEFAULT_EXITS = 20;
+export const MAX_EXITS = 50;
+
+/** Query of GET exits: `limit` from 1 to MAX_EXITS. */
+export const exitsQuery = object({
+  limit: wholeNumber('limit', 1, MAX_EXITS).transform(digits).meta({ jsonSchema: { default: DEFAULT_EXITS } }),
+});
+
+/** Query of the event streams: `after`, the cursor to resume from (as Last-Event-ID). */
+export const eventsQuery = object({
+  after: string().strict().typeError('after must be an event id').matches(/^\d{1,15}$/, 'after must be an event id the agent sent'),
+});
 
 const envName = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 

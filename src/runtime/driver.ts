@@ -4,6 +4,52 @@ export interface BotInfo {
   readonly id: string;
   /** The owning user's id, or undefined when the bot carries no owner. */
   readonly ownerId: string | undefined;
+  /** Whether the bot runs now. */
+  readonly running: boolean;
+  /** When its current run started; undefined when it is not running. */
+  readonly startedAt: Date | undefined;
+}
+
+/** A run of a bot that began. */
+export interface RunStart {
+  readonly botId: string;
+  readonly startedAt: Date;
+  /** Names this run's start uniquely, so that one seen twice is recorded once. */
+  readonly key: string;
+}
+
+/** A run of a bot that ended, as the runtime tells it (CONTRACT.md §8). */
+export interface RunEnd {
+  readonly botId: string;
+  readonly at: Date;
+  /** The main process's exit code; null where the runtime does not say. */
+  readonly exitCode: number | null;
+  /** The signal that ended it, where the runtime names one apart from the exit code. */
+  readonly signal?: string | undefined;
+  readonly oomKilled: boolean;
+  /** A stop, restart, kill or delete through the agent or the runtime ended it. */
+  readonly requested: boolean;
+  readonly startedAt: Date | undefined;
+  /** The last (up to 100) lines of that run, read when it ended. */
+  readonly logs: string;
+  /** Names this run's end uniquely, so that one seen twice is recorded once. */
+  readonly key: string;
+}
+
+/** Where a driver reports the runs of bots that begin and end. */
+export interface RunObserver {
+  started(run: RunStart): void;
+  ended(run: RunEnd): void;
+}
+
+/** Where following a bot's logs begins: its last lines, or every line since a time. */
+export type LogsFrom = { readonly lines: number } | { readonly since: Date };
+
+/** One line a bot wrote, for a follower of its logs. */
+export interface LogLine {
+  readonly line: string;
+  readonly stream: 'stdout' | 'stderr';
+  readonly at: Date;
 }
 
 /** One reading of a running bot's resource use. */
@@ -67,6 +113,20 @@ export interface RuntimeDriver {
 
   /** Resource use of a running bot. Throws NotRunning. */
   stats(botId: string): Promise<BotStats>;
+
+  /**
+   * Reports every run of every bot that begins or ends from now on (and, where
+   * the runtime can replay them, since `since`), until close.
+   */
+  observeRuns(observer: RunObserver, since: Date | undefined): void;
+
+  /**
+   * Follows the bot's logs: first its last `from.lines` lines (or every line
+   * since `from.since`), then each new one, until its current run ends
+   * (resolves) or `signal` aborts. Throws NotFound; for a bot that is not
+   * running it resolves once the lines asked for are sent.
+   */
+  followLogs(botId: string, from: LogsFrom, onLine: (line: LogLine) => void, signal: AbortSignal): Promise<void>;
 
   /** Releases what the driver holds open (event and stats streams, timers). */
   close(): Promise<void>;

@@ -3,44 +3,60 @@ import type { Server } from 'node:http';
 import { pino } from 'pino';
 import type { AppConfig } from '../../src/http/create-app.js';
 import { createApp } from '../../src/http/create-app.js';
+import type { BotHistory } from '../../src/history/bot-history.js';
 import type { BotLifecycle } from '../../src/lifecycle/bot-lifecycle.js';
 import { listen } from '../../src/http/listen.js';
 import type { Provisioner } from '../../src/provisioning/provisioner.js';
 import type { RuntimeDriver } from '../../src/runtime/driver.js';
 
 /** The app's configuration in tests: the contract's defaults. */
-export const TEST_APP_CONFIG: AppConfig = { restartTimeoutMs: 60_000, adminToken: undefined, rateLimit: 6, rateWindowMs: 60_000, readRate: 20 };
+export const TEST_APP_CONFIG: AppConfig = {
+  restartTimeoutMs: 60_000,
+  adminToken: undefined,
+  rateLimit: 6,
+  rateWindowMs: 60_000,
+  readRate: 20,
+  dataDir: ':memory:',
+  webhook: undefined,
+};
 
 /** A running agent on a free port, for one test file. */
 export interface TestAgent {
   server: Server;
   /** Its lifecycle: `drain()` resolves once every operation started so far has ended. */
   lifecycle: BotLifecycle;
+  /** Its exit records and events. */
+  history: BotHistory;
   close(): Promise<void>;
 }
+
+/** What a test may add to the app beyond its configuration. */
+export type TestAgentOptions = Partial<AppConfig> & { recoverAfterMs?: number };
 
 /** Starts the agent's app over `driver`; `host` 0.0.0.0 lets containers reach it. */
 export async function startAgent(
   driver: RuntimeDriver,
-  config: Partial<AppConfig> = {},
+  { recoverAfterMs, ...config }: TestAgentOptions = {},
   host = '127.0.0.1',
   provisioner?: Provisioner,
 ): Promise<TestAgent> {
-  const { app, lifecycle } = createApp({
+  const made = createApp({
     driver,
     provisioner,
     config: { ...TEST_APP_CONFIG, ...config },
     logger: pino({ level: 'silent' }),
+    recoverAfterMs,
   });
-  const server = await listen(app, host, 0);
+  const server = await listen(made.app, host, 0);
   return {
     server,
-    lifecycle,
+    lifecycle: made.lifecycle,
+    history: made.history,
     close: async () => {
       server.closeAllConnections();
       server.close();
       await once(server, 'close');
-      await driver.close();
+      await made.close();
     },
   };
 }
@@ -49,7 +65,7 @@ export async function startAgent(
 export async function agentFor(
   t: { teardown(fn: () => Promise<void>): void },
   driver: RuntimeDriver,
-  config: Partial<AppConfig> = {},
+  config: TestAgentOptions = {},
 ): Promise<Server> {
   const agent = await startAgent(driver, config);
   t.teardown(agent.close);

@@ -29,6 +29,12 @@ export interface BotSpec {
   start?: boolean;
   /** A CPU quota in cores. */
   cpus?: number;
+  /** A memory limit in bytes (swap included). */
+  memoryBytes?: number;
+  /** The engine's restart policy, e.g. `on-failure` or `unless-stopped`. */
+  restartPolicy?: string;
+  /** The bot id to use again (a bot recreated); a fresh one by default. */
+  id?: string;
 }
 
 export interface TestBot {
@@ -87,7 +93,7 @@ export class DockerFixture {
 
   /** Creates (and by default starts) a bot container on the file's network. */
   async runBot(spec: BotSpec = {}): Promise<TestBot> {
-    const id = this.newBotId();
+    const id = spec.id ?? this.newBotId();
     const labels: Record<string, string> = { 'bot-agent-test': this.runId, [OWNER_LABEL]: spec.owner ?? 'user_1' };
     if (spec.labelled !== false) labels[BOT_LABEL] = id;
     const container = await this.docker.createContainer({
@@ -100,6 +106,9 @@ export class DockerFixture {
       HostConfig: {
         NetworkMode: (await this.network()).name,
         NanoCpus: spec.cpus === undefined ? undefined : Math.round(spec.cpus * 1e9),
+        Memory: spec.memoryBytes,
+        MemorySwap: spec.memoryBytes,
+        RestartPolicy: spec.restartPolicy ? { Name: spec.restartPolicy } : undefined,
       },
     });
     if (spec.start !== false) await container.start();

@@ -1,5 +1,6 @@
 import { messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../src/errors.js';
-import type { BotInfo, BotStats, PowerOutcome, RuntimeDriver } from '../../src/runtime/driver.js';
+import { EventEmitter, once } from 'node:events';
+import type { BotInfo, BotStats, LogLine, LogsFrom, PowerOutcome, RunObserver, RuntimeDriver } from '../../src/runtime/driver.js';
 
 /** A bot held by MemoryDriver. */
 export interface MemoryBot {
@@ -26,6 +27,10 @@ export class MemoryDriver implements RuntimeDriver {
   restartGate: Promise<void> | undefined;
   /** When set, restarts fail with this engine detail. */
   restartFailure: string | undefined;
+  /** The observer the agent gave observeRuns, to report runs through. */
+  observer: RunObserver | undefined;
+  /** `line:<botId>` for each line written live, `end:<botId>` when a run ends. */
+  private readonly live = new EventEmitter();
   private inFlight = 0;
   /** The most operations that ever ran at once. */
   maxInFlight = 0;
@@ -55,7 +60,39 @@ export class MemoryDriver implements RuntimeDriver {
 
   async findBot(botId: string): Promise<BotInfo> {
     const bot = this.get('findBot', botId);
-    return { id: bot.id, ownerId: bot.ownerId };
+    return { id: bot.id, ownerId: bot.ownerId, running: bot.running, startedAt: bot.running ? bot.startedAt : undefined };
+  }
+
+  observeRuns(observer: RunObserver): void {
+    this.observer = observer;
+  }
+
+  /** The bot writes a line: its followers get it. */
+  write(botId: string, line: string): void {
+    this.bots.get(botId)?.logLines.push(line);
+    this.live.emit(`line:${botId}`, { line, stream: 'stdout', at: new Date() } satisfies LogLine);
+  }
+
+  /** The bot's run ends: its followers' streams end. */
+  endRun(botId: string): void {
+    const bot = this.bots.get(botId);
+    if (bot) bot.running = false;
+    this.live.emit(`end:${botId}`);
+  }
+
+  async followLogs(botId: string, from: LogsFrom, onLine: (line: LogLine) => void, signal: AbortSignal): Promise<void> {
+    const bot = this.get('followLogs', botId);
+    const lines = 'lines' in from ? (from.lines === 0 ? [] : bot.logLines.slice(-from.lines)) : [];
+    for (const line of lines) onLine({ line, stream: 'stdout', at: bot.startedAt });
+    if (!bot.running) return;
+    this.live.on(`line:${botId}`, onLine);
+    try {
+      await once(this.live, `end:${botId}`, { signal });
+    } catch {
+      // aborted
+    } finally {
+      this.live.off(`line:${botId}`, onLine);
+    }
   }
 
   async botAtAddress(address: string): Promise<string | undefined> {

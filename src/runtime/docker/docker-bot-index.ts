@@ -18,10 +18,13 @@ export interface IndexedBot {
   readonly startedAt: string | undefined;
 }
 
-interface EngineEvent {
+/** One event of the engine's stream, as far as the agent reads it. */
+export interface EngineEvent {
   Type?: string;
   Action?: string;
   Actor?: { ID?: string; Attributes?: Record<string, string> };
+  /** When it happened, in nanoseconds since the epoch. */
+  timeNano?: number;
 }
 
 /** Container events after which a container no longer holds its addresses. */
@@ -53,6 +56,9 @@ export class DockerBotIndex {
   private startedSince = new Set<string>();
   private reconnect: NodeJS.Timeout | undefined;
   private watchdog: NodeJS.Timeout | undefined;
+  private readonly listeners: Array<(event: EngineEvent) => void> = [];
+  /** The time of the newest event seen (ns), so that a new subscription replays what it missed. */
+  private lastEventNano: number | undefined;
 
   constructor(
     private readonly docker: Docker,
@@ -69,6 +75,17 @@ export class DockerBotIndex {
   bot(botId: string): IndexedBot | undefined | null {
     this.start();
     return this.live ? this.byBotId.get(botId) : null;
+  }
+
+  /**
+   * Hands every container event to `listener` from now on, and those since
+   * `since` that the engine still holds (it keeps its last 256 or so). After a
+   * lost stream, the new subscription replays what came in between.
+   */
+  watch(listener: (event: EngineEvent) => void, since: Date | undefined): void {
+    this.listeners.push(listener);
+    if (since && !this.started) this.lastEventNano = since.getTime() * 1e6;
+    this.start();
   }
 
   close(): void {
@@ -102,8 +119,9 @@ export class DockerBotIndex {
       // A deadline on the subscribing only: the signal must not end the stream later.
       const subscribing = new AbortController();
       const deadline = setTimeout(() => subscribing.abort(), DEADLINE_MS);
+      const since = this.listeners.length > 0 && this.lastEventNano !== undefined ? sinceParameter(this.lastEventNano) : undefined;
       const events = await signalled(this.docker)
-        .getEvents({ filters: { type: ['container', 'network'] }, abortSignal: subscribing.signal })
+        .getEvents({ filters: { type: ['container', 'network'] }, since, abortSignal: subscribing.signal })
         .finally(() => clearTimeout(deadline));
       this.events = events;
       eachJsonLine<EngineEvent>(
@@ -143,6 +161,14 @@ export class DockerBotIndex {
   }
 
   private onEvent(event: EngineEvent): void {
+    if (event.timeNano !== undefined) this.lastEventNano = Math.max(this.lastEventNano ?? 0, event.timeNano);
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch (err) {
+        this.report('an engine event a run watcher could not handle', err);
+      }
+    }
     const containerId = event.Type === 'network' ? event.Actor?.Attributes?.container : event.Actor?.ID;
     if (event.Type === 'container' && event.Action === 'start' && containerId) this.startedSince.add(containerId);
     // A container that stops gives up its addresses at once, before the rebuild lands.
@@ -217,4 +243,10 @@ export class DockerBotIndex {
     const startedAt = running ? info.State.StartedAt : undefined;
     return { containerId: container.Id, botId, running, addresses, tty: info.Config.Tty, startedAt };
   }
+}
+
+/** The engine's `since`: seconds and nanoseconds since the epoch. */
+function sinceParameter(timeNano: number): string {
+  const seconds = Math.floor(timeNano / 1e9);
+  return `${seconds}.${String(Math.round(timeNano - seconds * 1e9)).padStart(9, '0')}`;
 }

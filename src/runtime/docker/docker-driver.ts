@@ -1,7 +1,7 @@
 import Docker from 'dockerode';
 import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
 import { messages, NotFound, NotRunning, OperationFailed } from '../../errors.js';
-import type { BotInfo, BotStats, FaultReporter, PowerOutcome, RuntimeDriver } from '../driver.js';
+import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunObserver, RuntimeDriver } from '../driver.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { isLoopback } from '../../loopback.js';
 import { DockerBotIndex } from './docker-bot-index.js';
@@ -9,7 +9,8 @@ import { readCgroup, statsBetween } from './docker-cgroup.js';
 import { dockerConnection } from './docker-connection.js';
 import { signalled } from './docker-signals.js';
 import { engineStatus, translateDockerError } from './docker-errors.js';
-import { readLogs } from './docker-logs.js';
+import { followLogs, readLogs } from './docker-logs.js';
+import { DockerRunWatcher, EXIT_LOG_LINES } from './docker-runs.js';
 import { DockerStatsFeed } from './docker-stats-feed.js';
 import { botStatsFrom } from './docker-stats.js';
 
@@ -20,6 +21,8 @@ const ENGINE_DEADLINE_MS = 1_500;
 /** How long a stop, start or restart may take beyond the container's own grace period. */
 const LIFECYCLE_MARGIN_MS = 30_000;
 const DEFAULT_GRACE_S = 10;
+/** The engine's restart policy waits at least 100 ms before it starts a container again. */
+const PREVIOUS_RUN_MARGIN_MS = 50;
 
 type Failed = (detail: string) => OperationFailed;
 
@@ -31,7 +34,7 @@ class DockerDriver implements RuntimeDriver {
 
   constructor(
     private readonly docker: Docker,
-    report: FaultReporter,
+    private readonly report: FaultReporter,
   ) {
     this.index = new DockerBotIndex(docker, report);
     this.statsFeed = new DockerStatsFeed(docker, report);
@@ -43,7 +46,45 @@ class DockerDriver implements RuntimeDriver {
 
   async findBot(botId: string): Promise<BotInfo> {
     const info = await this.inspectBot(botId);
-    return { id: botId, ownerId: info.Config.Labels?.[OWNER_LABEL] };
+    const running = info.State.Running;
+    return {
+      id: botId,
+      ownerId: info.Config.Labels?.[OWNER_LABEL],
+      running,
+      startedAt: running ? new Date(info.State.StartedAt) : undefined,
+    };
+  }
+
+  observeRuns(observer: RunObserver, since: Date | undefined): void {
+    const runs = new DockerRunWatcher(
+      observer,
+      (botId, containerId, since, until) => this.runLogs(botId, containerId, since, until),
+      async (containerId) => {
+        const info = await this.docker
+          .getContainer(containerId)
+          .inspect({ abortSignal: AbortSignal.timeout(ENGINE_DEADLINE_MS) })
+          .catch(() => undefined);
+        if (!info) return undefined;
+        const startedAt = new Date(info.State.StartedAt);
+        const finishedAt = new Date(info.State.FinishedAt);
+        // FinishedAt is the previous run's end only when it lies clearly before this start: a run that has
+        // already ended shows its own (and a very short one may show an end a hair before its recorded start);
+        // a container that never stopped shows year 1.
+        const previousEnd = finishedAt.getTime() > 0 && finishedAt.getTime() < startedAt.getTime() - PREVIOUS_RUN_MARGIN_MS ? finishedAt : undefined;
+        return { startedAt, previousEnd };
+      },
+      this.report,
+    );
+    this.index.watch((event) => runs.onEvent(event), since);
+  }
+
+  async followLogs(botId: string, from: LogsFrom, onLine: (line: LogLine) => void, signal: AbortSignal): Promise<void> {
+    const { containerId, tty } = await this.logTarget(botId);
+    try {
+      await followLogs(this.docker, containerId, tty, from, onLine, signal);
+    } catch (err) {
+      throw translateDockerError(err, botId, (detail) => new OperationFailed(`Docker engine error: ${detail}`));
+    }
   }
 
   async botAtAddress(address: string): Promise<string | undefined> {
@@ -91,10 +132,7 @@ class DockerDriver implements RuntimeDriver {
   }
 
   async logs(botId: string, lines: number): Promise<string> {
-    const indexed = this.index.bot(botId);
-    const { containerId, tty } = indexed
-      ? indexed
-      : await this.inspectBot(botId).then((info) => ({ containerId: info.Id, tty: info.Config.Tty }));
+    const { containerId, tty } = await this.logTarget(botId);
     // readLogs keeps its own deadline: a large log may take longer to send than a quick call, but never stalls.
     return this.engine(botId, () => readLogs(this.docker, containerId, tty, lines));
   }
@@ -129,6 +167,30 @@ class DockerDriver implements RuntimeDriver {
   async close(): Promise<void> {
     this.index.close();
     this.statsFeed.close();
+  }
+
+  /** The last lines of one run of a container (written after `since`, up to `until`); '' once the container is gone. */
+  private async runLogs(botId: string, containerId: string, since: Date | undefined, until: Date): Promise<string> {
+    try {
+      const indexed = this.index.bot(botId);
+      const tty =
+        indexed?.containerId === containerId
+          ? indexed.tty
+          : (await this.docker.getContainer(containerId).inspect({ abortSignal: AbortSignal.timeout(ENGINE_DEADLINE_MS) })).Config.Tty;
+      // A millisecond either side: the engine's times are finer than the window's.
+      const window = { since: since && new Date(since.getTime() + 1), until: new Date(until.getTime() + 1) };
+      return await readLogs(this.docker, containerId, tty, EXIT_LOG_LINES, window);
+    } catch {
+      return '';
+    }
+  }
+
+  /** The container whose logs are the bot's, and whether it has a TTY. */
+  private async logTarget(botId: string): Promise<{ containerId: string; tty: boolean }> {
+    const indexed = this.index.bot(botId);
+    if (indexed) return indexed;
+    const info = await this.inspectBot(botId);
+    return { containerId: info.Id, tty: info.Config.Tty };
   }
 
   private async inspectBot(botId: string): Promise<ContainerInspectInfo> {

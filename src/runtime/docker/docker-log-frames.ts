@@ -21,18 +21,23 @@ export class DockerLogDemuxer {
   /** How many frames began so far: one for each log entry the engine sent. */
   frames = 0;
 
-  constructor(private readonly emit: (stream: OutputStream, bytes: Buffer) => void) {}
+  /** `emit` gets each piece of a frame's payload; `first` says it begins a frame (a log entry). */
+  constructor(private readonly emit: (stream: OutputStream, bytes: Buffer, first: boolean) => void) {}
+
+  /** Whether the next payload bytes begin a frame. */
+  private atFrameStart = false;
 
   push(chunk: Buffer): void {
     let offset = 0;
     while (offset < chunk.length) {
       if (this.unframed) {
-        this.emit('stdout', chunk.subarray(offset));
+        this.emit('stdout', chunk.subarray(offset), false);
         return;
       }
       if (this.remaining > 0) {
         const take = Math.min(this.remaining, chunk.length - offset);
-        this.emit(this.stream, chunk.subarray(offset, offset + take));
+        this.emit(this.stream, chunk.subarray(offset, offset + take), this.atFrameStart);
+        this.atFrameStart = false;
         this.remaining -= take;
         offset += take;
         continue;
@@ -50,12 +55,13 @@ export class DockerLogDemuxer {
     const type = this.header[0] ?? 0;
     if (type > 2 || this.header[1] !== 0 || this.header[2] !== 0 || this.header[3] !== 0) {
       this.unframed = true;
-      this.emit('stdout', Buffer.from(this.header));
+      this.emit('stdout', Buffer.from(this.header), true);
       return;
     }
     this.frames += 1;
     this.stream = type === 2 ? 'stderr' : 'stdout';
     this.remaining = this.header.readUInt32BE(4);
+    this.atFrameStart = true;
   }
 }
 

@@ -1,6 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import type Docker from 'dockerode';
 import type DockerModem from 'docker-modem';
+import type { LogLine, LogsFrom } from '../driver.js';
+import { TimestampedLines } from '../log-lines.js';
 import { countLines, lastLines, TailBuffer } from '../log-tail.js';
 import { DockerLogDemuxer } from './docker-log-frames.js';
 
@@ -21,7 +23,7 @@ interface Collected {
  * non-following answer whole and turns it into a string to try it as JSON:
  * unbounded memory, and an answer that happens to be JSON comes back parsed.
  */
-function openLogs(docker: Docker, containerId: string, tail: number, signal: AbortSignal): Promise<IncomingMessage> {
+function openLogs(docker: Docker, containerId: string, query: LogsQuery, signal: AbortSignal): Promise<IncomingMessage> {
   const modem = docker.modem as DockerModem;
   return new Promise((resolve, reject) => {
     modem.dial(
@@ -31,19 +33,43 @@ function openLogs(docker: Docker, containerId: string, tail: number, signal: Abo
         isStream: true,
         abortSignal: signal,
         statusCodes: { 200: true, 404: 'no such container', 500: 'server error' },
-        options: { stdout: true, stderr: true, follow: false, tail },
+        options: { stdout: true, stderr: true, ...query },
       },
       (err, stream) => (err ? reject(err) : resolve(stream as IncomingMessage)),
     );
   });
 }
 
+/** The engine's logs query: `since` and `until` are seconds since the epoch, with a fraction. */
+interface LogsQuery {
+  readonly tail?: number | 'all';
+  readonly follow?: boolean;
+  readonly timestamps?: boolean;
+  readonly since?: string;
+  readonly until?: string;
+}
+
+/** A time as the engine's logs query takes it. */
+const engineTime = (time: Date): string => (time.getTime() / 1000).toFixed(3);
+
+/** Only the entries written within a time window. */
+export interface LogWindow {
+  readonly since?: Date | undefined;
+  readonly until?: Date | undefined;
+}
+
 /** Reads the last `tail` log entries, keeping only the newest bytes an answer can hold. */
-async function collect(docker: Docker, containerId: string, tty: boolean, tail: number): Promise<Collected> {
+async function collect(docker: Docker, containerId: string, tty: boolean, tail: number, window: LogWindow): Promise<Collected> {
   const controller = new AbortController();
   let silence = setTimeout(() => controller.abort(), SILENCE_DEADLINE_MS);
   try {
-    const stream = await openLogs(docker, containerId, tail, controller.signal);
+    const query: LogsQuery = {
+      tail,
+      follow: false,
+      ...(window.since && { since: engineTime(window.since) }),
+      ...(window.until && { until: engineTime(window.until) }),
+    };
+    const stream = await openLogs(docker, containerId, query, controller.signal);
     const kept = new TailBuffer();
     const demuxer = tty ? undefined : new DockerLogDemuxer((_stream, bytes) => kept.push(bytes));
     for await (const chunk of stream as AsyncIterable<Buffer>) {
@@ -86,11 +112,11 @@ function wholeLines(bytes: Buffer): number {
  * it got are not whole, until it has them, holds the most an answer can carry,
  * or has every entry there is.
  */
-export async function readLogs(docker: Docker, containerId: string, tty: boolean, lines: number): Promise<string> {
+export async function readLogs(docker: Docker, containerId: string, tty: boolean, lines: number, window: LogWindow = {}): Promise<string> {
   let tail = lines + 1;
   let previousSize = -1;
   for (;;) {
-    const collected = await collect(docker, containerId, tty, tail);
+    const collected = await collect(docker, containerId, tty, tail, window);
     const { bytes, cut } = collected;
     // A framed stream counts its entries; on a terminal, each line is one entry unless one is long
     // enough to have been split, and then the text is complete when asking for more brought nothing.
@@ -100,4 +126,51 @@ export async function readLogs(docker: Docker, containerId: string, tty: boolean
     previousSize = bytes.length;
     tail *= ENTRIES_GROWTH;
   }
+}
+
+/**
+ * Follows a container's logs (see RuntimeDriver.followLogs) until the engine
+ * ends the stream, which it does when the container stops, or `signal` aborts.
+ */
+export async function followLogs(
+  docker: Docker,
+  containerId: string,
+  tty: boolean,
+  from: LogsFrom,
+  onLine: (line: LogLine) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  const query: LogsQuery = {
+    follow: true,
+    timestamps: true,
+    ...('since' in from ? { since: engineTime(from.since), tail: 'all' } : { tail: from.lines }),
+  };
+  const stream = await openLogs(docker, containerId, query, signal);
+  const stdout = new TimestampedLines('stdout', onLine);
+  const stderr = new TimestampedLines('stderr', onLine);
+  // On a terminal there are no frames: each line the engine sends is an entry with its timestamp.
+  let lineStart = true;
+  const demuxer = new DockerLogDemuxer((output, bytes, first) => (output === 'stderr' ? stderr : stdout).push(bytes, first));
+  try {
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      if (!tty) {
+        demuxer.push(chunk);
+        continue;
+      }
+      let start = 0;
+      for (let newline = chunk.indexOf(0x0a); newline >= 0; newline = chunk.indexOf(0x0a, start)) {
+        stdout.push(chunk.subarray(start, newline + 1), lineStart);
+        lineStart = true;
+        start = newline + 1;
+      }
+      if (start < chunk.length) {
+        stdout.push(chunk.subarray(start), lineStart);
+        lineStart = false;
+      }
+    }
+  } catch (err) {
+    if (!signal.aborted) throw err;
+  }
+  stdout.end();
+  stderr.end();
 }

@@ -9,7 +9,7 @@ export type EngineStream = NodeJS.ReadableStream & { destroy?: () => void };
  */
 export interface SignalledDocker {
   ping(options: { abortSignal: AbortSignal }): Promise<unknown>;
-  getEvents(options: { filters: Record<string, string[]>; abortSignal: AbortSignal }): Promise<EngineStream>;
+  getEvents(options: { filters: Record<string, string[]>; since?: string | undefined; abortSignal: AbortSignal }): Promise<EngineStream>;
 }
 
 export const signalled = (docker: Docker): SignalledDocker => docker as unknown as SignalledDocker;

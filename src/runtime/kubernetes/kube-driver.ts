@@ -3,7 +3,7 @@ import type { KubeConfig, V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { withDeadline } from './kube-deadline.js';
 import type { CallOptions } from './kube-deadline.js';
 import { AgentError, messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../errors.js';
-import type { BotInfo, BotStats, PowerOutcome, RuntimeDriver } from '../driver.js';
+import type { BotInfo, BotStats, LogLine, LogsFrom, PowerOutcome, RunObserver, RuntimeDriver } from '../driver.js';
 import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { readPodLogs } from './kube-logs.js';
@@ -51,8 +51,13 @@ class KubernetesDriver implements RuntimeDriver {
 
   async findBot(botId: string): Promise<BotInfo> {
     const deployment = await this.deployment(botId);
-    return { id: botId, ownerId: deployment.metadata?.annotations?.[OWNER_LABEL] };
+    const pod = desiredReplicas(deployment) > 0 ? await this.runningPod(botId) : undefined;
+    return { id: botId, ownerId: deployment.metadata?.annotations?.[OWNER_LABEL], running: pod !== undefined, startedAt: pod && runStartOf(pod) };
   }
+
+  observeRuns(_observer: RunObserver, _since: Date | undefined): void {}
+
+  async followLogs(_botId: string, _from: LogsFrom, _onLine: (line: LogLine) => void, _signal: AbortSignal): Promise<void> {}
 
   async botAtAddress(address: string): Promise<string | undefined> {
     const pods = await this.api(undefined, (options) =>
@@ -132,9 +137,7 @@ class KubernetesDriver implements RuntimeDriver {
     if (!pod) throw new NotRunning(messages.notRunning(botId));
     const [metrics, capacity] = await Promise.all([this.podMetrics(pod), this.capacity(pod)]);
     const container = defaultContainer(pod);
-    const status = pod.status?.containerStatuses?.find((s) => s.name === container);
-    const startedAt = status?.state?.running?.startedAt ?? pod.status?.startTime ?? new Date();
-    return botStatsFromMetrics(metrics, capacity, new Date(startedAt));
+    return botStatsFromMetrics(metrics, capacity, runStartOf(pod));
   }
 
   async close(): Promise<void> {}
@@ -237,6 +240,13 @@ function nameOf(object: { metadata?: { name?: string } }): string {
 function newest(pods: V1Pod[]): V1Pod | undefined {
   const time = (pod: V1Pod): number => new Date(pod.metadata?.creationTimestamp ?? 0).getTime();
   return pods.reduce<V1Pod | undefined>((best, pod) => (!best || time(pod) > time(best) ? pod : best), undefined);
+}
+
+/** When the bot's container in `pod` last started. */
+function runStartOf(pod: V1Pod): Date {
+  const container = defaultContainer(pod);
+  const status = pod.status?.containerStatuses?.find((s) => s.name === container);
+  return new Date(status?.state?.running?.startedAt ?? pod.status?.startTime ?? Date.now());
 }
 
 function defaultContainer(pod: V1Pod): string | undefined {

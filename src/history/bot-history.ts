@@ -1,0 +1,219 @@
+import { constants } from 'node:os';
+import type { BotInfo, RunEnd, RunObserver, RunStart } from '../runtime/driver.js';
+import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from './crash-loop.js';
+import { formatUptime } from '../http/stats-view.js';
+import type { ExitRecord, HistoryStore, StoredEvent } from './history-store.js';
+
+const HOUR_MS = 3_600_000;
+/** How many kept events one read of the store hands to a stream that resumes. */
+const REPLAY_PAGE = 500;
+
+/** A bot's state as GET /api/bots/{bot_id} answers it (CONTRACT.md §8). */
+export interface BotStatus {
+  readonly bot_id: string;
+  readonly user_id: string | null;
+  readonly state: 'running' | 'stopped' | 'exited' | 'crash-looping';
+  readonly started_at: string | null;
+  readonly uptime: string | null;
+  readonly crashes_last_hour: number;
+  readonly last_exit: ExitRecord | null;
+}
+
+/** Who asked for a lifecycle operation, as the `operation` event says. */
+export type OperationCaller = 'bot' | 'platform';
+
+export interface BotHistoryOptions {
+  /** How long a crash-looping bot must run without crashing to recover; tests shorten it. */
+  readonly recoverAfterMs?: number;
+  /** Called with each event once it is kept, e.g. to queue its webhook delivery. */
+  readonly onKept?: (event: StoredEvent) => void;
+  /** Where faults of the history's own work are reported. */
+  readonly report?: (what: string, err: unknown) => void;
+}
+
+/** The signal whose number is `exitCode - 128`, as a shell reports it. */
+export function signalOf(exitCode: number | null): string | null {
+  if (exitCode === null || exitCode <= 128 || exitCode > 128 + 64) return null;
+  const number = exitCode - 128;
+  return Object.entries(constants.signals).find(([, n]) => n === number)?.[0] ?? null;
+}
+
+/**
+ * Why bots died and what happened to them: turns the runtime's run starts and
+ * ends into exit records, crash-loop states and events (CONTRACT.md §§8-9),
+ * keeps them in the store, and hands each event to those who follow.
+ */
+export class BotHistory implements RunObserver {
+  private readonly followers = new Set<(event: StoredEvent) => void>();
+  private readonly recoveries = new Map<string, NodeJS.Timeout>();
+  /** Current runs as the runtime reported them, for the recovery check. */
+  private readonly runs = new Map<string, number>();
+  private readonly recoverAfterMs: number;
+  private closed = false;
+
+  constructor(
+    private readonly store: HistoryStore,
+    private readonly botInfo: (botId: string) => Promise<BotInfo>,
+    private readonly options: BotHistoryOptions = {},
+  ) {
+    this.recoverAfterMs = options.recoverAfterMs ?? RECOVER_AFTER_MS;
+    // Bots that were crash-looping when the agent stopped are checked again.
+    for (const botId of store.crashLoops().keys()) void this.checkRecovery(botId);
+  }
+
+  /** Calls `follower` with every event kept from now on; returns the function that stops it. */
+  follow(follower: (event: StoredEvent) => void): () => void {
+    this.followers.add(follower);
+    return () => this.followers.delete(follower);
+  }
+
+  /** Kept events after the cursor `seq`, oldest first, of one bot or all, in pages. */
+  *eventsAfter(seq: number, botId: string | undefined): Generator<StoredEvent> {
+    for (let after = seq; ; ) {
+      const page = this.store.eventsAfter(after, botId, REPLAY_PAGE);
+      yield* page;
+      if (page.length < REPLAY_PAGE) return;
+      after = page[page.length - 1]?.seq ?? after;
+    }
+  }
+
+  /** The time the newest run event was seen, where a runtime can replay what came after. */
+  lastSeen(): Date | undefined {
+    const ms = Number(this.store.meta('last_run_event_ms'));
+    return Number.isFinite(ms) && ms > 0 ? new Date(ms) : undefined;
+  }
+
+  started(run: RunStart): void {
+    this.guard('a run start', () => {
+      this.runs.set(run.botId, run.startedAt.getTime());
+      this.seen(run.startedAt);
+      const startedAt = run.startedAt.toISOString();
+      this.store.transaction(() => this.append(run.botId, 'started', run.startedAt, { started_at: startedAt }, run.key));
+      if (this.store.crashLoops().has(run.botId)) void this.checkRecovery(run.botId);
+    });
+  }
+
+  ended(run: RunEnd): void {
+    this.guard('a run end', () => {
+      if (this.runs.get(run.botId) === run.startedAt?.getTime() || !run.startedAt) this.runs.delete(run.botId);
+      this.seen(run.at);
+      const record: ExitRecord = {
+        at: run.at.toISOString(),
+        exit_code: run.exitCode,
+        signal: run.signal ?? signalOf(run.exitCode),
+        oom_killed: run.oomKilled,
+        requested: run.requested && !run.oomKilled,
+        started_at: run.startedAt?.toISOString() ?? null,
+        logs: run.logs,
+      };
+      this.store.transaction(() => {
+        if (!this.store.addExit(run.botId, record, run.key)) return;
+        const { logs: _logs, ...exit } = record;
+        this.append(run.botId, 'exited', run.at, { exit }, run.key);
+        if (record.requested) return;
+        const crashes = this.store.crashesSince(run.botId, run.at.getTime() - CRASH_WINDOW_MS);
+        if (this.store.crashLoops().has(run.botId) || !isCrashLooping(crashes, run.at.getTime())) return;
+        this.store.setCrashLoop(run.botId, run.at.getTime());
+        this.append(run.botId, 'crash-looping', run.at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
+      });
+    });
+  }
+
+  /** A lifecycle operation through the agent ended; a stop ends a crash loop. */
+  operationEnded(botId: string, operation: 'restart' | 'stop' | 'start', result: string, by: OperationCaller): void {
+    this.guard('an operation', () => {
+      const now = new Date();
+      this.store.transaction(() => {
+        this.append(botId, 'operation', now, { operation, result, by });
+        if (operation === 'stop' && result === 'ok') this.recover(botId, now);
+      });
+    });
+  }
+
+  /** The bot's status; `info` is what the runtime says of it now. */
+  status(info: BotInfo, now: Date): BotStatus {
+    const lastExit = this.store.exits(info.id, 1)[0] ?? null;
+    const crashLooping = this.store.crashLoops().has(info.id);
+    const state = crashLooping ? 'crash-looping' : info.running ? 'running' : lastExit && !lastExit.requested ? 'exited' : 'stopped';
+    return {
+      bot_id: info.id,
+      user_id: info.ownerId ?? null,
+      state,
+      started_at: info.running ? (info.startedAt?.toISOString() ?? null) : null,
+      uptime: info.running && info.startedAt ? formatUptime(now.getTime() - info.startedAt.getTime()) : null,
+      crashes_last_hour: this.store.crashesSince(info.id, now.getTime() - HOUR_MS).length,
+      last_exit: lastExit,
+    };
+  }
+
+  exits(botId: string, limit: number): ExitRecord[] {
+    return this.store.exits(botId, limit);
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const timer of this.recoveries.values()) clearTimeout(timer);
+    this.recoveries.clear();
+    this.followers.clear();
+  }
+
+  /**
+   * Recovers a crash-looping bot that has run long enough without crashing,
+   * else checks again when it will have; a bot that does not run waits for its next start.
+   */
+  private async checkRecovery(botId: string): Promise<void> {
+    clearTimeout(this.recoveries.get(botId));
+    this.recoveries.delete(botId);
+    if (this.closed || !this.store.crashLoops().has(botId)) return;
+    let runStartedMs = this.runs.get(botId);
+    if (runStartedMs === undefined) {
+      const info = await this.botInfo(botId).catch(() => undefined);
+      runStartedMs = info?.running ? info.startedAt?.getTime() : undefined;
+    }
+    const lastCrash = this.store.crashesSince(botId, 0).at(-1);
+    const at = recoversAt(lastCrash, runStartedMs, this.recoverAfterMs);
+    if (at === undefined || this.closed) return;
+    const now = Date.now();
+    if (at <= now) {
+      this.guard('a recovery', () => this.store.transaction(() => this.recover(botId, new Date(now))));
+      return;
+    }
+    this.recoveries.set(botId, setTimeout(() => void this.checkRecovery(botId), at - now + 50).unref());
+  }
+
+  private recover(botId: string, at: Date): void {
+    if (!this.store.crashLoops().has(botId)) return;
+    this.store.setCrashLoop(botId, undefined);
+    this.append(botId, 'recovered', at, {});
+  }
+
+  /** Keeps one event and hands it to the followers once the transaction it is in has been committed. */
+  private append(botId: string, type: string, at: Date, fields: Record<string, unknown>, runKey?: string): void {
+    const event = this.store.appendEvent(
+      botId,
+      type,
+      at.getTime(),
+      (id) => JSON.stringify({ id, type, bot_id: botId, at: at.toISOString(), ...fields }),
+      runKey === undefined ? undefined : `${type}:${runKey}`,
+    );
+    if (!event) return;
+    this.options.onKept?.(event);
+    queueMicrotask(() => {
+      for (const follower of this.followers) follower(event);
+    });
+  }
+
+  private seen(at: Date): void {
+    const before = Number(this.store.meta('last_run_event_ms') ?? 0);
+    if (at.getTime() > before) this.store.setMeta('last_run_event_ms', String(at.getTime()));
+  }
+
+  private guard(what: string, work: () => void): void {
+    try {
+      work();
+    } catch (err) {
+      this.options.report?.(`the history could not keep ${what}`, err);
+    }
+  }
+}
+

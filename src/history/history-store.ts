@@ -1,0 +1,254 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import type { StatementSync } from 'node:sqlite';
+
+/** How a run of a bot ended (CONTRACT.md §8), as answered and kept. */
+export interface ExitRecord {
+  readonly at: string;
+  readonly exit_code: number | null;
+  readonly signal: string | null;
+  readonly oom_killed: boolean;
+  readonly requested: boolean;
+  readonly started_at: string | null;
+  readonly logs: string;
+}
+
+/** One event (CONTRACT.md §9): its `data` as sent, and the cursor it carries. */
+export interface StoredEvent {
+  readonly seq: number;
+  readonly botId: string;
+  readonly type: string;
+  /** The event's JSON, exactly as sent and signed. */
+  readonly data: string;
+}
+
+/** A webhook delivery not yet answered 2xx. */
+export interface PendingDelivery {
+  readonly seq: number;
+  readonly botId: string;
+  readonly type: string;
+  readonly data: string;
+  readonly attempts: number;
+  readonly nextAtMs: number;
+  readonly firstAtMs: number;
+}
+
+/** The last records kept per bot; more are kept while they fall within the last hour, for the crash count. */
+export const EXITS_KEPT = 50;
+/** Events kept: at least the last 1,000 and the last 24 hours ... */
+export const EVENTS_KEPT = 1_000;
+export const EVENTS_KEPT_MS = 24 * 3_600_000;
+/** ... and never more than this many, whatever happens within a day. */
+const EVENTS_MAX = 200_000;
+const HOUR_MS = 3_600_000;
+/** Pruning runs once per this many writes, not on every one. */
+const PRUNE_EVERY = 100;
+
+/** The cursor of an event: its sequence number, as an opaque string. */
+export const cursorOf = (seq: number): string => String(seq);
+
+/** The sequence number a cursor stands for; undefined for anything that is not one. */
+export function seqOf(cursor: string): number | undefined {
+  return /^\d{1,15}$/.test(cursor) ? Number(cursor) : undefined;
+}
+
+/**
+ * Exit records, events, crash-loop states and pending webhook deliveries, in
+ * one SQLite file under AGENT_DATA_DIR (node:sqlite: nothing to install, no
+ * server to run). Every call is synchronous and small; writes that belong
+ * together run in one transaction, so a crash of the agent loses none of them.
+ */
+export class HistoryStore {
+  private readonly db: DatabaseSync;
+  private readonly statements = new Map<string, StatementSync>();
+  private writes = 0;
+
+  /** Opens (and creates) `history.sqlite` in `dataDir`; ':memory:' keeps it in memory. */
+  constructor(dataDir: string) {
+    if (dataDir !== ':memory:') mkdirSync(dataDir, { recursive: true });
+    this.db = new DatabaseSync(dataDir === ':memory:' ? ':memory:' : join(dataDir, 'history.sqlite'));
+    this.db.exec(`
+      PRAGMA journal_mode = WAL;
+      PRAGMA synchronous = NORMAL;
+      PRAGMA busy_timeout = 2000;
+      CREATE TABLE IF NOT EXISTS exits (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        bot_id TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        requested INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        run_key TEXT UNIQUE
+      );
+      CREATE INDEX IF NOT EXISTS exits_by_bot ON exits (bot_id, seq);
+      CREATE TABLE IF NOT EXISTS events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        bot_id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        run_key TEXT UNIQUE
+      );
+      CREATE INDEX IF NOT EXISTS events_by_bot ON events (bot_id, seq);
+      CREATE TABLE IF NOT EXISTS crash_loops (
+        bot_id TEXT PRIMARY KEY,
+        since_ms INTEGER NOT NULL
+      );
+      CREATE TABLE IF NOT EXISTS deliveries (
+        seq INTEGER PRIMARY KEY,
+        bot_id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at_ms INTEGER NOT NULL,
+        first_at_ms INTEGER NOT NULL
+      );
+      CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    `);
+  }
+
+  close(): void {
+    if (this.db.isOpen) this.db.close();
+  }
+
+  /** Runs `work` in one transaction. */
+  transaction<T>(work: () => T): T {
+    this.db.exec('BEGIN IMMEDIATE');
+    try {
+      const value = work();
+      this.db.exec('COMMIT');
+      return value;
+    } catch (err) {
+      this.db.exec('ROLLBACK');
+      throw err;
+    }
+  }
+
+  /** Keeps an exit record; false when one with this `runKey` is kept already. */
+  addExit(botId: string, record: ExitRecord, runKey: string): boolean {
+    const { changes } = this.statement(
+      'INSERT OR IGNORE INTO exits (bot_id, at_ms, requested, record, run_key) VALUES (?, ?, ?, ?, ?)',
+    ).run(botId, Date.parse(record.at), record.requested ? 1 : 0, JSON.stringify(record), runKey);
+    if (changes === 0) return false;
+    this.statement(
+      `DELETE FROM exits WHERE bot_id = ? AND at_ms < ? AND seq NOT IN
+         (SELECT seq FROM exits WHERE bot_id = ? ORDER BY seq DESC LIMIT ${EXITS_KEPT})`,
+    ).run(botId, Date.now() - HOUR_MS, botId);
+    return true;
+  }
+
+  /** The bot's newest `limit` exit records, newest first. */
+  exits(botId: string, limit: number): ExitRecord[] {
+    const rows = this.statement('SELECT record FROM exits WHERE bot_id = ? ORDER BY seq DESC LIMIT ?').all(botId, limit);
+    return rows.map((row) => JSON.parse(row.record as string) as ExitRecord);
+  }
+
+  /** Runs of the bot that ended without a request at or after `sinceMs`. */
+  crashesSince(botId: string, sinceMs: number): number[] {
+    const rows = this.statement('SELECT at_ms FROM exits WHERE bot_id = ? AND requested = 0 AND at_ms >= ? ORDER BY at_ms').all(
+      botId,
+      sinceMs,
+    );
+    return rows.map((row) => row.at_ms as number);
+  }
+
+  /**
+   * Appends an event; `build` makes its data from the cursor it gets. Undefined
+   * when an event with this `runKey` is kept already.
+   */
+  appendEvent(botId: string, type: string, atMs: number, build: (cursor: string) => string, runKey?: string): StoredEvent | undefined {
+    const { changes, lastInsertRowid } = this.statement(
+      "INSERT OR IGNORE INTO events (bot_id, type, at_ms, data, run_key) VALUES (?, ?, ?, '', ?)",
+    ).run(botId, type, atMs, runKey ?? null);
+    if (changes === 0) return undefined;
+    const seq = Number(lastInsertRowid);
+    const data = build(cursorOf(seq));
+    this.statement('UPDATE events SET data = ? WHERE seq = ?').run(data, seq);
+    this.pruneNow();
+    return { seq, botId, type, data };
+  }
+
+  /** Kept events after `seq`, oldest first, of one bot or of all. */
+  eventsAfter(seq: number, botId: string | undefined, limit: number): StoredEvent[] {
+    const rows = botId
+      ? this.statement('SELECT seq, bot_id, type, data FROM events WHERE bot_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(botId, seq, limit)
+      : this.statement('SELECT seq, bot_id, type, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?').all(seq, limit);
+    return rows.map((row) => ({ seq: row.seq as number, botId: row.bot_id as string, type: row.type as string, data: row.data as string }));
+  }
+
+  /** The bots in the crash-looping state, with when each entered it. */
+  crashLoops(): Map<string, number> {
+    const rows = this.statement('SELECT bot_id, since_ms FROM crash_loops').all();
+    return new Map(rows.map((row) => [row.bot_id as string, row.since_ms as number]));
+  }
+
+  setCrashLoop(botId: string, sinceMs: number | undefined): void {
+    if (sinceMs === undefined) this.statement('DELETE FROM crash_loops WHERE bot_id = ?').run(botId);
+    else this.statement('INSERT OR REPLACE INTO crash_loops (bot_id, since_ms) VALUES (?, ?)').run(botId, sinceMs);
+  }
+
+  addDelivery(event: StoredEvent, nowMs: number): void {
+    this.statement('INSERT OR IGNORE INTO deliveries (seq, bot_id, type, data, next_at_ms, first_at_ms) VALUES (?, ?, ?, ?, ?, ?)').run(
+      event.seq,
+      event.botId,
+      event.type,
+      event.data,
+      nowMs,
+      nowMs,
+    );
+  }
+
+  /** The oldest pending delivery of each bot, in the order they fell due. */
+  nextDeliveries(limit: number): PendingDelivery[] {
+    const rows = this.statement(
+      `SELECT d.* FROM deliveries d
+         JOIN (SELECT bot_id, MIN(seq) AS seq FROM deliveries GROUP BY bot_id) first ON first.seq = d.seq
+         ORDER BY d.next_at_ms LIMIT ?`,
+    ).all(limit);
+    return rows.map((row) => ({
+      seq: row.seq as number,
+      botId: row.bot_id as string,
+      type: row.type as string,
+      data: row.data as string,
+      attempts: row.attempts as number,
+      nextAtMs: row.next_at_ms as number,
+      firstAtMs: row.first_at_ms as number,
+    }));
+  }
+
+  deliveryDone(seq: number): void {
+    this.statement('DELETE FROM deliveries WHERE seq = ?').run(seq);
+  }
+
+  deliveryFailed(seq: number, attempts: number, nextAtMs: number): void {
+    this.statement('UPDATE deliveries SET attempts = ?, next_at_ms = ? WHERE seq = ?').run(attempts, nextAtMs, seq);
+  }
+
+  meta(key: string): string | undefined {
+    return this.statement('SELECT value FROM meta WHERE key = ?').get(key)?.value as string | undefined;
+  }
+
+  setMeta(key: string, value: string): void {
+    this.statement('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)').run(key, value);
+  }
+
+  private pruneNow(): void {
+    this.writes += 1;
+    if (this.writes % PRUNE_EVERY !== 0) return;
+    const newest = Number(this.statement('SELECT COALESCE(MAX(seq), 0) AS seq FROM events').get()?.seq ?? 0);
+    this.statement('DELETE FROM events WHERE (seq <= ? AND at_ms < ?) OR seq <= ?').run(
+      newest - EVENTS_KEPT,
+      Date.now() - EVENTS_KEPT_MS,
+      newest - EVENTS_MAX,
+    );
+  }
+
+  private statement(sql: string): StatementSync {
+    let statement = this.statements.get(sql);
+    if (!statement) {
+      statement = this.db.prepare(sql);
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
+}

@@ -1,0 +1,133 @@
+import { createHmac } from 'node:crypto';
+import type { HistoryStore, PendingDelivery, StoredEvent } from './history-store.js';
+
+/** A delivery not answered 2xx within this is tried again (CONTRACT.md §9). */
+export const DELIVERY_TIMEOUT_MS = 5_000;
+/** Retries wait 1 s, 2 s, 4 s, ... up to this, ... */
+const MAX_DELAY_MS = 5 * 60_000;
+/** ... and stop once the event is this old: a day, as long as events are kept. */
+const GIVE_UP_MS = 24 * 3_600_000;
+/** Deliveries in flight at once, each to a different bot's events. */
+const CONCURRENCY = 8;
+
+/** How long the `attempts`-th failed delivery waits before the next. */
+export function retryDelayMs(attempts: number): number {
+  return Math.min(1_000 * 2 ** Math.max(0, attempts - 1), MAX_DELAY_MS);
+}
+
+/** The X-Bot-Agent-Signature of a body. */
+export function signatureOf(body: string, secret: string): string {
+  return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+}
+
+export interface WebhookOptions {
+  readonly url: string;
+  readonly secret: string;
+  readonly report: (what: string, err: unknown) => void;
+}
+
+/**
+ * POSTs every event to AGENT_WEBHOOK_URL, signed, at least once. Deliveries
+ * wait in the store, so they outlive a restart of the agent; only the oldest
+ * pending delivery of each bot is tried, so that a bot's events arrive in
+ * order, and a receiver that is down delays, never loses, them.
+ */
+export class WebhookSender {
+  private timer: NodeJS.Timeout | undefined;
+  private running = false;
+  private again = false;
+  private closed = false;
+  private readonly inFlight = new Set<Promise<void>>();
+
+  constructor(
+    private readonly store: HistoryStore,
+    private readonly options: WebhookOptions,
+  ) {}
+
+  /** Keeps the event's delivery; call inside the transaction that keeps the event. */
+  queue(event: StoredEvent): void {
+    this.store.addDelivery(event, Date.now());
+    queueMicrotask(() => this.kick());
+  }
+
+  /** Sends whatever is due, now and whenever more falls due. */
+  kick(): void {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    void this.pump().finally(() => {
+      this.running = false;
+      if (this.again) {
+        this.again = false;
+        this.kick();
+      }
+    });
+  }
+
+  /** Stops sending; what is still pending is sent after the next start. */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.timer);
+    await Promise.allSettled(this.inFlight);
+  }
+
+  private async pump(): Promise<void> {
+    clearTimeout(this.timer);
+    for (;;) {
+      if (this.closed) return;
+      const now = Date.now();
+      const next = this.store.nextDeliveries(CONCURRENCY * 4);
+      const due = next.filter((delivery) => delivery.nextAtMs <= now).slice(0, CONCURRENCY);
+      if (due.length === 0) {
+        const soonest = next[0]?.nextAtMs;
+        if (soonest !== undefined) this.timer = setTimeout(() => this.kick(), Math.max(10, soonest - now)).unref();
+        return;
+      }
+      await Promise.all(due.map((delivery) => this.track(this.deliver(delivery))));
+    }
+  }
+
+  private track(work: Promise<void>): Promise<void> {
+    this.inFlight.add(work);
+    return work.finally(() => this.inFlight.delete(work));
+  }
+
+  private async deliver(delivery: PendingDelivery): Promise<void> {
+    let failure: string;
+    try {
+      const response = await fetch(this.options.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'x-bot-agent-event': delivery.type,
+          'x-bot-agent-delivery': String(delivery.seq),
+          'x-bot-agent-signature': signatureOf(delivery.data, this.options.secret),
+        },
+        body: delivery.data,
+        redirect: 'manual',
+        signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
+      });
+      await response.body?.cancel();
+      if (response.status >= 200 && response.status < 300) {
+        this.store.deliveryDone(delivery.seq);
+        return;
+      }
+      failure = `answered ${response.status}`;
+    } catch (err) {
+      failure = err instanceof Error ? `${err.message}${err.cause instanceof Error ? `: ${err.cause.message}` : ''}` : String(err);
+    }
+    const attempts = delivery.attempts + 1;
+    if (Date.now() - delivery.firstAtMs > GIVE_UP_MS) {
+      this.store.deliveryDone(delivery.seq);
+      this.options.report(`webhook: gave up on event ${delivery.seq} after ${attempts} attempts`, new Error(failure));
+      return;
+    }
+    if (attempts === 1 || attempts % 10 === 0) {
+      this.options.report(`webhook: delivery of event ${delivery.seq} failed (${failure}); retrying`, new Error(failure));
+    }
+    this.store.deliveryFailed(delivery.seq, attempts, Date.now() + retryDelayMs(attempts));
+  }
+}

@@ -1,0 +1,39 @@
+import type { Context } from 'koa';
+import { Forbidden, messages } from '../errors.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
+import { authorize, callerOf } from './caller.js';
+import type { Caller } from './caller.js';
+import type { ReadLimiter } from './read-limiter.js';
+
+/** Who may call what (CONTRACT.md §4), as the routes ask it. */
+export interface Access {
+  /** The caller, who must be `botId` itself or the platform (when a bot is named). */
+  callerFor(ctx: Context, botId: string | undefined): Promise<Caller>;
+  /** The caller of a read of `botId`; a bot's own reads count against its read rate, as `cost` reads. */
+  readerFor(ctx: Context, botId: string, cost?: number): Promise<Caller>;
+  /** The caller of what only the platform may do (every bot's events); Forbidden for a bot. */
+  platformFor(ctx: Context, refusal?: string): Promise<void>;
+}
+
+export function access(driver: RuntimeDriver, adminToken: string | undefined, readLimiter: ReadLimiter): Access {
+  const callerFor = async (ctx: Context, botId: string | undefined): Promise<Caller> => {
+    const caller = await callerOf(ctx, driver, adminToken);
+    if (botId !== undefined) {
+      ctx.state.botId = botId;
+      authorize(caller, botId);
+    }
+    return caller;
+  };
+  return {
+    callerFor,
+    async readerFor(ctx, botId, cost = 1) {
+      const caller = await callerFor(ctx, botId);
+      if (caller.kind === 'bot') await readLimiter.take(botId, cost);
+      return caller;
+    },
+    async platformFor(ctx, refusal = messages.platformOnlyEvents) {
+      const caller = await callerOf(ctx, driver, adminToken);
+      if (caller.kind !== 'platform') throw new Forbidden(refusal);
+    },
+  };
+}

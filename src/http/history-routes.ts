@@ -1,0 +1,107 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { BadRequest } from '../errors.js';
+import type { BotHistory } from '../history/bot-history.js';
+import { seqOf } from '../history/history-store.js';
+import type { StoredEvent } from '../history/history-store.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
+import type { Access } from './access.js';
+import { DEFAULT_EXITS, eventsQuery, exitsQuery, pathBotId, validate } from './schemas.js';
+import { sseOf, SseStream } from './sse.js';
+
+export interface HistoryRoutesDeps {
+  readonly driver: RuntimeDriver;
+  readonly history: BotHistory;
+  readonly access: Access;
+}
+
+/** The operations at /api/bots/<name>, which only POST reaches. */
+const POST_ONLY = new Set(['restart', 'stop', 'start', 'logs']);
+
+/** The cursor a client resumes from: `Last-Event-ID`, else `?after=`; undefined for live events only. */
+function resumeCursor(ctx: Context, after: string | undefined): number | undefined {
+  const given = ctx.get('last-event-id') || after;
+  if (given === undefined || given === '') return undefined;
+  const seq = seqOf(given);
+  if (seq === undefined) throw new BadRequest('Last-Event-ID (or after) must be an event id the agent sent');
+  return seq;
+}
+
+
+/**
+ * Streams events: first those kept after the cursor, then live ones. Live
+ * events that arrive while the kept ones are sent wait, and are sent after
+ * them unless already sent.
+ */
+function streamEvents(ctx: Context, history: BotHistory, botId: string | undefined, cursor: number | undefined): void {
+  const waiting: StoredEvent[] = [];
+  let replaying = true;
+  let lastSent = cursor ?? 0;
+  const stream = new SseStream(ctx);
+  const send = (event: StoredEvent): void => {
+    if (event.seq <= lastSent) return;
+    lastSent = event.seq;
+    stream.send(sseOf(event));
+  };
+  const unfollow = history.follow((event) => {
+    if (botId !== undefined && event.botId !== botId) return;
+    if (replaying) waiting.push(event);
+    else send(event);
+  });
+  void stream.ended().then(unfollow);
+  if (cursor !== undefined) {
+    for (const event of history.eventsAfter(cursor, botId)) {
+      if (stream.closed) break;
+      send(event);
+    }
+  }
+  replaying = false;
+  for (const event of waiting.splice(0)) send(event);
+}
+
+/** Status, exit records, events and live logs of bots (CONTRACT.md §§8-10). */
+export function historyRoutes({ driver, history, access }: HistoryRoutesDeps): Router {
+  const router = new Router();
+  const { readerFor, platformFor } = access;
+
+  router.get('/api/bots/:bot_id', async (ctx) => {
+    // GET of a path that is one of the bot operations is a wrong method, not a bad bot id.
+    if (POST_ONLY.has(ctx.params.bot_id ?? '')) {
+      ctx.status = 405;
+      ctx.set('Allow', 'POST');
+      return;
+    }
+    const botId = validate(pathBotId, ctx.params.bot_id);
+    await readerFor(ctx, botId);
+    ctx.body = { ok: true, bot: history.status(await driver.findBot(botId), new Date()) };
+  });
+
+  router.get('/api/bots/:bot_id/exits', async (ctx) => {
+    const botId = validate(pathBotId, ctx.params.bot_id);
+    const { limit = DEFAULT_EXITS } = validate(exitsQuery, ctx.query);
+    await readerFor(ctx, botId);
+    await driver.findBot(botId).catch(async (err: unknown) => {
+      // A bot that is gone still has its records; only one never seen is unknown.
+      if (history.exits(botId, 1).length === 0) throw err;
+    });
+    ctx.body = { ok: true, exits: history.exits(botId, limit) };
+  });
+
+  router.get('/api/bots/:bot_id/events', async (ctx) => {
+    const botId = validate(pathBotId, ctx.params.bot_id);
+    const { after } = validate(eventsQuery, ctx.query);
+    const cursor = resumeCursor(ctx, after);
+    await readerFor(ctx, botId);
+    await driver.findBot(botId);
+    streamEvents(ctx, history, botId, cursor);
+  });
+
+  router.get('/api/events', async (ctx) => {
+    const { after } = validate(eventsQuery, ctx.query);
+    const cursor = resumeCursor(ctx, after);
+    await platformFor(ctx);
+    streamEvents(ctx, history, undefined, cursor);
+  });
+
+  return router;
+}

@@ -1,0 +1,122 @@
+import type { FaultReporter, RunObserver } from '../driver.js';
+import { BOT_LABEL } from '../labels.js';
+import type { EngineEvent } from './docker-bot-index.js';
+
+/** What the engine said of a container's current run before it ended. */
+interface Run {
+  startedAt: Date | undefined;
+  /** When the container's previous run ended: its lines are those after it. (A process may write before the engine records its start.) */
+  after: Date | undefined;
+  /** A kill (docker stop, restart, kill, rm -f: the agent's too) came before the end. */
+  requested: boolean;
+  oomKilled: boolean;
+}
+
+/** The lines of a run an exit record keeps. */
+export const EXIT_LOG_LINES = 100;
+
+/** When the container's current run started and its previous one ended, as the engine recorded them. */
+export type RunStartReader = (containerId: string) => Promise<{ startedAt: Date; previousEnd: Date | undefined } | undefined>;
+
+/** Reads the last lines a container wrote after one time and up to another; '' when they cannot be had. */
+export type RunLogsReader = (botId: string, containerId: string, since: Date | undefined, until: Date) => Promise<string>;
+
+/**
+ * Turns the engine's container events into run starts and ends of bots: a
+ * `start` begins a run; `kill` (any stop, restart, kill or removal through the
+ * engine) and `oom` say how the run is ending; `die` ends it, with its exit
+ * code. The run's last lines are read with an `until` of the end, so a restart
+ * that follows at once (a restart policy) cannot mix its lines in. A
+ * container's events are handed on in order, each end after its lines were read.
+ */
+export class DockerRunWatcher {
+  private readonly runs = new Map<string, Run>();
+  /** When each container's last run ended. */
+  private readonly ends = new Map<string, Date>();
+  private readonly queues = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly observer: RunObserver,
+    private readonly lastLines: RunLogsReader,
+    private readonly startOf: RunStartReader,
+    private readonly report: FaultReporter,
+  ) {}
+
+  onEvent(event: EngineEvent): void {
+    const containerId = event.Actor?.ID;
+    const attributes = event.Actor?.Attributes ?? {};
+    const botId = attributes[BOT_LABEL];
+    // A bot is the container named by its id that carries its label (CONTRACT.md §1).
+    if (event.Type !== 'container' || !containerId || !botId || attributes.name !== botId) return;
+    const at = new Date(event.timeNano !== undefined ? event.timeNano / 1e6 : Date.now());
+    const key = `docker:${containerId}:${event.timeNano ?? at.getTime()}`;
+    switch (event.Action) {
+      case 'start': {
+        const run: Run = { startedAt: at, after: this.ends.get(containerId), requested: false, oomKilled: false };
+        this.runs.set(containerId, run);
+        // The event comes a little after the process began: the engine's own start time is closer.
+        this.inOrder(containerId, async () => {
+          const recorded = await this.startOf(containerId);
+          if (recorded && Math.abs(recorded.startedAt.getTime() - at.getTime()) < 60_000) {
+            run.startedAt = recorded.startedAt;
+            run.after ??= recorded.previousEnd;
+          }
+          this.observer.started({ botId, startedAt: run.startedAt ?? at, key });
+        });
+        return;
+      }
+      case 'kill':
+        this.runOf(containerId).requested = true;
+        return;
+      case 'oom':
+        this.runOf(containerId).oomKilled = true;
+        return;
+      case 'die': {
+        const run = this.runOf(containerId);
+        this.runs.delete(containerId);
+        this.ends.set(containerId, at);
+        const exitCode = Number.parseInt(attributes.exitCode ?? '', 10);
+        // A run the agent did not see begin: the engine says how long it lasted, in whole seconds.
+        const duration = Number.parseInt(attributes.execDuration ?? '', 10);
+        this.inOrder(containerId, async () => {
+          const startedAt = run.startedAt ?? (Number.isFinite(duration) ? new Date(at.getTime() - duration * 1000) : undefined);
+          const logs = await this.lastLines(botId, containerId, run.after, at);
+          this.observer.ended({
+            botId,
+            at,
+            exitCode: Number.isFinite(exitCode) ? exitCode : null,
+            oomKilled: run.oomKilled,
+            requested: run.requested,
+            startedAt,
+            logs,
+            key,
+          });
+        });
+        return;
+      }
+      case 'destroy':
+        this.runs.delete(containerId);
+        this.ends.delete(containerId);
+        return;
+    }
+  }
+
+  private runOf(containerId: string): Run {
+    let run = this.runs.get(containerId);
+    if (!run) {
+      run = { startedAt: undefined, after: this.ends.get(containerId), requested: false, oomKilled: false };
+      this.runs.set(containerId, run);
+    }
+    return run;
+  }
+
+  private inOrder(containerId: string, work: () => Promise<void>): void {
+    const next = (this.queues.get(containerId) ?? Promise.resolve())
+      .then(work)
+      .catch((err: unknown) => this.report('a bot run the agent could not record', err))
+      .finally(() => {
+        if (this.queues.get(containerId) === next) this.queues.delete(containerId);
+      });
+    this.queues.set(containerId, next);
+  }
+}

@@ -1,0 +1,192 @@
+import test from 'ava';
+import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
+import { startAgent } from '../helpers/agent.js';
+import type { TestAgent } from '../helpers/agent.js';
+import { DockerFixture } from '../helpers/docker-fixture.js';
+import type { TestBot } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+import { call } from '../helpers/http-client.js';
+import { openStream } from '../helpers/sse-client.js';
+
+// Why a bot died (CONTRACT.md §8-9) on the real engine: each way a run can end, as its exit record says it.
+
+const fixture = new DockerFixture();
+let agent: TestAgent;
+const RECOVER_AFTER_MS = 3_000;
+
+test.before(async () => {
+  await fixture.ready();
+  agent = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { recoverAfterMs: RECOVER_AFTER_MS });
+});
+
+test.after.always(async () => {
+  await agent?.close();
+  await fixture.cleanup();
+});
+
+interface Exit {
+  at: string;
+  exit_code: number | null;
+  signal: string | null;
+  oom_killed: boolean;
+  requested: boolean;
+  started_at: string | null;
+  logs: string;
+}
+
+async function exitsOf(bot: { id: string }, limit?: number): Promise<Exit[]> {
+  const reply = await call(agent.server, `/api/bots/${bot.id}/exits${limit ? `?limit=${limit}` : ''}`);
+  if (reply.status !== 200) throw new Error(`exits of ${bot.id}: ${reply.status} ${reply.text}`);
+  return reply.body?.exits as Exit[];
+}
+
+/** Waits until the bot has `count` exit records, and answers them, newest first. */
+async function awaitExits(bot: { id: string }, count: number): Promise<Exit[]> {
+  let exits: Exit[] = [];
+  const seen = await eventually(async () => (exits = await exitsOf(bot)).length >= count, 20_000, 100);
+  if (!seen) throw new Error(`bot ${bot.id} has ${exits.length} exit records, not ${count}`);
+  return exits;
+}
+
+async function statusOf(bot: { id: string }): Promise<Record<string, unknown>> {
+  const reply = await call(agent.server, `/api/bots/${bot.id}`);
+  if (reply.status !== 200) throw new Error(`status of ${bot.id}: ${reply.status} ${reply.text}`);
+  return reply.body?.bot as Record<string, unknown>;
+}
+
+async function started(bot: TestBot): Promise<void> {
+  await eventually(async () => (await bot.container.inspect()).State.Running, 10_000, 50);
+}
+
+test('a bot that exits 3 by itself: code 3, no signal, not requested, its last lines; the state says exited', async (t) => {
+  const bot = await fixture.runBot({ script: 'for i in $(seq 1 150); do echo "line $i"; done; sleep 0.2; echo "fatal: no token" >&2; exit 3' });
+  const [exit] = await awaitExits(bot, 1);
+  t.like(exit, { exit_code: 3, signal: null, oom_killed: false, requested: false });
+  const lines = exit!.logs.trimEnd().split('\n');
+  t.is(lines.length, 100, 'the last 100 lines of the run');
+  // (stdout and stderr are two pipes, which the engine reads apart: hence the pause before the last line.)
+  t.is(lines.at(-1), 'fatal: no token');
+  t.is(lines[0], 'line 52');
+  const info = (await bot.container.inspect()).State;
+  t.is(exit!.started_at, new Date(info.StartedAt).toISOString());
+  t.true(Math.abs(Date.parse(exit!.at) - Date.parse(info.FinishedAt)) < 100, 'when the engine says it ended');
+  t.like(await statusOf(bot), { bot_id: bot.id, user_id: 'user_1', state: 'exited', started_at: null, uptime: null, crashes_last_hour: 1 });
+  t.deepEqual((await statusOf(bot)).last_exit, exit);
+});
+
+test('a bot killed with SIGKILL through the engine: 137, SIGKILL, requested', async (t) => {
+  const bot = await fixture.runBot({ script: 'echo alive; exec sleep 1000' });
+  await eventually(async () => (await fixture.docker.getContainer(bot.id).logs({ stdout: true })).toString().includes('alive'));
+  await bot.container.kill({ signal: 'SIGKILL' });
+  const [exit] = await awaitExits(bot, 1);
+  t.like(exit, { exit_code: 137, signal: 'SIGKILL', oom_killed: false, requested: true });
+  t.regex(exit!.logs, /alive/);
+  t.is((await statusOf(bot)).state, 'stopped');
+});
+
+test('a bot killed by the kernel for memory: oom_killed, not requested', async (t) => {
+  // A shell variable that doubles until the 16 MiB limit stops it.
+  const bot = await fixture.runBot({ script: 'echo allocating; x=0123456789abcdef; while :; do x="$x$x"; done; echo survived', memoryBytes: 16 * 1024 * 1024 });
+  const [exit] = await awaitExits(bot, 1);
+  t.like(exit, { oom_killed: true, requested: false, exit_code: 137, signal: 'SIGKILL' });
+  t.regex(exit!.logs, /allocating/);
+  t.notRegex(exit!.logs, /survived/);
+  t.is((await statusOf(bot)).state, 'exited');
+});
+
+test('stopped and restarted through the agent: requested records with the lines it wrote on SIGTERM; events say so', async (t) => {
+  const bot = await fixture.runBot({ start: false });
+  const events = await openStream(agent.server, `/api/bots/${bot.id}/events`);
+  t.is(events.status, 200);
+  t.regex(String(events.headers['content-type']), /^text\/event-stream/);
+  await bot.container.start();
+  await events.next((e) => e.event === 'started');
+
+  t.is((await call(agent.server, '/api/bots/restart', { body: { bot_id: bot.id, user_id: 'user_1' } })).status, 200);
+  const [restarted] = await awaitExits(bot, 1);
+  t.like(restarted, { exit_code: 0, signal: null, requested: true, oom_killed: false });
+  t.regex(restarted!.logs, /saved state/);
+  const running = await statusOf(bot);
+  t.like(running, { state: 'running', crashes_last_hour: 0 });
+  t.regex(String(running.uptime), /^0h 0m$/);
+  t.is(running.started_at, new Date((await bot.container.inspect()).State.StartedAt).toISOString());
+
+  t.is((await call(agent.server, '/api/bots/stop', { body: { bot_id: bot.id, user_id: 'user_1' } })).status, 200);
+  const [stopped] = await awaitExits(bot, 2);
+  t.like(stopped, { exit_code: 0, requested: true });
+  t.is((await statusOf(bot)).state, 'stopped');
+
+  await events.next((e) => e.event === 'operation' && e.data.operation === 'stop');
+  await events.next((e) => e.event === 'exited' && e.data.exit !== undefined && events.events.filter((x) => x.event === 'exited').length === 2);
+  const kinds = events.events.map((e) => (e.event === 'operation' ? `operation ${String(e.data.operation)} ${String(e.data.result)}` : e.event));
+  // The operation's answer and the engine's events run apart: only each one's own order is fixed.
+  t.deepEqual(kinds.filter((kind) => !kind.startsWith('operation')), ['started', 'exited', 'started', 'exited']);
+  t.deepEqual(kinds.filter((kind) => kind.startsWith('operation')), ['operation restart ok', 'operation stop ok']);
+  const exited = events.events.find((e) => e.event === 'exited')!;
+  t.like(exited.data, { type: 'exited', bot_id: bot.id, id: exited.id });
+  const { logs: _logs, ...withoutLogs } = restarted!;
+  t.deepEqual(exited.data.exit, withoutLogs, 'an exited event is the record without its logs');
+  t.like(events.events.find((e) => e.event === 'operation')!.data, { by: 'platform' });
+  const ids = events.events.map((e) => Number(e.id));
+  t.deepEqual([...ids].sort((a, b) => a - b), ids, 'cursors increase');
+  events.close();
+});
+
+test('records outlive the container: removed and created again with the same bot id, the old runs are still there', async (t) => {
+  const bot = await fixture.runBot({ script: 'echo first life; exit 4' });
+  await awaitExits(bot, 1);
+  await bot.container.remove({ force: true });
+  const again = await fixture.runBot({ id: bot.id, script: 'echo second life; exit 5' });
+  const exits = await awaitExits(again, 2);
+  t.like(exits[0], { exit_code: 5 });
+  t.regex(exits[0]!.logs, /second life/);
+  t.notRegex(exits[0]!.logs, /first life/);
+  t.like(exits[1], { exit_code: 4 });
+  t.regex(exits[1]!.logs, /first life/);
+  t.is((await exitsOf(again, 1)).length, 1, 'limit');
+  t.like(await call(agent.server, `/api/bots/${bot.id}/exits?limit=51`), { status: 400 });
+  t.like(await call(agent.server, `/api/bots/${bot.id}/exits?limit=0`), { status: 400 });
+});
+
+test('crash loop under a restart policy: crash-looping with an event, each run its own record; recovers once it runs', async (t) => {
+  // Crashes on its first three runs (the container's file system keeps the count), then runs.
+  const script = 'n=$(cat /tmp/runs 2>/dev/null || echo 0); n=$((n+1)); echo $n > /tmp/runs; echo "run $n"; [ $n -le 3 ] && exit 1; exec sleep 1000';
+  const bot = await fixture.runBot({ script, restartPolicy: 'on-failure', start: false });
+  const events = await openStream(agent.server, `/api/bots/${bot.id}/events`);
+  await bot.container.start();
+  const looping = await events.next((e) => e.event === 'crash-looping');
+  t.like(looping.data, { crashes: 3, window_s: 600, bot_id: bot.id });
+  const exits = await awaitExits(bot, 3);
+  t.deepEqual(
+    exits.map((exit) => [exit.exit_code, exit.requested, exit.logs.trim()]),
+    [
+      [1, false, 'run 3'],
+      [1, false, 'run 2'],
+      [1, false, 'run 1'],
+    ],
+  );
+  await started(bot);
+  t.like(await statusOf(bot), { state: 'crash-looping', crashes_last_hour: 3 });
+  await events.next((e) => e.event === 'recovered', RECOVER_AFTER_MS + 10_000);
+  t.like(await statusOf(bot), { state: 'running', crashes_last_hour: 3 });
+  const kinds = events.events.map((e) => e.event);
+  t.deepEqual(kinds, ['started', 'exited', 'started', 'exited', 'started', 'exited', 'crash-looping', 'started', 'recovered']);
+  events.close();
+});
+
+test('a stop through the agent ends a crash loop', async (t) => {
+  const bot = await fixture.runBot({ script: 'echo crash; exit 2', restartPolicy: 'unless-stopped', start: false });
+  const events = await openStream(agent.server, `/api/bots/${bot.id}/events`);
+  await bot.container.start();
+  await events.next((e) => e.event === 'crash-looping');
+  t.is((await call(agent.server, '/api/bots/stop', { body: { bot_id: bot.id, user_id: 'user_1' } })).status, 200);
+  await events.next((e) => e.event === 'recovered');
+  t.not((await statusOf(bot)).state, 'crash-looping');
+  events.close();
+});
+
+test('GET /api/bots/{id}: 404 for no such bot, 400 for a bad id', async (t) => {
+  t.like(await call(agent.server, `/api/bots/${fixture.newBotId()}`), { status: 404, body: { ok: false } });
+  t.like(await call(agent.server, `/api/bots/${fixture.newBotId()}/exits`), { status: 404 });
+  t.like(await call(agent.server, '/api/bots/not-a-bot'), { status: 400 });
+});
