@@ -3,6 +3,8 @@ import type { StoredEvent } from '../history/history-store.js';
 
 /** A comment line this often keeps idle connections (and proxies) open (CONTRACT.md §9). */
 export const HEARTBEAT_MS = 15_000;
+/** How often a client whose sending side has closed is checked for being gone. */
+const PROBE_MS = 1_000;
 /** A client that lets this much wait unread is cut off (CONTRACT.md §10). */
 export const MAX_UNREAD_BYTES = 1024 * 1024;
 
@@ -24,7 +26,7 @@ export const sseOf = (event: StoredEvent): SseEvent => ({ id: String(event.seq),
  */
 export class SseStream {
   private readonly controller = new AbortController();
-  private readonly heartbeat: NodeJS.Timeout;
+  private heartbeat: NodeJS.Timeout;
 
   constructor(
     private readonly ctx: Context,
@@ -47,6 +49,12 @@ export class SseStream {
     res.on('close', end);
     res.on('error', end);
     ctx.req.on('close', end);
+    // The server keeps half-closed sockets open (busybox nc half-closes once its request is out), so a
+    // client that left is noticed only when a write fails: once its side has closed, probe every second.
+    ctx.req.socket.once('end', () => {
+      clearInterval(this.heartbeat);
+      this.heartbeat = setInterval(() => this.write(': ping\n\n'), PROBE_MS).unref();
+    });
   }
 
   /** Aborts when the stream ends, whoever ends it. */

@@ -30,7 +30,7 @@ export class MemoryDriver implements RuntimeDriver {
   /** The observer the agent gave observeRuns, to report runs through. */
   observer: RunObserver | undefined;
   /** `line:<botId>` for each line written live, `end:<botId>` when a run ends. */
-  private readonly live = new EventEmitter();
+  private readonly live = new EventEmitter().setMaxListeners(0);
   private inFlight = 0;
   /** The most operations that ever ran at once. */
   maxInFlight = 0;

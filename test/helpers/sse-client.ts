@@ -53,7 +53,10 @@ export function openStream(
         comments,
         ended,
         response: res,
-        close: () => req.destroy(),
+        close: () => {
+          res.destroy();
+          req.destroy();
+        },
         next(match, ms = 20_000) {
           return new Promise((found, fail) => {
             const check = (): boolean => {
