@@ -1,3 +1,4 @@
+import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { ConfigError, loadConfig } from './config.js';
 import { causeOf } from './errors.js';
@@ -50,7 +51,8 @@ async function main(): Promise<void> {
     process.stderr.write(`bot-agent: cannot listen on ${config.host}:${config.port}: ${err.message}\n`);
     process.exit(1);
   });
-  logger.info({ host: config.host, port: config.port }, 'bot-agent listening');
+  // The port bound, which AGENT_PORT=0 leaves to the system.
+  logger.info({ host: config.host, port: (server.address() as AddressInfo).port }, 'bot-agent listening');
   driver.ping().then(
     () => logger.info(`the ${config.runtime} runtime answers`),
     (err: unknown) =>

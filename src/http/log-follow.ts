@@ -55,6 +55,7 @@ async function followAcrossRuns(stream: SseStream, driver: RuntimeDriver, histor
   };
   try {
     let from: LogsFrom = { lines };
+    let lastEnd: Date | undefined;
     while (!stream.closed) {
       // Runs that began, or ended, before this following did are in what it reads already.
       const following = Date.now() - CLOCK_SLACK_MS;
@@ -73,14 +74,24 @@ async function followAcrossRuns(stream: SseStream, driver: RuntimeDriver, histor
         }
         const { at } = JSON.parse(event.data) as { at: string };
         if (Date.parse(at) < following) continue;
-        if (event.type === 'exited') stream.send(sseOf(event));
-        else next = new Date(at);
+        if (event.type === 'exited') {
+          stream.send(sseOf(event));
+          lastEnd = new Date(at);
+        } else next = new Date(at);
       }
-      if (next) from = { since: next };
+      // A process may write before the runtime records its start: the next run's lines are those after the last end.
+      const end = lastEnd ?? lastExitOf(history, botId);
+      if (next) from = { since: end && end.getTime() < next.getTime() ? new Date(end.getTime() + 1) : new Date(next.getTime() - 1_000) };
     }
   } finally {
     unfollow();
   }
+}
+
+/** When the bot's last recorded run ended. */
+function lastExitOf(history: BotHistory, botId: string): Date | undefined {
+  const at = history.exits(botId, 1)[0]?.at;
+  return at === undefined ? undefined : new Date(at);
 }
 
 /** GET /api/bots/{bot_id}/logs?follow=true: live logs, within the follower limits. */

@@ -190,3 +190,38 @@ test('GET /api/bots/{id}: 404 for no such bot, 400 for a bad id', async (t) => {
   t.like(await call(agent.server, `/api/bots/${fixture.newBotId()}/exits`), { status: 404 });
   t.like(await call(agent.server, '/api/bots/not-a-bot'), { status: 400 });
 });
+
+test('live logs follow a bot across its restart: its lines with their stream, the exited event, then the next run', async (t) => {
+  const script = 'echo "run starts"; echo "to stderr" >&2; trap "echo bye; exit 0" TERM; i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.2 & wait $!; done';
+  const bot = await fixture.runBot({ script });
+  await eventually(async () => (await fixture.docker.getContainer(bot.id).logs({ stdout: true })).toString().includes('tick 2'));
+  const follower = await openStream(agent.server, `/api/bots/${bot.id}/logs?follow=true&lines=1000`);
+  t.is(follower.status, 200);
+  await follower.next((e) => e.data.line === 'run starts');
+  t.like((await follower.next((e) => e.data.line === 'to stderr')).data, { stream: 'stderr' });
+  const tick = await follower.next((e) => e.data.line === 'tick 5');
+  t.like(tick.data, { stream: 'stdout' });
+  t.true(Math.abs(Date.parse(String(tick.data.at)) - Date.now()) < 10_000);
+  t.is((await call(agent.server, '/api/bots/restart', { body: { bot_id: bot.id, user_id: 'user_1' } })).status, 200);
+  const exited = await follower.next((e) => e.event === 'exited');
+  t.like(exited.data, { bot_id: bot.id, exit: { requested: true, exit_code: 0 } });
+  const afterExit = follower.events.indexOf(exited);
+  await follower.next((e) => e.data.line === 'run starts' && follower.events.indexOf(e) > afterExit);
+  await follower.next((e) => e.data.line === 'tick 1' && follower.events.indexOf(e) > afterExit);
+  const lines = follower.events.map((e) => (e.event === 'log' ? String(e.data.line) : `[${e.event}]`));
+  t.is(lines.filter((line) => line === 'run starts').length, 2, 'each run once');
+  t.true(lines.indexOf('bye') < afterExit, "the old run's last line comes before its end");
+  follower.close();
+});
+
+test('live logs of a stopped bot: its last lines, then the next run once it is started', async (t) => {
+  const bot = await fixture.runBot({ script: 'echo "hello from $$"; exec sleep 1000' });
+  await eventually(async () => (await fixture.docker.getContainer(bot.id).logs({ stdout: true })).toString().includes('hello'));
+  await bot.container.stop({ t: 0 });
+  const follower = await openStream(agent.server, `/api/bots/${bot.id}/logs?follow=true`);
+  await follower.next((e) => String(e.data.line).startsWith('hello'));
+  await bot.container.start();
+  await follower.next((e) => e.event === 'log' && follower.events.filter((x) => String(x.data.line).startsWith('hello')).length === 2);
+  t.pass();
+  follower.close();
+});

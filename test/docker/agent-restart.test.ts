@@ -1,0 +1,133 @@
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import test from 'ava';
+import { signatureOf } from '../../src/history/webhook.js';
+import { DockerFixture } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+import { openStream } from '../helpers/sse-client.js';
+
+// The agent killed with SIGKILL and started again over the same AGENT_DATA_DIR: its exit records,
+// its events after a cursor and its undelivered webhooks are all still there, and a bot's run that
+// ended while it was down is recorded from the engine's replay of its events.
+
+const SECRET = 'the webhook secret';
+const fixture = new DockerFixture();
+
+interface Delivery {
+  id: string;
+  type: string;
+  body: string;
+  signatureOk: boolean;
+}
+
+/** A webhook receiver on loopback that fails its first `failures` deliveries, then keeps each one. */
+async function receiver(failures: number) {
+  const received: Delivery[] = [];
+  let refused = 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      if (refused < failures) {
+        refused += 1;
+        res.writeHead(503).end();
+        return;
+      }
+      const body = Buffer.concat(chunks).toString('utf8');
+      received.push({
+        id: String(req.headers['x-bot-agent-delivery']),
+        type: String(req.headers['x-bot-agent-event']),
+        body,
+        signatureOk: req.headers['x-bot-agent-signature'] === signatureOf(body, SECRET),
+      });
+      res.writeHead(204).end();
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return { server, received, refusedCount: () => refused, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook` };
+}
+
+/** The agent as operators run it (src/main.ts), on a free loopback port. */
+async function runAgent(dataDir: string, webhookUrl: string): Promise<{ process: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
+    env: { ...process.env, AGENT_HOST: '127.0.0.1', AGENT_PORT: '0', AGENT_DATA_DIR: dataDir, AGENT_WEBHOOK_URL: webhookUrl, AGENT_WEBHOOK_SECRET: SECRET },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let output = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+      const listening = /"port":(\d+)[^\n]*bot-agent listening/.exec(output);
+      if (listening) resolve(Number(listening[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`the agent exited (${code}): ${output}`)));
+  });
+  return { process: child, port };
+}
+
+test.before(() => fixture.ready());
+test.after.always(() => fixture.cleanup());
+
+test('records, events after a cursor and pending webhooks survive a SIGKILL of the agent', async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'bot-agent-data-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const hooks = await receiver(3);
+  t.teardown(() => hooks.server.close());
+
+  const first = await runAgent(dataDir, hooks.url);
+  t.teardown(() => first.process.kill('SIGKILL'));
+  const everything = await openStream({ port: first.port }, '/api/events');
+  const bot = await fixture.runBot({ script: 'echo "run $RANDOM$RANDOM"; exit 3', start: false });
+  await bot.container.start();
+  await everything.next((e) => e.event === 'exited' && e.data.bot_id === bot.id);
+  const cursor = everything.events.find((e) => e.data.bot_id === bot.id && e.event === 'started')!.id!;
+  t.true(await eventually(() => hooks.refusedCount() >= 1), 'the receiver has refused a delivery');
+  first.process.kill('SIGKILL');
+  await once(first.process, 'exit');
+
+  // While no agent runs, the bot runs and dies again.
+  await bot.container.start();
+  await eventually(async () => !(await bot.container.inspect()).State.Running && (await bot.container.inspect()).State.FinishedAt !== '');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+
+  const second = await runAgent(dataDir, hooks.url);
+  t.teardown(() => second.process.kill('SIGKILL'));
+  const exits = async (): Promise<Array<{ exit_code: number; logs: string }>> => {
+    const reply = await fetch(`http://127.0.0.1:${second.port}/api/bots/${bot.id}/exits`);
+    return ((await reply.json()) as { exits: Array<{ exit_code: number; logs: string }> }).exits;
+  };
+  t.true(await eventually(async () => (await exits()).length === 2, 20_000, 100), 'the run that ended while the agent was down is recorded');
+  const [down, before] = await exits();
+  t.is(down!.exit_code, 3);
+  t.is(before!.exit_code, 3);
+  t.regex(down!.logs, /^run \d+\n$/);
+  t.regex(before!.logs, /^run \d+\n$/);
+  t.not(down!.logs, before!.logs, "each record has its own run's lines");
+
+  const resumed = await openStream({ port: second.port }, `/api/bots/${bot.id}/events`, { headers: { 'Last-Event-ID': cursor } });
+  await resumed.next((e) => e.event === 'exited' && resumed.events.filter((x) => x.event === 'exited').length === 2);
+  t.deepEqual(
+    resumed.events.map((e) => e.event),
+    ['exited', 'started', 'exited'],
+    'exactly the events after the cursor, none twice',
+  );
+  const ids = [cursor, ...resumed.events.map((e) => e.id!)];
+
+  // Every event of the bot reaches the receiver, signed, in order, none missing.
+  t.true(await eventually(() => new Set(hooks.received.filter((d) => ids.includes(d.id)).map((d) => d.id)).size === ids.length, 60_000, 200));
+  const ofBot = hooks.received.filter((d) => JSON.parse(d.body).bot_id === bot.id);
+  t.true(ofBot.every((d) => d.signatureOk), 'every signature checks out');
+  const order = ofBot.map((d) => Number(d.id));
+  t.deepEqual(order, [...order].sort((a, b) => a - b), "one bot's deliveries arrive in order");
+  t.deepEqual([...new Set(order)].map(String), ids);
+  t.true(ofBot.every((d) => JSON.parse(d.body).type === d.type && JSON.parse(d.body).id === d.id));
+  everything.close();
+  resumed.close();
+});
