@@ -1,7 +1,7 @@
 # bot-agent: build with dev dependencies, run with production ones and the compiled output only.
 #   docker build -t bot-agent .
 #   docker run -d --name agent --network bots --network-alias agent \
-#     -v /var/run/docker.sock:/var/run/docker.sock \
+#     -v /var/run/docker.sock:/var/run/docker.sock -v bot-agent-data:/var/lib/bot-agent \
 #     --group-add "$(stat -c %g /var/run/docker.sock)" bot-agent
 # BASE_IMAGE: any image with Node 24 (the version in .node-version), npm, a POSIX shell and a `node` user (uid 1000).
 # A registry behind a TLS proxy: put its CA bundle in the build context as
@@ -23,6 +23,10 @@ WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+# Exit records, events and pending webhook deliveries (one SQLite file): give it a volume to keep them.
+ENV AGENT_DATA_DIR=/var/lib/bot-agent
+RUN mkdir -p /var/lib/bot-agent && chown node:node /var/lib/bot-agent
+VOLUME /var/lib/bot-agent
 # Non-root; to reach the Docker socket, run with --group-add <the socket's group id>.
 USER node
 EXPOSE 8000

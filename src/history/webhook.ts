@@ -6,7 +6,7 @@ export const DELIVERY_TIMEOUT_MS = 5_000;
 /** Retries wait 1 s, 2 s, 4 s, ... up to this, ... */
 const MAX_DELAY_MS = 5 * 60_000;
 /** ... and stop once the event is this old: a day, as long as events are kept. */
-const GIVE_UP_MS = 24 * 3_600_000;
+export const GIVE_UP_MS = 24 * 3_600_000;
 /** Deliveries in flight at once, each to a different bot's events. */
 const CONCURRENCY = 8;
 

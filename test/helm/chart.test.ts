@@ -118,3 +118,28 @@ test('the agent pods are annotated for Prometheus unless told not to', async (t)
   t.is(await annotations({ 'metrics.scrapeAnnotations': 'false' }), undefined);
   t.like(await annotations({ 'metrics.scrapeAnnotations': 'false', 'podAnnotations.team': 'bots' }), { team: 'bots' });
 });
+
+test('the data folder is an emptyDir by default and a PersistentVolumeClaim when persistence is on; a webhook takes its secret from a Secret', async (t) => {
+  const mountOf = (objects: KubeObject[]) => {
+    const pod = (byKind(objects, 'Deployment')[0] as unknown as Deployment).spec!.template.spec!;
+    const mount = pod.containers[0]!.volumeMounts?.find((m) => m.mountPath === '/var/lib/bot-agent');
+    return { volume: pod.volumes?.find((v) => v.name === mount?.name), env: pod.containers[0]!.env ?? [] };
+  };
+  const plain = await renderChart();
+  t.deepEqual(mountOf(plain).volume, { name: 'data', emptyDir: {} });
+  t.like(mountOf(plain).env.find((e) => e.name === 'AGENT_DATA_DIR'), { value: '/var/lib/bot-agent' });
+  t.falsy(mountOf(plain).env.find((e) => e.name === 'AGENT_WEBHOOK_URL'));
+
+  const kept = await renderChart('bots', {
+    'persistence.enabled': 'true',
+    'persistence.size': '2Gi',
+    'webhook.url': 'https://platform.example/hooks',
+    'webhook.existingSecret': 'hook-key',
+  });
+  validateAll(t, kept.filter((o) => o.kind !== 'PersistentVolumeClaim'));
+  const claim = byKind(kept, 'PersistentVolumeClaim')[0] as unknown as { metadata: { name: string }; spec: { resources: { requests: { storage: string } } } };
+  t.is(claim.spec.resources.requests.storage, '2Gi');
+  t.deepEqual(mountOf(kept).volume, { name: 'data', persistentVolumeClaim: { claimName: claim.metadata.name } });
+  t.like(mountOf(kept).env.find((e) => e.name === 'AGENT_WEBHOOK_SECRET'), { valueFrom: { secretKeyRef: { name: 'hook-key', key: 'secret' } } });
+  await t.throwsAsync(renderChart('bots', { 'webhook.url': 'https://platform.example/hooks' }), { message: /webhook.existingSecret is required/ });
+});

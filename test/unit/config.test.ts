@@ -16,6 +16,18 @@ test('defaults follow CONTRACT.md §5', (t) => {
     readRate: 20,
     botsNetwork: undefined,
     botsAgentUrl: 'http://agent:8000',
+    dataDir: './data',
+    webhook: undefined,
+  });
+});
+
+test('a webhook needs its secret; with both, deliveries are signed with it', (t) => {
+  const error = t.throws(() => loadConfig({ AGENT_WEBHOOK_URL: 'https://platform.example/hooks' }), { instanceOf: ConfigError });
+  t.regex(error.message, /^AGENT_WEBHOOK_SECRET is required when AGENT_WEBHOOK_URL is set/);
+  t.deepEqual(loadConfig({ AGENT_WEBHOOK_URL: 'https://platform.example/hooks', AGENT_WEBHOOK_SECRET: 'k', AGENT_DATA_DIR: '/srv/agent' }), {
+    ...loadConfig({}),
+    dataDir: '/srv/agent',
+    webhook: { url: 'https://platform.example/hooks', secret: 'k' },
   });
 });
 
@@ -58,6 +70,7 @@ const bad: Array<[string, string]> = [
   ['AGENT_READ_RATE', '2.5'],
   ['AGENT_BOTS_NETWORK', 'no spaces please'],
   ['AGENT_BOTS_AGENT_URL', 'agent:8000'],
+  ['AGENT_WEBHOOK_URL', 'platform.example/hooks'],
 ];
 
 for (const [name, value] of bad) {
