@@ -8,8 +8,8 @@ import { sseOf, SseStream } from './sse.js';
 /** Live-log followers of one bot, and of all bots, at most (CONTRACT.md §10). */
 export const MAX_FOLLOWERS_PER_BOT = 10;
 export const MAX_FOLLOWERS = 200;
-/** The runtime's clock and the agent's may differ this much. */
-const CLOCK_SLACK_MS = 50;
+/** The runtime's times may lag the agent's clock this much (Kubernetes gives whole seconds). */
+const CLOCK_SLACK_MS = 1_000;
 
 /** Counts live-log followers, per bot and in all. */
 class Followers {

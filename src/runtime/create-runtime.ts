@@ -33,7 +33,7 @@ export async function createRuntime(config: Config, report: FaultReporter): Prom
       const kubeConfig = clusterKubeConfig();
       const namespace = botNamespace(config.namespace);
       return {
-        driver: createKubernetesDriver({ kubeConfig, namespace }),
+        driver: createKubernetesDriver({ kubeConfig, namespace, report }),
         provisioner: createKubernetesProvisioner({ kubeConfig, namespace, agentUrl: config.botsAgentUrl }),
       };
     }

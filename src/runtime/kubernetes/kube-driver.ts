@@ -3,10 +3,11 @@ import type { KubeConfig, V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { withDeadline } from './kube-deadline.js';
 import type { CallOptions } from './kube-deadline.js';
 import { AgentError, messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../errors.js';
-import type { BotInfo, BotStats, LogLine, LogsFrom, PowerOutcome, RunObserver, RuntimeDriver } from '../driver.js';
+import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunObserver, RuntimeDriver } from '../driver.js';
 import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
-import { readPodLogs } from './kube-logs.js';
+import { followPodLogs, readPodLogs } from './kube-logs.js';
+import { KubeRunWatcher } from './kube-runs.js';
 import { botStatsFromMetrics, nodeAllocatable, podLimits } from './kube-stats.js';
 import type { Capacity, PodMetrics } from './kube-stats.js';
 
@@ -22,6 +23,8 @@ const DEFAULT_GRACE_S = 30;
 export interface KubernetesDriverOptions {
   readonly kubeConfig: KubeConfig;
   readonly namespace: string;
+  /** Where faults of the driver's own watches go. */
+  readonly report?: FaultReporter | undefined;
 }
 
 /**
@@ -36,8 +39,11 @@ class KubernetesDriver implements RuntimeDriver {
   private readonly custom: CustomObjectsApi;
   private readonly namespace: string;
   private readonly kubeConfig: KubeConfig;
+  private readonly report: FaultReporter;
+  private runs: KubeRunWatcher | undefined;
 
-  constructor({ kubeConfig, namespace }: KubernetesDriverOptions) {
+  constructor({ kubeConfig, namespace, report }: KubernetesDriverOptions) {
+    this.report = report ?? (() => {});
     this.kubeConfig = kubeConfig;
     this.apps = kubeConfig.makeApiClient(AppsV1Api);
     this.core = kubeConfig.makeApiClient(CoreV1Api);
@@ -55,9 +61,31 @@ class KubernetesDriver implements RuntimeDriver {
     return { id: botId, ownerId: deployment.metadata?.annotations?.[OWNER_LABEL], running: pod !== undefined, startedAt: pod && runStartOf(pod) };
   }
 
-  observeRuns(_observer: RunObserver, _since: Date | undefined): void {}
+  observeRuns(observer: RunObserver): void {
+    // The watch lists every bot pod first: runs it reports again are recorded once (by their keys).
+    this.runs = new KubeRunWatcher(
+      this.kubeConfig,
+      this.core,
+      this.namespace,
+      observer,
+      (pod, container, previous, lines) =>
+        readPodLogs(this.core, this.kubeConfig, { namespace: this.namespace, pod, container, previous }, lines),
+      defaultContainer,
+      this.report,
+    );
+    this.runs.start();
+  }
 
-  async followLogs(_botId: string, _from: LogsFrom, _onLine: (line: LogLine) => void, _signal: AbortSignal): Promise<void> {}
+  async followLogs(botId: string, from: LogsFrom, onLine: (line: LogLine) => void, signal: AbortSignal): Promise<void> {
+    const deployment = await this.deployment(botId);
+    const pod = desiredReplicas(deployment) > 0 ? ((await this.runningPod(botId)) ?? newest(await this.pods(botId))) : undefined;
+    if (!pod) return;
+    try {
+      await followPodLogs(this.kubeConfig, { namespace: this.namespace, pod: nameOf(pod), container: defaultContainer(pod), previous: false }, from, onLine, signal);
+    } catch (err) {
+      throw translateKubeError(err, botId);
+    }
+  }
 
   async botAtAddress(address: string): Promise<string | undefined> {
     const pods = await this.api(undefined, (options) =>
@@ -140,7 +168,9 @@ class KubernetesDriver implements RuntimeDriver {
     return botStatsFromMetrics(metrics, capacity, runStartOf(pod));
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.runs?.close();
+  }
 
   private async deployment(botId: string): Promise<V1Deployment> {
     const list = await this.api(botId, (options) =>

@@ -1,6 +1,8 @@
 import { Writable } from 'node:stream';
 import { Log } from '@kubernetes/client-node';
 import type { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import type { LogLine, LogsFrom } from '../driver.js';
+import { TimestampedLines } from '../log-lines.js';
 import { lastLines, MAX_LOG_BYTES, TailBuffer } from '../log-tail.js';
 import { withDeadline } from './kube-deadline.js';
 
@@ -80,5 +82,63 @@ async function streamTail(kubeConfig: KubeConfig, target: LogTarget, lines: numb
     return kept;
   } finally {
     clearTimeout(silence);
+  }
+}
+
+/**
+ * Follows a container's log (see RuntimeDriver.followLogs) until the API
+ * server ends the stream, which it does when the container ends, or `signal`
+ * aborts. Each line the kubelet sends carries its timestamp; it merges
+ * stdout and stderr into one stream.
+ */
+export async function followPodLogs(
+  kubeConfig: KubeConfig,
+  target: LogTarget,
+  from: LogsFrom,
+  onLine: (line: LogLine) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  const lines = new TimestampedLines('stdout', onLine);
+  let lineStart = true;
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      let start = 0;
+      for (let newline = chunk.indexOf(0x0a); newline >= 0; newline = chunk.indexOf(0x0a, start)) {
+        lines.push(chunk.subarray(start, newline + 1), lineStart);
+        lineStart = true;
+        start = newline + 1;
+      }
+      if (start < chunk.length) {
+        lines.push(chunk.subarray(start), lineStart);
+        lineStart = false;
+      }
+      done();
+    },
+  });
+  sink.on('pipe', (source: NodeJS.ReadableStream) => source.on('error', (err: Error) => sink.destroy(err)));
+  const finished = new Promise<void>((resolve, reject) => {
+    sink.on('finish', resolve);
+    sink.on('close', resolve);
+    sink.on('error', reject);
+  });
+  finished.catch(() => undefined);
+  const controller = await new Log(kubeConfig).log(target.namespace, target.pod, target.container ?? '', sink, {
+    follow: true,
+    timestamps: true,
+    ...('since' in from ? { sinceTime: from.since.toISOString() } : { tailLines: from.lines }),
+  });
+  const abort = (): void => {
+    controller.abort();
+    sink.end();
+  };
+  if (signal.aborted) abort();
+  else signal.addEventListener('abort', abort, { once: true });
+  try {
+    await finished;
+  } catch (err) {
+    if (!signal.aborted) throw err;
+  } finally {
+    signal.removeEventListener('abort', abort);
+    lines.end();
   }
 }

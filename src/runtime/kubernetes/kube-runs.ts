@@ -1,0 +1,172 @@
+import { makeInformer } from '@kubernetes/client-node';
+import type { CoreV1Api, Informer, KubeConfig, V1ContainerStateTerminated, V1Pod } from '@kubernetes/client-node';
+import { constants } from 'node:os';
+import type { FaultReporter, RunObserver } from '../driver.js';
+import { BOT_ID_PATTERN, BOT_LABEL } from '../labels.js';
+
+/** The lines of a run an exit record keeps. */
+const EXIT_LOG_LINES = 100;
+const RESTART_WATCH_MS = 1_000;
+
+/** Reads the last lines of a pod's container: its current run, or its previous one. */
+export type PodLogsReader = (pod: string, container: string | undefined, previous: boolean, lines: number) => Promise<string>;
+
+/** What the watch last saw of one pod. */
+interface PodRuns {
+  /** Runs already reported as begun, by start time. */
+  readonly started: Set<string>;
+  /** Runs already reported as ended, by container id or restart count. */
+  readonly ended: Set<string>;
+  /** The running run's start, for an end the pod's deletion reports. */
+  running: Date | undefined;
+  /** Lines read when the pod began to be deleted, in case it is gone before its end can be read. */
+  linesAtDeletion: Promise<string> | undefined;
+  /** What this pod reports, in order: an end (once its lines are read) before the start that follows it. */
+  reported: Promise<void>;
+}
+
+const signalName = (number: number | undefined): string | undefined =>
+  number === undefined ? undefined : Object.entries(constants.signals).find(([, n]) => n === number)?.[0];
+
+/**
+ * Turns a watch of the bots' pods into run starts and ends (CONTRACT.md §8):
+ * a container's `lastState.terminated` after the kubelet restarted it (its
+ * previous run's lines), `state.terminated` of one that ended, and a pod
+ * deleted (a stop, a rollout) while its container ran. Ends of deleted pods
+ * are requested; the kubelet's restarts of crashed or OOM-killed containers are not.
+ */
+export class KubeRunWatcher {
+  private readonly pods = new Map<string, PodRuns>();
+  private informer: Informer<V1Pod> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly kubeConfig: KubeConfig,
+    private readonly core: CoreV1Api,
+    private readonly namespace: string,
+    private readonly observer: RunObserver,
+    private readonly readLogs: PodLogsReader,
+    private readonly containerOf: (pod: V1Pod) => string | undefined,
+    private readonly report: FaultReporter,
+  ) {}
+
+  start(): void {
+    const path = `/api/v1/namespaces/${this.namespace}/pods`;
+    const informer = makeInformer(
+      this.kubeConfig,
+      path,
+      () => this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: BOT_LABEL }),
+      BOT_LABEL,
+    );
+    this.informer = informer;
+    const guarded = (what: string, handle: (pod: V1Pod) => void) => (pod: V1Pod) => {
+      try {
+        handle(pod);
+      } catch (err) {
+        this.report(`a pod ${what} the run watch could not handle`, err);
+      }
+    };
+    informer.on('add', guarded('added', (pod) => this.seen(pod)));
+    informer.on('update', guarded('change', (pod) => this.seen(pod)));
+    informer.on('delete', guarded('deletion', (pod) => this.deleted(pod)));
+    informer.on('error', (err: unknown) => {
+      if (this.closed) return;
+      this.report('the run watch of pods broke; it starts again', err);
+      setTimeout(() => void informer.start().catch(() => undefined), RESTART_WATCH_MS).unref();
+    });
+    void informer.start().catch((err: unknown) => this.report('the run watch of pods could not start', err));
+  }
+
+  close(): void {
+    this.closed = true;
+    void this.informer?.stop();
+  }
+
+  private runsOf(uid: string): PodRuns {
+    let runs = this.pods.get(uid);
+    if (!runs) {
+      runs = { started: new Set(), ended: new Set(), running: undefined, linesAtDeletion: undefined, reported: Promise.resolve() };
+      this.pods.set(uid, runs);
+    }
+    return runs;
+  }
+
+  private seen(pod: V1Pod): void {
+    const botId = pod.metadata?.labels?.[BOT_LABEL];
+    const uid = pod.metadata?.uid;
+    const name = pod.metadata?.name;
+    if (!botId || !BOT_ID_PATTERN.test(botId) || !uid || !name) return;
+    const container = this.containerOf(pod);
+    const status = pod.status?.containerStatuses?.find((s) => s.name === container);
+    if (!status) return;
+    const runs = this.runsOf(uid);
+    const deleting = Boolean(pod.metadata?.deletionTimestamp);
+
+    // A run the kubelet ended and started again: its lines are the container's previous ones.
+    const last = status.lastState?.terminated;
+    if (last) this.end(botId, uid, runs, last, false, () => this.readLogs(name, container, true, EXIT_LOG_LINES));
+    const ended = status.state?.terminated;
+    if (ended) {
+      runs.running = undefined;
+      this.end(botId, uid, runs, ended, deleting, async () => (await this.readLogs(name, container, false, EXIT_LOG_LINES).catch(() => undefined)) ?? (await runs.linesAtDeletion) ?? '');
+    }
+    const running = status.state?.running?.startedAt;
+    if (running) {
+      const startedAt = new Date(running);
+      runs.running = startedAt;
+      const key = startedAt.toISOString();
+      if (!runs.started.has(key)) {
+        runs.started.add(key);
+        this.inOrder(runs, async () => this.observer.started({ botId, startedAt, key: `kube:${uid}:start:${key}` }));
+      }
+      // Deletion began: read the lines now, in case the pod is gone before its end is seen.
+      if (deleting && !runs.linesAtDeletion) {
+        runs.linesAtDeletion = this.readLogs(name, container, false, EXIT_LOG_LINES).catch(() => '');
+      }
+    }
+  }
+
+  private deleted(pod: V1Pod): void {
+    const botId = pod.metadata?.labels?.[BOT_LABEL];
+    const uid = pod.metadata?.uid;
+    if (!botId || !uid) return;
+    this.seen(pod);
+    const runs = this.pods.get(uid);
+    this.pods.delete(uid);
+    // Deleted while its container ran, and no end was seen: the deletion ended it.
+    if (runs?.running && !runs.ended.has(`run:${runs.running.toISOString()}`)) {
+      const at = new Date();
+      const startedAt = runs.running;
+      this.inOrder(runs, async () => {
+        const logs = (await runs.linesAtDeletion) ?? '';
+        this.observer.ended({ botId, at, exitCode: null, oomKilled: false, requested: true, startedAt, logs, key: `kube:${uid}:deleted:${startedAt.toISOString()}` });
+      });
+    }
+  }
+
+  private end(botId: string, uid: string, runs: PodRuns, terminated: V1ContainerStateTerminated, requested: boolean, lines: () => Promise<string>): void {
+    const startedAt = terminated.startedAt ? new Date(terminated.startedAt) : undefined;
+    const runKey = `run:${startedAt?.toISOString() ?? terminated.containerID ?? ''}`;
+    if (runs.ended.has(runKey)) return;
+    runs.ended.add(runKey);
+    const at = terminated.finishedAt ? new Date(terminated.finishedAt) : new Date();
+    this.inOrder(runs, async () => {
+      const logs = await lines().catch(() => '');
+      this.observer.ended({
+          botId,
+          at,
+          exitCode: terminated.exitCode ?? null,
+          signal: signalName(terminated.signal),
+          oomKilled: terminated.reason === 'OOMKilled',
+          requested,
+          startedAt,
+          logs,
+        key: `kube:${uid}:${runKey}`,
+      });
+    });
+  }
+
+  private inOrder(runs: PodRuns, work: () => Promise<void>): void {
+    runs.reported = runs.reported.then(work).catch((err: unknown) => this.report('a pod run the agent could not record', err));
+  }
+}
