@@ -58,7 +58,7 @@ export class BotHistory implements RunObserver {
   ) {
     this.recoverAfterMs = options.recoverAfterMs ?? RECOVER_AFTER_MS;
     // Bots that were crash-looping when the agent stopped are checked again.
-    for (const botId of store.crashLoops().keys()) void this.checkRecovery(botId);
+    for (const botId of store.crashLoopingBots()) void this.checkRecovery(botId);
   }
 
   /** Calls `follower` with every event kept from now on; returns the function that stops it. */
@@ -79,24 +79,22 @@ export class BotHistory implements RunObserver {
 
   /** The time the newest run event was seen, where a runtime can replay what came after. */
   lastSeen(): Date | undefined {
-    const ms = Number(this.store.meta('last_run_event_ms'));
-    return Number.isFinite(ms) && ms > 0 ? new Date(ms) : undefined;
+    const ms = this.store.lastRunEventMs();
+    return ms === undefined ? undefined : new Date(ms);
   }
 
   started(run: RunStart): void {
     this.guard('a run start', () => {
       this.runs.set(run.botId, run.startedAt.getTime());
-      this.seen(run.startedAt);
       const startedAt = run.startedAt.toISOString();
       this.store.transaction(() => this.append(run.botId, 'started', run.startedAt, { started_at: startedAt }, run.key));
-      if (this.store.crashLoops().has(run.botId)) void this.checkRecovery(run.botId);
+      if (this.store.isCrashLooping(run.botId)) void this.checkRecovery(run.botId);
     });
   }
 
   ended(run: RunEnd): void {
     this.guard('a run end', () => {
       if (this.runs.get(run.botId) === run.startedAt?.getTime() || !run.startedAt) this.runs.delete(run.botId);
-      this.seen(run.at);
       const record: ExitRecord = {
         at: run.at.toISOString(),
         exit_code: run.exitCode,
@@ -112,7 +110,7 @@ export class BotHistory implements RunObserver {
         this.append(run.botId, 'exited', run.at, { exit }, run.key);
         if (record.requested) return;
         const crashes = this.store.crashesSince(run.botId, run.at.getTime() - CRASH_WINDOW_MS);
-        if (this.store.crashLoops().has(run.botId) || !isCrashLooping(crashes, run.at.getTime())) return;
+        if (this.store.isCrashLooping(run.botId) || !isCrashLooping(crashes, run.at.getTime())) return;
         this.store.setCrashLoop(run.botId, run.at.getTime());
         this.append(run.botId, 'crash-looping', run.at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
       });
@@ -133,7 +131,7 @@ export class BotHistory implements RunObserver {
   /** The bot's status; `info` is what the runtime says of it now. */
   status(info: BotInfo, now: Date): BotStatus {
     const lastExit = this.store.exits(info.id, 1)[0] ?? null;
-    const crashLooping = this.store.crashLoops().has(info.id);
+    const crashLooping = this.store.isCrashLooping(info.id);
     const state = crashLooping ? 'crash-looping' : info.running ? 'running' : lastExit && !lastExit.requested ? 'exited' : 'stopped';
     return {
       bot_id: info.id,
@@ -164,7 +162,7 @@ export class BotHistory implements RunObserver {
   private async checkRecovery(botId: string): Promise<void> {
     clearTimeout(this.recoveries.get(botId));
     this.recoveries.delete(botId);
-    if (this.closed || !this.store.crashLoops().has(botId)) return;
+    if (this.closed || !this.store.isCrashLooping(botId)) return;
     let runStartedMs = this.runs.get(botId);
     if (runStartedMs === undefined) {
       const info = await this.botInfo(botId).catch(() => undefined);
@@ -182,7 +180,7 @@ export class BotHistory implements RunObserver {
   }
 
   private recover(botId: string, at: Date): void {
-    if (!this.store.crashLoops().has(botId)) return;
+    if (!this.store.isCrashLooping(botId)) return;
     this.store.setCrashLoop(botId, undefined);
     this.append(botId, 'recovered', at, {});
   }
@@ -201,11 +199,6 @@ export class BotHistory implements RunObserver {
     queueMicrotask(() => {
       for (const follower of this.followers) follower(event);
     });
-  }
-
-  private seen(at: Date): void {
-    const before = Number(this.store.meta('last_run_event_ms') ?? 0);
-    if (at.getTime() > before) this.store.setMeta('last_run_event_ms', String(at.getTime()));
   }
 
   private guard(what: string, work: () => void): void {

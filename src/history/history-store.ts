@@ -90,6 +90,7 @@ export class HistoryStore {
         run_key TEXT UNIQUE
       );
       CREATE INDEX IF NOT EXISTS events_by_bot ON events (bot_id, seq);
+      CREATE INDEX IF NOT EXISTS events_by_time ON events (at_ms);
       CREATE TABLE IF NOT EXISTS crash_loops (
         bot_id TEXT PRIMARY KEY,
         since_ms INTEGER NOT NULL
@@ -103,7 +104,6 @@ export class HistoryStore {
         next_at_ms INTEGER NOT NULL,
         first_at_ms INTEGER NOT NULL
       );
-      CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     `);
   }
 
@@ -176,10 +176,17 @@ export class HistoryStore {
     return rows.map((row) => ({ seq: row.seq as number, botId: row.bot_id as string, type: row.type as string, data: row.data as string }));
   }
 
-  /** The bots in the crash-looping state, with when each entered it. */
-  crashLoops(): Map<string, number> {
-    const rows = this.statement('SELECT bot_id, since_ms FROM crash_loops').all();
-    return new Map(rows.map((row) => [row.bot_id as string, row.since_ms as number]));
+  /** The bots in the crash-looping state. */
+  crashLoopingBots(): string[] {
+    return this.statement('SELECT bot_id FROM crash_loops').all().map((row) => row.bot_id as string);
+  }
+
+  isCrashLooping(botId: string): boolean {
+    return this.statement('SELECT 1 FROM crash_loops WHERE bot_id = ?').get(botId) !== undefined;
+  }
+
+  crashLoopingCount(): number {
+    return Number(this.statement('SELECT COUNT(*) AS n FROM crash_loops').get()?.n ?? 0);
   }
 
   setCrashLoop(botId: string, sinceMs: number | undefined): void {
@@ -224,12 +231,10 @@ export class HistoryStore {
     this.statement('UPDATE deliveries SET attempts = ?, next_at_ms = ? WHERE seq = ?').run(attempts, nextAtMs, seq);
   }
 
-  meta(key: string): string | undefined {
-    return this.statement('SELECT value FROM meta WHERE key = ?').get(key)?.value as string | undefined;
-  }
-
-  setMeta(key: string, value: string): void {
-    this.statement('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)').run(key, value);
+  /** When the newest run start or end that is kept happened (ms), for a runtime that can replay what came after. */
+  lastRunEventMs(): number | undefined {
+    const row = this.statement('SELECT MAX(at_ms) AS at_ms FROM events WHERE run_key IS NOT NULL').get();
+    return (row?.at_ms as number | null | undefined) ?? undefined;
   }
 
   private pruneNow(): void {

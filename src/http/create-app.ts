@@ -68,7 +68,7 @@ export function createApp({ driver, provisioner, config, logger, recoverAfterMs 
       webhook?.queue(event);
     },
   });
-  metrics.crashLoopingBots(() => store.crashLoops().size);
+  metrics.crashLoopingBots(() => store.crashLoopingCount());
   webhook?.kick();
   driver.observeRuns(history, history.lastSeen());
   const audit = auditor(logger, metrics, (operation, botId, result, by) => {
