@@ -1,5 +1,5 @@
-import { constants } from 'node:os';
 import type { BotInfo, RunEnd, RunObserver, RunStart } from '../runtime/driver.js';
+import { signalName } from '../runtime/signal-names.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from './crash-loop.js';
 import { formatUptime } from '../http/stats-view.js';
 import type { ExitRecord, HistoryStore, StoredEvent } from './history-store.js';
@@ -34,8 +34,7 @@ export interface BotHistoryOptions {
 /** The signal whose number is `exitCode - 128`, as a shell reports it. */
 export function signalOf(exitCode: number | null): string | null {
   if (exitCode === null || exitCode <= 128 || exitCode > 128 + 64) return null;
-  const number = exitCode - 128;
-  return Object.entries(constants.signals).find(([, n]) => n === number)?.[0] ?? null;
+  return signalName(exitCode - 128) ?? null;
 }
 
 /**
@@ -81,6 +80,11 @@ export class BotHistory implements RunObserver {
   lastSeen(): Date | undefined {
     const ms = this.store.lastRunEventMs();
     return ms === undefined ? undefined : new Date(ms);
+  }
+
+  lastEnd(botId: string): Date | undefined {
+    const at = this.store.exits(botId, 1)[0]?.at;
+    return at === undefined ? undefined : new Date(at);
   }
 
   started(run: RunStart): void {

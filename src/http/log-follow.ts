@@ -1,7 +1,6 @@
 import type { Context } from 'koa';
 import { TooManyRequests } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
-import type { StoredEvent } from '../history/history-store.js';
 import type { LogLine, LogsFrom, RuntimeDriver } from '../runtime/driver.js';
 import { sseOf, SseStream } from './sse.js';
 
@@ -43,55 +42,71 @@ class Followers {
  * next run starts, every line since its start.
  */
 async function followAcrossRuns(stream: SseStream, driver: RuntimeDriver, history: BotHistory, botId: string, lines: number) {
-  const pending: StoredEvent[] = [];
+  // Runs that began, or ended, before this following did are in what it reads first.
+  const beginning = Date.now() - CLOCK_SLACK_MS;
+  let lastEnd: number | undefined;
+  const starts: number[] = [];
   let wake: (() => void) | undefined;
+  // A run's end is passed on when it comes, also while its lines still stream: the runtime's log stream
+  // may go on across a quick restart without ending.
   const unfollow = history.follow((event) => {
     if (event.botId !== botId || (event.type !== 'exited' && event.type !== 'started')) return;
-    pending.push(event);
-    wake?.();
+    const at = Date.parse((JSON.parse(event.data) as { at: string }).at);
+    if (at < beginning) return;
+    if (event.type === 'exited') {
+      stream.send(sseOf(event));
+      lastEnd = Math.max(lastEnd ?? at, at);
+    } else {
+      starts.push(at);
+      wake?.();
+    }
   });
+  // The runtime may end a stream only after it has sent some of the next run's lines: reading that run
+  // again from its start must not send them twice. Lines carry millisecond times: those of the last
+  // millisecond sent are told apart by their text.
+  let lastAt = 0;
+  const atLastAt = new Set<string>();
+  /** Set while a run is read again from its start, until its lines pass the last one sent. */
+  let catchingUp = false;
   const sendLine = (line: LogLine): void => {
+    const at = line.at.getTime();
+    if (catchingUp) {
+      if (at < lastAt || (at === lastAt && atLastAt.has(line.line))) return;
+      catchingUp = false;
+    }
+    if (at > lastAt) atLastAt.clear();
+    lastAt = at;
+    atLastAt.add(line.line);
     stream.send({ event: 'log', data: JSON.stringify({ line: line.line, stream: line.stream, at: line.at.toISOString() }) });
+  };
+  /** The start of the first run that has not ended yet, once there is one. */
+  const nextRun = async (): Promise<number | undefined> => {
+    while (!stream.closed) {
+      const next = starts.find((at) => at > (lastEnd ?? beginning));
+      starts.length = 0;
+      if (next !== undefined) return next;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        stream.signal.addEventListener('abort', () => resolve(), { once: true });
+      });
+      wake = undefined;
+    }
+    return undefined;
   };
   try {
     let from: LogsFrom = { lines };
-    let lastEnd: Date | undefined;
     while (!stream.closed) {
-      // Runs that began, or ended, before this following did are in what it reads already.
-      const following = Date.now() - CLOCK_SLACK_MS;
       await driver.followLogs(botId, from, sendLine, stream.signal);
-      // The run ended (or none runs): pass on its end, and follow the next run from its start.
-      let next: Date | undefined;
-      while (!stream.closed && next === undefined) {
-        const event = pending.shift();
-        if (!event) {
-          await new Promise<void>((resolve) => {
-            wake = resolve;
-            stream.signal.addEventListener('abort', () => resolve(), { once: true });
-          });
-          wake = undefined;
-          continue;
-        }
-        const { at } = JSON.parse(event.data) as { at: string };
-        if (Date.parse(at) < following) continue;
-        if (event.type === 'exited') {
-          stream.send(sseOf(event));
-          lastEnd = new Date(at);
-        } else next = new Date(at);
-      }
+      const next = await nextRun();
+      if (next === undefined) return;
       // A process may write before the runtime records its start: the next run's lines are those after the last end.
-      const end = lastEnd ?? lastExitOf(history, botId);
-      if (next) from = { since: end && end.getTime() < next.getTime() ? new Date(end.getTime() + 1) : new Date(next.getTime() - 1_000) };
+      const end = lastEnd ?? history.lastEnd(botId)?.getTime();
+      from = { since: new Date(end !== undefined && end < next ? end + 1 : next - 1_000) };
+      catchingUp = true;
     }
   } finally {
     unfollow();
   }
-}
-
-/** When the bot's last recorded run ended. */
-function lastExitOf(history: BotHistory, botId: string): Date | undefined {
-  const at = history.exits(botId, 1)[0]?.at;
-  return at === undefined ? undefined : new Date(at);
 }
 
 /** GET /api/bots/{bot_id}/logs?follow=true: live logs, within the follower limits. */

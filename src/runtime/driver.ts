@@ -40,6 +40,8 @@ export interface RunEnd {
 export interface RunObserver {
   started(run: RunStart): void;
   ended(run: RunEnd): void;
+  /** When the bot's last recorded run ended, also before the agent last started: where its next run's lines begin. */
+  lastEnd(botId: string): Date | undefined;
 }
 
 /** Where following a bot's logs begins: its last lines, or every line since a time. */

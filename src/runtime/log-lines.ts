@@ -20,6 +20,8 @@ export class TimestampedLines {
   private line = '';
   private lineAt: Date | undefined;
   private head: Buffer | undefined;
+  /** For pushLines: whether the next byte begins a line. */
+  private atLineStart = true;
 
   constructor(
     private readonly stream: LogLine['stream'],
@@ -46,6 +48,23 @@ export class TimestampedLines {
       } else rest = joined;
     }
     this.text(this.decoder.write(rest));
+  }
+
+  /**
+   * Bytes of a stream without frames, where every line is an entry led by
+   * its timestamp (a Kubernetes log, a Docker TTY's).
+   */
+  pushLines(chunk: Buffer): void {
+    let start = 0;
+    for (let newline = chunk.indexOf(0x0a); newline >= 0; newline = chunk.indexOf(0x0a, start)) {
+      this.push(chunk.subarray(start, newline + 1), this.atLineStart);
+      this.atLineStart = true;
+      start = newline + 1;
+    }
+    if (start < chunk.length) {
+      this.push(chunk.subarray(start), this.atLineStart);
+      this.atLineStart = false;
+    }
   }
 
   /** Sends what is left of a line the stream ended in. */

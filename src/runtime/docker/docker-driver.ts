@@ -21,8 +21,8 @@ const ENGINE_DEADLINE_MS = 1_500;
 /** How long a stop, start or restart may take beyond the container's own grace period. */
 const LIFECYCLE_MARGIN_MS = 30_000;
 const DEFAULT_GRACE_S = 10;
-/** The engine's restart policy waits at least 100 ms before it starts a container again. */
-const PREVIOUS_RUN_MARGIN_MS = 50;
+/** How often the lines of a run that ended are tried for. */
+const RUN_LOG_ATTEMPTS = 3;
 
 type Failed = (detail: string) => OperationFailed;
 
@@ -64,14 +64,7 @@ class DockerDriver implements RuntimeDriver {
           .getContainer(containerId)
           .inspect({ abortSignal: AbortSignal.timeout(ENGINE_DEADLINE_MS) })
           .catch(() => undefined);
-        if (!info) return undefined;
-        const startedAt = new Date(info.State.StartedAt);
-        const finishedAt = new Date(info.State.FinishedAt);
-        // FinishedAt is the previous run's end only when it lies clearly before this start: a run that has
-        // already ended shows its own (and a very short one may show an end a hair before its recorded start);
-        // a container that never stopped shows year 1.
-        const previousEnd = finishedAt.getTime() > 0 && finishedAt.getTime() < startedAt.getTime() - PREVIOUS_RUN_MARGIN_MS ? finishedAt : undefined;
-        return { startedAt, previousEnd };
+        return info && new Date(info.State.StartedAt);
       },
       this.report,
     );
@@ -169,21 +162,31 @@ class DockerDriver implements RuntimeDriver {
     this.statsFeed.close();
   }
 
-  /** The last lines of one run of a container (written after `since`, up to `until`); '' once the container is gone. */
+  /**
+   * The last lines of one run of a container (written after `since`, up to
+   * `until`); '' once the container is gone. Read in the background, so a busy
+   * engine that misses the read's deadline gets two more tries.
+   */
   private async runLogs(botId: string, containerId: string, since: Date | undefined, until: Date): Promise<string> {
-    try {
-      const indexed = this.index.bot(botId);
-      const tty =
-        indexed?.containerId === containerId
-          ? indexed.tty
-          : (await this.docker.getContainer(containerId).inspect({ abortSignal: AbortSignal.timeout(ENGINE_DEADLINE_MS) })).Config.Tty;
-      // A millisecond either side: the engine's times are finer than the window's.
-      const window = { since: since && new Date(since.getTime() + 1), until: new Date(until.getTime() + 1) };
-      return await readLogs(this.docker, containerId, tty, EXIT_LOG_LINES, window);
-    } catch {
-      return '';
+    // A millisecond either side: the engine's times are finer than the window's.
+    const window = { since: since && new Date(since.getTime() + 1), until: new Date(until.getTime() + 1) };
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const indexed = this.index.bot(botId);
+        const tty =
+          indexed?.containerId === containerId
+            ? indexed.tty
+            : (await this.docker.getContainer(containerId).inspect({ abortSignal: AbortSignal.timeout(ENGINE_DEADLINE_MS) })).Config.Tty;
+        return await readLogs(this.docker, containerId, tty, EXIT_LOG_LINES, window);
+      } catch (err) {
+        const status = engineStatus(err);
+        // 404: removed; 409: being removed. Their lines are gone.
+        if (status === 404 || status === 409 || attempt === RUN_LOG_ATTEMPTS) return '';
+        await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
+      }
     }
   }
+
 
   /** The container whose logs are the bot's, and whether it has a TTY. */
   private async logTarget(botId: string): Promise<{ containerId: string; tty: boolean }> {

@@ -148,25 +148,12 @@ export async function followLogs(
   const stream = await openLogs(docker, containerId, query, signal);
   const stdout = new TimestampedLines('stdout', onLine);
   const stderr = new TimestampedLines('stderr', onLine);
-  // On a terminal there are no frames: each line the engine sends is an entry with its timestamp.
-  let lineStart = true;
   const demuxer = new DockerLogDemuxer((output, bytes, first) => (output === 'stderr' ? stderr : stdout).push(bytes, first));
   try {
     for await (const chunk of stream as AsyncIterable<Buffer>) {
-      if (!tty) {
-        demuxer.push(chunk);
-        continue;
-      }
-      let start = 0;
-      for (let newline = chunk.indexOf(0x0a); newline >= 0; newline = chunk.indexOf(0x0a, start)) {
-        stdout.push(chunk.subarray(start, newline + 1), lineStart);
-        lineStart = true;
-        start = newline + 1;
-      }
-      if (start < chunk.length) {
-        stdout.push(chunk.subarray(start), lineStart);
-        lineStart = false;
-      }
+      // On a terminal there are no frames: each line the engine sends is an entry with its timestamp.
+      if (tty) stdout.pushLines(chunk);
+      else demuxer.push(chunk);
     }
   } catch (err) {
     if (!signal.aborted) throw err;

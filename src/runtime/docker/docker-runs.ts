@@ -5,7 +5,7 @@ import type { EngineEvent } from './docker-bot-index.js';
 /** What the engine said of a container's current run before it ended. */
 interface Run {
   startedAt: Date | undefined;
-  /** When the container's previous run ended: its lines are those after it. (A process may write before the engine records its start.) */
+  /** When the previous run ended: this run's lines are those after it. */
   after: Date | undefined;
   /** A kill (docker stop, restart, kill, rm -f: the agent's too) came before the end. */
   requested: boolean;
@@ -16,7 +16,7 @@ interface Run {
 export const EXIT_LOG_LINES = 100;
 
 /** When the container's current run started and its previous one ended, as the engine recorded them. */
-export type RunStartReader = (containerId: string) => Promise<{ startedAt: Date; previousEnd: Date | undefined } | undefined>;
+export type RunStartReader = (containerId: string) => Promise<Date | undefined>;
 
 /** Reads the last lines a container wrote after one time and up to another; '' when they cannot be had. */
 export type RunLogsReader = (botId: string, containerId: string, since: Date | undefined, until: Date) => Promise<string>;
@@ -52,27 +52,26 @@ export class DockerRunWatcher {
     const key = `docker:${containerId}:${event.timeNano ?? at.getTime()}`;
     switch (event.Action) {
       case 'start': {
-        const run: Run = { startedAt: at, after: this.ends.get(containerId), requested: false, oomKilled: false };
+        const run: Run = { startedAt: at, after: this.previousEnd(containerId, botId), requested: false, oomKilled: false };
         this.runs.set(containerId, run);
         // The event comes a little after the process began: the engine's own start time is closer.
         this.inOrder(containerId, async () => {
           const recorded = await this.startOf(containerId);
-          if (recorded && Math.abs(recorded.startedAt.getTime() - at.getTime()) < 60_000) {
-            run.startedAt = recorded.startedAt;
-            run.after ??= recorded.previousEnd;
-          }
+          // The engine records a start before it announces it: a recorded start later than the event is a
+          // later run (this one has ended and the container started again before the look-up).
+          if (recorded && recorded.getTime() <= at.getTime() && at.getTime() - recorded.getTime() < 60_000) run.startedAt = recorded;
           this.observer.started({ botId, startedAt: run.startedAt ?? at, key });
         });
         return;
       }
       case 'kill':
-        this.runOf(containerId).requested = true;
+        this.runOf(containerId, botId).requested = true;
         return;
       case 'oom':
-        this.runOf(containerId).oomKilled = true;
+        this.runOf(containerId, botId).oomKilled = true;
         return;
       case 'die': {
-        const run = this.runOf(containerId);
+        const run = this.runOf(containerId, botId);
         this.runs.delete(containerId);
         this.ends.set(containerId, at);
         const exitCode = Number.parseInt(attributes.exitCode ?? '', 10);
@@ -101,10 +100,19 @@ export class DockerRunWatcher {
     }
   }
 
-  private runOf(containerId: string): Run {
+  /**
+   * Where a run's lines begin: after the container's previous run, as seen
+   * here or, after a restart of the agent, as recorded. (Not the run's start:
+   * a process may write before the engine records that.) Undefined for a bot's first run.
+   */
+  private previousEnd(containerId: string, botId: string): Date | undefined {
+    return this.ends.get(containerId) ?? this.observer.lastEnd(botId);
+  }
+
+  private runOf(containerId: string, botId: string): Run {
     let run = this.runs.get(containerId);
     if (!run) {
-      run = { startedAt: undefined, after: this.ends.get(containerId), requested: false, oomKilled: false };
+      run = { startedAt: undefined, after: this.previousEnd(containerId, botId), requested: false, oomKilled: false };
       this.runs.set(containerId, run);
     }
     return run;

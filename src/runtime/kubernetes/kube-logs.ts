@@ -44,6 +44,29 @@ export async function readPodLogs(core: CoreV1Api, kubeConfig: KubeConfig, targe
   return lastLines(kept.bytes(), lines, { cut: kept.cut });
 }
 
+/**
+ * Where client-node's Log writes a log stream: each chunk goes to `onChunk`;
+ * `finished` settles when the stream ends, or fails with it (pipe does not
+ * pass a failing response body on, so that is done here).
+ */
+function logSink(onChunk: (chunk: Buffer) => void): { sink: Writable; finished: Promise<void> } {
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      onChunk(chunk);
+      done();
+    },
+  });
+  sink.on('pipe', (source: NodeJS.ReadableStream) => source.on('error', (err: Error) => sink.destroy(err)));
+  const finished = new Promise<void>((resolve, reject) => {
+    sink.on('finish', resolve);
+    sink.on('close', resolve);
+    sink.on('error', reject);
+  });
+  // Awaited once the stream is open; a failure before that must not go unhandled.
+  finished.catch(() => undefined);
+  return { sink, finished };
+}
+
 /** Streams the last `lines` lines through a TailBuffer, so that no size of log is held whole. */
 async function streamTail(kubeConfig: KubeConfig, target: LogTarget, lines: number): Promise<TailBuffer> {
   const kept = new TailBuffer();
@@ -55,22 +78,11 @@ async function streamTail(kubeConfig: KubeConfig, target: LogTarget, lines: numb
     controller?.abort();
     sink.destroy(new DOMException(`the API server sent no logs for ${SILENCE_DEADLINE_MS} ms`, 'TimeoutError'));
   };
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      clearTimeout(silence);
-      silence = setTimeout(stall, SILENCE_DEADLINE_MS);
-      kept.push(chunk);
-      done();
-    },
+  const { sink, finished } = logSink((chunk) => {
+    clearTimeout(silence);
+    silence = setTimeout(stall, SILENCE_DEADLINE_MS);
+    kept.push(chunk);
   });
-  // A response body that fails must fail the read, not go unheard (pipe does not pass errors on).
-  sink.on('pipe', (source: NodeJS.ReadableStream) => source.on('error', (err: Error) => sink.destroy(err)));
-  const finished = new Promise<void>((resolve, reject) => {
-    sink.on('finish', resolve);
-    sink.on('error', reject);
-  });
-  // Awaited below once the stream is open; a stall before that must not go unhandled.
-  finished.catch(() => undefined);
   silence = setTimeout(stall, SILENCE_DEADLINE_MS);
   try {
     controller = await new Log(kubeConfig).log(target.namespace, target.pod, target.container ?? '', sink, {
@@ -99,29 +111,7 @@ export async function followPodLogs(
   signal: AbortSignal,
 ): Promise<void> {
   const lines = new TimestampedLines('stdout', onLine);
-  let lineStart = true;
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      let start = 0;
-      for (let newline = chunk.indexOf(0x0a); newline >= 0; newline = chunk.indexOf(0x0a, start)) {
-        lines.push(chunk.subarray(start, newline + 1), lineStart);
-        lineStart = true;
-        start = newline + 1;
-      }
-      if (start < chunk.length) {
-        lines.push(chunk.subarray(start), lineStart);
-        lineStart = false;
-      }
-      done();
-    },
-  });
-  sink.on('pipe', (source: NodeJS.ReadableStream) => source.on('error', (err: Error) => sink.destroy(err)));
-  const finished = new Promise<void>((resolve, reject) => {
-    sink.on('finish', resolve);
-    sink.on('close', resolve);
-    sink.on('error', reject);
-  });
-  finished.catch(() => undefined);
+  const { sink, finished } = logSink((chunk) => lines.pushLines(chunk));
   const controller = await new Log(kubeConfig).log(target.namespace, target.pod, target.container ?? '', sink, {
     follow: true,
     timestamps: true,

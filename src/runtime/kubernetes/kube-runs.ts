@@ -1,8 +1,8 @@
 import { makeInformer } from '@kubernetes/client-node';
 import type { CoreV1Api, Informer, KubeConfig, V1ContainerStateTerminated, V1Pod } from '@kubernetes/client-node';
-import { constants } from 'node:os';
 import type { FaultReporter, RunObserver } from '../driver.js';
 import { BOT_ID_PATTERN, BOT_LABEL } from '../labels.js';
+import { signalName } from '../signal-names.js';
 
 /** The lines of a run an exit record keeps. */
 const EXIT_LOG_LINES = 100;
@@ -24,9 +24,6 @@ interface PodRuns {
   /** What this pod reports, in order: an end (once its lines are read) before the start that follows it. */
   reported: Promise<void>;
 }
-
-const signalName = (number: number | undefined): string | undefined =>
-  number === undefined ? undefined : Object.entries(constants.signals).find(([, n]) => n === number)?.[0];
 
 /**
  * Turns a watch of the bots' pods into run starts and ends (CONTRACT.md §8):
