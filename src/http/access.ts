@@ -11,7 +11,7 @@ export interface Access {
   callerFor(ctx: Context, botId: string | undefined): Promise<Caller>;
   /** The caller of a read of `botId`; a bot's own reads count against its read rate, as `cost` reads. */
   readerFor(ctx: Context, botId: string, cost?: number): Promise<Caller>;
-  /** The caller of what only the platform may do (every bot's events); Forbidden for a bot. */
+  /** The caller of what only the platform may do (every bot's events, provisioning); Forbidden, saying `refusal`, for anyone else. */
   platformFor(ctx: Context, refusal?: string): Promise<void>;
 }
 

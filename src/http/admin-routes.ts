@@ -1,27 +1,26 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { Forbidden, messages, NotImplemented } from '../errors.js';
+import { messages, NotImplemented } from '../errors.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
 import type { Audit } from './audit.js';
-import { callerOf } from './caller.js';
+import type { Access } from './access.js';
 import { createBotRequest, listBotsQuery, pathBotId, validate } from './schemas.js';
 
 export interface AdminRoutesDeps {
   readonly driver: RuntimeDriver;
   readonly provisioner: Provisioner | undefined;
-  readonly adminToken: string | undefined;
+  readonly access: Access;
   readonly audit: Audit;
 }
 
 /** Creating, listing and removing bots: the platform's alone (loopback or the admin token), never a bot's. */
-export function adminRoutes({ driver, provisioner, adminToken, audit }: AdminRoutesDeps): Router {
+export function adminRoutes({ driver, provisioner, access, audit }: AdminRoutesDeps): Router {
   const router = new Router({ prefix: '/api/admin/bots' });
 
   async function platformOnly(ctx: Context): Promise<Provisioner> {
-    const caller = await callerOf(ctx, driver, adminToken);
-    if (caller.kind !== 'platform') throw new Forbidden(messages.platformOnly);
+    await access.platformFor(ctx, messages.platformOnly);
     if (!provisioner) throw new NotImplemented(`creating bots is not available on the ${driver.runtime} runtime yet`);
     return provisioner;
   }

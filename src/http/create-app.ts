@@ -79,7 +79,7 @@ export function createApp({ driver, provisioner, config, logger, recoverAfterMs 
     healthRoutes(driver, metrics),
     botRoutes({ driver, lifecycle, limiter, access: checks, audit, logFollowing: new LogFollowing(driver, history) }),
     historyRoutes({ driver, history, access: checks }),
-    adminRoutes({ driver, provisioner, adminToken: config.adminToken, audit }),
+    adminRoutes({ driver, provisioner, access: checks, audit }),
   ];
 
   app.use(requestLog(logger, metrics));
