@@ -1,3 +1,5 @@
+import { connect } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import test from 'ava';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { startAgent } from '../helpers/agent.js';
@@ -12,11 +14,14 @@ import { openStream } from '../helpers/sse-client.js';
 
 const fixture = new DockerFixture();
 let agent: TestAgent;
+/** The agent as bot containers reach it. */
+let target: { host: string; port: number };
 const RECOVER_AFTER_MS = 3_000;
 
 test.before(async () => {
   await fixture.ready();
-  agent = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { recoverAfterMs: RECOVER_AFTER_MS });
+  agent = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { recoverAfterMs: RECOVER_AFTER_MS }, '0.0.0.0');
+  target = { host: (await fixture.network()).gateway, port: (agent.server.address() as AddressInfo).port };
 });
 
 test.after.always(async () => {
@@ -225,4 +230,43 @@ test('live logs of a stopped bot: its last lines, then the next run once it is s
   await follower.next((e) => e.event === 'log' && follower.events.filter((x) => String(x.data.line).startsWith('hello')).length === 2);
   t.pass();
   follower.close();
+});
+
+test('from inside a real bot: its own event stream opens; another bot\'s events and live logs, and every bot\'s events, are 403', async (t) => {
+  const [self, other] = await Promise.all([fixture.runBot(), fixture.runBot()]);
+  for (const path of [`/api/bots/${other.id}/events`, `/api/bots/${other.id}/logs?follow=true`, '/api/events']) {
+    const reply = await fixture.httpFromBot(self, target, { method: 'GET', path });
+    t.is(reply.status, 403, path);
+    t.is(reply.body?.ok, false, path);
+  }
+  // Its own stream never ends by itself: read it for two seconds.
+  const own = await fixture.exec(self, 'printf "%s" "$REQUEST" | timeout 2 nc "$AGENT_HOST" "$AGENT_PORT"', {
+    REQUEST: `GET /api/bots/${self.id}/events HTTP/1.1\r\nHost: agent\r\n\r\n`,
+    AGENT_HOST: target.host,
+    AGENT_PORT: String(target.port),
+  });
+  t.regex(own, /^HTTP\/1\.1 200/);
+  t.regex(own, /content-type: text\/event-stream/i);
+});
+
+test('a follower that does not read is cut off once 1 MiB waits for it, while a bot writes fast; another follower keeps streaming', async (t) => {
+  const bot = await fixture.runBot({ script: 'l=$(head -c 16000 /dev/zero | tr "\\0" x); i=0; while :; do i=$((i+1)); echo "$i $l"; done' });
+  const stalled = connect((agent.server.address() as AddressInfo).port, '127.0.0.1');
+  stalled.write(`GET /api/bots/${bot.id}/logs?follow=true&lines=0 HTTP/1.1\r\nHost: agent\r\n\r\n`);
+  stalled.pause();
+  const closed = new Promise<boolean>((resolve) => {
+    stalled.on('close', () => resolve(true));
+    stalled.on('error', () => undefined);
+    setTimeout(() => resolve(false), 60_000).unref();
+  });
+  // Once the agent has dropped the connection, these bytes are refused and the socket closes.
+  const poke = setInterval(() => stalled.write('\r\n'), 100);
+  const reader = await openStream(agent.server, `/api/bots/${bot.id}/logs?follow=true&lines=0`);
+  t.true(await closed, 'the follower that does not read was disconnected');
+  clearInterval(poke);
+  const seen = reader.events.length;
+  await reader.next((_e) => reader.events.length > seen + 100);
+  t.true(reader.events.every((e) => e.event === 'log' && /^\d+ x{16000}$/.test(String(e.data.line))), 'whole lines, none cut');
+  reader.close();
+  await bot.container.remove({ force: true });
 });
