@@ -24,7 +24,12 @@ for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do
   rm -f "$pidfile"
 done
 # The shims of the cluster's containerd outlive it: end them (and the containers they hold).
-pkill -9 -f "containerd-shim-runc-v2 -namespace k8s.io -address $RUN/containerd.sock" 2>/dev/null
+pkill -9 -f "containerd-shim-runc-v2 .*-address $RUN/containerd.sock" 2>/dev/null
+# Containers whose containerd was gone before their tasks could be killed: every process in the
+# kubelet's pod cgroups (cgroupfs driver; cgroup v1's pids controller, or v2's unified tree).
+for pods in /sys/fs/cgroup/pids/kubepods /sys/fs/cgroup/kubepods; do
+  [ -d "$pods" ] && find "$pods" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -9 2>/dev/null
+done
 
 # Mounts under the cluster's folders (pod volumes, overlay snapshots, shm), deepest first.
 for dir in "$STATE" "$RUN"; do
