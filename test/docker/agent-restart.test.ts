@@ -1,13 +1,9 @@
-import { spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { signatureOf } from '../../src/history/webhook.js';
+import { runAgentProcess, webhookReceiver } from '../helpers/agent-process.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { openStream } from '../helpers/sse-client.js';
@@ -19,57 +15,9 @@ import { openStream } from '../helpers/sse-client.js';
 const SECRET = 'the webhook secret';
 const fixture = new DockerFixture();
 
-interface Delivery {
-  id: string;
-  type: string;
-  body: string;
-  signatureOk: boolean;
-}
-
-/** A webhook receiver on loopback that fails its first `failures` deliveries, then keeps each one. */
-async function receiver(failures: number) {
-  const received: Delivery[] = [];
-  let refused = 0;
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      if (refused < failures) {
-        refused += 1;
-        res.writeHead(503).end();
-        return;
-      }
-      const body = Buffer.concat(chunks).toString('utf8');
-      received.push({
-        id: String(req.headers['x-bot-agent-delivery']),
-        type: String(req.headers['x-bot-agent-event']),
-        body,
-        signatureOk: req.headers['x-bot-agent-signature'] === signatureOf(body, SECRET),
-      });
-      res.writeHead(204).end();
-    });
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  return { server, received, refusedCount: () => refused, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook` };
-}
-
-/** The agent as operators run it (src/main.ts), on a free loopback port. */
-async function runAgent(dataDir: string, webhookUrl: string): Promise<{ process: ChildProcess; port: number }> {
-  const child = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
-    env: { ...process.env, AGENT_HOST: '127.0.0.1', AGENT_PORT: '0', AGENT_DATA_DIR: dataDir, AGENT_WEBHOOK_URL: webhookUrl, AGENT_WEBHOOK_SECRET: SECRET },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let output = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      output += chunk.toString('utf8');
-      const listening = /"port":(\d+)[^\n]*bot-agent listening/.exec(output);
-      if (listening) resolve(Number(listening[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`the agent exited (${code}): ${output}`)));
-  });
-  return { process: child, port };
+/** The agent over the local engine, its records in `dataDir`, its webhook going to `webhookUrl`. */
+function runAgent(dataDir: string, webhookUrl: string) {
+  return runAgentProcess({ AGENT_DATA_DIR: dataDir, AGENT_WEBHOOK_URL: webhookUrl, AGENT_WEBHOOK_SECRET: SECRET });
 }
 
 test.before(() => fixture.ready());
@@ -78,7 +26,7 @@ test.after.always(() => fixture.cleanup());
 test('records, events after a cursor and pending webhooks survive a SIGKILL of the agent', async (t) => {
   const dataDir = await mkdtemp(join(tmpdir(), 'bot-agent-data-'));
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
-  const hooks = await receiver(3);
+  const hooks = await webhookReceiver(3, SECRET);
   t.teardown(() => hooks.server.close());
 
   const first = await runAgent(dataDir, hooks.url);

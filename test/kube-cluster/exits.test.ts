@@ -69,6 +69,9 @@ test('a bot that exits 3 and is restarted by the kubelet: its record with its li
   t.like((await call(agent.server, `/api/bots/${id}`)).body?.bot, { state: 'crash-looping', crashes_last_hour: 3 });
   const logs = (await awaitExits(id, 3)).map((e) => e.logs);
   t.is(new Set(logs).size, 3, "each record holds its own run's line");
+  // Between its runs, its logs are its last run's (not the one before, which the kubelet has removed).
+  const between = await call(agent.server, '/api/bots/logs', { body: { bot_id: id, lines: 5 } });
+  t.regex(String(between.body?.logs), /^fatal: bad token \d+\n$/);
   events.close();
 });
 

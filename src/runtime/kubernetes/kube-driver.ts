@@ -151,11 +151,10 @@ class KubernetesDriver implements RuntimeDriver {
     const pod = (await this.runningPod(botId)) ?? newest(await this.pods(botId));
     if (!pod) return '';
     const container = defaultContainer(pod);
-    const status = pod.status?.containerStatuses?.find((s) => s.name === container);
-    // A container that crashed and waits to start again has nothing yet: show its last run.
-    const previous = status?.state?.running === undefined && (status?.restartCount ?? 0) > 0;
+    // Not `previous`: the kubelet answers a container that ended, or that waits to start
+    // again, with its last run; `previous` is the run before that, which it may have removed.
     return this.api(botId, () =>
-      readPodLogs(this.core, this.kubeConfig, { namespace: this.namespace, pod: nameOf(pod), container, previous }, lines),
+      readPodLogs(this.core, this.kubeConfig, { namespace: this.namespace, pod: nameOf(pod), container, previous: false }, lines),
     );
   }
 

@@ -150,14 +150,14 @@ export class KubeRunWatcher {
     this.inOrder(runs, async () => {
       const logs = await lines().catch(() => '');
       this.observer.ended({
-          botId,
-          at,
-          exitCode: terminated.exitCode ?? null,
-          signal: signalName(terminated.signal),
-          oomKilled: terminated.reason === 'OOMKilled',
-          requested,
-          startedAt,
-          logs,
+        botId,
+        at,
+        exitCode: terminated.exitCode ?? null,
+        signal: signalName(terminated.signal),
+        oomKilled: terminated.reason === 'OOMKilled',
+        requested,
+        startedAt,
+        logs,
         key: `kube:${uid}:${runKey}`,
       });
     });

@@ -1,0 +1,68 @@
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { signatureOf } from '../../src/history/webhook.js';
+
+/** One webhook delivery as a receiver got it. */
+export interface Delivery {
+  id: string;
+  type: string;
+  body: string;
+  signatureOk: boolean;
+}
+
+export interface WebhookReceiver {
+  server: Server;
+  received: Delivery[];
+  refusedCount(): number;
+  url: string;
+}
+
+/** A webhook receiver on loopback that fails its first `failures` deliveries, then keeps each one, checking its signature with `secret`. */
+export async function webhookReceiver(failures: number, secret: string): Promise<WebhookReceiver> {
+  const received: Delivery[] = [];
+  let refused = 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      if (refused < failures) {
+        refused += 1;
+        res.writeHead(503).end();
+        return;
+      }
+      const body = Buffer.concat(chunks).toString('utf8');
+      received.push({
+        id: String(req.headers['x-bot-agent-delivery']),
+        type: String(req.headers['x-bot-agent-event']),
+        body,
+        signatureOk: req.headers['x-bot-agent-signature'] === signatureOf(body, secret),
+      });
+      res.writeHead(204).end();
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return { server, received, refusedCount: () => refused, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook` };
+}
+
+/** The agent as operators run it (src/main.ts), on a free loopback port, with `env` added to this process's. */
+export async function runAgentProcess(env: Record<string, string>): Promise<{ process: ChildProcess; port: number; output(): string }> {
+  const child = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
+    env: { ...process.env, AGENT_HOST: '127.0.0.1', AGENT_PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let output = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+      const listening = /"port":(\d+)[^\n]*bot-agent listening/.exec(output);
+      if (listening) resolve(Number(listening[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`the agent exited (${code}): ${output}`)));
+  });
+  return { process: child, port, output: () => output };
+}
