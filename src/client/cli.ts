@@ -1,11 +1,61 @@
 #!/usr/bin/env node
+import { parseArgs } from 'node:util';
 import { BotAgentClient, BotAgentError } from './index.js';
+import type { BotEvent, LogLine } from './index.js';
 
-const usage = 'usage: bot-agent restart | stop | start | logs [lines] | stats   (as the bot named by BOT_ID)';
+const usage = `usage: bot-agent <command>   (as the bot named by BOT_ID)
+  restart | stop | start       a lifecycle operation (stop and start name the owner from USER_ID)
+  logs [lines] [--follow]      the last lines (100); with --follow, then each new line until Ctrl-C
+  stats                        CPU, memory and uptime
+  status                       state, crashes in the last hour and the last exit
+  exits [limit]                exit records, newest first (20)
+  events [--after <id>]        events as they happen, one JSON per line; --after replays the kept ones first`;
+
+/** A number argument, or a usage error naming it. */
+function countOf(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value)) throw new UsageError(`${name} must be a whole number, got "${value}"`);
+  return Number(value);
+}
+
+class UsageError extends Error {}
+
+/** The one line an `exited` event prints while following logs. */
+function endOfRun(event: BotEvent): string {
+  const exit = (event.exit ?? {}) as { exit_code?: number | null; signal?: string | null; oom_killed?: boolean; requested?: boolean };
+  const how = [
+    exit.exit_code === null || exit.exit_code === undefined ? 'no exit code' : `exit code ${exit.exit_code}`,
+    exit.signal,
+    exit.oom_killed ? 'killed for memory' : undefined,
+    exit.requested ? 'requested' : undefined,
+  ].filter(Boolean);
+  return `bot-agent: the run ended at ${event.at} (${how.join(', ')})`;
+}
+
+/** Runs until Ctrl-C (or SIGTERM), then ends the stream and returns. */
+function untilInterrupted(): AbortSignal {
+  const controller = new AbortController();
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => controller.abort());
+  return controller.signal;
+}
 
 /** `bot-agent <command>`: what a bot's shell calls, printing the agent's answer. */
 async function main(argv: string[]): Promise<number> {
-  const [command, argument] = argv;
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: { follow: { type: 'boolean', short: 'f' }, after: { type: 'string' } } });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const [command, argument, extra] = parsed.positionals;
+  const { follow, after } = parsed.values;
+  if (extra !== undefined || (follow && command !== 'logs') || (after !== undefined && command !== 'events')) {
+    throw new UsageError(`unexpected arguments for ${command ?? 'no command'}`);
+  }
+  const known = ['restart', 'stop', 'start', 'logs', 'stats', 'status', 'exits', 'events'];
+  if (command === undefined || !known.includes(command)) throw new UsageError(command === undefined ? 'no command' : `unknown command "${command}"`);
+  if (argument !== undefined && command !== 'logs' && command !== 'exits') throw new UsageError(`${command} takes no argument`);
+  const count = countOf(command === 'exits' ? 'limit' : 'lines', argument);
   const client = await BotAgentClient.create();
   switch (command) {
     case 'restart':
@@ -17,21 +67,47 @@ async function main(argv: string[]): Promise<number> {
     case 'start':
       console.log(await client.start());
       return 0;
-    case 'logs':
-      process.stdout.write(await client.logs(argument === undefined ? undefined : Number(argument)));
-      return 0;
+    case 'logs': {
+      if (!follow) {
+        process.stdout.write(await client.logs(count));
+        return 0;
+      }
+      const signal = untilInterrupted();
+      for await (const item of client.followLogs({ lines: count, signal })) {
+        if (item.type === 'log') {
+          const line = item as LogLine;
+          (line.stream === 'stderr' ? process.stderr : process.stdout).write(`${line.line}\n`);
+        } else if (item.type === 'exited') {
+          console.error(endOfRun(item));
+        }
+      }
+      if (signal.aborted) return 0;
+      console.error('bot-agent: the agent closed the log stream');
+      return 1;
+    }
     case 'stats':
       console.log(JSON.stringify(await client.stats(), null, 2));
       return 0;
-    default:
-      console.error(usage);
-      return 2;
+    case 'status':
+      console.log(JSON.stringify(await client.status(), null, 2));
+      return 0;
+    case 'exits':
+      console.log(JSON.stringify(await client.exits(count), null, 2));
+      return 0;
+    default: {
+      for await (const event of client.events({ after, signal: untilInterrupted() })) console.log(JSON.stringify(event));
+      return 0;
+    }
   }
 }
 
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
+    if (err instanceof UsageError) {
+      console.error(`bot-agent: ${err.message}\n${usage}`);
+      process.exit(2);
+    }
     console.error(`bot-agent: ${err instanceof BotAgentError ? err.message : String(err)}`);
     process.exit(1);
   },

@@ -1,7 +1,10 @@
 import { connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { EventSourceParserStream } from 'eventsource-parser/stream';
+import type { EventSourceMessage } from 'eventsource-parser/stream';
 
-// The bot's side of bot-agent, with nothing beyond Node itself: find the agent
-// (CONTRACT.md §7) and call it as the bot named by BOT_ID.
+// The bot's side of bot-agent, with Node and one small event-stream parser:
+// find the agent (CONTRACT.md §7) and call it as the bot named by BOT_ID.
 
 /** What the agent's stats answer holds. */
 export interface BotStats {
@@ -10,6 +13,51 @@ export interface BotStats {
   memory_percent: number;
   uptime: string;
 }
+
+/** How a run of the bot ended (CONTRACT.md §8). */
+export interface ExitRecord {
+  at: string;
+  exit_code: number | null;
+  signal: string | null;
+  oom_killed: boolean;
+  requested: boolean;
+  started_at: string | null;
+  logs: string;
+}
+
+/** What the agent knows of the bot now (CONTRACT.md §8). */
+export interface BotStatus {
+  bot_id: string;
+  user_id: string | null;
+  state: 'running' | 'stopped' | 'exited' | 'crash-looping';
+  started_at: string | null;
+  uptime: string | null;
+  crashes_last_hour: number;
+  last_exit: ExitRecord | null;
+}
+
+/** One event (CONTRACT.md §9); `exited` carries `exit`, `operation` its `operation`, `result` and `by`. */
+export interface BotEvent {
+  id: string;
+  type: 'started' | 'exited' | 'crash-looping' | 'recovered' | 'operation';
+  bot_id: string;
+  at: string;
+  [field: string]: unknown;
+}
+
+/** One line the bot wrote, as live logs send it (CONTRACT.md §10). */
+export interface LogLine {
+  type: 'log';
+  line: string;
+  stream: 'stdout' | 'stderr';
+  at: string;
+}
+
+/** The agent sends ': ping' at least every 15 s; this long without a byte means the connection is gone. */
+const STREAM_SILENCE_MS = 45_000;
+/** Reconnection delays of an event stream: from 1 s, doubling, to at most 30 s. */
+const RECONNECT_FIRST_MS = 1_000;
+const RECONNECT_MAX_MS = 30_000;
 
 /** A failed call: the agent's `msg` and HTTP status, or no status when the agent could not be reached. */
 export class BotAgentError extends Error {
@@ -116,7 +164,67 @@ export class BotAgentClient {
   }
 
   async stats(): Promise<BotStats> {
-    return (await this.call<{ stats: BotStats }>('GET', `/api/bots/${encodeURIComponent(this.botId)}/stats`)).stats;
+    return (await this.call<{ stats: BotStats }>('GET', `${this.botPath}/stats`)).stats;
+  }
+
+  /** The bot's state, uptime, crashes in the last hour and its last exit. */
+  async status(): Promise<BotStatus> {
+    return (await this.call<{ bot: BotStatus }>('GET', this.botPath)).bot;
+  }
+
+  /** The bot's exit records, newest first (at most `limit`, 1 to 50; 20 unless given). */
+  async exits(limit?: number): Promise<ExitRecord[]> {
+    const query = limit === undefined ? '' : `?limit=${encodeURIComponent(limit)}`;
+    return (await this.call<{ exits: ExitRecord[] }>('GET', `${this.botPath}/exits${query}`)).exits;
+  }
+
+  /**
+   * The last `lines` lines (100 unless given), then each new one as the bot
+   * writes it, with an `exited` event where a run ends, across restarts. Ends
+   * when `signal` aborts or the agent closes the stream.
+   */
+  async *followLogs(options: { lines?: number; signal?: AbortSignal } = {}): AsyncGenerator<LogLine | BotEvent> {
+    const lines = options.lines === undefined ? '' : `&lines=${encodeURIComponent(options.lines)}`;
+    for await (const message of this.stream(`${this.botPath}/logs?follow=true${lines}`, {}, options.signal)) {
+      const data = JSON.parse(message.data) as Record<string, unknown>;
+      yield (message.event === 'log' ? { type: 'log', ...data } : data) as LogLine | BotEvent;
+    }
+  }
+
+  /**
+   * The bot's events as they happen; with `after` (an event's id), first every
+   * kept event after it. A lost connection is opened again, resuming after the
+   * last event received, so none is missed. Ends when `signal` aborts.
+   */
+  async *events(options: { after?: string; signal?: AbortSignal } = {}): AsyncGenerator<BotEvent> {
+    let after = options.after;
+    let delayMs = RECONNECT_FIRST_MS;
+    let opened = false;
+    for (;;) {
+      try {
+        const headers: Record<string, string> = after === undefined ? {} : { 'Last-Event-ID': after };
+        for await (const message of this.stream(`${this.botPath}/events`, headers, options.signal, () => (opened = true))) {
+          delayMs = RECONNECT_FIRST_MS;
+          after = message.id ?? after;
+          yield JSON.parse(message.data) as BotEvent;
+        }
+      } catch (err) {
+        // Refusals, and failures before the stream ever opened, are the caller's to see.
+        const refused = err instanceof BotAgentError && err.status !== undefined && err.status < 500;
+        if (options.signal?.aborted || refused || !opened) throw err;
+      }
+      if (options.signal?.aborted) return;
+      try {
+        await sleep(delayMs, undefined, { signal: options.signal });
+      } catch {
+        return;
+      }
+      delayMs = Math.min(delayMs * 2, RECONNECT_MAX_MS);
+    }
+  }
+
+  private get botPath(): string {
+    return `/api/bots/${encodeURIComponent(this.botId)}`;
   }
 
   private owned(): { bot_id: string; user_id: string } {
@@ -125,14 +233,60 @@ export class BotAgentClient {
   }
 
   private async call<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
-    let reply: Response;
+    const reply = await this.send(path, {
+      method,
+      headers: { ...headers, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
+    return envelopeOf<T>(reply);
+  }
+
+  /** The events of an event stream, ended quietly when `signal` aborts. */
+  private async *stream(
+    path: string,
+    headers: Record<string, string>,
+    signal: AbortSignal | undefined,
+    onOpen?: () => void,
+  ): AsyncGenerator<EventSourceMessage> {
+    // One controller ends the request: the caller's signal, no answer within the
+    // call's time-out, or a connection silent for longer than the agent's pings allow.
+    const controller = new AbortController();
+    const abort = (): void => controller.abort();
+    const giveUp = (ms: number) => () => controller.abort(new Error(`nothing heard for ${ms / 1000} s`));
+    signal?.addEventListener('abort', abort, { once: true });
+    let silence = setTimeout(giveUp(this.timeoutMs), this.timeoutMs);
+    const heard = (): void => {
+      clearTimeout(silence);
+      silence = setTimeout(giveUp(STREAM_SILENCE_MS), STREAM_SILENCE_MS);
+    };
     try {
-      reply = await fetch(`${this.agentUrl}${path}`, {
-        method,
-        headers: { ...headers, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.timeoutMs),
-      });
+      const reply = await this.send(path, { headers: { ...headers, Accept: 'text/event-stream' }, signal: controller.signal });
+      if (!reply.headers.get('content-type')?.startsWith('text/event-stream') || !reply.body) {
+        await envelopeOf(reply);
+        throw new BotAgentError('the agent answered without an event stream', reply.status);
+      }
+      onOpen?.();
+      heard();
+      const messages = reply.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream({ onComment: heard }));
+      for await (const message of messages) {
+        heard();
+        yield message;
+      }
+    } catch (err) {
+      if (signal?.aborted) return;
+      if (err instanceof BotAgentError) throw err;
+      throw new BotAgentError(`the agent's stream at ${this.agentUrl} broke off (${(err as Error).message})`, undefined);
+    } finally {
+      clearTimeout(silence);
+      signal?.removeEventListener('abort', abort);
+      controller.abort();
+    }
+  }
+
+  private async send(path: string, init: RequestInit): Promise<Response> {
+    try {
+      return await fetch(`${this.agentUrl}${path}`, init);
     } catch (err) {
       throw new BotAgentError(
         `cannot reach the agent at ${this.agentUrl} (${(err as Error).message}): check that the agent is running, ` +
@@ -140,8 +294,12 @@ export class BotAgentClient {
         undefined,
       );
     }
-    const answer = (await reply.json().catch(() => ({}))) as { ok?: boolean; msg?: string } & T;
-    if (!reply.ok || answer.ok !== true) throw new BotAgentError(answer.msg ?? `HTTP ${reply.status}`, reply.status);
-    return answer;
   }
+}
+
+/** The answer's envelope when it says ok, else its `msg` and status as the one error type. */
+async function envelopeOf<T>(reply: Response): Promise<T> {
+  const answer = (await reply.json().catch(() => ({}))) as { ok?: boolean; msg?: string } & T;
+  if (!reply.ok || answer.ok !== true) throw new BotAgentError(answer.msg ?? `HTTP ${reply.status}`, reply.status);
+  return answer;
 }

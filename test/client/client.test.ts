@@ -5,8 +5,10 @@ import { connect, createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import test from 'ava';
 import { BotAgentClient, BotAgentError, findAgent } from '../../src/client/index.js';
-import { agentFor } from '../helpers/agent.js';
+import { agentFor, startAgent } from '../helpers/agent.js';
+import { eventually } from '../helpers/eventually.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
+import { SocketProxy } from '../helpers/socket-proxy.js';
 
 // The client against local servers only: probes and calls go to loopback.
 const BOT = 'bot_1_1_client';
@@ -34,6 +36,34 @@ async function hangingPort(t: { teardown(fn: () => void): void }): Promise<numbe
   t.teardown(() => fillers.forEach((socket) => socket.destroy()));
   await new Promise((resolve) => setTimeout(resolve, 200));
   return port;
+}
+
+/** A run of `botId` that ends by itself with `exitCode`, as a runtime reports it. */
+function crash(driver: MemoryDriver, botId: string, exitCode: number): void {
+  const at = new Date();
+  driver.observer?.ended({ botId, at, exitCode, oomKilled: false, requested: false, startedAt: new Date(at.getTime() - 1000), logs: 'boom\n', key: `${botId}:${at.getTime()}:${Math.random()}` });
+}
+
+/** A client of BOT on an agent over a fresh in-memory driver. */
+async function clientFor(t: { teardown(fn: () => Promise<void>): void }): Promise<{ driver: MemoryDriver; client: BotAgentClient; port: number }> {
+  const driver = new MemoryDriver();
+  driver.add({ id: BOT, ownerId: 'user_5', logLines: ['one', 'two', 'three'] });
+  const server = await agentFor(t, driver);
+  const { port } = server.address() as AddressInfo;
+  return { driver, port, client: await BotAgentClient.create({ agentUrl: `http://127.0.0.1:${port}`, env: { BOT_ID: BOT } }) };
+}
+
+/** The command line as a child process, with what it printed so far. */
+function cliProcess(t: { teardown(fn: () => void): void }, args: string[], port: number) {
+  const child = spawn(process.execPath, ['--import=tsx', 'src/client/cli.ts', ...args], {
+    env: { ...process.env, BOT_ID: BOT, BOT_AGENT_PROBE: `127.0.0.1:${port}` },
+  });
+  t.teardown(() => child.kill('SIGKILL'));
+  const printed = { stdout: '', stderr: '' };
+  child.stdout.on('data', (chunk: Buffer) => (printed.stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (printed.stderr += chunk.toString()));
+  const exited = once(child, 'exit') as Promise<[number | null]>;
+  return { child, printed, exited };
 }
 
 test('the agent is found at the probed address when it answers', async (t) => {
@@ -109,4 +139,113 @@ test('the command line prints the answer, and fails with one line', async (t) =>
   );
   t.is((gone as { code?: number }).code, 1);
   t.regex(String((gone as { stderr?: string }).stderr), /^bot-agent: 404: container not found/);
+});
+
+test('status and exits tell why the bot died', async (t) => {
+  const { driver, client } = await clientFor(t);
+  t.like(await client.status(), { bot_id: BOT, user_id: 'user_5', state: 'running', crashes_last_hour: 0, last_exit: null });
+  driver.endRun(BOT);
+  crash(driver, BOT, 3);
+  crash(driver, BOT, 4);
+  const status = await client.status();
+  t.like(status, { state: 'exited', crashes_last_hour: 2, last_exit: { exit_code: 4, requested: false, logs: 'boom\n' } });
+  t.deepEqual((await client.exits()).map((exit) => exit.exit_code), [4, 3]);
+  t.deepEqual((await client.exits(1)).map((exit) => exit.exit_code), [4]);
+  const error = await t.throwsAsync(client.exits(51), { instanceOf: BotAgentError });
+  t.is(error.status, 400);
+});
+
+test('followLogs gives the last lines, new ones, and the end of the run, until aborted', async (t) => {
+  const { driver, client } = await clientFor(t);
+  const controller = new AbortController();
+  const seen: string[] = [];
+  const following = (async () => {
+    for await (const item of client.followLogs({ lines: 2, signal: controller.signal })) {
+      seen.push(item.type === 'log' ? `${item.type}:${String(item.line)}:${String(item.stream)}` : `${item.type}:${String((item.exit as { exit_code: number }).exit_code)}`);
+    }
+  })();
+  t.true(await eventually(() => seen.length === 2));
+  driver.write(BOT, 'four');
+  t.true(await eventually(() => seen.length === 3));
+  crash(driver, BOT, 3);
+  t.true(await eventually(() => seen.length === 4));
+  controller.abort();
+  await following;
+  t.deepEqual(seen, ['log:two:stdout', 'log:three:stdout', 'log:four:stdout', 'exited:3']);
+});
+
+test('a stream refused before it begins is the one error type with the agent\'s status', async (t) => {
+  const server = await agentFor(t, new MemoryDriver());
+  const { port } = server.address() as AddressInfo;
+  const client = await BotAgentClient.create({ agentUrl: `http://127.0.0.1:${port}`, env: { BOT_ID: 'bot_9_9_gone' } });
+  const events = await t.throwsAsync(client.events().next(), { instanceOf: BotAgentError });
+  t.is(events.status, 404);
+  const logs = await t.throwsAsync(client.followLogs().next(), { instanceOf: BotAgentError });
+  t.is(logs.status, 404);
+  t.regex(logs.msg, /container not found/);
+});
+
+test('events resume after a lost connection: none missed, none twice', async (t) => {
+  const { driver, port } = await clientFor(t);
+  const proxy = new SocketProxy({ host: '127.0.0.1', port });
+  await proxy.start();
+  t.teardown(() => proxy.close());
+  const client = await BotAgentClient.create({ agentUrl: `http://127.0.0.1:${proxy.port}`, env: { BOT_ID: BOT } });
+  crash(driver, BOT, 1);
+  const controller = new AbortController();
+  const codes: number[] = [];
+  const ids: string[] = [];
+  const reading = (async () => {
+    for await (const event of client.events({ signal: controller.signal })) {
+      ids.push(event.id);
+      if (event.type === 'exited') codes.push((event.exit as { exit_code: number }).exit_code);
+    }
+  })();
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  crash(driver, BOT, 2);
+  t.true(await eventually(() => codes.length === 1));
+  proxy.cut();
+  crash(driver, BOT, 3);
+  crash(driver, BOT, 4);
+  proxy.restore();
+  crash(driver, BOT, 5);
+  t.true(await eventually(() => codes.length === 4));
+  controller.abort();
+  await reading;
+  // Exit 1 came before the stream opened and without a cursor: not sent.
+  t.deepEqual(codes, [2, 3, 4, 5]);
+  t.is(new Set(ids).size, ids.length);
+});
+
+test('the command line follows logs and events until interrupted', async (t) => {
+  const { driver, port } = await clientFor(t);
+  const logs = cliProcess(t, ['logs', '1', '--follow'], port);
+  t.true(await eventually(() => logs.printed.stdout === 'three\n'), logs.printed.stderr);
+  const events = cliProcess(t, ['events'], port);
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  driver.write(BOT, 'four');
+  crash(driver, BOT, 3);
+  t.true(await eventually(() => logs.printed.stderr.includes('the run ended')), logs.printed.stderr);
+  t.is(logs.printed.stdout, 'three\nfour\n');
+  t.regex(logs.printed.stderr, /^bot-agent: the run ended at \S+ \(exit code 3\)\n$/);
+  t.true(await eventually(() => events.printed.stdout.includes('\n')), events.printed.stderr);
+  const [event] = events.printed.stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+  t.like(event, { type: 'exited', bot_id: BOT, exit: { exit_code: 3 } });
+  // Resumed after that event, with nothing after it yet: nothing is printed twice.
+  const resumed = cliProcess(t, ['events', '--after', String(event?.id)], port);
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  t.is(resumed.printed.stdout, '');
+  for (const cli of [logs, events, resumed]) {
+    cli.child.kill('SIGINT');
+    t.deepEqual(await cli.exited, [0, null]);
+  }
+});
+
+test('the command line explains a wrong use', async (t) => {
+  const cli = promisify(execFile);
+  for (const args of [[], ['reboot'], ['logs', 'many'], ['exits', '--follow'], ['events', '7']]) {
+    const error = await t.throwsAsync(cli(process.execPath, ['--import=tsx', 'src/client/cli.ts', ...args], { env: { ...process.env, BOT_ID: BOT } }));
+    t.is((error as { code?: number }).code, 2, args.join(' '));
+    t.regex(String((error as { stderr?: string }).stderr), /^bot-agent: .+\nusage: bot-agent <command>/);
+  }
 });

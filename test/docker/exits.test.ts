@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
+import type { ExitRecord } from '../../src/client/index.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
@@ -29,25 +30,15 @@ test.after.always(async () => {
   await fixture.cleanup();
 });
 
-interface Exit {
-  at: string;
-  exit_code: number | null;
-  signal: string | null;
-  oom_killed: boolean;
-  requested: boolean;
-  started_at: string | null;
-  logs: string;
-}
-
-async function exitsOf(bot: { id: string }, limit?: number): Promise<Exit[]> {
+async function exitsOf(bot: { id: string }, limit?: number): Promise<ExitRecord[]> {
   const reply = await call(agent.server, `/api/bots/${bot.id}/exits${limit ? `?limit=${limit}` : ''}`);
   if (reply.status !== 200) throw new Error(`exits of ${bot.id}: ${reply.status} ${reply.text}`);
-  return reply.body?.exits as Exit[];
+  return reply.body?.exits as ExitRecord[];
 }
 
 /** Waits until the bot has `count` exit records, and answers them, newest first. */
-async function awaitExits(bot: { id: string }, count: number): Promise<Exit[]> {
-  let exits: Exit[] = [];
+async function awaitExits(bot: { id: string }, count: number): Promise<ExitRecord[]> {
+  let exits: ExitRecord[] = [];
   const seen = await eventually(async () => (exits = await exitsOf(bot)).length >= count, 20_000, 100);
   if (!seen) throw new Error(`bot ${bot.id} has ${exits.length} exit records, not ${count}`);
   return exits;
