@@ -182,6 +182,21 @@ test('a stop through the agent ends a crash loop', async (t) => {
   events.close();
 });
 
+test('crash loop with no restart policy: started again through the agent each time it dies, it is crash-looping too', async (t) => {
+  const bot = await fixture.runBot({ script: 'echo "crash"; sleep 0.3; exit 4', start: false });
+  const events = await openStream(agent.server, `/api/bots/${bot.id}/events`);
+  await bot.container.start();
+  for (let run = 1; run <= 3; run++) {
+    await awaitExits(bot, run);
+    if (run < 3) t.is((await call(agent.server, '/api/bots/start', { body: { bot_id: bot.id, user_id: 'user_1' } })).status, 200);
+  }
+  const looping = await events.next((e) => e.event === 'crash-looping');
+  t.like(looping.data, { crashes: 3, window_s: 600 });
+  t.like(await statusOf(bot), { state: 'crash-looping', started_at: null, crashes_last_hour: 3 });
+  t.deepEqual((await exitsOf(bot)).map((exit) => [exit.exit_code, exit.requested]), [[4, false], [4, false], [4, false]]);
+  events.close();
+});
+
 test('GET /api/bots/{id}: 404 for no such bot, 400 for a bad id', async (t) => {
   t.like(await call(agent.server, `/api/bots/${fixture.newBotId()}`), { status: 404, body: { ok: false } });
   t.like(await call(agent.server, `/api/bots/${fixture.newBotId()}/exits`), { status: 404 });
