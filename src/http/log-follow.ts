@@ -82,7 +82,8 @@ async function followAcrossRuns(stream: SseStream, driver: RuntimeDriver, histor
   /** The start of the first run that has not ended yet, once there is one. */
   const nextRun = async (): Promise<number | undefined> => {
     while (!stream.closed) {
-      const next = starts.find((at) => at > (lastEnd ?? beginning));
+      // Not strictly after: Kubernetes gives times to the second, and the kubelet starts a run again in the second its last one ended.
+      const next = starts.find((at) => at >= (lastEnd ?? beginning));
       starts.length = 0;
       if (next !== undefined) return next;
       await new Promise<void>((resolve) => {

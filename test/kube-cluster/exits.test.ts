@@ -96,3 +96,24 @@ test('stopped through the agent: the deleted pod ends a requested run, its last 
   t.like((await call(agent.server, `/api/bots/${id}`)).body?.bot, { state: 'stopped', started_at: null });
   follower.close();
 });
+
+test('live logs follow a bot across the kubelet\'s restart: its lines, the exited event, then the next run\'s lines', async (t) => {
+  // The pod's emptyDir keeps the count across its container's runs: run 1 ends with 3, run 2 stays up.
+  const id = harness.newBotId();
+  const deployment = botDeployment(id, {
+    script: 'n=$(( $(cat /runs/count 2>/dev/null || echo 0) + 1 )); echo $n > /runs/count; echo "run $n says hello"; [ $n -eq 1 ] && { sleep 3; exit 3; }; while :; do sleep 1; done',
+  });
+  deployment.spec!.template.spec!.volumes = [{ name: 'runs', emptyDir: {} }];
+  deployment.spec!.template.spec!.containers[0]!.volumeMounts = [{ name: 'runs', mountPath: '/runs' }];
+  await apps.createNamespacedDeployment({ namespace, body: deployment });
+  t.true(await eventually(async () => ((await call(agent.server, `/api/bots/${id}`)).body?.bot as { state?: string } | undefined)?.state === 'running', 60_000, 100));
+  const follower = await openStream(agent.server, `/api/bots/${id}/logs?follow=true`);
+  t.is(follower.status, 200);
+  const first = await follower.next((e) => e.data.line === 'run 1 says hello');
+  const exited = await follower.next((e) => e.event === 'exited', 30_000);
+  t.like(exited.data, { bot_id: id, exit: { exit_code: 3, requested: false } });
+  const second = await follower.next((e) => e.data.line === 'run 2 says hello', 30_000);
+  t.true(follower.events.indexOf(first) < follower.events.indexOf(exited) && follower.events.indexOf(exited) < follower.events.indexOf(second));
+  t.is(follower.events.filter((e) => e.event === 'log').length, 2, 'each line once');
+  follower.close();
+});
