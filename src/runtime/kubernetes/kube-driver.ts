@@ -1,5 +1,6 @@
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { KubeConfig, V1Deployment, V1Pod } from '@kubernetes/client-node';
+import { LRUCache } from 'lru-cache';
 import { withDeadline } from './kube-deadline.js';
 import type { CallOptions } from './kube-deadline.js';
 import { AgentError, messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../errors.js';
@@ -8,6 +9,7 @@ import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { followPodLogs, readPodLogs } from './kube-logs.js';
 import { KubeRunWatcher } from './kube-runs.js';
+import { WatchedObjects } from './kube-watched.js';
 import { botStatsFromMetrics, nodeAllocatable, podLimits } from './kube-stats.js';
 import type { Capacity, PodMetrics } from './kube-stats.js';
 
@@ -19,6 +21,10 @@ const POLL_MS = 200;
 /** Kubernetes' defaults, for objects that leave them unset. */
 const DEFAULT_PROGRESS_DEADLINE_S = 600;
 const DEFAULT_GRACE_S = 30;
+/** metrics-server takes a sample every 15 s: a pod's metrics are asked for again at most this often. */
+const METRICS_FRESH_MS = 10_000;
+/** A node's allocatable CPU and memory change only when the node is reconfigured. */
+const NODE_FRESH_MS = 60_000;
 
 export interface KubernetesDriverOptions {
   readonly kubeConfig: KubeConfig;
@@ -40,7 +46,11 @@ class KubernetesDriver implements RuntimeDriver {
   private readonly namespace: string;
   private readonly kubeConfig: KubeConfig;
   private readonly report: FaultReporter;
-  private runs: KubeRunWatcher | undefined;
+  /** The bots' Deployments and pods, watched: look-ups, identities and waits read them, not the API server. */
+  private readonly deployments: WatchedObjects<V1Deployment>;
+  private readonly watchedPods: WatchedObjects<V1Pod>;
+  private readonly metrics: LRUCache<string, PodMetrics>;
+  private readonly nodes: LRUCache<string, Capacity>;
 
   constructor({ kubeConfig, namespace, report }: KubernetesDriverOptions) {
     this.report = report ?? (() => {});
@@ -49,6 +59,30 @@ class KubernetesDriver implements RuntimeDriver {
     this.core = kubeConfig.makeApiClient(CoreV1Api);
     this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
     this.namespace = namespace;
+    const botOf = (object: V1Deployment | V1Pod): string | undefined => object.metadata?.labels?.[BOT_LABEL];
+    this.deployments = new WatchedObjects(
+      kubeConfig,
+      `/apis/apps/v1/namespaces/${namespace}/deployments`,
+      () => this.apps.listNamespacedDeployment({ namespace, labelSelector: BOT_LABEL }),
+      BOT_LABEL,
+      { bot: botOf },
+      "the bots' Deployments",
+      this.report,
+    );
+    this.watchedPods = new WatchedObjects(
+      kubeConfig,
+      `/api/v1/namespaces/${namespace}/pods`,
+      () => this.core.listNamespacedPod({ namespace, labelSelector: BOT_LABEL }),
+      BOT_LABEL,
+      { bot: botOf, address: (pod) => pod.status?.podIP },
+      "the bots' pods",
+      this.report,
+    );
+    // Concurrent reads of one pod's metrics, or one node's capacity, make one request.
+    this.metrics = new LRUCache({ max: 10_000, ttl: METRICS_FRESH_MS, fetchMethod: (pod) => this.readPodMetrics(pod) });
+    this.nodes = new LRUCache({ max: 1_000, ttl: NODE_FRESH_MS, fetchMethod: (node) => this.readNodeCapacity(node) });
+    this.deployments.start();
+    this.watchedPods.start();
   }
 
   async ping(): Promise<void> {
@@ -56,28 +90,24 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   async findBot(botId: string): Promise<BotInfo> {
-    const deployment = await this.deployment(botId);
+    const deployment = await this.knownDeployment(botId);
     const pod = desiredReplicas(deployment) > 0 ? await this.runningPod(botId) : undefined;
     return { id: botId, ownerId: deployment.metadata?.annotations?.[OWNER_LABEL], running: pod !== undefined, startedAt: pod && runStartOf(pod) };
   }
 
   observeRuns(observer: RunObserver): void {
-    // The watch lists every bot pod first: runs it reports again are recorded once (by their keys).
-    this.runs = new KubeRunWatcher(
-      this.kubeConfig,
-      this.core,
-      this.namespace,
+    const runs = new KubeRunWatcher(
       observer,
       (pod, container, previous, lines) =>
         readPodLogs(this.core, this.kubeConfig, { namespace: this.namespace, pod, container, previous }, lines),
       defaultContainer,
       this.report,
     );
-    this.runs.start();
+    runs.watch(this.watchedPods);
   }
 
   async followLogs(botId: string, from: LogsFrom, onLine: (line: LogLine) => void, signal: AbortSignal): Promise<void> {
-    const deployment = await this.deployment(botId);
+    const deployment = await this.knownDeployment(botId);
     const pod = desiredReplicas(deployment) > 0 ? ((await this.runningPod(botId)) ?? newest(await this.pods(botId))) : undefined;
     if (!pod) return;
     try {
@@ -88,6 +118,11 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   async botAtAddress(address: string): Promise<string | undefined> {
+    const watched = this.watchedPods.find('address', address);
+    if (watched) {
+      const botId = watched.find((pod) => pod.status?.phase === 'Running')?.metadata?.labels?.[BOT_LABEL];
+      return botId !== undefined && BOT_ID_PATTERN.test(botId) ? botId : undefined;
+    }
     const pods = await this.api(undefined, (options) =>
       this.core.listNamespacedPod(
         {
@@ -146,7 +181,7 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   async logs(botId: string, lines: number): Promise<string> {
-    await this.deployment(botId);
+    await this.knownDeployment(botId);
     // Scaling to 0 deletes the pod and its logs with it: a stopped bot has none to show.
     const pod = (await this.runningPod(botId)) ?? newest(await this.pods(botId));
     if (!pod) return '';
@@ -159,18 +194,24 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   async stats(botId: string): Promise<BotStats> {
-    await this.deployment(botId);
+    await this.knownDeployment(botId);
     const pod = await this.runningPod(botId);
     if (!pod) throw new NotRunning(messages.notRunning(botId));
-    const [metrics, capacity] = await Promise.all([this.podMetrics(pod), this.capacity(pod)]);
-    const container = defaultContainer(pod);
-    return botStatsFromMetrics(metrics, capacity, runStartOf(pod));
+    const [metrics, capacity] = await Promise.all([this.metrics.fetch(nameOf(pod)), this.capacity(pod)]);
+    return botStatsFromMetrics(metrics!, capacity, runStartOf(pod));
   }
 
   async close(): Promise<void> {
-    this.runs?.close();
+    this.deployments.close();
+    this.watchedPods.close();
   }
 
+  /** The bot's Deployment as the watch has it; asked of the API server while the watch is not open, or for a bot it has not seen yet. */
+  private async knownDeployment(botId: string): Promise<V1Deployment> {
+    return this.deployments.find('bot', botId)?.[0] ?? this.deployment(botId);
+  }
+
+  /** The bot's Deployment as the API server has it now, for operations that change it. */
   private async deployment(botId: string): Promise<V1Deployment> {
     const list = await this.api(botId, (options) =>
       this.apps.listNamespacedDeployment({ namespace: this.namespace, labelSelector: `${BOT_LABEL}=${botId}` }, options),
@@ -181,6 +222,8 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   private async pods(botId: string): Promise<V1Pod[]> {
+    const watched = this.watchedPods.find('bot', botId);
+    if (watched) return watched;
     const list = await this.api(botId, (options) =>
       this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: `${BOT_LABEL}=${botId}` }, options),
     );
@@ -207,24 +250,24 @@ class KubernetesDriver implements RuntimeDriver {
   private async awaitRollout(botId: string, deployment: V1Deployment, failed: (detail: string) => AgentError) {
     const generation = deployment.metadata?.generation ?? 0;
     const deadlineS = deployment.spec?.progressDeadlineSeconds ?? DEFAULT_PROGRESS_DEADLINE_S;
-    const done = await this.poll(deadlineS, async () => rolledOut(await this.deployment(botId), generation));
+    const done = await this.poll(deadlineS, async () => rolledOut(await this.knownDeployment(botId), generation));
     if (!done) throw failed(`the rollout did not complete within ${deadlineS} s`);
   }
 
-  /** Checks `check` every POLL_MS for up to `seconds`; answers whether it came true. */
+  /** Checks `check` at each change the watches see (at least every POLL_MS) for up to `seconds`; answers whether it came true. */
   private async poll(seconds: number, check: () => Promise<boolean>): Promise<boolean> {
     const deadline = Date.now() + seconds * 1000;
     while (Date.now() < deadline) {
       if (await check()) return true;
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      await Promise.race([this.deployments.nextChange(POLL_MS), this.watchedPods.nextChange(POLL_MS)]);
     }
     return check();
   }
 
-  private async podMetrics(pod: V1Pod): Promise<PodMetrics> {
+  private async readPodMetrics(pod: string): Promise<PodMetrics> {
     try {
       return (await this.custom.getNamespacedCustomObject(
-        { group: 'metrics.k8s.io', version: 'v1beta1', namespace: this.namespace, plural: 'pods', name: nameOf(pod) },
+        { group: 'metrics.k8s.io', version: 'v1beta1', namespace: this.namespace, plural: 'pods', name: pod },
         withDeadline(),
       )) as PodMetrics;
     } catch (err) {
@@ -241,7 +284,11 @@ class KubernetesDriver implements RuntimeDriver {
     const limits = podLimits(pod);
     const nodeName = pod.spec?.nodeName;
     if (limits || !nodeName) return limits ?? { cpuCores: 0, memoryBytes: 0 };
-    return nodeAllocatable(await this.api(undefined, (options) => this.core.readNode({ name: nodeName }, options)));
+    return (await this.nodes.fetch(nodeName))!;
+  }
+
+  private async readNodeCapacity(node: string): Promise<Capacity> {
+    return nodeAllocatable(await this.api(undefined, (options) => this.core.readNode({ name: node }, options)));
   }
 
   /** One API server call under a deadline, its failure translated at this edge. */

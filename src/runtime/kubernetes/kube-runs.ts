@@ -1,12 +1,11 @@
-import { makeInformer } from '@kubernetes/client-node';
-import type { CoreV1Api, Informer, KubeConfig, V1ContainerStateTerminated, V1Pod } from '@kubernetes/client-node';
+import type { V1ContainerStateTerminated, V1Pod } from '@kubernetes/client-node';
 import type { FaultReporter, RunObserver } from '../driver.js';
 import { BOT_ID_PATTERN, BOT_LABEL } from '../labels.js';
 import { signalName } from '../signal-names.js';
+import type { WatchedObjects } from './kube-watched.js';
 
 /** The lines of a run an exit record keeps. */
 const EXIT_LOG_LINES = 100;
-const RESTART_WATCH_MS = 1_000;
 
 /** Reads the last lines of a pod's container: its current run, or its previous one. */
 export type PodLogsReader = (pod: string, container: string | undefined, previous: boolean, lines: number) => Promise<string>;
@@ -34,28 +33,16 @@ interface PodRuns {
  */
 export class KubeRunWatcher {
   private readonly pods = new Map<string, PodRuns>();
-  private informer: Informer<V1Pod> | undefined;
-  private closed = false;
 
   constructor(
-    private readonly kubeConfig: KubeConfig,
-    private readonly core: CoreV1Api,
-    private readonly namespace: string,
     private readonly observer: RunObserver,
     private readonly readLogs: PodLogsReader,
     private readonly containerOf: (pod: V1Pod) => string | undefined,
     private readonly report: FaultReporter,
   ) {}
 
-  start(): void {
-    const path = `/api/v1/namespaces/${this.namespace}/pods`;
-    const informer = makeInformer(
-      this.kubeConfig,
-      path,
-      () => this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: BOT_LABEL }),
-      BOT_LABEL,
-    );
-    this.informer = informer;
+  /** Follows the watched pods: when their watch first lists them, runs it reports again are recorded once (by their keys). */
+  watch(pods: WatchedObjects<V1Pod>): void {
     const guarded = (what: string, handle: (pod: V1Pod) => void) => (pod: V1Pod) => {
       try {
         handle(pod);
@@ -63,20 +50,9 @@ export class KubeRunWatcher {
         this.report(`a pod ${what} the run watch could not handle`, err);
       }
     };
-    informer.on('add', guarded('added', (pod) => this.seen(pod)));
-    informer.on('update', guarded('change', (pod) => this.seen(pod)));
-    informer.on('delete', guarded('deletion', (pod) => this.deleted(pod)));
-    informer.on('error', (err: unknown) => {
-      if (this.closed) return;
-      this.report('the run watch of pods broke; it starts again', err);
-      setTimeout(() => void informer.start().catch(() => undefined), RESTART_WATCH_MS).unref();
-    });
-    void informer.start().catch((err: unknown) => this.report('the run watch of pods could not start', err));
-  }
-
-  close(): void {
-    this.closed = true;
-    void this.informer?.stop();
+    pods.on('add', guarded('added', (pod) => this.seen(pod)));
+    pods.on('update', guarded('change', (pod) => this.seen(pod)));
+    pods.on('delete', guarded('deletion', (pod) => this.deleted(pod)));
   }
 
   private runsOf(uid: string): PodRuns {

@@ -214,6 +214,8 @@ export class FakeKubeApi {
       route = routeOf(req.method ?? 'GET', url.pathname, url.searchParams);
       if (!route) throw new ApiError(404, 'the server could not find the requested resource');
       if (!authorize(this.grants, route)) throw forbidden(route, this.grants.namespace);
+      // Watches are the real cluster's to serve (test/kube-cluster): here the agent's watches fail, and it asks for each look-up.
+      if (route.watch) throw new ApiError(405, 'this test-only API server does not serve watch');
       const body = await readBody(req);
       const answer = this.serve(route, url.searchParams, body, req.headers['content-type']);
       this.answer(res, route, 200, answer);

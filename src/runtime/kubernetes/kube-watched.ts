@@ -1,0 +1,135 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ListWatch, Watch } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesObject, ListPromise } from '@kubernetes/client-node';
+import type { FaultReporter } from '../driver.js';
+
+/** How long after a broken watch it is opened again; also the longest wait between a watch's normal end and the next. */
+const REOPEN_MS = 1_000;
+
+type Handler<T> = (object: T) => void;
+
+/**
+ * A local copy of one kind of object (the bots' Deployments, or their pods),
+ * kept current by client-node's ListWatch, with indexes by what the driver
+ * looks objects up by (a bot id, a pod IP). It answers only while its watch is
+ * open; otherwise `find` says so and the caller asks the API server.
+ */
+export class WatchedObjects<T extends KubernetesObject> {
+  private readonly informer: ListWatch<T>;
+  /** index → key → uid → object */
+  private readonly indexes = new Map<string, Map<string, Map<string, T>>>();
+  /** uid → the [index, key] pairs it is filed under */
+  private readonly filed = new Map<string, Array<[string, string]>>();
+  private readonly waiters = new Set<() => void>();
+  private current = false;
+  private closed = false;
+
+  constructor(
+    kubeConfig: KubeConfig,
+    path: string,
+    list: ListPromise<T>,
+    labelSelector: string,
+    private readonly keys: Record<string, (object: T) => string | undefined>,
+    private readonly what: string,
+    private readonly report: FaultReporter,
+  ) {
+    const watch = new Watch(kubeConfig);
+    // Current once the list has been read and the watch answers; no longer when it ends.
+    const opened: Watch = Object.assign(Object.create(watch) as Watch, {
+      watch: async (...[watchPath, query, callback, done]: Parameters<Watch['watch']>) => {
+        let ended = false;
+        const controller = await watch.watch(watchPath, query, callback, (err) => {
+          ended = true;
+          this.current = false;
+          done(err);
+        });
+        if (!ended && !this.closed) this.current = true;
+        return controller;
+      },
+    });
+    // client-node waits ever longer (to 30 s) between a watch's normal end and the next: at most REOPEN_MS here.
+    const delayFn = (ms: number): Promise<void> => sleep(Math.min(ms, REOPEN_MS));
+    this.informer = new ListWatch(path, opened, list, false, labelSelector, undefined, { delayFn });
+    this.informer.on('add', (object) => this.file(object));
+    this.informer.on('update', (object) => this.file(object));
+    this.informer.on('delete', (object) => this.unfile(uidOf(object)));
+    this.informer.on('error', (err: unknown) => {
+      this.current = false;
+      if (this.closed) return;
+      this.report(`the watch of ${what} broke; it is opened again`, err);
+      setTimeout(() => void this.start(), REOPEN_MS).unref();
+    });
+  }
+
+  start(): void {
+    if (this.closed) return;
+    this.informer.start().catch((err: unknown) => this.report(`the watch of ${this.what} could not start`, err));
+  }
+
+  close(): void {
+    this.closed = true;
+    this.current = false;
+    void this.informer.stop();
+    for (const wake of this.waiters) wake();
+  }
+
+  /** Calls `handler` with each object as it is added, changed or deleted (after the copy has it). */
+  on(verb: 'add' | 'update' | 'delete', handler: Handler<T>): void {
+    this.informer.on(verb, handler);
+  }
+
+  /** The objects filed under `key` in `index`, or undefined when the copy is not current. */
+  find(index: string, key: string): T[] | undefined {
+    if (!this.current) return undefined;
+    return [...(this.indexes.get(index)?.get(key)?.values() ?? [])];
+  }
+
+  /** Resolves at the copy's next change, or after `ms`. */
+  nextChange(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = (): void => {
+        clearTimeout(timer);
+        this.waiters.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.waiters.add(wake);
+    });
+  }
+
+  private file(object: T): void {
+    const uid = uidOf(object);
+    this.unfile(uid, false);
+    const places: Array<[string, string]> = [];
+    for (const [index, keyOf] of Object.entries(this.keys)) {
+      const key = keyOf(object);
+      if (key === undefined) continue;
+      let byKey = this.indexes.get(index);
+      if (!byKey) this.indexes.set(index, (byKey = new Map()));
+      let objects = byKey.get(key);
+      if (!objects) byKey.set(key, (objects = new Map()));
+      objects.set(uid, object);
+      places.push([index, key]);
+    }
+    this.filed.set(uid, places);
+    this.changed();
+  }
+
+  private unfile(uid: string, announce = true): void {
+    for (const [index, key] of this.filed.get(uid) ?? []) {
+      const objects = this.indexes.get(index)?.get(key);
+      objects?.delete(uid);
+      if (objects?.size === 0) this.indexes.get(index)?.delete(key);
+    }
+    this.filed.delete(uid);
+    if (announce) this.changed();
+  }
+
+  private changed(): void {
+    for (const wake of this.waiters) wake();
+  }
+}
+
+function uidOf(object: KubernetesObject): string {
+  return object.metadata?.uid ?? `${object.metadata?.namespace}/${object.metadata?.name}`;
+}
