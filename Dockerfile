@@ -2,7 +2,8 @@
 #   docker build -t bot-agent .
 #   docker run -d --name agent --network bots --network-alias agent \
 #     -v /var/run/docker.sock:/var/run/docker.sock -v bot-agent-data:/var/lib/bot-agent \
-#     --group-add "$(stat -c %g /var/run/docker.sock)" bot-agent
+#     -v /sys/fs/cgroup:/sys/fs/cgroup:ro --group-add "$(stat -c %g /var/run/docker.sock)" bot-agent
+# The host's cgroup tree, read-only: bots' stats are read from it, with no engine stream per bot.
 # BASE_IMAGE: any image with Node 24 (the version in .node-version), npm, a POSIX shell and a `node` user (uid 1000).
 # A registry behind a TLS proxy: put its CA bundle in the build context as
 # npm-ca.pem; only the build stage sees it.

@@ -24,7 +24,8 @@ test.before(async () => {
     Labels: { 'bot-agent-test': fixture.runId },
     HostConfig: {
       NetworkMode: network,
-      Binds: ['/var/run/docker.sock:/var/run/docker.sock'],
+      // The host's cgroup tree, read-only, as the README deploys it: stats come from its files.
+      Binds: ['/var/run/docker.sock:/var/run/docker.sock', '/sys/fs/cgroup:/sys/fs/cgroup:ro'],
       GroupAdd: [String(socketGroup)],
     },
     NetworkingConfig: { EndpointsConfig: { [network]: { Aliases: ['agent'] } } },
@@ -64,6 +65,13 @@ test.serial('a bot reads its own logs and stats at http://agent:8000', async (t)
   const stats = await fixture.httpFromBot(bot, AGENT, { method: 'GET', path: `/api/bots/${bot.id}/stats` });
   t.is(stats.status, 200, stats.raw);
   t.is(stats.body?.ok, true);
+  // The agent, as user node, sees the bot's cgroup (cgroup v1 or v2, cgroupfs or systemd driver).
+  const id = (await bot.container.inspect()).Id;
+  const cpu = await fixture.exec(
+    { id: 'agent', container: agent },
+    `cat /sys/fs/cgroup/cpuacct/docker/${id}/cpuacct.usage /sys/fs/cgroup/system.slice/docker-${id}.scope/cpu.stat /sys/fs/cgroup/docker/${id}/cpu.stat 2>/dev/null; true`,
+  );
+  t.regex(cpu, /\d/);
 });
 
 test.serial('a bot naming another bot is refused and the other bot is untouched', async (t) => {

@@ -1,5 +1,8 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import test from 'ava';
 import { DockerBotIndex } from '../../src/runtime/docker/docker-bot-index.js';
@@ -7,6 +10,7 @@ import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import type { RuntimeDriver } from '../../src/runtime/driver.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
+import { SocketProxy } from '../helpers/socket-proxy.js';
 
 const run = promisify(execFile);
 const dockerCli = existsSync('/usr/bin/docker') ? '/usr/bin/docker' : 'docker';
@@ -95,19 +99,42 @@ async function disagreement(id: string, reader: () => RuntimeDriver): Promise<st
 }
 
 // Serial: on two cores, other tests' containers would take CPU from the busy bot.
-test.serial('stats, first and later reads, match what docker stats shows for the same busy container', async (t) => {
-  const fresh = (): RuntimeDriver => {
-    const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
-    t.teardown(() => driver.close());
-    return driver;
-  };
-  // Half a core: its use stays flat at 50% whatever else the machine does, so two readers of
-  // neighbouring seconds agree; an unlimited busy loop's share swings with the other tests' load.
-  const bot = await fixture.runBot({ script: "trap 'exit 0' TERM; while :; do :; done", cpus: 0.5 });
-  // A new driver's read is a first read.
-  t.is(await disagreement(bot.id, fresh), undefined, 'first read');
-  const warm = fresh();
-  await warm.stats(bot.id);
+for (const source of ['the host\'s cgroup files', 'the engine\'s stats stream, where those are not visible'] as const) {
+  test.serial(`stats from ${source}, first and later reads, match what docker stats shows for the same busy container`, async (t) => {
+    const cgroupRoot = source.startsWith('the engine') ? await mkdtemp(join(tmpdir(), 'no-cgroups-')) : undefined;
+    const fresh = (): RuntimeDriver => {
+      const driver = createDockerDriver({ dockerHost: fixture.dockerHost, cgroupRoot });
+      t.teardown(() => driver.close());
+      return driver;
+    };
+    // Half a core: its use stays flat at 50% whatever else the machine does, so two readers of
+    // neighbouring seconds agree; an unlimited busy loop's share swings with the other tests' load.
+    const bot = await fixture.runBot({ script: "trap 'exit 0' TERM; while :; do :; done", cpus: 0.5 });
+    // A new driver's read is a first read.
+    t.is(await disagreement(bot.id, fresh), undefined, 'first read');
+    const warm = fresh();
+    await warm.stats(bot.id);
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    t.is(await disagreement(bot.id, () => warm), undefined, 'later read');
+  });
+}
+
+test('where the host\'s cgroup files are visible, no stats are asked of the engine; reads closer than 1 s give the last answer', async (t) => {
+  const proxy = new SocketProxy();
+  await proxy.start();
+  t.teardown(() => proxy.close());
+  const driver = createDockerDriver({ dockerHost: proxy.dockerHost });
+  t.teardown(() => driver.close());
+  const bot = await fixture.runBot();
+  const first = await driver.stats(bot.id);
+  t.is(await driver.stats(bot.id).then((again) => again.cpuPercent), first.cpuPercent);
   await new Promise((resolve) => setTimeout(resolve, 1_100));
-  t.is(await disagreement(bot.id, () => warm), undefined, 'later read');
+  await Promise.all(Array.from({ length: 20 }, () => driver.stats(bot.id)));
+  t.deepEqual(proxy.requests.filter((line) => line.includes('/stats')), []);
+  t.true(proxy.requests.length > 0, 'the proxy saw the driver\'s other calls');
+
+  const blind = createDockerDriver({ dockerHost: proxy.dockerHost, cgroupRoot: await mkdtemp(join(tmpdir(), 'no-cgroups-')) });
+  t.teardown(() => blind.close());
+  await blind.stats(bot.id);
+  t.true(proxy.requests.some((line) => /\/containers\/\w+\/stats\?/.test(line)), 'without them, the engine answers');
 });

@@ -16,6 +16,8 @@ type Mode = 'open' | 'cut' | 'stall';
 export class SocketProxy {
   readonly path = join(tmpdir(), `docker-proxy-${process.pid}-${Math.random().toString(36).slice(2)}.sock`);
   private mode: Mode = 'open';
+  /** The request line (`GET /v1.41/containers/.../stats?stream=true`) of every HTTP request passed on, in order. */
+  readonly requests: string[] = [];
   private readonly pairs = new Set<[Socket, Socket | undefined]>();
   private server: Server | undefined;
 
@@ -85,6 +87,9 @@ export class SocketProxy {
     pair[1] = engine;
     engine.on('error', () => client.destroy());
     engine.on('close', () => client.destroy());
+    client.on('data', (chunk: Buffer) => {
+      for (const [line] of chunk.toString('latin1').matchAll(/^(?:GET|HEAD|POST|PUT|PATCH|DELETE) \S+ HTTP\/1\.[01]$/gm)) this.requests.push(line);
+    });
     client.pipe(engine);
     engine.pipe(client);
   }

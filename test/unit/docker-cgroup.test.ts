@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { readCgroup, statsBetween } from '../../src/runtime/docker/docker-cgroup.js';
+import { CgroupStats, MIN_INTERVAL_MS, readCgroup, statsBetween } from '../../src/runtime/docker/docker-cgroup.js';
 
 async function tree(t: { teardown(fn: () => Promise<void>): void }, files: Record<string, string>): Promise<string> {
   const root = await mkdtemp(join(tmpdir(), 'cgroup-'));
@@ -49,4 +49,27 @@ test('CPU % is CPU time over wall time, 100 for one full CPU', (t) => {
     memoryPercent: 25,
     startedAt: new Date(0),
   });
+});
+
+test('on-demand stats: reads at once share one first measurement, reads within the interval its answer; none where the engine\'s cgroups are not visible', async (t) => {
+  const usage = 'cpuacct/docker/abc/cpuacct.usage';
+  const root = await tree(t, {
+    [usage]: '0\n',
+    'memory/docker/abc/memory.usage_in_bytes': '1000\n',
+    'memory/docker/abc/memory.stat': 'total_inactive_file 0\n',
+    'memory/docker/abc/memory.limit_in_bytes': '4000\n',
+  });
+  const stats = new CgroupStats(root);
+  const startedAt = new Date(0);
+  const firstReads = [stats.stats('abc', startedAt), stats.stats('abc', startedAt)];
+  // Half a second of CPU time, used after the first reading (which comes at once) and before the second (1 s later).
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await writeFile(join(root, usage), '500000000\n');
+  const [one, two] = await Promise.all(firstReads);
+  t.deepEqual(one, two);
+  t.true(one!.cpuPercent > 0 && one!.cpuPercent <= 50, `${one!.cpuPercent}`);
+  t.is(one!.memoryPercent, 25);
+  await writeFile(join(root, usage), '900000000\n');
+  t.deepEqual(await stats.stats('abc', startedAt), one, `within ${MIN_INTERVAL_MS} ms of the last reading`);
+  t.is(await new CgroupStats(await tree(t, { 'memory/other/memory.current': '1' })).stats('abc', startedAt), undefined);
 });

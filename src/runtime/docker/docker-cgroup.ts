@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import type { BotStats } from '../driver.js';
 
@@ -75,4 +75,90 @@ export function statsBetween(before: CgroupReading, after: CgroupReading, starte
     memoryPercent: after.limitBytes > 0 ? (after.memoryBytes / after.limitBytes) * 100 : 0,
     startedAt,
   };
+}
+
+/** CPU % is measured over at least this long: reads closer together get the last answer. */
+export const MIN_INTERVAL_MS = 1_000;
+/** How often it is checked again whether the engine's cgroups are visible under the root. */
+const VISIBILITY_CHECK_MS = 60_000;
+
+interface Measured {
+  /** The reading the next interval starts from. */
+  baseline: CgroupReading;
+  /** The last answer, given again to reads within MIN_INTERVAL_MS of its baseline. */
+  answer: BotStats | undefined;
+  /** A first read under way (it measures MIN_INTERVAL_MS), which reads meanwhile share. */
+  first: Promise<BotStats | undefined> | undefined;
+}
+
+/**
+ * Stats read from the host's cgroup files on demand, with no engine stream
+ * kept open: CPU % over the interval since this run's previous reading (at
+ * least MIN_INTERVAL_MS; a first read waits that long), memory as of the
+ * reading. Undefined where the files cannot be read, and the engine answers.
+ */
+export class CgroupStats {
+  private readonly runs = new Map<string, Measured>();
+  private visibility: { checkedAt: number; visible: Promise<boolean> } | undefined;
+
+  constructor(
+    private readonly root = '/sys/fs/cgroup',
+    private readonly maxRuns = 20_000,
+  ) {}
+
+  async stats(containerId: string, startedAt: Date): Promise<BotStats | undefined> {
+    if (!(await this.visible())) return undefined;
+    // A run is its container and start: a restarted container's counters begin again.
+    const key = `${containerId}:${startedAt.getTime()}`;
+    const measured = this.runs.get(key);
+    if (!measured) return this.first(key, containerId, startedAt);
+    if (measured.first) return measured.first;
+    if (measured.answer && Number(process.hrtime.bigint() - measured.baseline.at) < MIN_INTERVAL_MS * 1e6) {
+      return { ...measured.answer, startedAt };
+    }
+    const reading = await readCgroup(containerId, this.root);
+    if (!reading) {
+      this.runs.delete(key);
+      return undefined;
+    }
+    measured.answer = statsBetween(measured.baseline, reading, startedAt);
+    measured.baseline = reading;
+    return measured.answer;
+  }
+
+  /** Whether the engine's cgroups are under the root at all (not so in a container without the host's tree mounted). */
+  private visible(): Promise<boolean> {
+    if (!this.visibility || Date.now() - this.visibility.checkedAt > VISIBILITY_CHECK_MS) {
+      const parents = ['cpuacct/docker', 'cpuacct/system.slice', 'system.slice', 'docker'].map((dir) => `${this.root}/${dir}`);
+      const visible = Promise.any(parents.map((dir) => access(dir))).then(() => true, () => false);
+      this.visibility = { checkedAt: Date.now(), visible };
+    }
+    return this.visibility.visible;
+  }
+
+  /** Takes the run's first two readings MIN_INTERVAL_MS apart; filed at once, so that reads meanwhile wait for it. */
+  private first(key: string, containerId: string, startedAt: Date): Promise<BotStats | undefined> {
+    const measured: Measured = { baseline: { cpuNs: 0, at: 0n, memoryBytes: 0, limitBytes: 0 }, answer: undefined, first: undefined };
+    measured.first = (async () => {
+      const before = await readCgroup(containerId, this.root);
+      if (!before) {
+        this.runs.delete(key);
+        return undefined;
+      }
+      await new Promise((resolve) => setTimeout(resolve, MIN_INTERVAL_MS));
+      const after = await readCgroup(containerId, this.root);
+      measured.first = undefined;
+      if (!after) {
+        this.runs.delete(key);
+        return undefined;
+      }
+      measured.answer = statsBetween(before, after, startedAt);
+      measured.baseline = after;
+      return measured.answer;
+    })();
+    // Oldest first: a Map keeps insertion order.
+    if (this.runs.size >= this.maxRuns) this.runs.delete(this.runs.keys().next().value!);
+    this.runs.set(key, measured);
+    return measured.first;
+  }
 }

@@ -5,7 +5,7 @@ import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome,
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { isLoopback } from '../../loopback.js';
 import { DockerBotIndex } from './docker-bot-index.js';
-import { readCgroup, statsBetween } from './docker-cgroup.js';
+import { CgroupStats } from './docker-cgroup.js';
 import { dockerConnection } from './docker-connection.js';
 import { signalled } from './docker-signals.js';
 import { engineStatus, translateDockerError } from './docker-errors.js';
@@ -14,8 +14,6 @@ import { DockerRunWatcher, EXIT_LOG_LINES } from './docker-runs.js';
 import { DockerStatsFeed } from './docker-stats-feed.js';
 import { botStatsFrom } from './docker-stats.js';
 
-/** The interval a first stats read measures, as `docker stats` does. */
-const COLD_INTERVAL_MS = 1_000;
 /** How long a quick engine call may take before the engine counts as unreachable. */
 const ENGINE_DEADLINE_MS = 1_500;
 /** How long a stop, start or restart may take beyond the container's own grace period. */
@@ -31,13 +29,16 @@ class DockerDriver implements RuntimeDriver {
   readonly runtime = 'docker';
   private readonly index: DockerBotIndex;
   private readonly statsFeed: DockerStatsFeed;
+  private readonly cgroups: CgroupStats;
 
   constructor(
     private readonly docker: Docker,
     private readonly report: FaultReporter,
+    cgroupRoot?: string,
   ) {
     this.index = new DockerBotIndex(docker, report);
     this.statsFeed = new DockerStatsFeed(docker, report);
+    this.cgroups = new CgroupStats(cgroupRoot);
   }
 
   async ping(): Promise<void> {
@@ -131,23 +132,22 @@ class DockerDriver implements RuntimeDriver {
   }
 
   async stats(botId: string): Promise<BotStats> {
-    // Warm: the index knows the bot runs and since when, and its stream has a recent sample.
+    // Where the host's cgroup files are visible, they answer, read on demand: no engine call at all
+    // once the index knows the bot runs and since when. Elsewhere the engine's stats stream does.
     const indexed = this.index.bot(botId);
-    const warm = indexed?.running && indexed.startedAt ? this.statsFeed.latest(indexed.containerId) : undefined;
-    if (warm && indexed?.startedAt) return botStatsFrom(warm, new Date(indexed.startedAt));
+    if (indexed?.running && indexed.startedAt) {
+      const startedAt = new Date(indexed.startedAt);
+      const measured = await this.cgroups.stats(indexed.containerId, startedAt);
+      if (measured) return measured;
+      const warm = this.statsFeed.latest(indexed.containerId);
+      if (warm) return botStatsFrom(warm, startedAt);
+    }
     const info = await this.runningBot(botId);
     const startedAt = new Date(info.State.StartedAt);
+    const measured = await this.cgroups.stats(info.Id, startedAt);
+    if (measured) return measured;
     const latest = this.statsFeed.latest(info.Id);
     if (latest) return botStatsFrom(latest, startedAt);
-    // A first read: where the host's cgroup files are visible, measure one second
-    // of them while the engine's stream warms up for the reads that follow.
-    const before = await readCgroup(info.Id);
-    if (before) {
-      this.statsFeed.warm(info.Id);
-      await new Promise((resolve) => setTimeout(resolve, COLD_INTERVAL_MS));
-      const after = await readCgroup(info.Id);
-      if (after) return statsBetween(before, after, startedAt);
-    }
     try {
       return botStatsFrom(await this.statsFeed.sample(info.Id), startedAt);
     } catch (err) {
@@ -267,7 +267,7 @@ function holdsAddress(container: ContainerInfo, address: string): boolean {
 }
 
 /** The Docker driver, talking to the engine at DOCKER_HOST; faults of its event and stats streams go to `report`. */
-export function createDockerDriver(options: { dockerHost: string; report?: FaultReporter }): RuntimeDriver {
-  return new DockerDriver(new Docker(dockerConnection(options.dockerHost)), options.report ?? (() => {}));
+export function createDockerDriver(options: { dockerHost: string; report?: FaultReporter; cgroupRoot?: string }): RuntimeDriver {
+  return new DockerDriver(new Docker(dockerConnection(options.dockerHost)), options.report ?? (() => {}), options.cgroupRoot);
 }
 
