@@ -1,5 +1,5 @@
 import type Docker from 'dockerode';
-import type { ContainerInfo } from 'dockerode';
+import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
 import type { FaultReporter } from '../driver.js';
 import { BOT_LABEL } from '../labels.js';
 import { signalled } from './docker-signals.js';
@@ -29,17 +29,28 @@ export interface EngineEvent {
 
 /** Container events after which a container no longer holds its addresses. */
 const GONE = new Set(['die', 'kill', 'stop', 'destroy', 'pause']);
+/** Container events that change what the index holds of a container (exec, attach, health and the like do not). */
+const CHANGES = new Set([...GONE, 'create', 'start', 'restart', 'unpause', 'rename', 'update']);
 const RECONNECT_MS = 1_000;
 /** The event stream is silent while nothing happens: a ping this often tells a quiet engine from a stalled one. */
 const WATCHDOG_MS = 10_000;
 /** How long subscribing, listing or a watchdog ping may take. */
 const DEADLINE_MS = 1_500;
+/**
+ * How long inspecting one container after its event may take: the engine answers only once the
+ * container's start (which the event may come in the middle of) is done, slow when many start at once.
+ */
+const REFRESH_DEADLINE_MS = 10_000;
+/** How many containers a whole listing inspects at once. */
+const INSPECT_AT_ONCE = 16;
 
 /**
  * Which bot holds which address, and which container is which bot, kept
  * current from the engine's event stream, so that identifying a caller costs
- * no engine call. While the stream is down (and before it first comes up)
- * nothing is answered from the index; after it reconnects the index is rebuilt.
+ * no engine call. The index is listed whole when the stream (re)connects; after
+ * that each event that changes a container has that one container inspected,
+ * so a burst of events never re-lists every container. While the stream is
+ * down (and before it first comes up) nothing is answered from the index.
  */
 export class DockerBotIndex {
   private byAddress = new Map<string, IndexedBot>();
@@ -52,6 +63,8 @@ export class DockerBotIndex {
   private events: EngineStream | undefined;
   private rebuilding: Promise<void> | undefined;
   private rebuildAgain = false;
+  /** Set while the index is listed whole. */
+  private listing = false;
   /** Containers that started since the last rebuild, whose start time must be read again. */
   private startedSince = new Set<string>();
   private reconnect: NodeJS.Timeout | undefined;
@@ -59,6 +72,9 @@ export class DockerBotIndex {
   private readonly listeners: Array<(event: EngineEvent) => void> = [];
   /** The time of the newest event seen (ns), so that a new subscription replays what it missed. */
   private lastEventNano: number | undefined;
+  /** Per container, the number of its latest event: an inspection answered after a later event is dropped. */
+  private readonly latestEvent = new Map<string, number>();
+  private eventCount = 0;
 
   constructor(
     private readonly docker: Docker,
@@ -138,6 +154,10 @@ export class DockerBotIndex {
         this.live = true;
         this.failing = false;
       }
+      if (this.rebuildAgain) {
+        this.rebuildAgain = false;
+        this.scheduleRebuild();
+      }
     } catch (err) {
       this.lost(this.events, err);
     }
@@ -170,11 +190,47 @@ export class DockerBotIndex {
       }
     }
     const containerId = event.Type === 'network' ? event.Actor?.Attributes?.container : event.Actor?.ID;
-    if (event.Type === 'container' && event.Action === 'start' && containerId) this.startedSince.add(containerId);
-    // A container that stops gives up its addresses at once, before the rebuild lands.
-    if (event.Type === 'container' && GONE.has(event.Action ?? '') && containerId) this.forget(containerId);
-    if (event.Type === 'network' && event.Action === 'disconnect' && containerId) this.forget(containerId);
-    this.scheduleRebuild();
+    const action = event.Action ?? '';
+    const changes = event.Type === 'container' ? CHANGES.has(action) : action === 'connect' || action === 'disconnect';
+    if (!containerId || !changes) return;
+    if (event.Type === 'container' && action === 'start') this.startedSince.add(containerId);
+    // A container that stops gives up its addresses at once, before its inspection lands.
+    if ((event.Type === 'container' && GONE.has(action)) || action === 'disconnect') this.forget(containerId);
+    // While the index is listed whole, the list may predate the event: list it again after.
+    if (this.listing) {
+      this.rebuildAgain = true;
+      return;
+    }
+    const number = ++this.eventCount;
+    this.latestEvent.set(containerId, number);
+    void this.refresh(containerId, number);
+  }
+
+  /** Inspects one container after an event and files what it says, unless a later event of it came meanwhile. */
+  private async refresh(containerId: string, number: number): Promise<void> {
+    let info: ContainerInspectInfo | undefined;
+    try {
+      info = await this.docker.getContainer(containerId).inspect({ abortSignal: AbortSignal.timeout(REFRESH_DEADLINE_MS) });
+    } catch (err) {
+      if ((err as { statusCode?: number }).statusCode !== 404) {
+        // Not known for sure: list everything again.
+        this.scheduleRebuild();
+        return;
+      }
+    }
+    if (this.latestEvent.get(containerId) !== number) return;
+    this.latestEvent.delete(containerId);
+    this.startedSince.delete(containerId);
+    this.file(containerId, info && indexedFrom(info));
+  }
+
+  /** Puts the container's entry in place of what the index held of it; none removes it. */
+  private file(containerId: string, bot: IndexedBot | undefined): void {
+    for (const [address, held] of this.byAddress) if (held.containerId === containerId) this.byAddress.delete(address);
+    for (const [botId, held] of this.byBotId) if (held.containerId === containerId) this.byBotId.delete(botId);
+    if (!bot) return;
+    this.byBotId.set(bot.botId, bot);
+    for (const address of bot.addresses) this.byAddress.set(address, bot);
   }
 
   /** Drops the container's addresses and marks it stopped at once; the rebuild that follows says the rest. */
@@ -186,6 +242,7 @@ export class DockerBotIndex {
   }
 
   private scheduleRebuild(): void {
+    this.latestEvent.clear();
     if (this.rebuilding) {
       this.rebuildAgain = true;
       return;
@@ -202,6 +259,15 @@ export class DockerBotIndex {
   }
 
   private async rebuild(): Promise<void> {
+    this.listing = true;
+    try {
+      await this.listWhole();
+    } finally {
+      this.listing = false;
+    }
+  }
+
+  private async listWhole(): Promise<void> {
     const containers = await this.docker.listContainers({
       all: true,
       filters: { label: [BOT_LABEL] },
@@ -210,9 +276,16 @@ export class DockerBotIndex {
     const known = new Map([...this.byBotId.values()].map((bot) => [bot.containerId, bot]));
     const restarted = this.startedSince;
     this.startedSince = new Set();
-    const bots = await Promise.all(
-      containers.map((container) => this.indexed(container, restarted.has(container.Id) ? undefined : known.get(container.Id))),
-    );
+    // Inspections INSPECT_AT_ONCE at a time: a thousand at once would outlast their deadlines.
+    const bots: Array<IndexedBot | undefined> = [];
+    let next = 0;
+    const inspector = async (): Promise<void> => {
+      for (let i = next++; i < containers.length; i = next++) {
+        const container = containers[i]!;
+        bots[i] = await this.indexed(container, restarted.has(container.Id) ? undefined : known.get(container.Id));
+      }
+    };
+    await Promise.all(Array.from({ length: INSPECT_AT_ONCE }, inspector));
     const byAddress = new Map<string, IndexedBot>();
     const byBotId = new Map<string, IndexedBot>();
     for (const bot of bots) {
@@ -243,6 +316,19 @@ export class DockerBotIndex {
     const startedAt = running ? info.State.StartedAt : undefined;
     return { containerId: container.Id, botId, running, addresses, tty: info.Config.Tty, startedAt };
   }
+}
+
+/** The index entry of an inspected container; undefined unless its name is its bot label. */
+function indexedFrom(info: ContainerInspectInfo): IndexedBot | undefined {
+  const botId = info.Config.Labels?.[BOT_LABEL];
+  if (botId === undefined || info.Name !== `/${botId}`) return undefined;
+  const running = info.State.Running && !info.State.Paused;
+  const addresses = running
+    ? Object.values(info.NetworkSettings?.Networks ?? {})
+        .flatMap((network) => [network.IPAddress, network.GlobalIPv6Address])
+        .filter((address): address is string => Boolean(address))
+    : [];
+  return { containerId: info.Id, botId, running, addresses, tty: info.Config.Tty, startedAt: running ? info.State.StartedAt : undefined };
 }
 
 /** The engine's `since`: seconds and nanoseconds since the epoch. */
