@@ -26,7 +26,9 @@ function configOrExit(): Config {
 
 async function main(): Promise<void> {
   const config = configOrExit();
-  const logger = pino({ base: { runtime: config.runtime } });
+  // Written asynchronously: a synchronous write per request line took a third of the agent's time under load.
+  // Lines that pile up while one write is under way go out together; pino flushes what is left at exit.
+  const logger = pino({ base: { runtime: config.runtime } }, pino.destination({ dest: 1, sync: false }));
   // Every stream handler is guarded; should a bug still throw outside a request, it is logged and the agent goes on
   // serving every other bot: the process ends only on a signal.
   process.on('uncaughtException', (err) => logger.error({ err }, 'bug: uncaught exception; the agent goes on'));
