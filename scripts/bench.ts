@@ -266,6 +266,14 @@ async function bareServer(): Promise<ChildProcess> {
 async function atScale() {
   const { agent, port } = await agentProcess({ AGENT_RATE_LIMIT: '10000', AGENT_READ_RATE: '10000' });
   try {
+    // Ready for the bots once its index holds them all.
+    const indexed = async (): Promise<number> =>
+      Number(/^bot_agent_indexed_bots (\d+)$/m.exec(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text())?.[1] ?? 0);
+    const deadline = Date.now() + 120_000;
+    while ((await indexed()) < bots.length) {
+      if (Date.now() > deadline) throw new Error(`the agent's index never held the ${bots.length} bots`);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
     return await scaleOn(agent, `http://127.0.0.1:${port}`);
   } finally {
     agent.kill('SIGTERM');

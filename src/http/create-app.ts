@@ -69,6 +69,7 @@ export function createApp({ driver, provisioner, config, logger, recoverAfterMs 
     },
   });
   metrics.crashLoopingBots(() => store.crashLoopingCount());
+  metrics.indexedBots(() => driver.indexedBots());
   webhook?.kick();
   driver.observeRuns(history, history.lastSeen());
   const audit = auditor(logger, metrics, (operation, botId, result, by) => {

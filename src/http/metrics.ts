@@ -48,6 +48,18 @@ export class AgentMetrics {
     this.exits.inc({ oom: String(exit.oom_killed), requested: String(exit.requested) });
   }
 
+  /** The gauge of the bots the driver's index holds, read from `count` when scraped. */
+  indexedBots(count: () => number): void {
+    new Gauge({
+      name: 'bot_agent_indexed_bots',
+      help: "Bots the agent's index of containers (Docker) or watch of Deployments (Kubernetes) holds; 0 while it is being built or its stream is down",
+      registers: [this.registry],
+      collect() {
+        this.set(count());
+      },
+    });
+  }
+
   /** The gauge of crash-looping bots, read from `count` when scraped. */
   crashLoopingBots(count: () => number): void {
     new Gauge({

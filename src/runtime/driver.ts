@@ -89,6 +89,9 @@ export interface RuntimeDriver {
   /** Resolves when the runtime answers; throws RuntimeUnavailable otherwise. */
   ping(): Promise<void>;
 
+  /** How many bots the driver's index (Docker) or watch (Kubernetes) holds; 0 while it is being built. */
+  indexedBots(): number;
+
   /** The bot with this id. Throws NotFound. */
   findBot(botId: string): Promise<BotInfo>;
 

@@ -58,6 +58,10 @@ export class MemoryDriver implements RuntimeDriver {
     this.reach();
   }
 
+  indexedBots(): number {
+    return this.bots.size;
+  }
+
   async findBot(botId: string): Promise<BotInfo> {
     const bot = this.get('findBot', botId);
     return { id: bot.id, ownerId: bot.ownerId, running: bot.running, startedAt: bot.running ? bot.startedAt : undefined };

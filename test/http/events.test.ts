@@ -181,6 +181,7 @@ test('GET /api/bots/{id}: state and crashes from the records; a stop through the
   const metrics = (await call(agent.server, '/metrics')).text;
   t.regex(metrics, /^bot_agent_bot_exits_total\{oom="false",requested="false"\} 3$/m);
   t.regex(metrics, /^bot_agent_crash_looping_bots 1$/m);
+  t.regex(metrics, /^bot_agent_indexed_bots 2$/m);
   t.is((await call(agent.server, '/api/bots/stop', { body: { bot_id: SELF.id, user_id: 'user_1' } })).status, 200);
   t.like((await call(agent.server, `/api/bots/${SELF.id}`)).body?.bot, { state: 'exited' });
   t.like((await call(agent.server, `/api/bots/${SELF.id}/exits?limit=2`)).body, { ok: true, exits: [{ exit_code: 3 }, { exit_code: 2 }] });

@@ -34,13 +34,14 @@ const CHANGES = new Set([...GONE, 'create', 'start', 'restart', 'unpause', 'rena
 const RECONNECT_MS = 1_000;
 /** The event stream is silent while nothing happens: a ping this often tells a quiet engine from a stalled one. */
 const WATCHDOG_MS = 10_000;
-/** How long subscribing, listing or a watchdog ping may take. */
+/** How long subscribing or a watchdog ping may take. */
 const DEADLINE_MS = 1_500;
 /**
- * How long inspecting one container after its event may take: the engine answers only once the
- * container's start (which the event may come in the middle of) is done, slow when many start at once.
+ * How long listing the bots, or inspecting one, may take: no caller waits for it, and the engine
+ * is slow when many containers start at once (it answers an inspection once the start is done);
+ * a thousand bots listed on a busy host outlast a caller's deadline.
  */
-const REFRESH_DEADLINE_MS = 10_000;
+const BACKGROUND_DEADLINE_MS = 10_000;
 /** How many containers a whole listing inspects at once. */
 const INSPECT_AT_ONCE = 16;
 
@@ -85,6 +86,11 @@ export class DockerBotIndex {
   botAt(address: string): IndexedBot | undefined | null {
     this.start();
     return this.live ? this.byAddress.get(address) : null;
+  }
+
+  /** How many bots the index holds; 0 while it cannot answer. */
+  size(): number {
+    return this.live ? this.byBotId.size : 0;
   }
 
   /** The labelled container of `botId`, or undefined; null when the index cannot answer. */
@@ -210,7 +216,7 @@ export class DockerBotIndex {
   private async refresh(containerId: string, number: number): Promise<void> {
     let info: ContainerInspectInfo | undefined;
     try {
-      info = await this.docker.getContainer(containerId).inspect({ abortSignal: AbortSignal.timeout(REFRESH_DEADLINE_MS) });
+      info = await this.docker.getContainer(containerId).inspect({ abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS) });
     } catch (err) {
       if ((err as { statusCode?: number }).statusCode !== 404) {
         // Not known for sure: list everything again.
@@ -271,7 +277,7 @@ export class DockerBotIndex {
     const containers = await this.docker.listContainers({
       all: true,
       filters: { label: [BOT_LABEL] },
-      abortSignal: AbortSignal.timeout(DEADLINE_MS),
+      abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS),
     });
     const known = new Map([...this.byBotId.values()].map((bot) => [bot.containerId, bot]));
     const restarted = this.startedSince;
@@ -312,7 +318,7 @@ export class DockerBotIndex {
     if (known && (known.running || !running)) {
       return { containerId: container.Id, botId, running, addresses, tty: known.tty, startedAt: running ? known.startedAt : undefined };
     }
-    const info = await this.docker.getContainer(container.Id).inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+    const info = await this.docker.getContainer(container.Id).inspect({ abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS) });
     const startedAt = running ? info.State.StartedAt : undefined;
     return { containerId: container.Id, botId, running, addresses, tty: info.Config.Tty, startedAt };
   }

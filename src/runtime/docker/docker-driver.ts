@@ -45,6 +45,10 @@ class DockerDriver implements RuntimeDriver {
     await this.engine(undefined, (abortSignal) => signalled(this.docker).ping({ abortSignal }));
   }
 
+  indexedBots(): number {
+    return this.index.size();
+  }
+
   async findBot(botId: string): Promise<BotInfo> {
     const info = await this.inspectBot(botId);
     const running = info.State.Running;

@@ -89,6 +89,10 @@ class KubernetesDriver implements RuntimeDriver {
     await this.api(undefined, (options) => this.apps.listNamespacedDeployment({ namespace: this.namespace, limit: 1 }, options));
   }
 
+  indexedBots(): number {
+    return this.deployments.count('bot');
+  }
+
   async findBot(botId: string): Promise<BotInfo> {
     const deployment = await this.knownDeployment(botId);
     const pod = desiredReplicas(deployment) > 0 ? await this.runningPod(botId) : undefined;

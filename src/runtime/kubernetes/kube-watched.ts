@@ -84,6 +84,11 @@ export class WatchedObjects<T extends KubernetesObject> {
     return [...(this.indexes.get(index)?.get(key)?.values() ?? [])];
   }
 
+  /** How many keys `index` has, or 0 when the copy is not current. */
+  count(index: string): number {
+    return this.current ? (this.indexes.get(index)?.size ?? 0) : 0;
+  }
+
   /** Resolves at the copy's next change, or after `ms`. */
   nextChange(ms: number): Promise<void> {
     return new Promise((resolve) => {
