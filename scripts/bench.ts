@@ -489,6 +489,9 @@ async function main(): Promise<void> {
     writeFileSync('BENCHMARKS.md', markdown);
     writeFileSync('BENCHMARKS.json', `${JSON.stringify({ machine, bots: LARGE, phases, scale, kubernetes: kube, peakRssMb: round(rssMb, 1), targets: checks }, null, 2)}\n`);
     process.stdout.write(markdown);
+  } catch (err) {
+    process.stderr.write(`bench: failed: ${(err as Error).stack ?? String(err)}\n`);
+    throw err;
   } finally {
     agent.kill('SIGTERM');
     bare.kill();
