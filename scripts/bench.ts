@@ -8,11 +8,12 @@
 import { execFileSync, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import http from 'node:http';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { cpus, totalmem } from 'node:os';
+import { cpus, tmpdir, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import Docker from 'dockerode';
@@ -70,7 +71,8 @@ async function freePort(): Promise<number> {
 async function agentProcess(env: Record<string, string>): Promise<{ agent: ChildProcess; port: number }> {
   const port = await freePort();
   const agent = spawn(process.execPath, ['dist/main.js'], {
-    env: { ...process.env, AGENT_HOST: '0.0.0.0', AGENT_PORT: String(port), ...env },
+    // Its records in a folder of its own, not ./data of the work tree.
+    env: { ...process.env, AGENT_HOST: '0.0.0.0', AGENT_PORT: String(port), AGENT_DATA_DIR: mkdtempSync(join(tmpdir(), 'bot-agent-bench-')), ...env },
     stdio: 'ignore',
   });
   for (let i = 0; i < 100 && !(await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false)); i++) {
