@@ -75,14 +75,14 @@ export async function makeBots(docker: Docker, ids: string[], options: { image: 
 }
 
 /**
- * Removes every container and the network of this run from a process of its
+ * Removes every container and the networks of this run from a process of its
  * own, so that it finishes even when the bench is interrupted; `wait` waits for it.
  */
-export function removeEverything(benchLabel: string, network: string, wait: boolean): Promise<void> {
+export function removeEverything(benchLabel: string, networks: string, wait: boolean): Promise<void> {
   // A batch the engine does not finish within 5 minutes is given up (seen here once: an engine wedged by 1,000 bots).
   const script =
     `docker ps -aq --filter label=bot-agent-bench=${benchLabel} | xargs -r -n 50 -P 4 timeout 300 docker rm -f >/dev/null 2>&1; ` +
-    `docker network rm ${network} >/dev/null 2>&1; true`;
+    `docker network rm ${networks} >/dev/null 2>&1; true`;
   const child = spawn('sh', ['-c', script], { detached: !wait, stdio: 'ignore' });
   if (!wait) {
     child.unref();

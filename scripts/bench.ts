@@ -37,6 +37,7 @@ const BURST = 100;
 const runId = randomBytes(3).toString('hex');
 const docker = new Docker({ socketPath: '/var/run/docker.sock' });
 const network = `bot-agent-bench-${runId}`;
+const burstNetwork = `${network}-burst`;
 const bots: string[] = [];
 
 type Figures = { p50: number; p99: number; rps?: number };
@@ -311,7 +312,9 @@ async function scaleOn(agent: ChildProcess, base: string) {
  */
 async function startBurst(): Promise<{ bots: number; lists: number; requests: number }> {
   const ids = Array.from({ length: BURST }, (_, i) => `bot_${i + 1}_2_burst${runId}`);
-  await makeBots(docker, ids, { image: TEST_IMAGE, network, benchLabel: runId, start: false });
+  // A network of their own: a Linux bridge takes at most 1,024 ports, and 1,000 bots are on the first.
+  await docker.createNetwork({ Name: burstNetwork, Labels: { 'bot-agent-bench': runId } });
+  await makeBots(docker, ids, { image: TEST_IMAGE, network: burstNetwork, benchLabel: runId, start: false });
   const proxy = new SocketProxy();
   await proxy.start();
   const { agent, port } = await agentProcess({ DOCKER_HOST: proxy.dockerHost, AGENT_RATE_LIMIT: '10000', AGENT_READ_RATE: '10000' });
@@ -456,7 +459,7 @@ async function main(): Promise<void> {
     process.stderr.write('bench: interrupted; its containers are being removed in the background\n');
     agent.kill('SIGTERM');
     bare.kill();
-    void removeEverything(runId, network, false).then(() => process.exit(130));
+    void removeEverything(runId, `${network} ${burstNetwork}`, false).then(() => process.exit(130));
   };
   process.once('SIGINT', interrupted);
   process.once('SIGTERM', interrupted);
@@ -498,7 +501,7 @@ async function main(): Promise<void> {
     agent.kill('SIGTERM');
     bare.kill();
     process.stderr.write(`bench: removing ${bots.length + BURST} containers\n`);
-    await removeEverything(runId, network, true);
+    await removeEverything(runId, `${network} ${burstNetwork}`, true);
   }
 }
 
