@@ -262,6 +262,17 @@ async function bareServer(): Promise<ChildProcess> {
   return server;
 }
 
+/** Resolves once the agent at `port` holds at least `count` bots in its index (read from its metrics). */
+async function indexedAll(port: number, count: number): Promise<void> {
+  const indexed = async (): Promise<number> =>
+    Number(/^bot_agent_indexed_bots (\d+)$/m.exec(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text())?.[1] ?? 0);
+  const deadline = Date.now() + 120_000;
+  while ((await indexed()) < count) {
+    if (Date.now() > deadline) throw new Error(`the agent's index never held the ${count} bots`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
 /**
  * At LARGE bots, on an agent of its own (so that its RSS is this load's, not the autocannon runs'): every
  * bot read at once for the first time, a quiet stretch, a minute of reads once a second each, and a burst of starts.
@@ -269,14 +280,7 @@ async function bareServer(): Promise<ChildProcess> {
 async function atScale() {
   const { agent, port } = await agentProcess({ AGENT_RATE_LIMIT: '10000', AGENT_READ_RATE: '10000' });
   try {
-    // Ready for the bots once its index holds them all.
-    const indexed = async (): Promise<number> =>
-      Number(/^bot_agent_indexed_bots (\d+)$/m.exec(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text())?.[1] ?? 0);
-    const deadline = Date.now() + 120_000;
-    while ((await indexed()) < bots.length) {
-      if (Date.now() > deadline) throw new Error(`the agent's index never held the ${bots.length} bots`);
-      await new Promise((resolve) => setTimeout(resolve, 500));
-    }
+    await indexedAll(port, bots.length);
     return await scaleOn(agent, `http://127.0.0.1:${port}`);
   } finally {
     agent.kill('SIGTERM');
@@ -320,7 +324,8 @@ async function startBurst(): Promise<{ bots: number; lists: number; requests: nu
   const { agent, port } = await agentProcess({ DOCKER_HOST: proxy.dockerHost, AGENT_RATE_LIMIT: '10000', AGENT_READ_RATE: '10000' });
   try {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
-    if (!(await fetch(`http://127.0.0.1:${port}/readyz`)).ok) throw new Error('the burst agent is not ready');
+    // Its first listing of every bot done, so that only the burst's own events are counted.
+    await indexedAll(port, bots.length);
     const before = proxy.requests.length;
     await Promise.all(ids.map((id) => docker.getContainer(id).start()));
     // The agent takes in the start events (and the network connects) meanwhile.
