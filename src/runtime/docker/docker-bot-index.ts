@@ -56,6 +56,9 @@ const INSPECT_AT_ONCE = 16;
 export class DockerBotIndex {
   private byAddress = new Map<string, IndexedBot>();
   private byBotId = new Map<string, IndexedBot>();
+  private byContainer = new Map<string, IndexedBot>();
+  /** The inspection under way after a container's latest event, which the run watcher shares. */
+  private readonly inspections = new Map<string, Promise<ContainerInspectInfo | undefined>>();
   private live = false;
   /** Whether the loss of the stream was reported and it has not come back since. */
   private failing = false;
@@ -186,8 +189,24 @@ export class DockerBotIndex {
     }, RECONNECT_MS).unref();
   }
 
+  /**
+   * The container as the engine describes it now: the inspection an event of it started, when one
+   * is under way (so that a start is inspected once), else a new one; undefined when it cannot be had.
+   */
+  inspect(containerId: string): Promise<ContainerInspectInfo | undefined> {
+    return (
+      this.inspections.get(containerId) ??
+      this.docker
+        .getContainer(containerId)
+        .inspect({ abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS) })
+        .catch(() => undefined)
+    );
+  }
+
   private onEvent(event: EngineEvent): void {
     if (event.timeNano !== undefined) this.lastEventNano = Math.max(this.lastEventNano ?? 0, event.timeNano);
+    // The index first, so that the run watcher's look-up of a start shares the index's inspection.
+    this.take(event);
     for (const listener of this.listeners) {
       try {
         listener(event);
@@ -195,9 +214,16 @@ export class DockerBotIndex {
         this.report('an engine event a run watcher could not handle', err);
       }
     }
+  }
+
+  private take(event: EngineEvent): void {
     const containerId = event.Type === 'network' ? event.Actor?.Attributes?.container : event.Actor?.ID;
     const action = event.Action ?? '';
-    const changes = event.Type === 'container' ? CHANGES.has(action) : action === 'connect' || action === 'disconnect';
+    // Containers without the bot label are no bots; a network event matters only for a container the index holds.
+    const changes =
+      event.Type === 'container'
+        ? CHANGES.has(action) && event.Actor?.Attributes?.[BOT_LABEL] !== undefined
+        : (action === 'connect' || action === 'disconnect') && containerId !== undefined && this.byContainer.has(containerId);
     if (!containerId || !changes) return;
     if (event.Type === 'container' && action === 'start') this.startedSince.add(containerId);
     // A container that stops gives up its addresses at once, before its inspection lands.
@@ -215,14 +241,19 @@ export class DockerBotIndex {
   /** Inspects one container after an event and files what it says, unless a later event of it came meanwhile. */
   private async refresh(containerId: string, number: number): Promise<void> {
     let info: ContainerInspectInfo | undefined;
+    const inspection = this.docker.getContainer(containerId).inspect({ abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS) });
+    const shared = inspection.catch(() => undefined);
+    this.inspections.set(containerId, shared);
     try {
-      info = await this.docker.getContainer(containerId).inspect({ abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS) });
+      info = await inspection;
     } catch (err) {
       if ((err as { statusCode?: number }).statusCode !== 404) {
         // Not known for sure: list everything again.
         this.scheduleRebuild();
         return;
       }
+    } finally {
+      if (this.inspections.get(containerId) === shared) this.inspections.delete(containerId);
     }
     if (this.latestEvent.get(containerId) !== number) return;
     this.latestEvent.delete(containerId);
@@ -232,19 +263,22 @@ export class DockerBotIndex {
 
   /** Puts the container's entry in place of what the index held of it; none removes it. */
   private file(containerId: string, bot: IndexedBot | undefined): void {
-    for (const [address, held] of this.byAddress) if (held.containerId === containerId) this.byAddress.delete(address);
-    for (const [botId, held] of this.byBotId) if (held.containerId === containerId) this.byBotId.delete(botId);
+    const held = this.byContainer.get(containerId);
+    if (held) {
+      this.byContainer.delete(containerId);
+      if (this.byBotId.get(held.botId) === held) this.byBotId.delete(held.botId);
+      for (const address of held.addresses) if (this.byAddress.get(address) === held) this.byAddress.delete(address);
+    }
     if (!bot) return;
+    this.byContainer.set(containerId, bot);
     this.byBotId.set(bot.botId, bot);
     for (const address of bot.addresses) this.byAddress.set(address, bot);
   }
 
-  /** Drops the container's addresses and marks it stopped at once; the rebuild that follows says the rest. */
+  /** Drops the container's addresses and marks it stopped at once; its inspection that follows says the rest. */
   private forget(containerId: string): void {
-    for (const [address, bot] of this.byAddress) if (bot.containerId === containerId) this.byAddress.delete(address);
-    for (const [botId, bot] of this.byBotId) {
-      if (bot.containerId === containerId) this.byBotId.set(botId, { ...bot, running: false, addresses: [] });
-    }
+    const held = this.byContainer.get(containerId);
+    if (held) this.file(containerId, { ...held, running: false, addresses: [] });
   }
 
   private scheduleRebuild(): void {
@@ -279,7 +313,7 @@ export class DockerBotIndex {
       filters: { label: [BOT_LABEL] },
       abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS),
     });
-    const known = new Map([...this.byBotId.values()].map((bot) => [bot.containerId, bot]));
+    const known = this.byContainer;
     const restarted = this.startedSince;
     this.startedSince = new Set();
     // Inspections INSPECT_AT_ONCE at a time: a thousand at once would outlast their deadlines.
@@ -294,13 +328,16 @@ export class DockerBotIndex {
     await Promise.all(Array.from({ length: INSPECT_AT_ONCE }, inspector));
     const byAddress = new Map<string, IndexedBot>();
     const byBotId = new Map<string, IndexedBot>();
+    const byContainer = new Map<string, IndexedBot>();
     for (const bot of bots) {
       if (!bot) continue;
       byBotId.set(bot.botId, bot);
+      byContainer.set(bot.containerId, bot);
       for (const address of bot.addresses) byAddress.set(address, bot);
     }
     this.byAddress = byAddress;
     this.byBotId = byBotId;
+    this.byContainer = byContainer;
   }
 
   /** The index entry of a listed container; undefined unless its name is its bot label. */

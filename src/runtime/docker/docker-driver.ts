@@ -65,10 +65,7 @@ class DockerDriver implements RuntimeDriver {
       observer,
       (botId, containerId, since, until) => this.runLogs(botId, containerId, since, until),
       async (containerId) => {
-        const info = await this.docker
-          .getContainer(containerId)
-          .inspect({ abortSignal: AbortSignal.timeout(ENGINE_DEADLINE_MS) })
-          .catch(() => undefined);
+        const info = await this.index.inspect(containerId);
         return info && new Date(info.State.StartedAt);
       },
       this.report,
