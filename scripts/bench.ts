@@ -19,8 +19,7 @@ import autocannon from 'autocannon';
 import Docker from 'dockerode';
 import { kubernetesCosts } from './bench-kube.js';
 import type { KubeCallCost } from './bench-kube.js';
-import { allAtOnce, cpuPercentDuring, enginePids, makeBots, removeEverything, rssMb } from './bench-scale.js';
-import { readEachSecond } from './bench-scale.js';
+import { allAtOnce, cpuPercentDuring, enginePids, makeBots, readEachSecond, removeEverything, rssMb } from './bench-scale.js';
 import { SocketProxy } from '../test/helpers/socket-proxy.js';
 
 const TEST_IMAGE = 'bot-agent-testbot:latest';

@@ -50,24 +50,26 @@ export class AgentMetrics {
 
   /** The gauge of the bots the driver's index holds, read from `count` when scraped. */
   indexedBots(count: () => number): void {
-    new Gauge({
-      name: 'bot_agent_indexed_bots',
-      help: "Bots the agent's index of containers (Docker) or watch of Deployments (Kubernetes) holds; 0 while it is being built or its stream is down",
-      registers: [this.registry],
-      collect() {
-        this.set(count());
-      },
-    });
+    this.gauge(
+      'bot_agent_indexed_bots',
+      "Bots the agent's index of containers (Docker) or watch of Deployments (Kubernetes) holds; 0 while it is being built or its stream is down",
+      count,
+    );
   }
 
   /** The gauge of crash-looping bots, read from `count` when scraped. */
   crashLoopingBots(count: () => number): void {
+    this.gauge('bot_agent_crash_looping_bots', 'Bots in the crash-looping state (3 or more unrequested ends within 10 minutes)', count);
+  }
+
+  /** A gauge whose value is read from `read` when scraped. */
+  private gauge(name: string, help: string, read: () => number): void {
     new Gauge({
-      name: 'bot_agent_crash_looping_bots',
-      help: 'Bots in the crash-looping state (3 or more unrequested ends within 10 minutes)',
+      name,
+      help,
       registers: [this.registry],
       collect() {
-        this.set(count());
+        this.set(read());
       },
     });
   }

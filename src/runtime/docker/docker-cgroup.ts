@@ -56,7 +56,7 @@ function readAt({ dir, cpuDir, v2 }: Place): CgroupReading {
  * Reads the container's cgroup files when this process can see the host's
  * cgroup tree (an agent on the host, or one given /sys/fs/cgroup); else undefined.
  */
-export async function readCgroup(containerId: string, root = '/sys/fs/cgroup'): Promise<CgroupReading | undefined> {
+export function readCgroup(containerId: string, root = '/sys/fs/cgroup'): CgroupReading | undefined {
   for (const place of places(containerId, root)) {
     try {
       return readAt(place);
@@ -118,7 +118,7 @@ export class CgroupStats {
     if (measured.answer && Number(process.hrtime.bigint() - measured.baseline.at) < MIN_INTERVAL_MS * 1e6) {
       return { ...measured.answer, startedAt };
     }
-    const reading = await readCgroup(containerId, this.root);
+    const reading = readCgroup(containerId, this.root);
     if (!reading) {
       this.runs.delete(key);
       return undefined;
@@ -142,13 +142,13 @@ export class CgroupStats {
   private first(key: string, containerId: string, startedAt: Date): Promise<BotStats | undefined> {
     const measured: Measured = { baseline: { cpuNs: 0, at: 0n, memoryBytes: 0, limitBytes: 0 }, answer: undefined, first: undefined };
     measured.first = (async () => {
-      const before = await readCgroup(containerId, this.root);
+      const before = readCgroup(containerId, this.root);
       if (!before) {
         this.runs.delete(key);
         return undefined;
       }
       await new Promise((resolve) => setTimeout(resolve, MIN_INTERVAL_MS));
-      const after = await readCgroup(containerId, this.root);
+      const after = readCgroup(containerId, this.root);
       measured.first = undefined;
       if (!after) {
         this.runs.delete(key);

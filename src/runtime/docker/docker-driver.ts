@@ -137,18 +137,13 @@ class DockerDriver implements RuntimeDriver {
     // once the index knows the bot runs and since when. Elsewhere the engine's stats stream does.
     const indexed = this.index.bot(botId);
     if (indexed?.running && indexed.startedAt) {
-      const startedAt = new Date(indexed.startedAt);
-      const measured = await this.cgroups.stats(indexed.containerId, startedAt);
-      if (measured) return measured;
-      const warm = this.statsFeed.latest(indexed.containerId);
-      if (warm) return botStatsFrom(warm, startedAt);
+      const known = await this.statsAtHand(indexed.containerId, new Date(indexed.startedAt));
+      if (known) return known;
     }
     const info = await this.runningBot(botId);
     const startedAt = new Date(info.State.StartedAt);
-    const measured = await this.cgroups.stats(info.Id, startedAt);
-    if (measured) return measured;
-    const latest = this.statsFeed.latest(info.Id);
-    if (latest) return botStatsFrom(latest, startedAt);
+    const known = await this.statsAtHand(info.Id, startedAt);
+    if (known) return known;
     try {
       return botStatsFrom(await this.statsFeed.sample(info.Id), startedAt);
     } catch (err) {
@@ -161,6 +156,14 @@ class DockerDriver implements RuntimeDriver {
   async close(): Promise<void> {
     this.index.close();
     this.statsFeed.close();
+  }
+
+  /** Stats without waiting on the engine: from the cgroup files, else the stats stream's recent sample. */
+  private async statsAtHand(containerId: string, startedAt: Date): Promise<BotStats | undefined> {
+    const measured = await this.cgroups.stats(containerId, startedAt);
+    if (measured) return measured;
+    const latest = this.statsFeed.latest(containerId);
+    return latest && botStatsFrom(latest, startedAt);
   }
 
   /**
