@@ -1,22 +1,17 @@
 import type { BotInfo, RunEnd, RunObserver, RunStart } from '../runtime/driver.js';
 import { signalName } from '../runtime/signal-names.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from './crash-loop.js';
-import { formatUptime } from '../http/stats-view.js';
 import type { ExitRecord, HistoryStore, StoredEvent } from './history-store.js';
 
 const HOUR_MS = 3_600_000;
 /** How many kept events one read of the store hands to a stream that resumes. */
 const REPLAY_PAGE = 500;
 
-/** A bot's state as GET /api/bots/{bot_id} answers it (CONTRACT.md §8). */
-export interface BotStatus {
-  readonly bot_id: string;
-  readonly user_id: string | null;
-  readonly state: 'running' | 'stopped' | 'exited' | 'crash-looping';
-  readonly started_at: string | null;
-  readonly uptime: string | null;
-  readonly crashes_last_hour: number;
-  readonly last_exit: ExitRecord | null;
+/** What a bot's records say of it at one time (CONTRACT.md §8). */
+export interface BotRecord {
+  readonly lastExit: ExitRecord | null;
+  readonly crashLooping: boolean;
+  readonly crashesLastHour: number;
 }
 
 /** Who asked for a lifecycle operation, as the `operation` event says. */
@@ -132,19 +127,12 @@ export class BotHistory implements RunObserver {
     });
   }
 
-  /** The bot's status; `info` is what the runtime says of it now. */
-  status(info: BotInfo, now: Date): BotStatus {
-    const lastExit = this.store.exits(info.id, 1)[0] ?? null;
-    const crashLooping = this.store.isCrashLooping(info.id);
-    const state = crashLooping ? 'crash-looping' : info.running ? 'running' : lastExit && !lastExit.requested ? 'exited' : 'stopped';
+  /** The bot's last exit, crash-loop state and crashes in the hour before `now`. */
+  record(botId: string, now: Date): BotRecord {
     return {
-      bot_id: info.id,
-      user_id: info.ownerId ?? null,
-      state,
-      started_at: info.running ? (info.startedAt?.toISOString() ?? null) : null,
-      uptime: info.running && info.startedAt ? formatUptime(now.getTime() - info.startedAt.getTime()) : null,
-      crashes_last_hour: this.store.crashesSince(info.id, now.getTime() - HOUR_MS).length,
-      last_exit: lastExit,
+      lastExit: this.store.exits(botId, 1)[0] ?? null,
+      crashLooping: this.store.isCrashLooping(botId),
+      crashesLastHour: this.store.crashesSince(botId, now.getTime() - HOUR_MS).length,
     };
   }
 

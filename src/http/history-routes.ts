@@ -8,6 +8,7 @@ import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Access } from './access.js';
 import { DEFAULT_EXITS, eventsQuery, exitsQuery, pathBotId, validate } from './schemas.js';
 import { sseOf, SseStream } from './sse.js';
+import { statusView } from './stats-view.js';
 
 export interface HistoryRoutesDeps {
   readonly driver: RuntimeDriver;
@@ -73,7 +74,8 @@ export function historyRoutes({ driver, history, access }: HistoryRoutesDeps): R
     }
     const botId = validate(pathBotId, ctx.params.bot_id);
     await readerFor(ctx, botId);
-    ctx.body = { ok: true, bot: history.status(await driver.findBot(botId), new Date()) };
+    const now = new Date();
+    ctx.body = { ok: true, bot: statusView(await driver.findBot(botId), history.record(botId, now), now) };
   });
 
   router.get('/api/bots/:bot_id/exits', async (ctx) => {

@@ -1,4 +1,6 @@
-import type { BotStats } from '../runtime/driver.js';
+import type { BotRecord } from '../history/bot-history.js';
+import type { ExitRecord } from '../history/history-store.js';
+import type { BotInfo, BotStats } from '../runtime/driver.js';
 
 /** The stats object of the wire format (seed, "Stats object"). */
 export interface StatsView {
@@ -28,5 +30,31 @@ export function statsView(stats: BotStats, now: Date): StatsView {
     memory_usage: formatMegabytes(stats.memoryBytes),
     memory_percent: round2(stats.memoryPercent),
     uptime: formatUptime(now.getTime() - stats.startedAt.getTime()),
+  };
+}
+
+/** A bot's state as GET /api/bots/{bot_id} answers it (CONTRACT.md §8). */
+export interface BotStatusView {
+  readonly bot_id: string;
+  readonly user_id: string | null;
+  readonly state: 'running' | 'stopped' | 'exited' | 'crash-looping';
+  readonly started_at: string | null;
+  readonly uptime: string | null;
+  readonly crashes_last_hour: number;
+  readonly last_exit: ExitRecord | null;
+}
+
+/** The wire form of a bot's status at `now`: what the runtime says of it (`info`) and what its records say. */
+export function statusView(info: BotInfo, record: BotRecord, now: Date): BotStatusView {
+  const { lastExit, crashLooping, crashesLastHour } = record;
+  const state = crashLooping ? 'crash-looping' : info.running ? 'running' : lastExit && !lastExit.requested ? 'exited' : 'stopped';
+  return {
+    bot_id: info.id,
+    user_id: info.ownerId ?? null,
+    state,
+    started_at: info.running ? (info.startedAt?.toISOString() ?? null) : null,
+    uptime: info.running && info.startedAt ? formatUptime(now.getTime() - info.startedAt.getTime()) : null,
+    crashes_last_hour: crashesLastHour,
+    last_exit: lastExit,
   };
 }
