@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
@@ -72,4 +72,25 @@ test('on-demand stats: reads at once share one first measurement, reads within t
   await writeFile(join(root, usage), '900000000\n');
   t.deepEqual(await stats.stats('abc', startedAt), one, `within ${MIN_INTERVAL_MS} ms of the last reading`);
   t.is(await new CgroupStats(await tree(t, { 'memory/other/memory.current': '1' })).stats('abc', startedAt), undefined);
+});
+
+test('a run that is read keeps its cgroup files open, and reads them again in place; once let go, they are opened again', async (t) => {
+  const root = await tree(t, {
+    'cpuacct/docker/abc/cpuacct.usage': '0\n',
+    'memory/docker/abc/memory.usage_in_bytes': '1000\n',
+    'memory/docker/abc/memory.stat': 'total_inactive_file 0\n',
+    'memory/docker/abc/memory.limit_in_bytes': '4000\n',
+  });
+  const stats = new CgroupStats(root);
+  t.teardown(() => stats.close());
+  const startedAt = new Date(0);
+  t.is((await stats.stats('abc', startedAt))?.memoryPercent, 25);
+  // Moved away, the files are out of reach by their paths, not through what is held open.
+  await rename(join(root, 'memory/docker/abc'), join(root, 'memory/docker/moved'));
+  await writeFile(join(root, 'memory/docker/moved/memory.usage_in_bytes'), '2000\n');
+  await new Promise((resolve) => setTimeout(resolve, MIN_INTERVAL_MS));
+  t.is((await stats.stats('abc', startedAt))?.memoryPercent, 50);
+  stats.close();
+  await new Promise((resolve) => setTimeout(resolve, MIN_INTERVAL_MS));
+  t.is(await stats.stats('abc', startedAt), undefined);
 });

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import type { BotStats } from '../driver.js';
@@ -16,55 +16,121 @@ export interface CgroupReading {
 }
 
 interface Place {
-  dir: string;
-  cpuDir: string;
-  v2: boolean;
+  readonly cpu: string;
+  readonly usage: string;
+  readonly stat: string;
+  readonly limit: string;
+  readonly v2: boolean;
 }
 
-/** Where the engine puts a container's cgroup: v1 or v2, with the cgroupfs or the systemd driver. */
+/** Where the engine puts a container's cgroup files: v1 or v2, with the cgroupfs or the systemd driver. */
 function places(id: string, root: string): Place[] {
+  const v1 = (cpuDir: string, dir: string): Place => ({
+    cpu: `${cpuDir}/cpuacct.usage`,
+    usage: `${dir}/memory.usage_in_bytes`,
+    stat: `${dir}/memory.stat`,
+    limit: `${dir}/memory.limit_in_bytes`,
+    v2: false,
+  });
+  const v2 = (dir: string): Place => ({
+    cpu: `${dir}/cpu.stat`,
+    usage: `${dir}/memory.current`,
+    stat: `${dir}/memory.stat`,
+    limit: `${dir}/memory.max`,
+    v2: true,
+  });
   return [
-    { cpuDir: `${root}/cpuacct/docker/${id}`, dir: `${root}/memory/docker/${id}`, v2: false },
-    { cpuDir: `${root}/cpuacct/system.slice/docker-${id}.scope`, dir: `${root}/memory/system.slice/docker-${id}.scope`, v2: false },
-    { cpuDir: `${root}/system.slice/docker-${id}.scope`, dir: `${root}/system.slice/docker-${id}.scope`, v2: true },
-    { cpuDir: `${root}/docker/${id}`, dir: `${root}/docker/${id}`, v2: true },
+    v1(`${root}/cpuacct/docker/${id}`, `${root}/memory/docker/${id}`),
+    v1(`${root}/cpuacct/system.slice/docker-${id}.scope`, `${root}/memory/system.slice/docker-${id}.scope`),
+    v2(`${root}/system.slice/docker-${id}.scope`),
+    v2(`${root}/docker/${id}`),
   ];
 }
 
-// Read synchronously: cgroup files are the kernel's counters in memory, read in a few microseconds,
-// where an asynchronous read costs a round trip through the thread pool per file (at 300 bots read
-// once a second, half a core).
-const text = (path: string): string => readFileSync(path, 'utf8');
-const field = (stat: string, name: string): number => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(stat)?.[1] ?? 0);
+const usageUsec = /^usage_usec (\d+)$/m;
+const inactiveV1 = /^total_inactive_file (\d+)$/m;
+const inactiveV2 = /^inactive_file (\d+)$/m;
+const matched = (pattern: RegExp, text: string): number => Number(pattern.exec(text)?.[1] ?? 0);
 
-function readAt({ dir, cpuDir, v2 }: Place): CgroupReading {
-  const [cpu, usage, stat, limit] = v2
-    ? [text(`${cpuDir}/cpu.stat`), text(`${dir}/memory.current`), text(`${dir}/memory.stat`), text(`${dir}/memory.max`)]
-    : [text(`${cpuDir}/cpuacct.usage`), text(`${dir}/memory.usage_in_bytes`), text(`${dir}/memory.stat`), text(`${dir}/memory.limit_in_bytes`)];
-  const used = Number(usage);
-  const inactive = field(stat, v2 ? 'inactive_file' : 'total_inactive_file');
-  const limitBytes = limit.trim() === 'max' ? Infinity : Number(limit);
-  return {
-    cpuNs: v2 ? field(cpu, 'usage_usec') * 1000 : Number(cpu),
-    at: process.hrtime.bigint(),
-    memoryBytes: inactive < used ? used - inactive : used,
-    limitBytes: Math.min(limitBytes, totalmem()),
-  };
+/** Asked once: each call is a system call, which cost as much as reading the four files. */
+const HOST_MEMORY = totalmem();
+
+/** One shared buffer: cgroup files are read synchronously, one at a time. */
+let buffer = Buffer.alloc(16 * 1024);
+
+/**
+ * A container's four cgroup files, held open: a reading is then one pread per
+ * file, where opening and closing each file as well took four times as long.
+ * Read synchronously: they are the kernel's counters in memory, read in a few
+ * microseconds, where an asynchronous read costs a round trip through the thread pool.
+ */
+export class CgroupFiles {
+  private constructor(
+    private readonly fds: readonly [number, number, number, number],
+    private readonly v2: boolean,
+  ) {}
+
+  /** The container's files, or undefined when its cgroup is not visible under `root`. */
+  static open(containerId: string, root: string): CgroupFiles | undefined {
+    for (const place of places(containerId, root)) {
+      const fds: number[] = [];
+      try {
+        for (const path of [place.cpu, place.usage, place.stat, place.limit]) fds.push(openSync(path, 'r'));
+        return new CgroupFiles(fds as [number, number, number, number], place.v2);
+      } catch {
+        // Not this layout, or not visible from here.
+        for (const fd of fds) closeSync(fd);
+      }
+    }
+    return undefined;
+  }
+
+  /** A reading now; undefined once the cgroup is gone (its container removed). */
+  read(): CgroupReading | undefined {
+    try {
+      const [cpu, usage, stat, limit] = this.fds.map(text);
+      const used = Number(usage);
+      const inactive = matched(this.v2 ? inactiveV2 : inactiveV1, stat!);
+      const limitBytes = limit!.trim() === 'max' ? Infinity : Number(limit);
+      return {
+        cpuNs: this.v2 ? matched(usageUsec, cpu!) * 1000 : Number(cpu),
+        at: process.hrtime.bigint(),
+        memoryBytes: inactive < used ? used - inactive : used,
+        limitBytes: Math.min(limitBytes, HOST_MEMORY),
+      };
+    } catch {
+      return undefined;
+    }
+  }
+
+  close(): void {
+    for (const fd of this.fds) closeSync(fd);
+  }
+}
+
+/** The whole file, read again from its start (cgroup files are a few hundred bytes; the buffer grows for more). */
+function text(fd: number): string {
+  let length = 0;
+  for (;;) {
+    const got = readSync(fd, buffer, length, buffer.length - length, length);
+    length += got;
+    // A short read is the end: the kernel fills what it is given of a cgroup file.
+    if (length < buffer.length) return buffer.toString('latin1', 0, length);
+    buffer = Buffer.concat([buffer, Buffer.alloc(buffer.length)]);
+  }
 }
 
 /**
- * Reads the container's cgroup files when this process can see the host's
- * cgroup tree (an agent on the host, or one given /sys/fs/cgroup); else undefined.
+ * One reading of the container's cgroup files when this process can see the
+ * host's cgroup tree (an agent on the host, or one given /sys/fs/cgroup); else undefined.
  */
 export function readCgroup(containerId: string, root = '/sys/fs/cgroup'): CgroupReading | undefined {
-  for (const place of places(containerId, root)) {
-    try {
-      return readAt(place);
-    } catch {
-      // Not this layout, or not visible from here.
-    }
+  const files = CgroupFiles.open(containerId, root);
+  try {
+    return files?.read();
+  } finally {
+    files?.close();
   }
-  return undefined;
 }
 
 /** Stats over the interval between two readings: CPU % as the docker CLI gives it (100 = one full CPU). */
@@ -84,6 +150,18 @@ export const MIN_INTERVAL_MS = 1_000;
 /** How often it is checked again whether the engine's cgroups are visible under the root. */
 const VISIBILITY_CHECK_MS = 60_000;
 
+/** Resolves at `at` (process.hrtime, ns): a timer alone may fire up to a loop turn early. */
+async function until(at: bigint): Promise<void> {
+  for (let left = at - process.hrtime.bigint(); left > 0n; left = at - process.hrtime.bigint()) {
+    await new Promise((resolve) => setTimeout(resolve, Math.ceil(Number(left) / 1e6)));
+  }
+}
+
+/** At most this many runs' files are held open (four descriptors each); readings of others open and close them. */
+const MAX_HELD = 2_000;
+/** A run's files unread for this long are closed: an open file keeps a removed container's cgroup in the kernel. */
+const HOLD_MS = 60_000;
+
 interface Measured {
   /** The reading the next interval starts from. */
   baseline: CgroupReading;
@@ -91,6 +169,10 @@ interface Measured {
   answer: BotStats | undefined;
   /** A first read under way (it measures MIN_INTERVAL_MS), which reads meanwhile share. */
   first: Promise<BotStats | undefined> | undefined;
+  /** The run's cgroup files, held open while it is read. */
+  files: CgroupFiles | undefined;
+  /** When it was last read (Date.now). */
+  readAt: number;
 }
 
 /**
@@ -102,6 +184,8 @@ interface Measured {
 export class CgroupStats {
   private readonly runs = new Map<string, Measured>();
   private visibility: { checkedAt: number; visible: Promise<boolean> } | undefined;
+  private held = 0;
+  private sweeper: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly root = '/sys/fs/cgroup',
@@ -118,14 +202,18 @@ export class CgroupStats {
     if (measured.answer && Number(process.hrtime.bigint() - measured.baseline.at) < MIN_INTERVAL_MS * 1e6) {
       return { ...measured.answer, startedAt };
     }
-    const reading = readCgroup(containerId, this.root);
-    if (!reading) {
-      this.runs.delete(key);
-      return undefined;
-    }
+    const reading = this.read(key, measured, containerId);
+    if (!reading) return undefined;
     measured.answer = statsBetween(measured.baseline, reading, startedAt);
     measured.baseline = reading;
     return measured.answer;
+  }
+
+  /** Closes every file held. */
+  close(): void {
+    for (const measured of this.runs.values()) this.release(measured);
+    clearInterval(this.sweeper);
+    this.sweeper = undefined;
   }
 
   /** Whether the engine's cgroups are under the root at all (not so in a container without the host's tree mounted). */
@@ -140,27 +228,68 @@ export class CgroupStats {
 
   /** Takes the run's first two readings MIN_INTERVAL_MS apart; filed at once, so that reads meanwhile wait for it. */
   private first(key: string, containerId: string, startedAt: Date): Promise<BotStats | undefined> {
-    const measured: Measured = { baseline: { cpuNs: 0, at: 0n, memoryBytes: 0, limitBytes: 0 }, answer: undefined, first: undefined };
+    const measured: Measured = {
+      baseline: { cpuNs: 0, at: 0n, memoryBytes: 0, limitBytes: 0 },
+      answer: undefined,
+      first: undefined,
+      files: undefined,
+      readAt: 0,
+    };
+    // Oldest first: a Map keeps insertion order. Filed before the first reading, which forgets it should it fail.
+    if (this.runs.size >= this.maxRuns) {
+      const [oldestKey, oldest] = this.runs.entries().next().value!;
+      this.release(oldest);
+      this.runs.delete(oldestKey);
+    }
+    this.runs.set(key, measured);
     measured.first = (async () => {
-      const before = readCgroup(containerId, this.root);
-      if (!before) {
-        this.runs.delete(key);
-        return undefined;
-      }
-      await new Promise((resolve) => setTimeout(resolve, MIN_INTERVAL_MS));
-      const after = readCgroup(containerId, this.root);
+      const before = this.read(key, measured, containerId);
+      if (!before) return undefined;
+      await until(before.at + BigInt(MIN_INTERVAL_MS * 1e6));
+      const after = this.read(key, measured, containerId);
       measured.first = undefined;
-      if (!after) {
-        this.runs.delete(key);
-        return undefined;
-      }
+      if (!after) return undefined;
       measured.answer = statsBetween(before, after, startedAt);
       measured.baseline = after;
       return measured.answer;
     })();
-    // Oldest first: a Map keeps insertion order.
-    if (this.runs.size >= this.maxRuns) this.runs.delete(this.runs.keys().next().value!);
-    this.runs.set(key, measured);
     return measured.first;
+  }
+
+  /** A reading of the run's files, held open while there is room; none (and the run forgotten) once they cannot be read. */
+  private read(key: string, measured: Measured, containerId: string): CgroupReading | undefined {
+    measured.readAt = Date.now();
+    if (!measured.files && this.held < MAX_HELD) {
+      measured.files = CgroupFiles.open(containerId, this.root);
+      if (measured.files) this.hold();
+    }
+    const reading = measured.files ? measured.files.read() : readCgroup(containerId, this.root);
+    if (!reading) {
+      this.release(measured);
+      this.runs.delete(key);
+    }
+    return reading;
+  }
+
+  private hold(): void {
+    this.held++;
+    this.sweeper ??= setInterval(() => this.sweep(), HOLD_MS).unref();
+  }
+
+  private release(measured: Measured): void {
+    if (!measured.files) return;
+    measured.files.close();
+    measured.files = undefined;
+    this.held--;
+  }
+
+  /** Closes the files of runs not read for HOLD_MS (a bot no longer read, a run that ended). */
+  private sweep(): void {
+    const unreadSince = Date.now() - HOLD_MS;
+    for (const measured of this.runs.values()) if (measured.readAt < unreadSince) this.release(measured);
+    if (this.held === 0) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+    }
   }
 }

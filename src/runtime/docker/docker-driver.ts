@@ -156,6 +156,7 @@ class DockerDriver implements RuntimeDriver {
   async close(): Promise<void> {
     this.index.close();
     this.statsFeed.close();
+    this.cgroups.close();
   }
 
   /** Stats without waiting on the engine: from the cgroup files, else the stats stream's recent sample. */
