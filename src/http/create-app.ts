@@ -1,3 +1,4 @@
+import Router from '@koa/router';
 import Koa from 'koa';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
@@ -76,20 +77,19 @@ export function createApp({ driver, provisioner, config, logger, recoverAfterMs 
     if (operation === 'restart' || operation === 'stop' || operation === 'start') history.operationEnded(botId, operation, result, by);
   });
   const checks = access(driver, config.adminToken, readLimiter);
-  const routers = [
-    healthRoutes(driver, metrics),
-    botRoutes({ driver, lifecycle, limiter, access: checks, audit, logFollowing: new LogFollowing(driver, history) }),
-    historyRoutes({ driver, history, access: checks }),
-    adminRoutes({ driver, provisioner, access: checks, audit }),
-  ];
+  // One router holds every route (mounting copies their layers): a request is matched once, not once per group.
+  const router = new Router().use(
+    healthRoutes(driver, metrics).routes(),
+    botRoutes({ driver, lifecycle, limiter, access: checks, audit, logFollowing: new LogFollowing(driver, history) }).routes(),
+    historyRoutes({ driver, history, access: checks }).routes(),
+    adminRoutes({ driver, provisioner, access: checks, audit }).routes(),
+  );
 
   app.use(requestLog(logger, metrics));
   app.use(envelope(metrics));
   app.use(jsonBody());
-  for (const router of routers) app.use(router.routes()).use(router.allowedMethods());
-  const routes = routers.flatMap((router) =>
-    router.stack.flatMap((layer) => layer.methods.filter((m) => m !== 'HEAD').map((m): RouteEntry => `${m} ${layer.path}`)),
-  );
+  app.use(router.routes()).use(router.allowedMethods());
+  const routes = router.stack.flatMap((layer) => layer.methods.filter((m) => m !== 'HEAD').map((m): RouteEntry => `${m} ${layer.path}`));
   const close = async (): Promise<void> => {
     await driver.close();
     await webhook?.close();
