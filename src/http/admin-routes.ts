@@ -6,7 +6,7 @@ import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
 import type { Audit } from './audit.js';
 import type { Access } from './access.js';
-import { createBotRequest, listBotsQuery, pathBotId, validate } from './schemas.js';
+import { botIdInPath, createBotRequest, listBotsQuery, validate } from './schemas.js';
 
 export interface AdminRoutesDeps {
   readonly driver: RuntimeDriver;
@@ -55,7 +55,7 @@ export function adminRoutes({ driver, provisioner, access, audit }: AdminRoutesD
   });
 
   router.delete('/:bot_id', async (ctx) => {
-    const botId = validate(pathBotId, ctx.params.bot_id);
+    const botId = botIdInPath(ctx.params.bot_id);
     const provisioning = await platformOnly(ctx);
     ctx.state.botId = botId;
     await audit(askerOf(ctx), 'remove', botId, () => provisioning.remove(botId));

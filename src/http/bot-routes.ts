@@ -12,7 +12,7 @@ import { isSelf } from './caller.js';
 import type { Caller } from './caller.js';
 import type { LogFollowing } from './log-follow.js';
 import { logReadCost } from './read-limiter.js';
-import { DEFAULT_LOG_LINES, logsQuery, logsRequest, ownerRequest, pathBotId, selfRestartHeader, validate } from './schemas.js';
+import { botIdInPath, DEFAULT_LOG_LINES, logsQuery, logsRequest, ownerRequest, selfRestartHeader, validate } from './schemas.js';
 import { statsView } from './stats-view.js';
 
 export interface BotRoutesDeps {
@@ -112,7 +112,7 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
   });
 
   router.get('/:bot_id/logs', async (ctx) => {
-    const botId = validate(pathBotId, ctx.params.bot_id);
+    const botId = botIdInPath(ctx.params.bot_id);
     const { lines = DEFAULT_LOG_LINES, follow } = validate(logsQuery, ctx.query);
     await readerFor(ctx, botId, logReadCost(lines));
     if (follow === 'true') {
@@ -123,7 +123,7 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
   });
 
   router.get('/:bot_id/stats', async (ctx) => {
-    const botId = validate(pathBotId, ctx.params.bot_id);
+    const botId = botIdInPath(ctx.params.bot_id);
     await readerFor(ctx, botId);
     ctx.body = { ok: true, stats: statsView(await driver.stats(botId), new Date()) };
   });

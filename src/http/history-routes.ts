@@ -6,7 +6,7 @@ import { seqOf } from '../history/history-store.js';
 import type { StoredEvent } from '../history/history-store.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Access } from './access.js';
-import { DEFAULT_EXITS, eventsQuery, exitsQuery, pathBotId, validate } from './schemas.js';
+import { botIdInPath, DEFAULT_EXITS, eventsQuery, exitsQuery, validate } from './schemas.js';
 import { sseOf, SseStream } from './sse.js';
 import { statusView } from './stats-view.js';
 
@@ -72,14 +72,14 @@ export function historyRoutes({ driver, history, access }: HistoryRoutesDeps): R
       ctx.set('Allow', 'POST');
       return;
     }
-    const botId = validate(pathBotId, ctx.params.bot_id);
+    const botId = botIdInPath(ctx.params.bot_id);
     await readerFor(ctx, botId);
     const now = new Date();
     ctx.body = { ok: true, bot: statusView(await driver.findBot(botId), history.record(botId, now), now) };
   });
 
   router.get('/api/bots/:bot_id/exits', async (ctx) => {
-    const botId = validate(pathBotId, ctx.params.bot_id);
+    const botId = botIdInPath(ctx.params.bot_id);
     const { limit = DEFAULT_EXITS } = validate(exitsQuery, ctx.query);
     await readerFor(ctx, botId);
     await driver.findBot(botId).catch(async (err: unknown) => {
@@ -90,7 +90,7 @@ export function historyRoutes({ driver, history, access }: HistoryRoutesDeps): R
   });
 
   router.get('/api/bots/:bot_id/events', async (ctx) => {
-    const botId = validate(pathBotId, ctx.params.bot_id);
+    const botId = botIdInPath(ctx.params.bot_id);
     const { after } = validate(eventsQuery, ctx.query);
     const cursor = resumeCursor(ctx, after);
     await readerFor(ctx, botId);
