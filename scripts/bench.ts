@@ -31,6 +31,8 @@ if (!Number.isInteger(LARGE) || LARGE < 20 || LARGE > 2000) throw new Error(`--b
 /** How long every bot is read once a second, and how long the quiet stretch before it lasts. */
 const STEADY_S = 60;
 const QUIET_S = 30;
+/** How long the bare server is read at the same rate, for the floor of a lone request's CPU. */
+const BARE_S = 20;
 /** How many stopped bots are started at once in the burst. */
 const BURST = 100;
 const runId = randomBytes(3).toString('hex');
@@ -277,17 +279,17 @@ async function indexedAll(port: number, count: number): Promise<void> {
  * At LARGE bots, on an agent of its own (so that its RSS is this load's, not the autocannon runs'): every
  * bot read at once for the first time, a quiet stretch, a minute of reads once a second each, and a burst of starts.
  */
-async function atScale() {
+async function atScale(bare: ChildProcess) {
   const { agent, port } = await agentProcess({ AGENT_RATE_LIMIT: '10000', AGENT_READ_RATE: '10000' });
   try {
     await indexedAll(port, bots.length);
-    return await scaleOn(agent, `http://127.0.0.1:${port}`);
+    return await scaleOn(agent, `http://127.0.0.1:${port}`, bare);
   } finally {
     agent.kill('SIGTERM');
   }
 }
 
-async function scaleOn(agent: ChildProcess, base: string) {
+async function scaleOn(agent: ChildProcess, base: string, bare: ChildProcess) {
   const unread = bots;
   const firstReadOfAllMs = round(await allAtOnce(base, unread));
   const agentPid = (): number[] => [agent.pid ?? 0];
@@ -301,11 +303,13 @@ async function scaleOn(agent: ChildProcess, base: string) {
   const [readingAgent, readingEngine] = await Promise.all([cpuPercentDuring(agentPid, reading), cpuPercentDuring(enginePids, () => new Promise((resolve) => setTimeout(resolve, STEADY_S * 1000)))]);
   clearInterval(sampler);
   const steady = percentiles(times);
+  // The floor: the bare server answering the same lone requests, at the same rate, on the same machine.
+  const bareCpu = await cpuPercentDuring(() => [bare.pid ?? 0], async () => void (await readEachSecond(bareUrl.slice(0, -1), bots, BARE_S)));
   const burst = await startBurst();
   return {
     firstReadOfAll: { bots: unread.length, ms: firstReadOfAllMs },
     quiet: { agentCpu: round(quiet.agent, 1), engineCpu: round(quiet.engine, 1) },
-    steady: { reads: times.length, p50: steady.p50, p99: steady.p99, agentCpu: round(readingAgent, 1), engineCpu: round(readingEngine, 1), agentRssMb: round(peakRssMb, 1) },
+    steady: { reads: times.length, p50: steady.p50, p99: steady.p99, agentCpu: round(readingAgent, 1), bareCpu: round(bareCpu, 1), engineCpu: round(readingEngine, 1), agentRssMb: round(peakRssMb, 1) },
     burst,
   };
 }
@@ -351,7 +355,7 @@ function verdicts(small: Phase, large: Phase, scale: Scale, peakRssMb: number): 
   const share = (p: Phase): number => round(((p.statsWarm.rps ?? 0) / (p.bare.rps ?? 1)) * 100, 1);
   const { steady, quiet, firstReadOfAll, burst } = scale;
   return [
-    row(`${LARGE} bots read once a second each: agent CPU`, '≤ 10% of a core', `${steady.agentCpu}%`, steady.agentCpu <= 10),
+    row(`${LARGE} bots read once a second each: agent CPU (bare node:http, the same reads: ${steady.bareCpu}%)`, '≤ 10% of a core', `${steady.agentCpu}%`, steady.agentCpu <= 10),
     row(
       `${LARGE} bots read once a second each: engine CPU`,
       `≤ quiet ${quiet.engineCpu}% + ${ENGINE_NOISE}`,
@@ -426,7 +430,8 @@ function report(machine: Record<string, string | number>, phases: Phase[], scale
     `- All ${firstReadOfAll.bots} bots not read before, read at once (a first read measures one second): the last answer after ${firstReadOfAll.ms} ms.`,
     `- Quiet, ${QUIET_S} s with no reads: agent ${quiet.agentCpu}% of a core, engine (dockerd, its containerd and the containers' shims) ${quiet.engineCpu}%.`,
     `- Every bot read once a second for ${STEADY_S} s, spread over each second (${steady.reads} reads): p50 ${steady.p50} ms, p99 ${steady.p99} ms; ` +
-      `agent ${steady.agentCpu}% of a core, engine ${steady.engineCpu}%, agent RSS at most ${steady.agentRssMb} MB.`,
+      `agent ${steady.agentCpu}% of a core, engine ${steady.engineCpu}%, agent RSS at most ${steady.agentRssMb} MB. ` +
+      `The bare \`node:http\` server, read the same way for ${BARE_S} s: ${steady.bareCpu}% of a core.`,
     `- ${burst.bots} stopped bots started at once, with an agent behind a proxy of the engine's socket: it listed containers ${burst.lists} times ` +
       `and made ${burst.requests} engine requests in all (one inspect per start event and per network connect).`,
     '',
@@ -475,7 +480,7 @@ async function main(): Promise<void> {
       process.stderr.write(`bench: ${count} bots\n`);
       await addBots(count);
       phases.push(await measure(count, base, port, gateway));
-      if (count === LARGE) scale = await atScale();
+      if (count === LARGE) scale = await atScale(bare);
     }
     const rssMb = peakRss(agent);
     const version = await docker.version();
