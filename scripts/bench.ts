@@ -73,7 +73,7 @@ async function freePort(): Promise<number> {
 async function agentProcess(env: Record<string, string>): Promise<{ agent: ChildProcess; port: number }> {
   const port = await freePort();
   // Started as the image and `npm start` start it.
-  const agent = spawn(process.execPath, ['--max-semi-space-size=2', 'dist/main.js'], {
+  const agent = spawn(process.execPath, ['--max-semi-space-size=2', '--optimize-for-size', 'dist/main.js'], {
     // Its records in a folder of its own, not ./data of the work tree.
     env: { ...process.env, AGENT_HOST: '0.0.0.0', AGENT_PORT: String(port), AGENT_DATA_DIR: mkdtempSync(join(tmpdir(), 'bot-agent-bench-')), ...env },
     stdio: 'ignore',

@@ -12,5 +12,5 @@ fi
 if [ "${AGENT_RUNTIME:-docker}" = docker ] && [ "${DOCKER_HOST:-unix:///var/run/docker.sock}" = unix:///var/run/docker.sock ]; then
   bash scripts/docker-engine.sh >/dev/null
 fi
-# The same young generation as the image (see the Dockerfile).
-exec node --max-semi-space-size=2 dist/main.js
+# V8 tuned for memory, as in the image (see the Dockerfile).
+exec node --max-semi-space-size=2 --optimize-for-size dist/main.js
