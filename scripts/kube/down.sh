@@ -17,10 +17,12 @@ fi
 for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do
   pidfile="$RUN/${DAEMONS[$i]}.pid"
   [ -f "$pidfile" ] || continue
-  pid=$(cat "$pidfile")
-  kill "$pid" 2>/dev/null
-  for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-  kill -9 "$pid" 2>/dev/null
+  # A stale file's pid is not ours to kill.
+  if pid=$(daemon_pid "${DAEMONS[$i]}"); then
+    kill "$pid" 2>/dev/null
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null
+  fi
   rm -f "$pidfile"
 done
 # The shims of the cluster's containerd outlive it: end them (and the containers they hold).

@@ -11,3 +11,12 @@ POD_CIDR=10.88.0.0/16
 SERVICE_CIDR=10.96.0.0/16
 # The daemons, in the order they start; kube:down stops them in reverse.
 DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
+
+# The pid of daemon $1 when it still runs: a pid file outlives a daemon that died, and its pid may
+# since belong to another process (seen here: to one of a thousand bench containers).
+daemon_pid() {
+  local pid program
+  pid=$(cat "$RUN/$1.pid" 2>/dev/null) || return 1
+  program=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n 1) || return 1
+  [ "$(basename -- "$program")" = "$1" ] && echo "$pid"
+}

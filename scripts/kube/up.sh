@@ -65,7 +65,7 @@ write_if_changed "$CNI_CONF/10-bot-agent.conflist" <<EOF
 }
 EOF
 
-running() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+running() { daemon_pid "$1" >/dev/null; }
 start() { # name command...
   local name=$1
   shift
