@@ -300,8 +300,9 @@ async function scaleOn(agent: ChildProcess, base: string, bare: ChildProcess) {
   const sampler = setInterval(() => (peakRssMb = Math.max(peakRssMb, rssMb(agent.pid ?? 0))), 1000);
   let times: number[] = [];
   const reading = async (): Promise<void> => void (times = await readEachSecond(base, bots, STEADY_S));
-  const [readingAgent, readingEngine] = await Promise.all([cpuPercentDuring(agentPid, reading), cpuPercentDuring(enginePids, () => new Promise((resolve) => setTimeout(resolve, STEADY_S * 1000)))]);
-  clearInterval(sampler);
+  const [readingAgent, readingEngine] = await Promise.all([cpuPercentDuring(agentPid, reading), cpuPercentDuring(enginePids, () => new Promise((resolve) => setTimeout(resolve, STEADY_S * 1000)))]).finally(
+    () => clearInterval(sampler),
+  );
   const steady = percentiles(times);
   // The floor: the bare server answering the same lone requests, at the same rate, on the same machine.
   const bareCpu = await cpuPercentDuring(() => [bare.pid ?? 0], async () => void (await readEachSecond(bareUrl.slice(0, -1), bots, BARE_S)));
