@@ -19,6 +19,7 @@ export class SocketProxy {
   /** The request line (`GET /v1.41/containers/.../stats?stream=true`) of every HTTP request passed on, in order. */
   readonly requests: string[] = [];
   private readonly pairs = new Set<[Socket, Socket | undefined]>();
+  private readonly delays: Array<{ pattern: RegExp; ms: number }> = [];
   private server: Server | undefined;
 
   /** `upstream`: a unix socket's path, or a TCP address, which the proxy then serves on a loopback port. */
@@ -39,6 +40,11 @@ export class SocketProxy {
     if (typeof this.upstream === 'string') this.server.listen(this.path);
     else this.server.listen(0, '127.0.0.1');
     await once(this.server, 'listening');
+  }
+
+  /** Holds each request whose request line matches `pattern` for `ms` before passing it on (one request per connection). */
+  delay(pattern: RegExp, ms: number): void {
+    this.delays.push({ pattern, ms });
   }
 
   /** Drops every connection and refuses new ones. */
@@ -90,8 +96,26 @@ export class SocketProxy {
     client.on('data', (chunk: Buffer) => {
       for (const [line] of chunk.toString('latin1').matchAll(/^(?:GET|HEAD|POST|PUT|PATCH|DELETE) \S+ HTTP\/1\.[01]$/gm)) this.requests.push(line);
     });
-    client.pipe(engine);
+    this.forward(client, engine);
     engine.pipe(client);
+  }
+
+  /** Passes the client's bytes on, its first request held back when a delay names it. */
+  private forward(client: Socket, engine: Socket): void {
+    if (this.delays.length === 0) {
+      client.pipe(engine);
+      return;
+    }
+    client.once('data', (first: Buffer) => {
+      client.pause();
+      const line = first.toString('latin1').split('\r\n', 1)[0] ?? '';
+      const ms = this.delays.find(({ pattern }) => pattern.test(line))?.ms ?? 0;
+      setTimeout(() => {
+        if (engine.destroyed) return;
+        engine.write(first);
+        client.pipe(engine);
+      }, ms);
+    });
   }
 
   private dropAll(): void {

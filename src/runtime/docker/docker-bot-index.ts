@@ -69,6 +69,8 @@ export class DockerBotIndex {
   private rebuildAgain = false;
   /** Set while the index is listed whole. */
   private listing = false;
+  /** Containers an event named while the index was listed whole: the list may predate the event, so each is inspected after it. */
+  private changedWhileListing = new Set<string>();
   /** Containers that started since the last rebuild, whose start time must be read again. */
   private startedSince = new Set<string>();
   private reconnect: NodeJS.Timeout | undefined;
@@ -228,11 +230,12 @@ export class DockerBotIndex {
     if (event.Type === 'container' && action === 'start') this.startedSince.add(containerId);
     // A container that stops gives up its addresses at once, before its inspection lands.
     if ((event.Type === 'container' && GONE.has(action)) || action === 'disconnect') this.forget(containerId);
-    // While the index is listed whole, the list may predate the event: list it again after.
-    if (this.listing) {
-      this.rebuildAgain = true;
-      return;
-    }
+    if (this.listing) this.changedWhileListing.add(containerId);
+    else this.track(containerId);
+  }
+
+  /** Inspects the container again, superseding any inspection of it under way. */
+  private track(containerId: string): void {
     const number = ++this.eventCount;
     this.latestEvent.set(containerId, number);
     void this.refresh(containerId, number);
@@ -304,6 +307,10 @@ export class DockerBotIndex {
       await this.listWhole();
     } finally {
       this.listing = false;
+      // One inspection each, not another list: a burst of starts during a list would otherwise list again and again.
+      const changed = this.changedWhileListing;
+      this.changedWhileListing = new Set();
+      for (const containerId of changed) this.track(containerId);
     }
   }
 
