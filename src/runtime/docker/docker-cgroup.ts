@@ -52,7 +52,7 @@ const inactiveV1 = /^total_inactive_file (\d+)$/m;
 const inactiveV2 = /^inactive_file (\d+)$/m;
 const matched = (pattern: RegExp, text: string): number => Number(pattern.exec(text)?.[1] ?? 0);
 
-/** Asked once: each call is a system call, which cost as much as reading the four files. */
+/** Asked once: each call is a system call, which here cost about as much as reading the four files. */
 const HOST_MEMORY = totalmem();
 
 /** One shared buffer: cgroup files are read synchronously, one at a time. */
@@ -64,7 +64,7 @@ let buffer = Buffer.alloc(16 * 1024);
  * Read synchronously: they are the kernel's counters in memory, read in a few
  * microseconds, where an asynchronous read costs a round trip through the thread pool.
  */
-export class CgroupFiles {
+class CgroupFiles {
   private constructor(
     private readonly fds: readonly [number, number, number, number],
     private readonly v2: boolean,
