@@ -166,6 +166,9 @@ podLogsDir: $STATE/pod-logs
 clusterDomain: cluster.local
 serializeImagePulls: false
 evictionHard: { memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1% }
+# No image can be pulled here: one the kubelet's image collection removed (the pause image first, seen on a
+# disk 85% full) would be gone for good, and no pod could start again. Collection off.
+imageGCHighThresholdPercent: 100
 EOF
 start kubelet "$BIN/kubelet" --config="$STATE/kubelet.yaml" --kubeconfig="$PKI/kubelet.kubeconfig" \
   --hostname-override="$NODE" --node-ip="$ADDRESS" --root-dir="$STATE/kubelet"
