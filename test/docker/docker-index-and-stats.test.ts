@@ -86,6 +86,24 @@ test('starts while the index is listed are inspected one by one after the list, 
   t.is(listed(), 1);
 });
 
+test('an inspection the engine drops once is tried again, not answered with a list of every container', async (t) => {
+  const proxy = new SocketProxy();
+  await proxy.start();
+  t.teardown(() => proxy.close());
+  const bot = await fixture.runBot({ start: false });
+  const index = new DockerBotIndex(new Docker({ socketPath: proxy.path }));
+  t.teardown(() => index.close());
+  const listed = (): number => proxy.requests.filter((line) => /^GET \S*\/containers\/json/.test(line)).length;
+  t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
+  proxy.dropOnce(new RegExp(`^GET \\S*/containers/${bot.container.id}/json`));
+  const before = listed();
+  await bot.container.start();
+  const address = await addressOf(bot.id);
+  t.true(await eventually(() => index.botAt(address)?.botId === bot.id), 'the bot was never indexed');
+  t.is(proxy.dropped, 1);
+  t.is(listed() - before, 0);
+});
+
 test('the index keeps each running bot\'s start time, read again when it restarts', async (t) => {
   const index = new DockerBotIndex(fixture.docker);
   t.teardown(() => index.close());

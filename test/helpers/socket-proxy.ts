@@ -7,6 +7,8 @@ import { join } from 'node:path';
 
 type Mode = 'open' | 'cut' | 'stall';
 
+const REQUEST_LINE = /^(?:GET|HEAD|POST|PUT|PATCH|DELETE) \S+ HTTP\/1\.[01]$/gm;
+
 /**
  * A unix socket in front of the Docker engine's (or a loopback port in front of
  * a TCP server, such as the cluster's API server), which a test can cut (every
@@ -20,6 +22,9 @@ export class SocketProxy {
   readonly requests: string[] = [];
   private readonly pairs = new Set<[Socket, Socket | undefined]>();
   private readonly delays: Array<{ pattern: RegExp; ms: number }> = [];
+  private readonly drops: RegExp[] = [];
+  /** How many requests `dropOnce` dropped. */
+  dropped = 0;
   private server: Server | undefined;
 
   /** `upstream`: a unix socket's path, or a TCP address, which the proxy then serves on a loopback port. */
@@ -42,9 +47,14 @@ export class SocketProxy {
     await once(this.server, 'listening');
   }
 
-  /** Holds each request whose request line matches `pattern` for `ms` before passing it on (one request per connection). */
+  /** Holds each request whose request line matches `pattern` for `ms` before passing it on. */
   delay(pattern: RegExp, ms: number): void {
     this.delays.push({ pattern, ms });
+  }
+
+  /** Drops the connection of the next request whose request line matches `pattern`, once. */
+  dropOnce(pattern: RegExp): void {
+    this.drops.push(pattern);
   }
 
   /** Drops every connection and refuses new ones. */
@@ -94,28 +104,35 @@ export class SocketProxy {
     engine.on('error', () => client.destroy());
     engine.on('close', () => client.destroy());
     client.on('data', (chunk: Buffer) => {
-      for (const [line] of chunk.toString('latin1').matchAll(/^(?:GET|HEAD|POST|PUT|PATCH|DELETE) \S+ HTTP\/1\.[01]$/gm)) this.requests.push(line);
+      for (const [line] of chunk.toString('latin1').matchAll(REQUEST_LINE)) this.requests.push(line);
     });
     this.forward(client, engine);
     engine.pipe(client);
   }
 
-  /** Passes the client's bytes on, its first request held back when a delay names it. */
+  /** Passes the client's bytes on; a request a delay names is held back, one a drop names ends its connection. */
   private forward(client: Socket, engine: Socket): void {
-    if (this.delays.length === 0) {
-      client.pipe(engine);
-      return;
-    }
-    client.once('data', (first: Buffer) => {
+    // Request by request, on every connection: a keep-alive connection carries many, and may predate a rule.
+    client.on('data', (chunk: Buffer) => {
+      const lines = [...chunk.toString('latin1').matchAll(REQUEST_LINE)].map(([line]) => line);
+      const drop = this.drops.findIndex((pattern) => lines.some((line) => pattern.test(line)));
+      if (drop >= 0) {
+        this.drops.splice(drop, 1);
+        this.dropped++;
+        client.destroy();
+        engine.destroy();
+        return;
+      }
+      const ms = this.delays.find(({ pattern }) => lines.some((line) => pattern.test(line)))?.ms ?? 0;
       client.pause();
-      const line = first.toString('latin1').split('\r\n', 1)[0] ?? '';
-      const ms = this.delays.find(({ pattern }) => pattern.test(line))?.ms ?? 0;
       setTimeout(() => {
         if (engine.destroyed) return;
-        engine.write(first);
-        client.pipe(engine);
+        engine.write(chunk, () => {
+          if (this.mode !== 'stall') client.resume();
+        });
       }, ms);
     });
+    client.on('end', () => engine.end());
   }
 
   private dropAll(): void {

@@ -32,6 +32,8 @@ const GONE = new Set(['die', 'kill', 'stop', 'destroy', 'pause']);
 /** Container events that change what the index holds of a container (exec, attach, health and the like do not). */
 const CHANGES = new Set([...GONE, 'create', 'start', 'restart', 'unpause', 'rename', 'update']);
 const RECONNECT_MS = 1_000;
+/** How long after an inspection failed (other than with a 404) it is tried once more. */
+const RETRY_MS = 500;
 /** The event stream is silent while nothing happens: a ping this often tells a quiet engine from a stalled one. */
 const WATCHDOG_MS = 10_000;
 /** How long subscribing or a watchdog ping may take. */
@@ -241,8 +243,11 @@ export class DockerBotIndex {
     void this.refresh(containerId, number);
   }
 
-  /** Inspects one container after an event and files what it says, unless a later event of it came meanwhile. */
-  private async refresh(containerId: string, number: number): Promise<void> {
+  /**
+   * Inspects one container after an event and files what it says, unless a later event of it came meanwhile.
+   * A failure other than a 404 is tried once more before everything is listed again: a busy engine may drop one call.
+   */
+  private async refresh(containerId: string, number: number, retried = false): Promise<void> {
     let info: ContainerInspectInfo | undefined;
     const inspection = this.docker.getContainer(containerId).inspect({ abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS) });
     const shared = inspection.catch(() => undefined);
@@ -251,6 +256,12 @@ export class DockerBotIndex {
       info = await inspection;
     } catch (err) {
       if ((err as { statusCode?: number }).statusCode !== 404) {
+        if (!retried) {
+          setTimeout(() => {
+            if (!this.closed && this.latestEvent.get(containerId) === number) void this.refresh(containerId, number, true);
+          }, RETRY_MS).unref();
+          return;
+        }
         // Not known for sure: list everything again.
         this.scheduleRebuild();
         return;
