@@ -192,6 +192,7 @@ test('events resume after a lost connection: none missed, none twice', async (t)
   t.teardown(() => proxy.close());
   const client = await BotAgentClient.create({ agentUrl: `http://127.0.0.1:${proxy.port}`, env: { BOT_ID: BOT } });
   crash(driver, BOT, 1);
+  const opened = proxy.answered(': stream open');
   const controller = new AbortController();
   const codes: number[] = [];
   const ids: string[] = [];
@@ -201,7 +202,8 @@ test('events resume after a lost connection: none missed, none twice', async (t)
       if (event.type === 'exited') codes.push((event.exit as { exit_code: number }).exit_code);
     }
   })();
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  // The agent follows new events before it says the stream is open; a fixed wait lost exit 2 on a loaded machine.
+  await opened;
   crash(driver, BOT, 2);
   t.true(await eventually(() => codes.length === 1));
   proxy.cut();
@@ -221,8 +223,13 @@ test('the command line follows logs and events until interrupted', async (t) => 
   const { driver, port } = await clientFor(t);
   const logs = cliProcess(t, ['logs', '1', '--follow'], port);
   t.true(await eventually(() => logs.printed.stdout === 'three\n'), logs.printed.stderr);
-  const events = cliProcess(t, ['events'], port);
-  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  // The event streams go through a proxy, which tells when each is open: a command line can take seconds to start.
+  const proxy = new SocketProxy({ host: '127.0.0.1', port });
+  await proxy.start();
+  t.teardown(() => proxy.close());
+  let opened = proxy.answered(': stream open');
+  const events = cliProcess(t, ['events'], proxy.port);
+  await opened;
   driver.write(BOT, 'four');
   crash(driver, BOT, 3);
   t.true(await eventually(() => logs.printed.stderr.includes('the run ended')), logs.printed.stderr);
@@ -232,8 +239,10 @@ test('the command line follows logs and events until interrupted', async (t) => 
   const [event] = events.printed.stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
   t.like(event, { type: 'exited', bot_id: BOT, exit: { exit_code: 3 } });
   // Resumed after that event, with nothing after it yet: nothing is printed twice.
-  const resumed = cliProcess(t, ['events', '--after', String(event?.id)], port);
-  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  opened = proxy.answered(': stream open');
+  const resumed = cliProcess(t, ['events', '--after', String(event?.id)], proxy.port);
+  await opened;
+  await new Promise((resolve) => setTimeout(resolve, 500));
   t.is(resumed.printed.stdout, '');
   for (const cli of [logs, events, resumed]) {
     cli.child.kill('SIGINT');

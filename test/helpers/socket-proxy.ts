@@ -23,6 +23,7 @@ export class SocketProxy {
   private readonly pairs = new Set<[Socket, Socket | undefined]>();
   private readonly delays: Array<{ pattern: RegExp; ms: number }> = [];
   private readonly drops: RegExp[] = [];
+  private readonly awaited: Array<{ text: string; found: () => void }> = [];
   /** How many requests `dropOnce` dropped. */
   dropped = 0;
   private server: Server | undefined;
@@ -55,6 +56,11 @@ export class SocketProxy {
   /** Drops the connection of the next request whose request line matches `pattern`, once. */
   dropOnce(pattern: RegExp): void {
     this.drops.push(pattern);
+  }
+
+  /** Resolves once an answer passed back contains `text` (found within one chunk). */
+  answered(text: string): Promise<void> {
+    return new Promise((found) => this.awaited.push({ text, found }));
   }
 
   /** Drops every connection and refuses new ones. */
@@ -107,6 +113,14 @@ export class SocketProxy {
       for (const [line] of chunk.toString('latin1').matchAll(REQUEST_LINE)) this.requests.push(line);
     });
     this.forward(client, engine);
+    engine.on('data', (chunk: Buffer) => {
+      if (this.awaited.length === 0) return;
+      const text = chunk.toString('latin1');
+      for (const waiter of this.awaited.filter((waiting) => text.includes(waiting.text))) {
+        this.awaited.splice(this.awaited.indexOf(waiter), 1);
+        waiter.found();
+      }
+    });
     engine.pipe(client);
   }
 
