@@ -326,7 +326,7 @@ async function scaleOn(agent: ChildProcess, base: string, bare: ChildProcess) {
  * BURST stopped bots started at once, with an agent of its own behind a proxy of the engine's socket
  * that counts what the agent asks: how many times it listed containers, and how many stats it asked for.
  */
-async function startBurst(): Promise<{ bots: number; lists: number; requests: number; streamLosses: number }> {
+async function startBurst(): Promise<{ bots: number; lists: number; addressLookups: number; requests: number; streamLosses: number; failedInspections: number }> {
   const ids = Array.from({ length: BURST }, (_, i) => `bot_${i + 1}_2_burst${runId}`);
   // A network of their own: a Linux bridge takes at most 1,024 ports, and 1,000 bots are on the first.
   await docker.createNetwork({ Name: burstNetwork, Labels: { 'bot-agent-bench': runId } });
@@ -345,7 +345,12 @@ async function startBurst(): Promise<{ bots: number; lists: number; requests: nu
     const asked = proxy.requests.slice(before);
     // Each loss of the event stream (a watchdog ping past its deadline on a busy engine) lists every container again.
     const streamLosses = (log().match(/lost the engine event stream/g) ?? []).length;
-    return { bots: BURST, lists: asked.filter((line) => /^GET \S*\/containers\/json/.test(line)).length, requests: asked.length, streamLosses };
+    // The other reason to list again: an inspection after an event that failed twice.
+    const failedInspections = (log().match(/could not inspect a container after an event/g) ?? []).length;
+    const lists = asked.filter((line) => /^GET \S*\/containers\/json/.test(line));
+    // The index lists every container (all=1); the driver lists running bots when a caller's address is not indexed.
+    const addressLookups = lists.filter((line) => /status/.test(decodeURIComponent(line))).length;
+    return { bots: BURST, lists: lists.length, addressLookups, requests: asked.length, streamLosses, failedInspections };
   } finally {
     agent.kill('SIGTERM');
     await proxy.close();
@@ -444,7 +449,9 @@ function report(machine: Record<string, string | number>, phases: Phase[], scale
       `The bare \`node:http\` server, read the same way for ${BARE_S} s: ${steady.bareCpu}% of a core.`,
     `- ${burst.bots} stopped bots started at once, with an agent behind a proxy of the engine's socket: it listed containers ${burst.lists} times ` +
       `and made ${burst.requests} engine requests in all (one inspect per start event and per network connect). ` +
-      `Its log says it lost the engine's event stream ${burst.streamLosses} times meanwhile (a watchdog ping past its 1.5 s deadline); each loss lists every container again.`,
+      `Of those lists, ${burst.addressLookups} looked for the holder of a caller's address the index did not know. ` +
+      `Its log says it lost the engine's event stream ${burst.streamLosses} times meanwhile (a watchdog ping past its 1.5 s deadline) ` +
+      `and failed an inspection after an event twice ${burst.failedInspections} times; each of those lists every container again.`,
     '',
   );
   lines.push(

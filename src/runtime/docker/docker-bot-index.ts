@@ -263,6 +263,7 @@ export class DockerBotIndex {
           return;
         }
         // Not known for sure: list everything again.
+        this.report('the identity index could not inspect a container after an event, twice; it lists every container again', err);
         this.scheduleRebuild();
         return;
       }
