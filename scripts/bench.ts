@@ -78,8 +78,8 @@ async function agentProcess(env: Record<string, string>): Promise<{ agent: Child
   // process (which also runs autocannon) CPU, and the agent's measured throughput with it.
   const logFile = join(dataDir, 'agent.log');
   const logFd = openSync(logFile, 'a');
-  // Started as the image and `npm start` start it.
-  const agent = spawn(process.execPath, ['--max-semi-space-size=2', '--optimize-for-size', '--no-allocation-site-pretenuring', 'dist/main.js'], {
+  // Started by `npm start`'s own script, so with the same Node flags as it and the image (it execs node: the pid is the agent's).
+  const agent = spawn('bash', ['scripts/start.sh'], {
     env: { ...process.env, AGENT_HOST: '0.0.0.0', AGENT_PORT: String(port), AGENT_DATA_DIR: dataDir, ...env },
     stdio: ['ignore', logFd, 'ignore'],
   });
@@ -89,6 +89,15 @@ async function agentProcess(env: Record<string, string>): Promise<{ agent: Child
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return { agent, port, log: () => readFileSync(logFile, 'utf8') };
+}
+
+/** The error message of one of the agent's log lines (pino's JSON); the line itself should it not parse. */
+function loggedError(line: string): string {
+  try {
+    return String((JSON.parse(line) as { err?: { message?: string } }).err?.message ?? line);
+  } catch {
+    return line;
+  }
 }
 
 async function addBots(count: number): Promise<void> {
@@ -343,13 +352,14 @@ async function startBurst(): Promise<{ bots: number; lists: number; addressLooku
     // The agent takes in the start events (and the network connects) meanwhile.
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     const asked = proxy.requests.slice(before);
+    const logLines = log().split('\n');
     // Each loss of the event stream (a watchdog ping past its deadline on a busy engine) lists every container again.
-    const streamLosses = (log().match(/lost the engine event stream/g) ?? []).length;
+    const streamLosses = logLines.filter((line) => line.includes('lost the engine event stream')).length;
     // The other reason to list again: an inspection after an event that failed twice.
-    const failed = log().split('\n').filter((line) => line.includes('could not inspect a container after an event'));
+    const failed = logLines.filter((line) => line.includes('could not inspect a container after an event'));
     const failedInspections = failed.length;
     // What the engine (or the socket) said, from the first such line: the log goes with the agent's folder.
-    const inspectionError = failed.length > 0 ? String((JSON.parse(failed[0]!) as { err?: { message?: string } }).err?.message ?? '') : '';
+    const inspectionError = failed.length > 0 ? loggedError(failed[0]!) : '';
     const lists = asked.filter((line) => /^GET \S*\/containers\/json/.test(line));
     // The index lists every container (all=1); the driver lists running bots when a caller's address is not indexed.
     const addressLookups = lists.filter((line) => /status/.test(decodeURIComponent(line))).length;

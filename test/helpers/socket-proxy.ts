@@ -109,9 +109,6 @@ export class SocketProxy {
     pair[1] = engine;
     engine.on('error', () => client.destroy());
     engine.on('close', () => client.destroy());
-    client.on('data', (chunk: Buffer) => {
-      for (const [line] of chunk.toString('latin1').matchAll(REQUEST_LINE)) this.requests.push(line);
-    });
     this.forward(client, engine);
     engine.on('data', (chunk: Buffer) => {
       if (this.awaited.length === 0) return;
@@ -129,6 +126,7 @@ export class SocketProxy {
     // Request by request, on every connection: a keep-alive connection carries many, and may predate a rule.
     client.on('data', (chunk: Buffer) => {
       const lines = [...chunk.toString('latin1').matchAll(REQUEST_LINE)].map(([line]) => line);
+      this.requests.push(...lines);
       const drop = this.drops.findIndex((pattern) => lines.some((line) => pattern.test(line)));
       if (drop >= 0) {
         this.drops.splice(drop, 1);
@@ -139,12 +137,14 @@ export class SocketProxy {
       }
       const ms = this.delays.find(({ pattern }) => lines.some((line) => pattern.test(line)))?.ms ?? 0;
       client.pause();
-      setTimeout(() => {
+      const pass = (): void => {
         if (engine.destroyed) return;
         engine.write(chunk, () => {
           if (this.mode !== 'stall') client.resume();
         });
-      }, ms);
+      };
+      if (ms > 0) setTimeout(pass, ms);
+      else pass();
     });
     client.on('end', () => engine.end());
   }
