@@ -335,7 +335,7 @@ async function scaleOn(agent: ChildProcess, base: string, bare: ChildProcess) {
  * BURST stopped bots started at once, with an agent of its own behind a proxy of the engine's socket
  * that counts what the agent asks: how many times it listed containers, and how many stats it asked for.
  */
-async function startBurst(): Promise<{ bots: number; lists: number; addressLookups: number; requests: number; streamLosses: number; failedInspections: number; inspectionError: string }> {
+async function startBurst(): Promise<{ bots: number; lists: number; addressLookups: number; requests: number; peakConnections: number; streamLosses: number; failedInspections: number; inspectionError: string }> {
   const ids = Array.from({ length: BURST }, (_, i) => `bot_${i + 1}_2_burst${runId}`);
   // A network of their own: a Linux bridge takes at most 1,024 ports, and 1,000 bots are on the first.
   await docker.createNetwork({ Name: burstNetwork, Labels: { 'bot-agent-bench': runId } });
@@ -355,7 +355,7 @@ async function startBurst(): Promise<{ bots: number; lists: number; addressLooku
     const logLines = log().split('\n');
     // Each loss of the event stream (a watchdog ping past its deadline on a busy engine) lists every container again.
     const streamLosses = logLines.filter((line) => line.includes('lost the engine event stream')).length;
-    // The other reason to list again: an inspection after an event that failed twice.
+    // Inspections after an event that failed twice in a row (each is tried again later, never answered with a list).
     const failed = logLines.filter((line) => line.includes('could not inspect a container after an event'));
     const failedInspections = failed.length;
     // What the engine (or the socket) said, from the first such line: the log goes with the agent's folder.
@@ -363,7 +363,7 @@ async function startBurst(): Promise<{ bots: number; lists: number; addressLooku
     const lists = asked.filter((line) => /^GET \S*\/containers\/json/.test(line));
     // The index lists every container (all=1); the driver lists running bots when a caller's address is not indexed.
     const addressLookups = lists.filter((line) => /status/.test(decodeURIComponent(line))).length;
-    return { bots: BURST, lists: lists.length, addressLookups, requests: asked.length, streamLosses, failedInspections, inspectionError };
+    return { bots: BURST, lists: lists.length, addressLookups, requests: asked.length, peakConnections: proxy.peakConnections, streamLosses, failedInspections, inspectionError };
   } finally {
     agent.kill('SIGTERM');
     await proxy.close();
@@ -461,10 +461,10 @@ function report(machine: Record<string, string | number>, phases: Phase[], scale
       `agent ${steady.agentCpu}% of a core, engine ${steady.engineCpu}%, agent RSS at most ${steady.agentRssMb} MB. ` +
       `The bare \`node:http\` server, read the same way for ${BARE_S} s: ${steady.bareCpu}% of a core.`,
     `- ${burst.bots} stopped bots started at once, with an agent behind a proxy of the engine's socket: it listed containers ${burst.lists} times ` +
-      `and made ${burst.requests} engine requests in all (one inspect per start event and per network connect). ` +
+      `and made ${burst.requests} engine requests in all (an inspection per container an event named, at most 16 at once: ${burst.peakConnections} connections to the engine at most). ` +
       `Of those lists, ${burst.addressLookups} looked for the holder of a caller's address the index did not know. ` +
       `Its log says it lost the engine's event stream ${burst.streamLosses} times meanwhile (a watchdog ping past its 1.5 s deadline) ` +
-      `and failed an inspection after an event twice ${burst.failedInspections} times${burst.inspectionError ? ` (the first: "${burst.inspectionError}")` : ''}; each of those lists every container again.`,
+      `and failed an inspection after an event twice in a row ${burst.failedInspections} times${burst.inspectionError ? ` (the first: "${burst.inspectionError}")` : ''}; those are tried again later, not answered with a list.`,
     '',
   );
   lines.push(

@@ -104,6 +104,42 @@ test('an inspection the engine drops once is tried again, not answered with a li
   t.is(listed() - before, 0);
 });
 
+test('an inspection the engine keeps failing is tried again later and later, never answered with a list', async (t) => {
+  const proxy = new SocketProxy();
+  await proxy.start();
+  t.teardown(() => proxy.close());
+  const bot = await fixture.runBot({ start: false });
+  const index = new DockerBotIndex(new Docker({ socketPath: proxy.path }));
+  t.teardown(() => index.close());
+  const listed = (): number => proxy.requests.filter((line) => /^GET \S*\/containers\/json/.test(line)).length;
+  t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
+  const inspection = new RegExp(`^GET \\S*/containers/${bot.container.id}/json`);
+  for (let i = 0; i < 3; i++) proxy.dropOnce(inspection);
+  const before = listed();
+  await bot.container.start();
+  const address = await addressOf(bot.id);
+  t.true(await eventually(() => index.botAt(address)?.botId === bot.id, 10_000), 'the bot was never indexed');
+  t.is(proxy.dropped, 3);
+  t.is(listed() - before, 0);
+});
+
+test('a burst of starts on a slow engine is inspected a few containers at a time, not all at once', async (t) => {
+  const proxy = new SocketProxy();
+  // Each inspection held, as a busy engine holds one until the container's start is done.
+  proxy.delay(/^GET \S*\/containers\/[0-9a-f]+\/json/, 300);
+  await proxy.start();
+  t.teardown(() => proxy.close());
+  const index = new DockerBotIndex(new Docker({ socketPath: proxy.path }));
+  t.teardown(() => index.close());
+  const bots = await Promise.all(Array.from({ length: 30 }, () => fixture.runBot({ start: false })));
+  t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
+  await Promise.all(bots.map((bot) => bot.container.start()));
+  const addresses = await Promise.all(bots.map((bot) => addressOf(bot.id)));
+  t.true(await eventually(() => bots.every((bot, i) => index.botAt(addresses[i]!)?.botId === bot.id), 15_000), 'not every bot was indexed');
+  // 16 inspections, the event stream, and a list or ping besides; 30 starts and their network connects unqueued would be ~60.
+  t.true(proxy.peakConnections <= 20, `${proxy.peakConnections} connections to the engine at once`);
+});
+
 test('the index keeps each running bot\'s start time, read again when it restarts', async (t) => {
   const index = new DockerBotIndex(fixture.docker);
   t.teardown(() => index.close());

@@ -26,6 +26,8 @@ export class SocketProxy {
   private readonly awaited: Array<{ text: string; found: () => void }> = [];
   /** How many requests `dropOnce` dropped. */
   dropped = 0;
+  /** The most connections open at once (a client that keeps connections alive opens one per request under way). */
+  peakConnections = 0;
   private server: Server | undefined;
 
   /** `upstream`: a unix socket's path, or a TCP address, which the proxy then serves on a loopback port. */
@@ -100,6 +102,7 @@ export class SocketProxy {
     }
     const pair: [Socket, Socket | undefined] = [client, undefined];
     this.pairs.add(pair);
+    this.peakConnections = Math.max(this.peakConnections, this.pairs.size);
     client.on('close', () => {
       pair[1]?.destroy();
       this.pairs.delete(pair);

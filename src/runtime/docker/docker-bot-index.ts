@@ -32,8 +32,9 @@ const GONE = new Set(['die', 'kill', 'stop', 'destroy', 'pause']);
 /** Container events that change what the index holds of a container (exec, attach, health and the like do not). */
 const CHANGES = new Set([...GONE, 'create', 'start', 'restart', 'unpause', 'rename', 'update']);
 const RECONNECT_MS = 1_000;
-/** How long after an inspection failed (other than with a 404) it is tried once more. */
+/** An inspection that failed other than with a 404 is tried again after this, doubled on each failure up to RETRY_MAX_MS. */
 const RETRY_MS = 500;
+const RETRY_MAX_MS = 10_000;
 /** The event stream is silent while nothing happens: a ping this often tells a quiet engine from a stalled one. */
 const WATCHDOG_MS = 10_000;
 /** How long subscribing or a watchdog ping may take. */
@@ -44,7 +45,7 @@ const DEADLINE_MS = 1_500;
  * a thousand bots listed on a busy host outlast a caller's deadline.
  */
 const BACKGROUND_DEADLINE_MS = 10_000;
-/** How many containers a whole listing inspects at once. */
+/** How many containers are inspected at once, after events or in a whole listing. */
 const INSPECT_AT_ONCE = 16;
 
 /**
@@ -52,23 +53,30 @@ const INSPECT_AT_ONCE = 16;
  * current from the engine's event stream, so that identifying a caller costs
  * no engine call. The index is listed whole when the stream (re)connects; after
  * that each event that changes a container has that one container inspected,
- * so a burst of events never re-lists every container. While the stream is
- * down (and before it first comes up) nothing is answered from the index.
+ * so a burst of events never re-lists every container: its inspections wait
+ * in a queue, INSPECT_AT_ONCE at a time, one per container however many events
+ * name it, and one that fails is tried again with a growing delay. While the
+ * stream is down (and before it first comes up) nothing is answered from the index.
  */
 export class DockerBotIndex {
   private byAddress = new Map<string, IndexedBot>();
   private byBotId = new Map<string, IndexedBot>();
   private byContainer = new Map<string, IndexedBot>();
-  /** The inspection under way after a container's latest event, which the run watcher shares. */
-  private readonly inspections = new Map<string, Promise<ContainerInspectInfo | undefined>>();
+  /** What the inspection after a container's latest event will say, which the run watcher shares. */
+  private readonly inspections = new Map<string, PromiseWithResolvers<ContainerInspectInfo | undefined>>();
+  /** Containers to inspect after an event, oldest first; one named again while it is inspected is inspected again after. */
+  private readonly waiting = new Set<string>();
+  private readonly inspecting = new Set<string>();
+  /** Per container, how often its inspection after an event has failed in a row. */
+  private readonly failures = new Map<string, number>();
+  /** Counts losses of the event stream: an inspection begun before one is not filed (the list after it is newer). */
+  private generation = 0;
   private live = false;
   /** Whether the loss of the stream was reported and it has not come back since. */
   private failing = false;
   private started = false;
   private closed = false;
   private events: EngineStream | undefined;
-  private rebuilding: Promise<void> | undefined;
-  private rebuildAgain = false;
   /** Set while the index is listed whole. */
   private listing = false;
   /** Containers an event named while the index was listed whole: the list may predate the event, so each is inspected after it. */
@@ -80,9 +88,6 @@ export class DockerBotIndex {
   private readonly listeners: Array<(event: EngineEvent) => void> = [];
   /** The time of the newest event seen (ns), so that a new subscription replays what it missed. */
   private lastEventNano: number | undefined;
-  /** Per container, the number of its latest event: an inspection answered after a later event is dropped. */
-  private readonly latestEvent = new Map<string, number>();
-  private eventCount = 0;
 
   constructor(
     private readonly docker: Docker,
@@ -167,10 +172,6 @@ export class DockerBotIndex {
         this.live = true;
         this.failing = false;
       }
-      if (this.rebuildAgain) {
-        this.rebuildAgain = false;
-        this.scheduleRebuild();
-      }
     } catch (err) {
       this.lost(this.events, err);
     }
@@ -186,6 +187,7 @@ export class DockerBotIndex {
     this.live = false;
     this.events = undefined;
     events?.destroy?.();
+    this.forgetQueue();
     if (this.closed || this.reconnect) return;
     this.reconnect = setTimeout(() => {
       this.reconnect = undefined;
@@ -199,7 +201,7 @@ export class DockerBotIndex {
    */
   inspect(containerId: string): Promise<ContainerInspectInfo | undefined> {
     return (
-      this.inspections.get(containerId) ??
+      this.inspections.get(containerId)?.promise ??
       this.docker
         .getContainer(containerId)
         .inspect({ abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS) })
@@ -236,44 +238,73 @@ export class DockerBotIndex {
     else this.track(containerId);
   }
 
-  /** Inspects the container again, superseding any inspection of it under way. */
+  /** Queues the container's inspection (once, however many events name it); the run watcher may share what it says. */
   private track(containerId: string): void {
-    const number = ++this.eventCount;
-    this.latestEvent.set(containerId, number);
-    void this.refresh(containerId, number);
+    if (!this.inspections.has(containerId)) this.inspections.set(containerId, Promise.withResolvers());
+    this.waiting.add(containerId);
+    this.pump();
+  }
+
+  /** Starts queued inspections while fewer than INSPECT_AT_ONCE are under way, never two of one container. */
+  private pump(): void {
+    for (const containerId of this.waiting) {
+      if (this.inspecting.size >= INSPECT_AT_ONCE) return;
+      if (this.inspecting.has(containerId)) continue;
+      this.waiting.delete(containerId);
+      this.inspecting.add(containerId);
+      void this.refresh(containerId).finally(() => {
+        this.inspecting.delete(containerId);
+        this.pump();
+      });
+    }
   }
 
   /**
-   * Inspects one container after an event and files what it says, unless a later event of it came meanwhile.
-   * A failure other than a 404 is tried once more before everything is listed again: a busy engine may drop one call.
+   * Inspects one container after an event and files what it says, unless an event named it again meanwhile
+   * (it is queued again, and that inspection files it). A failure other than a 404 does not make the index
+   * list everything (which a busy engine answers slower still): the container is inspected again later.
    */
-  private async refresh(containerId: string, number: number, retried = false): Promise<void> {
+  private async refresh(containerId: string): Promise<void> {
+    const generation = this.generation;
     let info: ContainerInspectInfo | undefined;
-    const inspection = this.docker.getContainer(containerId).inspect({ abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS) });
-    const shared = inspection.catch(() => undefined);
-    this.inspections.set(containerId, shared);
+    let failure: unknown;
     try {
-      info = await inspection;
+      info = await this.docker.getContainer(containerId).inspect({ abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS) });
     } catch (err) {
-      if ((err as { statusCode?: number }).statusCode !== 404) {
-        if (!retried) {
-          setTimeout(() => {
-            if (!this.closed && this.latestEvent.get(containerId) === number) void this.refresh(containerId, number, true);
-          }, RETRY_MS).unref();
-          return;
-        }
-        // Not known for sure: list everything again.
-        this.report('the identity index could not inspect a container after an event, twice; it lists every container again', err);
-        this.scheduleRebuild();
-        return;
-      }
-    } finally {
-      if (this.inspections.get(containerId) === shared) this.inspections.delete(containerId);
+      if ((err as { statusCode?: number }).statusCode !== 404) failure = err;
     }
-    if (this.latestEvent.get(containerId) !== number) return;
-    this.latestEvent.delete(containerId);
+    if (this.waiting.has(containerId)) return;
+    this.inspections.get(containerId)?.resolve(info);
+    this.inspections.delete(containerId);
+    if (generation !== this.generation || this.closed) return;
+    if (failure !== undefined) {
+      this.retry(containerId, failure);
+      return;
+    }
+    this.failures.delete(containerId);
     this.startedSince.delete(containerId);
     this.file(containerId, info && indexedFrom(info));
+  }
+
+  /** Queues the container again after a delay that doubles with each failure in a row; says so once a second one failed. */
+  private retry(containerId: string, err: unknown): void {
+    const failed = (this.failures.get(containerId) ?? 0) + 1;
+    this.failures.set(containerId, failed);
+    const delayMs = Math.min(RETRY_MAX_MS, RETRY_MS * 2 ** (failed - 1));
+    if (failed === 2) this.report(`the identity index could not inspect a container after an event, twice; it tries again every ${RETRY_MAX_MS / 1000} s at most`, err);
+    setTimeout(() => {
+      // Unless an event's inspection since has settled it, or the stream was lost (the list after it covers the container).
+      if (!this.closed && this.failures.get(containerId) === failed) this.track(containerId);
+    }, delayMs).unref();
+  }
+
+  /** After a loss of the event stream: the list that follows it covers every queued container. */
+  private forgetQueue(): void {
+    this.generation++;
+    this.waiting.clear();
+    this.failures.clear();
+    for (const pending of this.inspections.values()) pending.resolve(undefined);
+    this.inspections.clear();
   }
 
   /** Puts the container's entry in place of what the index held of it; none removes it. */
@@ -294,23 +325,6 @@ export class DockerBotIndex {
   private forget(containerId: string): void {
     const held = this.byContainer.get(containerId);
     if (held) this.file(containerId, { ...held, running: false, addresses: [] });
-  }
-
-  private scheduleRebuild(): void {
-    this.latestEvent.clear();
-    if (this.rebuilding) {
-      this.rebuildAgain = true;
-      return;
-    }
-    this.rebuilding = this.rebuild()
-      .catch((err: unknown) => this.lost(this.events, err))
-      .finally(() => {
-        this.rebuilding = undefined;
-        if (this.rebuildAgain) {
-          this.rebuildAgain = false;
-          this.scheduleRebuild();
-        }
-      });
   }
 
   private async rebuild(): Promise<void> {
