@@ -86,7 +86,7 @@ test('starts while the index is listed are inspected one by one after the list, 
   t.is(listed(), 1);
 });
 
-test('an inspection the engine drops once is tried again, not answered with a list of every container', async (t) => {
+const droppedInspections = test.macro(async (t, drops: number) => {
   const proxy = new SocketProxy();
   await proxy.start();
   t.teardown(() => proxy.close());
@@ -95,33 +95,17 @@ test('an inspection the engine drops once is tried again, not answered with a li
   t.teardown(() => index.close());
   const listed = (): number => proxy.requests.filter((line) => /^GET \S*\/containers\/json/.test(line)).length;
   t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
-  proxy.dropOnce(new RegExp(`^GET \\S*/containers/${bot.container.id}/json`));
+  for (let i = 0; i < drops; i++) proxy.dropOnce(new RegExp(`^GET \\S*/containers/${bot.container.id}/json`));
   const before = listed();
   await bot.container.start();
   const address = await addressOf(bot.id);
   t.true(await eventually(() => index.botAt(address)?.botId === bot.id), 'the bot was never indexed');
-  t.is(proxy.dropped, 1);
+  t.is(proxy.dropped, drops);
   t.is(listed() - before, 0);
 });
 
-test('an inspection the engine keeps failing is tried again later and later, never answered with a list', async (t) => {
-  const proxy = new SocketProxy();
-  await proxy.start();
-  t.teardown(() => proxy.close());
-  const bot = await fixture.runBot({ start: false });
-  const index = new DockerBotIndex(new Docker({ socketPath: proxy.path }));
-  t.teardown(() => index.close());
-  const listed = (): number => proxy.requests.filter((line) => /^GET \S*\/containers\/json/.test(line)).length;
-  t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
-  const inspection = new RegExp(`^GET \\S*/containers/${bot.container.id}/json`);
-  for (let i = 0; i < 3; i++) proxy.dropOnce(inspection);
-  const before = listed();
-  await bot.container.start();
-  const address = await addressOf(bot.id);
-  t.true(await eventually(() => index.botAt(address)?.botId === bot.id, 10_000), 'the bot was never indexed');
-  t.is(proxy.dropped, 3);
-  t.is(listed() - before, 0);
-});
+test('an inspection the engine drops once is tried again, not answered with a list of every container', droppedInspections, 1);
+test('an inspection the engine keeps failing is tried again later and later, never answered with a list', droppedInspections, 3);
 
 test('a burst of starts on a slow engine is inspected a few containers at a time, not all at once', async (t) => {
   const proxy = new SocketProxy();
