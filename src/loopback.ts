@@ -1,10 +1,9 @@
-import { BlockList, isIPv4 } from 'node:net';
+import { isIPv4 } from 'node:net';
 
-const loopback = new BlockList();
-loopback.addSubnet('127.0.0.0', 8, 'ipv4');
-loopback.addAddress('::1', 'ipv6');
-
-/** Whether a plain (not IPv4-mapped) address is a loopback address. */
+/**
+ * Whether a plain (not IPv4-mapped) address, as a socket reports it, is a loopback address: 127.0.0.0/8 or ::1.
+ * A string test, not net.BlockList: asked on every request, its check built a native address object each time.
+ */
 export function isLoopback(address: string): boolean {
-  return loopback.check(address, isIPv4(address) ? 'ipv4' : 'ipv6');
+  return address === '::1' || (address.startsWith('127.') && isIPv4(address));
 }

@@ -128,6 +128,7 @@ export class DockerBotIndex {
     clearTimeout(this.reconnect);
     clearInterval(this.watchdog);
     this.events?.destroy?.();
+    this.forgetQueue();
   }
 
   private start(): void {
@@ -298,7 +299,7 @@ export class DockerBotIndex {
     }, delayMs).unref();
   }
 
-  /** After a loss of the event stream: the list that follows it covers every queued container. */
+  /** After a loss of the event stream (the list that follows it covers every queued container), or once closed. */
   private forgetQueue(): void {
     this.generation++;
     this.waiting.clear();
