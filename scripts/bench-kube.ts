@@ -50,8 +50,30 @@ async function cost(call: string, origin: string, once: () => Promise<unknown>):
   return { call, requestsPerCall: Number((requests / CALLS).toFixed(3)), p50Ms: Number((times[Math.floor(times.length / 2)] ?? NaN).toFixed(2)) };
 }
 
-/** Brings the cluster up (built once, then cached), runs BOTS bots on it and measures; removes its namespace. */
+/** Whether the local cluster's API server is running (its pid file names a live kube-apiserver). */
+function clusterRunning(): boolean {
+  try {
+    execFileSync('bash', ['-c', 'source scripts/kube/layout.sh && daemon_pid kube-apiserver'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Brings the cluster up (built once, then cached), runs BOTS bots on it and measures; removes its namespace,
+ * and takes the cluster down again when it was not running before (its daemons would weigh on a next run).
+ */
 export async function kubernetesCosts(): Promise<KubeCallCost[]> {
+  const wasRunning = clusterRunning();
+  try {
+    return await measureOnCluster();
+  } finally {
+    if (!wasRunning) execFileSync('bash', ['scripts/kube/down.sh'], { stdio: 'ignore' });
+  }
+}
+
+async function measureOnCluster(): Promise<KubeCallCost[]> {
   const up = execFileSync('bash', ['scripts/kube/up.sh'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   process.env.BOT_AGENT_KUBECONFIG = up.trim().split('\n').at(-1);
   const { harness, namespace, agentConfig } = await clusterHarness();
