@@ -109,18 +109,20 @@ test('an inspection the engine keeps failing is tried again later and later, nev
 
 test('a burst of starts on a slow engine is inspected a few containers at a time, not all at once', async (t) => {
   const proxy = new SocketProxy();
-  // Each inspection held, as a busy engine holds one until the container's start is done.
-  proxy.delay(/^GET \S*\/containers\/[0-9a-f]+\/json/, 300);
+  // Each inspection held, as a busy engine holds one until the container's start is done; long enough that
+  // unqueued, the inspections of every start and network connect would all be under way at once.
+  proxy.delay(/^GET \S*\/containers\/[0-9a-f]+\/json/, 1_000);
   await proxy.start();
   t.teardown(() => proxy.close());
   const index = new DockerBotIndex(new Docker({ socketPath: proxy.path }));
   t.teardown(() => index.close());
-  const bots = await Promise.all(Array.from({ length: 30 }, () => fixture.runBot({ start: false })));
+  // Few enough not to slow the engine that other test files share.
+  const bots = await Promise.all(Array.from({ length: 20 }, () => fixture.runBot({ start: false })));
   t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
   await Promise.all(bots.map((bot) => bot.container.start()));
   const addresses = await Promise.all(bots.map((bot) => addressOf(bot.id)));
   t.true(await eventually(() => bots.every((bot, i) => index.botAt(addresses[i]!)?.botId === bot.id), 15_000), 'not every bot was indexed');
-  // 16 inspections, the event stream, and a list or ping besides; 30 starts and their network connects unqueued would be ~60.
+  // 16 inspections, the event stream, and a list or ping besides; 20 starts and their network connects unqueued would be ~40.
   t.true(proxy.peakConnections <= 20, `${proxy.peakConnections} connections to the engine at once`);
 });
 

@@ -81,7 +81,9 @@ export class KubeRunWatcher {
     const ended = status.state?.terminated;
     if (ended) {
       runs.running = undefined;
-      this.end(botId, uid, runs, ended, deleting, async () => (await this.readLogs(name, container, false, EXIT_LOG_LINES).catch(() => undefined)) ?? (await runs.linesAtDeletion) ?? '');
+      // A pod being deleted may answer its lines empty once the kubelet has removed its container: the lines read
+      // when the deletion began are then the run's.
+      this.end(botId, uid, runs, ended, deleting, async () => (await this.readLogs(name, container, false, EXIT_LOG_LINES).catch(() => '')) || ((await runs.linesAtDeletion) ?? ''));
     }
     const running = status.state?.running?.startedAt;
     if (running) {
