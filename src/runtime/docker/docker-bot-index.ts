@@ -45,7 +45,7 @@ const DEADLINE_MS = 1_500;
  * a thousand bots listed on a busy host outlast a caller's deadline.
  */
 const BACKGROUND_DEADLINE_MS = 10_000;
-/** How many containers are inspected at once, after events or in a whole listing. */
+/** How many containers the queue after events, and a whole listing, each inspect at once. */
 const INSPECT_AT_ONCE = 16;
 
 /**
