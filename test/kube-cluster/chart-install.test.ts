@@ -47,7 +47,7 @@ test.before(async () => {
   await run('bash', ['scripts/kube/images.sh', `${image.repository}:${image.tag}`, TEST_IMAGE]);
   await helm(
     'install', 'rel', CHART, '--namespace', namespace, '--create-namespace', '--kubeconfig', process.env.BOT_AGENT_KUBECONFIG ?? '',
-    '--set', `image.repository=${image.repository}`, '--set', `image.tag=${image.tag}`, '--set', 'image.pullPolicy=Never',
+    '--set', `image.repository=${image.repository}`, '--set-string', `image.tag=${image.tag}`, '--set', 'image.pullPolicy=Never',
     '--wait', '--timeout', '3m',
   );
   // No cluster DNS here: bots use the Service's cluster IP where they would use the name `agent`.
