@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import test from 'ava';
+import type { ExecutionContext } from 'ava';
 import Docker from 'dockerode';
 import { DockerBotIndex } from '../../src/runtime/docker/docker-bot-index.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
@@ -24,6 +25,21 @@ test.before(async () => {
 test.after.always(async () => {
   await fixture.cleanup();
 });
+
+/**
+ * An index behind a proxy of the engine's socket, both closed with the test; `hold` holds back the requests
+ * it names. `listed()` counts the index's container lists so far.
+ */
+async function indexBehindProxy(t: ExecutionContext, hold?: { pattern: RegExp; ms: number }) {
+  const proxy = new SocketProxy();
+  if (hold) proxy.delay(hold.pattern, hold.ms);
+  await proxy.start();
+  t.teardown(() => proxy.close());
+  const index = new DockerBotIndex(new Docker({ socketPath: proxy.path }));
+  t.teardown(() => index.close());
+  const listed = (): number => proxy.requests.filter((line) => /^GET \S*\/containers\/json/.test(line)).length;
+  return { proxy, index, listed };
+}
 
 const addressOf = async (id: string): Promise<string> => {
   const networks = (await fixture.docker.getContainer(id).inspect()).NetworkSettings.Networks;
@@ -45,14 +61,9 @@ test('the index follows the engine: a bot started later is known by its address,
 });
 
 test('a burst of starts is taken in one container at a time: the index lists no container again, and knows each', async (t) => {
-  const proxy = new SocketProxy();
-  await proxy.start();
-  t.teardown(() => proxy.close());
-  const index = new DockerBotIndex(new Docker({ socketPath: proxy.path }));
-  t.teardown(() => index.close());
+  const { index, listed } = await indexBehindProxy(t);
   const bots = await Promise.all(Array.from({ length: 12 }, () => fixture.runBot({ start: false })));
   t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
-  const listed = (): number => proxy.requests.filter((line) => /^GET \S*\/containers\/json/.test(line)).length;
   // Let the inspections of other tests' containers that changed during its first listing pass.
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   const before = listed();
@@ -69,15 +80,9 @@ test('a burst of starts is taken in one container at a time: the index lists no 
 });
 
 test('starts while the index is listed are inspected one by one after the list, not listed again', async (t) => {
-  const proxy = new SocketProxy();
   // The index's list held long enough for the starts (and their events) to fall within it.
-  proxy.delay(/^GET \S*\/containers\/json/, 2_000);
-  await proxy.start();
-  t.teardown(() => proxy.close());
+  const { index, listed } = await indexBehindProxy(t, { pattern: /^GET \S*\/containers\/json/, ms: 2_000 });
   const bots = await Promise.all(Array.from({ length: 6 }, () => fixture.runBot({ start: false })));
-  const index = new DockerBotIndex(new Docker({ socketPath: proxy.path }));
-  t.teardown(() => index.close());
-  const listed = (): number => proxy.requests.filter((line) => /^GET \S*\/containers\/json/.test(line)).length;
   index.botAt('10.255.255.254');
   t.true(await eventually(() => listed() === 1), 'the index never listed');
   await Promise.all(bots.map((bot) => bot.container.start()));
@@ -87,13 +92,8 @@ test('starts while the index is listed are inspected one by one after the list, 
 });
 
 const droppedInspections = test.macro(async (t, drops: number) => {
-  const proxy = new SocketProxy();
-  await proxy.start();
-  t.teardown(() => proxy.close());
+  const { proxy, index, listed } = await indexBehindProxy(t);
   const bot = await fixture.runBot({ start: false });
-  const index = new DockerBotIndex(new Docker({ socketPath: proxy.path }));
-  t.teardown(() => index.close());
-  const listed = (): number => proxy.requests.filter((line) => /^GET \S*\/containers\/json/.test(line)).length;
   t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
   for (let i = 0; i < drops; i++) proxy.dropOnce(new RegExp(`^GET \\S*/containers/${bot.container.id}/json`));
   const before = listed();
@@ -108,14 +108,9 @@ test('an inspection the engine drops once is tried again, not answered with a li
 test('an inspection the engine keeps failing is tried again later and later, never answered with a list', droppedInspections, 3);
 
 test('a burst of starts on a slow engine is inspected a few containers at a time, not all at once', async (t) => {
-  const proxy = new SocketProxy();
   // Each inspection held, as a busy engine holds one until the container's start is done; long enough that
   // unqueued, the inspections of every start and network connect would all be under way at once.
-  proxy.delay(/^GET \S*\/containers\/[0-9a-f]+\/json/, 1_000);
-  await proxy.start();
-  t.teardown(() => proxy.close());
-  const index = new DockerBotIndex(new Docker({ socketPath: proxy.path }));
-  t.teardown(() => index.close());
+  const { proxy, index } = await indexBehindProxy(t, { pattern: /^GET \S*\/containers\/[0-9a-f]+\/json/, ms: 1_000 });
   // Few enough not to slow the engine that other test files share.
   const bots = await Promise.all(Array.from({ length: 20 }, () => fixture.runBot({ start: false })));
   t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
