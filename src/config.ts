@@ -24,7 +24,14 @@ export interface Config {
   readonly dataDir: string;
   /** Where events are POSTed, and the key they are signed with; both or neither. */
   readonly webhook: { readonly url: string; readonly secret: string } | undefined;
+  /** Host names, beyond loopback's, that a loopback caller may name in `Host` (lower case). */
+  readonly trustedHosts: readonly string[];
+  /** Whether the admin API may create and remove bots. */
+  readonly provisioning: boolean;
 }
+
+/** The shortest admin token the agent accepts (CONTRACT.md §4 rule 5). */
+export const MIN_ADMIN_TOKEN = 32;
 
 /** A configuration value that cannot be used; its message names the variable. */
 export class ConfigError extends Error {}
@@ -43,7 +50,9 @@ const env = object({
     'AGENT_NAMESPACE must be a Kubernetes namespace name',
   ),
   AGENT_RESTART_TIMEOUT_MS: wholeNumber('AGENT_RESTART_TIMEOUT_MS', 1, 3_600_000, 'milliseconds').default(60_000),
-  AGENT_ADMIN_TOKEN: string().matches(/^\S+$/, 'AGENT_ADMIN_TOKEN must not contain white space'),
+  AGENT_ADMIN_TOKEN: string()
+    .matches(/^\S+$/, 'AGENT_ADMIN_TOKEN must not contain white space')
+    .min(MIN_ADMIN_TOKEN, `AGENT_ADMIN_TOKEN must have at least ${MIN_ADMIN_TOKEN} characters (e.g. openssl rand -hex 24)`),
   AGENT_RATE_LIMIT: wholeNumber('AGENT_RATE_LIMIT', 1, 10_000, 'operations').default(6),
   AGENT_RATE_WINDOW_MS: wholeNumber('AGENT_RATE_WINDOW_MS', 1_000, 86_400_000, 'milliseconds').default(60_000),
   AGENT_READ_RATE: wholeNumber('AGENT_READ_RATE', 1, 10_000, 'reads a second').default(20),
@@ -54,6 +63,11 @@ const env = object({
     is: (url: string | undefined) => url !== undefined,
     then: (secret) => secret.required('AGENT_WEBHOOK_SECRET is required when AGENT_WEBHOOK_URL is set: it signs each delivery'),
   }),
+  AGENT_TRUSTED_HOSTS: string().matches(
+    /^[A-Za-z0-9.-]+(\s*,\s*[A-Za-z0-9.-]+)*$/,
+    'AGENT_TRUSTED_HOSTS must be host names separated by commas, e.g. agent.internal,platform.local',
+  ),
+  AGENT_PROVISIONING: string().oneOf(['on', 'off'] as const, 'AGENT_PROVISIONING must be on or off').default('on'),
   AGENT_BOTS_AGENT_URL: string()
     .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_BOTS_AGENT_URL must be an http:// or https:// URL')
     .default('http://agent:8000'),
@@ -89,6 +103,13 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
         values.AGENT_WEBHOOK_URL && values.AGENT_WEBHOOK_SECRET
           ? { url: values.AGENT_WEBHOOK_URL, secret: values.AGENT_WEBHOOK_SECRET }
           : undefined,
+      trustedHosts: Object.freeze(
+        (values.AGENT_TRUSTED_HOSTS ?? '')
+          .split(',')
+          .map((host) => host.trim().toLowerCase())
+          .filter((host) => host !== ''),
+      ),
+      provisioning: values.AGENT_PROVISIONING === 'on',
     });
   } catch (err) {
     if (err instanceof ValidationError) throw new ConfigError(err.errors[0] ?? err.message);

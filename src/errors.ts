@@ -106,7 +106,10 @@ export const messages = {
   otherBot: 'a bot may manage only itself',
   notOwner: (botId: string) => `user_id does not own bot ${botId}`,
   stranger: 'forbidden: the caller is neither a bot, nor the platform (loopback or admin token)',
+  crossSite:
+    'forbidden: cross-site request: a loopback caller must name loopback (or AGENT_TRUSTED_HOSTS) in Host, with no Origin of another site and no Sec-Fetch-Site cross-site or same-site',
   platformOnly: 'forbidden: only the platform (loopback or admin token) may create, list or remove bots',
+  provisioningOff: 'forbidden: provisioning is off on this agent (AGENT_PROVISIONING=off): bots are created and removed elsewhere',
   platformOnlyEvents: "forbidden: only the platform (loopback or admin token) may read every bot's events; a bot reads its own at /api/bots/{bot_id}/events",
   noSelfId: 'bot identifier not found; pass it in the X-Bot-ID header',
   restartTimeout: (botId: string, ms: number) =>

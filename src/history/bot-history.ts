@@ -84,6 +84,7 @@ export class BotHistory implements RunObserver {
 
   started(run: RunStart): void {
     this.guard('a run start', () => {
+      if (this.isForgotten(run.botId, run.startedAt)) return;
       this.runs.set(run.botId, run.startedAt.getTime());
       const startedAt = run.startedAt.toISOString();
       this.store.transaction(() => this.append(run.botId, 'started', run.startedAt, { started_at: startedAt }, run.key));
@@ -93,6 +94,7 @@ export class BotHistory implements RunObserver {
 
   ended(run: RunEnd): void {
     this.guard('a run end', () => {
+      if (this.isForgotten(run.botId, run.startedAt ?? run.at)) return;
       if (this.runs.get(run.botId) === run.startedAt?.getTime() || !run.startedAt) this.runs.delete(run.botId);
       const record: ExitRecord = {
         at: run.at.toISOString(),
@@ -138,6 +140,18 @@ export class BotHistory implements RunObserver {
 
   exits(botId: string, limit: number): ExitRecord[] {
     return this.store.exits(botId, limit);
+  }
+
+  /**
+   * Forgets the bot (it was removed): its records, events and crash-loop state
+   * go, and runs that began before now are not recorded when they are reported
+   * late, so that a bot created later under the same id starts with none.
+   */
+  forget(botId: string): void {
+    clearTimeout(this.recoveries.get(botId));
+    this.recoveries.delete(botId);
+    this.runs.delete(botId);
+    this.store.transaction(() => this.store.forget(botId, Date.now()));
   }
 
   close(): void {
@@ -191,6 +205,12 @@ export class BotHistory implements RunObserver {
     queueMicrotask(() => {
       for (const follower of this.followers) follower(event);
     });
+  }
+
+  /** Whether the bot was removed after a run that began at `began`: that run was the removed bot's. */
+  private isForgotten(botId: string, began: Date): boolean {
+    const at = this.store.forgottenAt(botId);
+    return at !== undefined && began.getTime() <= at;
   }
 
   private guard(what: string, work: () => void): void {

@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import type { StatementSync } from 'node:sqlite';
+import { fitJson } from '../runtime/log-tail.js';
 
 /** How a run of a bot ended (CONTRACT.md §8), as answered and kept. */
 export interface ExitRecord {
@@ -34,8 +35,10 @@ export interface PendingDelivery {
   readonly firstAtMs: number;
 }
 
-/** The last records kept per bot; more are kept while they fall within the last hour, for the crash count. */
+/** The last records kept per bot, whatever their age; older ones within the last hour keep only their time, for the crash count. */
 export const EXITS_KEPT = 50;
+/** The most text a record's logs take, measured as answered in JSON (CONTRACT.md §8): the newest lines are kept. */
+export const EXIT_LOG_BYTES = 64 * 1024;
 /** Events kept: at least the last 1,000 and the last 24 hours ... */
 export const EVENTS_KEPT = 1_000;
 export const EVENTS_KEPT_MS = 24 * 3_600_000;
@@ -78,7 +81,8 @@ export class HistoryStore {
         at_ms INTEGER NOT NULL,
         requested INTEGER NOT NULL,
         record TEXT NOT NULL,
-        run_key TEXT UNIQUE
+        run_key TEXT UNIQUE,
+        logs TEXT NOT NULL DEFAULT ''
       );
       CREATE INDEX IF NOT EXISTS exits_by_bot ON exits (bot_id, seq);
       CREATE TABLE IF NOT EXISTS events (
@@ -104,7 +108,36 @@ export class HistoryStore {
         next_at_ms INTEGER NOT NULL,
         first_at_ms INTEGER NOT NULL
       );
+      CREATE TABLE IF NOT EXISTS forgotten (
+        bot_id TEXT PRIMARY KEY,
+        at_ms INTEGER NOT NULL
+      );
     `);
+    this.moveLogsOutOfRecords();
+  }
+
+  /**
+   * Stores of earlier versions kept each record's logs inside its JSON, escaped
+   * (a control byte took six bytes) and up to 4 MiB: they move to a column of
+   * their own, bounded, and only the newest records of each bot keep them.
+   */
+  private moveLogsOutOfRecords(): void {
+    const columns = this.db.prepare('PRAGMA table_info(exits)').all();
+    if (!columns.some((column) => column.name === 'logs')) this.db.exec("ALTER TABLE exits ADD COLUMN logs TEXT NOT NULL DEFAULT ''");
+    const old = this.db.prepare("SELECT seq, bot_id FROM exits WHERE json_extract(record, '$.logs') IS NOT NULL ORDER BY seq DESC").all();
+    const recordOf = this.db.prepare('SELECT record FROM exits WHERE seq = ?');
+    const kept = new Map<string, number>();
+    this.transaction(() => {
+      // One record in memory at a time: an old store may hold many of 4 MiB.
+      for (const row of old) {
+        const { logs, ...record } = JSON.parse(recordOf.get(row.seq as number)?.record as string) as ExitRecord;
+        const botId = row.bot_id as string;
+        const newer = kept.get(botId) ?? 0;
+        kept.set(botId, newer + 1);
+        const text = newer < EXITS_KEPT ? fitJson(logs, EXIT_LOG_BYTES) : '';
+        this.statement('UPDATE exits SET record = ?, logs = ? WHERE seq = ?').run(JSON.stringify(record), text, row.seq as number);
+      }
+    });
   }
 
   close(): void {
@@ -124,23 +157,48 @@ export class HistoryStore {
     }
   }
 
-  /** Keeps an exit record; false when one with this `runKey` is kept already. */
+  /**
+   * Keeps an exit record, its logs bounded to EXIT_LOG_BYTES (the newest lines);
+   * false when one with this `runKey` is kept already. The bot's records past
+   * the newest EXITS_KEPT are dropped, but for the time and kind of those of
+   * the last hour, which the crash count reads.
+   */
   addExit(botId: string, record: ExitRecord, runKey: string): boolean {
+    const { logs, ...fields } = record;
     const { changes } = this.statement(
-      'INSERT OR IGNORE INTO exits (bot_id, at_ms, requested, record, run_key) VALUES (?, ?, ?, ?, ?)',
-    ).run(botId, Date.parse(record.at), record.requested ? 1 : 0, JSON.stringify(record), runKey);
+      'INSERT OR IGNORE INTO exits (bot_id, at_ms, requested, record, run_key, logs) VALUES (?, ?, ?, ?, ?, ?)',
+    ).run(botId, Date.parse(record.at), record.requested ? 1 : 0, JSON.stringify(fields), runKey, fitJson(logs, EXIT_LOG_BYTES));
     if (changes === 0) return false;
-    this.statement(
-      `DELETE FROM exits WHERE bot_id = ? AND at_ms < ? AND seq NOT IN
-         (SELECT seq FROM exits WHERE bot_id = ? ORDER BY seq DESC LIMIT ${EXITS_KEPT})`,
-    ).run(botId, Date.now() - HOUR_MS, botId);
+    const older = `SELECT seq FROM exits WHERE bot_id = ? ORDER BY seq DESC LIMIT -1 OFFSET ${EXITS_KEPT}`;
+    this.statement(`DELETE FROM exits WHERE bot_id = ? AND at_ms < ? AND seq IN (${older})`).run(botId, Date.now() - HOUR_MS, botId);
+    this.statement(`UPDATE exits SET record = '{}', logs = '' WHERE bot_id = ? AND logs != '' AND seq IN (${older})`).run(botId, botId);
     return true;
   }
 
-  /** The bot's newest `limit` exit records, newest first. */
+  /** The bot's newest `limit` exit records (at most EXITS_KEPT), newest first. */
   exits(botId: string, limit: number): ExitRecord[] {
-    const rows = this.statement('SELECT record FROM exits WHERE bot_id = ? ORDER BY seq DESC LIMIT ?').all(botId, limit);
-    return rows.map((row) => JSON.parse(row.record as string) as ExitRecord);
+    const rows = this.statement('SELECT record, logs FROM exits WHERE bot_id = ? ORDER BY seq DESC LIMIT ?').all(
+      botId,
+      Math.min(limit, EXITS_KEPT),
+    );
+    return rows.map((row) => ({ ...(JSON.parse(row.record as string) as Omit<ExitRecord, 'logs'>), logs: row.logs as string }));
+  }
+
+  /**
+   * Drops everything kept of the bot (records, events, crash-loop state) and
+   * remembers when, so that the end of a run begun before then, reported late,
+   * is not taken for a later bot of the same id.
+   */
+  forget(botId: string, atMs: number): void {
+    this.statement('DELETE FROM exits WHERE bot_id = ?').run(botId);
+    this.statement('DELETE FROM events WHERE bot_id = ?').run(botId);
+    this.statement('DELETE FROM crash_loops WHERE bot_id = ?').run(botId);
+    this.statement('INSERT OR REPLACE INTO forgotten (bot_id, at_ms) VALUES (?, ?)').run(botId, atMs);
+  }
+
+  /** When the bot was last forgotten (ms); undefined when never. */
+  forgottenAt(botId: string): number | undefined {
+    return (this.statement('SELECT at_ms FROM forgotten WHERE bot_id = ?').get(botId)?.at_ms as number | undefined) ?? undefined;
   }
 
   /** Runs of the bot that ended without a request at or after `sinceMs`. */

@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import { Forbidden, messages } from '../errors.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { authorize, callerOf } from './caller.js';
-import type { Caller } from './caller.js';
+import type { Caller, PlatformPolicy } from './caller.js';
 import type { ReadLimiter } from './read-limiter.js';
 
 /** Who may call what (CONTRACT.md §4), as the routes ask it. */
@@ -15,9 +15,9 @@ export interface Access {
   platformFor(ctx: Context, refusal?: string): Promise<void>;
 }
 
-export function access(driver: RuntimeDriver, adminToken: string | undefined, readLimiter: ReadLimiter): Access {
+export function access(driver: RuntimeDriver, policy: PlatformPolicy, readLimiter: ReadLimiter): Access {
   const callerFor = async (ctx: Context, botId: string | undefined): Promise<Caller> => {
-    const caller = await callerOf(ctx, driver, adminToken);
+    const caller = await callerOf(ctx, driver, policy);
     if (botId !== undefined) {
       ctx.state.botId = botId;
       authorize(caller, botId);
@@ -32,7 +32,7 @@ export function access(driver: RuntimeDriver, adminToken: string | undefined, re
       return caller;
     },
     async platformFor(ctx, refusal = messages.platformOnlyEvents) {
-      const caller = await callerOf(ctx, driver, adminToken);
+      const caller = await callerOf(ctx, driver, policy);
       if (caller.kind !== 'platform') throw new Forbidden(refusal);
     },
   };

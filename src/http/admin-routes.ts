@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { messages, NotImplemented } from '../errors.js';
+import { Forbidden, messages, NotImplemented } from '../errors.js';
+import type { BotHistory } from '../history/bot-history.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
@@ -13,10 +14,14 @@ export interface AdminRoutesDeps {
   readonly provisioner: Provisioner | undefined;
   readonly access: Access;
   readonly audit: Audit;
+  /** Forgets a removed bot's records and events. */
+  readonly history: BotHistory;
+  /** False (AGENT_PROVISIONING=off): create and remove are refused; listing stays. */
+  readonly provisioning: boolean;
 }
 
 /** Creating, listing and removing bots: the platform's alone (loopback or the admin token), never a bot's. */
-export function adminRoutes({ driver, provisioner, access, audit }: AdminRoutesDeps): Router {
+export function adminRoutes({ driver, provisioner, access, audit, history, provisioning: provisioningOn }: AdminRoutesDeps): Router {
   const router = new Router({ prefix: '/api/admin/bots' });
 
   async function platformOnly(ctx: Context): Promise<Provisioner> {
@@ -25,9 +30,16 @@ export function adminRoutes({ driver, provisioner, access, audit }: AdminRoutesD
     return provisioner;
   }
 
+  /** Create and remove: the platform's, and only while provisioning is on. */
+  async function provisioningFor(ctx: Context): Promise<Provisioner> {
+    const allowed = await platformOnly(ctx);
+    if (!provisioningOn) throw new Forbidden(messages.provisioningOff);
+    return allowed;
+  }
+
   router.post('/', async (ctx) => {
     const body = validate(createBotRequest, ctx.request.body);
-    const provisioning = await platformOnly(ctx);
+    const provisioning = await provisioningFor(ctx);
     ctx.state.botId = body.bot_id;
     await audit(askerOf(ctx), 'create', body.bot_id, () =>
       provisioning.create({
@@ -56,9 +68,10 @@ export function adminRoutes({ driver, provisioner, access, audit }: AdminRoutesD
 
   router.delete('/:bot_id', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
-    const provisioning = await platformOnly(ctx);
+    const provisioning = await provisioningFor(ctx);
     ctx.state.botId = botId;
     await audit(askerOf(ctx), 'remove', botId, () => provisioning.remove(botId));
+    history.forget(botId);
     ctx.body = { ok: true, message: `Bot ${botId} removed` };
   });
 

@@ -3,14 +3,25 @@ import type { Context } from 'koa';
 import { Forbidden, messages } from '../errors.js';
 import { isLoopback } from '../loopback.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
+import { isCrossSite } from './cross-site.js';
+import type { RequestOrigin } from './cross-site.js';
 
 /** Who is calling: a bot (which may manage only itself) or the platform (which may manage any bot). */
 export type Caller = { readonly kind: 'bot'; readonly botId: string } | { readonly kind: 'platform' };
 
-/** What identifies a caller: the socket's source address and the Authorization header, nothing else. */
-export interface CallerEvidence {
+/**
+ * What identifies a caller: the socket's source address and the Authorization header, nothing else;
+ * for a loopback caller also what tells a web page's request apart (RequestOrigin).
+ */
+export interface CallerEvidence extends Partial<RequestOrigin> {
   readonly address: string | undefined;
   readonly authorization: string | undefined;
+}
+
+/** Who counts as the platform besides loopback: the admin token's holder; and the further names loopback callers may use. */
+export interface PlatformPolicy {
+  readonly adminToken: string | undefined;
+  readonly trustedHosts: readonly string[];
 }
 
 /** The address as the runtime reports it: IPv4-mapped IPv6 (`::ffff:10.0.0.2`) becomes plain IPv4. */
@@ -32,19 +43,20 @@ function holdsAdminToken(authorization: string | undefined, adminToken: string |
 
 /**
  * Classifies a caller (CONTRACT.md §4): an address held by a bot is that bot,
- * whatever else the request says; then loopback or the admin token is the
- * platform; anyone else is refused with Forbidden.
+ * whatever else the request says; then the admin token's holder is the
+ * platform, and so is loopback unless a web page could have sent the request
+ * (Forbidden, cross-site); anyone else is refused with Forbidden.
  */
-export async function identifyCaller(
-  evidence: CallerEvidence,
-  driver: RuntimeDriver,
-  adminToken: string | undefined,
-): Promise<Caller> {
+export async function identifyCaller(evidence: CallerEvidence, driver: RuntimeDriver, policy: PlatformPolicy): Promise<Caller> {
   const address = evidence.address === undefined ? undefined : plainAddress(evidence.address);
   const botId = address === undefined ? undefined : await driver.botAtAddress(address);
   if (botId !== undefined) return { kind: 'bot', botId };
-  if (address !== undefined && isLoopback(address)) return { kind: 'platform' };
-  if (holdsAdminToken(evidence.authorization, adminToken)) return { kind: 'platform' };
+  if (holdsAdminToken(evidence.authorization, policy.adminToken)) return { kind: 'platform' };
+  if (address !== undefined && isLoopback(address)) {
+    const origin = { host: evidence.host, origin: evidence.origin, fetchSite: evidence.fetchSite };
+    if (isCrossSite(origin, policy.trustedHosts)) throw new Forbidden(messages.crossSite);
+    return { kind: 'platform' };
+  }
   throw new Forbidden(messages.stranger);
 }
 
@@ -59,12 +71,23 @@ export function isSelf(caller: Caller, botId: string): boolean {
 }
 
 /** The caller of a request, from its connection and Authorization header; recorded on the context for the request log. */
-export async function callerOf(ctx: Context, driver: RuntimeDriver, adminToken: string | undefined): Promise<Caller> {
+export async function callerOf(ctx: Context, driver: RuntimeDriver, policy: PlatformPolicy): Promise<Caller> {
+  const headers = ctx.req.headers;
   const caller = await identifyCaller(
-    { address: ctx.req.socket.remoteAddress, authorization: ctx.get('authorization') || undefined },
+    {
+      address: ctx.req.socket.remoteAddress,
+      authorization: headers.authorization,
+      host: headers.host,
+      origin: headers.origin,
+      fetchSite: headerValue(headers['sec-fetch-site']),
+    },
     driver,
-    adminToken,
+    policy,
   );
   ctx.state.caller = caller.kind === 'bot' ? `bot:${caller.botId}` : 'platform';
   return caller;
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
 }

@@ -23,7 +23,10 @@ import { historyRoutes } from './history-routes.js';
 import { LogFollowing } from './log-follow.js';
 
 /** What the app reads of the configuration. */
-export type AppConfig = Pick<Config, 'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'webhook'>;
+export type AppConfig = Pick<
+  Config,
+  'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'webhook' | 'trustedHosts' | 'provisioning'
+>;
 
 export interface AppDeps {
   readonly driver: RuntimeDriver;
@@ -44,6 +47,19 @@ export interface App {
   readonly routes: RouteEntry[];
   /** Stops following the runtime and sending webhooks, and closes the store (after the driver). */
   close(): Promise<void>;
+}
+
+/**
+ * OPTIONS, and 405 with `Allow` for a method a known path does not serve:
+ * the router answers a method it does not know at all (TRACE, ...) with 501,
+ * which is no fault of the agent's (CONTRACT.md §3).
+ */
+function allowedMethods(router: Router): Koa.Middleware {
+  const answer = router.allowedMethods() as Koa.Middleware;
+  return async (ctx, next) => {
+    await answer(ctx, next);
+    if (ctx.status === 501) ctx.status = 405;
+  };
 }
 
 /** One route the app serves, as `METHOD /path/:param`. */
@@ -76,19 +92,19 @@ export function createApp({ driver, provisioner, config, logger, recoverAfterMs 
   const audit = auditor(logger, metrics, (operation, botId, result, by) => {
     if (operation === 'restart' || operation === 'stop' || operation === 'start') history.operationEnded(botId, operation, result, by);
   });
-  const checks = access(driver, config.adminToken, readLimiter);
+  const checks = access(driver, config, readLimiter);
   // One router holds every route (mounting copies their layers): a request is matched once, not once per group.
   const router = new Router().use(
     healthRoutes(driver, metrics).routes(),
     botRoutes({ driver, lifecycle, limiter, access: checks, audit, logFollowing: new LogFollowing(driver, history) }).routes(),
     historyRoutes({ driver, history, access: checks }).routes(),
-    adminRoutes({ driver, provisioner, access: checks, audit }).routes(),
+    adminRoutes({ driver, provisioner, access: checks, audit, history, provisioning: config.provisioning }).routes(),
   );
 
   app.use(requestLog(logger, metrics));
   app.use(envelope(metrics));
   app.use(jsonBody());
-  app.use(router.routes()).use(router.allowedMethods());
+  app.use(router.routes()).use(allowedMethods(router));
   const routes = router.stack.flatMap((layer) => layer.methods.filter((m) => m !== 'HEAD').map((m): RouteEntry => `${m} ${layer.path}`));
   const close = async (): Promise<void> => {
     await driver.close();

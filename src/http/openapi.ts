@@ -1,5 +1,5 @@
 import { convertSchema } from '@sodaru/yup-to-json-schema';
-import type { Schema } from 'yup';
+import type { Schema, SchemaDescription } from 'yup';
 import { createBotRequest, eventsQuery, exitsQuery, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -14,12 +14,23 @@ type JsonSchema = Record<string, unknown> & { properties?: Record<string, JsonSc
  */
 function jsonSchemaOf(schema: Schema): JsonSchema {
   const { default: _objectDefault, ...converted } = convertSchema(schema as never) as JsonSchema;
-  // yup's required() refuses an empty string, which the converter does not say.
-  for (const name of (converted.required as string[] | undefined) ?? []) {
-    const field = converted.properties?.[name];
-    if (field?.type === 'string' && field.minLength === undefined) field.minLength = 1;
+  return markNonEmpty(schema.describe() as SchemaDescription, converted);
+}
+
+/**
+ * yup's string `required()` refuses the empty string, also where the field
+ * itself is optional, which the converter does not say: wherever that test
+ * is, the JSON Schema gets `minLength: 1` (object fields and array items too).
+ */
+function markNonEmpty(description: SchemaDescription, json: JsonSchema): JsonSchema {
+  if (description.type === 'string' && description.tests.some((test) => test.name === 'required')) json.minLength ??= 1;
+  const { fields, innerType } = description as SchemaDescription & { fields?: Record<string, SchemaDescription>; innerType?: SchemaDescription };
+  for (const [name, field] of Object.entries(fields ?? {})) {
+    const property = json.properties?.[name];
+    if (property) markNonEmpty(field, property);
   }
-  return converted;
+  if (innerType && json.items) markNonEmpty(innerType, json.items as JsonSchema);
+  return json;
 }
 
 /** Query parameters from the fields of a yup object schema. */
@@ -32,12 +43,14 @@ const json = (schema: object) => ({ 'application/json': { schema } });
 /** What each error status means, as CONTRACT.md §3 states it. */
 const failureText: Record<number, string> = {
   400: 'Malformed input: not JSON, a missing or ill-typed field, a bad bot id or `lines`; `msg` names the field',
-  403: 'A bot naming another bot, a `user_id` that is not the owner, or a caller that is neither a bot, loopback nor holds the admin token',
+  403:
+    'A bot naming another bot, a `user_id` that is not the owner, a caller that is neither a bot, loopback nor holds the admin token, ' +
+    'or a loopback request a web page could have sent (`forbidden: cross-site request`)',
   404: '`container not found`: no such bot',
   405: 'Method not allowed on this path',
   409: '`container not found ... must be running`: the bot is stopped; or `<operation> in progress`: a stop or start waited the restart time-out behind another operation and was dropped',
   413: 'Body larger than 16 KiB',
-  415: 'Body not JSON and declared as another type',
+  415: 'A body whose Content-Type is not JSON (`application/json` or `...+json`)',
   429: 'Too many lifecycle operations on this bot, (a bot reading itself) too many reads, or too many log followers; see Retry-After',
   500: 'The runtime refused the operation (`Failed to restart bot ...`), or the agent lacks a permission',
   501: 'The runtime in use does not offer this',

@@ -1,4 +1,4 @@
-/** The most log text one answer carries (CONTRACT.md §2). */
+/** The most log text one answer carries (CONTRACT.md §2), measured as it is written inside the JSON answer. */
 export const MAX_LOG_BYTES = 4 * 1024 * 1024;
 
 const NEWLINE = 0x0a;
@@ -62,22 +62,63 @@ function characterStart(bytes: Buffer, at: number): number {
   return start;
 }
 
+/** The most bytes one UTF-16 code unit can take inside a JSON string (`\u0001`). */
+const MAX_JSON_BYTES_PER_UNIT = 6;
+
+/** Bytes the code unit at `at` (with its pair, when it begins one) takes inside a JSON string as JSON.stringify writes it, in UTF-8. */
+function jsonUnitBytes(code: number): number {
+  if (code < 0x20) return code === 0x08 || code === 0x09 || code === 0x0a || code === 0x0c || code === 0x0d ? 2 : 6;
+  if (code === 0x22 || code === 0x5c) return 2;
+  if (code < 0x80) return 1;
+  if (code < 0x800) return 2;
+  return 3;
+}
+
+const isHighSurrogate = (code: number): boolean => code >= 0xd800 && code <= 0xdbff;
+const isLowSurrogate = (code: number): boolean => code >= 0xdc00 && code <= 0xdfff;
+
 /**
- * The newest whole lines of `bytes` that fit in `maxBytes`; when the newest
- * line alone is longer, its end.
+ * How many bytes `text` takes once written inside a JSON string (UTF-8, as
+ * JSON.stringify escapes it): a control character takes six (`\u0001`), so a
+ * bound on text is not a bound on the answer that carries it.
  */
-function fitting(bytes: Buffer, maxBytes: number): Buffer {
-  if (bytes.length <= maxBytes) return bytes;
-  const newline = bytes.indexOf(NEWLINE, bytes.length - maxBytes - 1);
-  const lineStart = newline + 1;
-  if (newline >= 0 && lineStart < bytes.length) return bytes.subarray(lineStart);
-  return bytes.subarray(characterStart(bytes, bytes.length - maxBytes));
+export function jsonBytes(text: string): number {
+  let bytes = 0;
+  for (let at = 0; at < text.length; at += 1) {
+    const code = text.charCodeAt(at);
+    if (isHighSurrogate(code) && isLowSurrogate(text.charCodeAt(at + 1))) {
+      bytes += 4;
+      at += 1;
+    } else bytes += isHighSurrogate(code) || isLowSurrogate(code) ? 6 : jsonUnitBytes(code);
+  }
+  return bytes;
+}
+
+/**
+ * The newest whole lines of `text` that take at most `maxBytes` inside a JSON
+ * string; when the newest line alone takes more, its end.
+ */
+export function fitJson(text: string, maxBytes: number): string {
+  if (text.length * MAX_JSON_BYTES_PER_UNIT <= maxBytes || jsonBytes(text) <= maxBytes) return text;
+  let start = text.length;
+  for (let budget = maxBytes; start > 0; ) {
+    const code = text.charCodeAt(start - 1);
+    const pair = isLowSurrogate(code) && isHighSurrogate(text.charCodeAt(start - 2));
+    const cost = pair ? 4 : isHighSurrogate(code) || isLowSurrogate(code) ? 6 : jsonUnitBytes(code);
+    if (cost > budget) break;
+    budget -= cost;
+    start -= pair ? 2 : 1;
+  }
+  if (start === 0 || text.charCodeAt(start - 1) === 0x0a) return text.slice(start);
+  const newline = text.indexOf('\n', start);
+  return newline >= 0 && newline + 1 < text.length ? text.slice(newline + 1) : text.slice(start);
 }
 
 /**
  * The answer to a logs read (CONTRACT.md §2): the last `lines` lines of
- * `bytes`, at most `maxBytes` of them as UTF-8 (newest whole lines kept; a
- * single longer line keeps its end), bytes that are not UTF-8 as U+FFFD.
+ * `bytes`, taking at most `maxBytes` once written in the JSON answer (newest
+ * whole lines kept; a single longer line keeps its end), bytes that are not
+ * UTF-8 as U+FFFD.
  * `cut`: `bytes` is the end of a longer text, so its first line may be partial.
  * `tty`: a terminal's CRLF line ends become LF.
  */
@@ -94,7 +135,6 @@ export function lastLines(
   }
   let text = bytes.subarray(start).toString('utf8');
   if (tty) text = text.replace(/\r\n/g, '\n');
-  // U+FFFD takes three bytes where a stray byte took one: measure the text as it is answered.
-  if (Buffer.byteLength(text) > maxBytes) text = fitting(Buffer.from(text), maxBytes).toString('utf8');
-  return text;
+  // Measured as answered: U+FFFD takes three bytes where a stray byte took one, a control byte six.
+  return fitJson(text, maxBytes);
 }

@@ -12,7 +12,7 @@ import { call } from '../helpers/http-client.js';
 // the bot itself (A), another bot (B), a container without the bot label (C),
 // loopback, and C holding the right or a wrong admin token. Each cell's status
 // is written out; no refused call changes any container.
-const TOKEN = 'matrix-admin-token';
+const TOKEN = 'matrix-admin-token-of-32-characters';
 const fixture = new DockerFixture();
 let agent: TestAgent;
 let target: { host: string; port: number };
@@ -161,4 +161,46 @@ test.serial('identity comes from the connection only: forwarding headers are nev
     body: { bot_id: a.id },
   });
   t.is(fromBot.status, 403, 'a bot posing as another bot');
+});
+
+test.serial('a web page on the host acts on nothing and reads nothing: simple POSTs, DNS rebinding, foreign Origins', async (t) => {
+  const before = await fixture.startedAt(a);
+  const owner = { bot_id: a.id, user_id: 'user_1' };
+  // What the issue measured: a page's simple request stopped the bot; a form started it again.
+  const page = { Origin: 'http://evil.example', 'Sec-Fetch-Site': 'cross-site' };
+  const simple = await call(agent.server, '/api/bots/stop', { body: JSON.stringify(owner), headers: { ...page, 'content-type': 'text/plain' } });
+  t.is(simple.status, 415);
+  const form = await call(agent.server, '/api/bots/stop', {
+    body: JSON.stringify(owner),
+    headers: { ...page, 'content-type': 'application/x-www-form-urlencoded' },
+  });
+  t.is(form.status, 415);
+  const { port } = agent.server.address() as AddressInfo;
+  const attempts: Array<[string, Record<string, string>]> = [
+    ['a rebinding page (its own name in Host)', { Host: `evil.example:${port}` }],
+    ['a foreign Origin', { Origin: 'http://evil.example' }],
+    ['an opaque Origin', { Origin: 'null' }],
+    ['a cross-site fetch', { 'Sec-Fetch-Site': 'cross-site' }],
+    ['a same-site fetch', { 'Sec-Fetch-Site': 'same-site' }],
+  ];
+  for (const [what, headers] of attempts) {
+    for (const request of [
+      { path: '/api/bots/stop', body: owner },
+      { path: '/api/bots/restart', body: owner },
+      { path: '/api/bots/logs', body: { bot_id: a.id } },
+      { path: `/api/bots/${a.id}/stats` },
+      { path: `/api/bots/${a.id}` },
+      { path: `/api/bots/${a.id}/exits` },
+      { path: '/api/admin/bots' },
+    ]) {
+      const reply = await call(agent.server, request.path, { ...request, headers });
+      t.is(reply.status, 403, `${what}: ${request.path}`);
+      t.regex(String(reply.body?.msg), /^forbidden: cross-site request/);
+      t.false(/bot_\d/.test(JSON.stringify(reply.body).replace(a.id, '')), 'no bot data');
+    }
+  }
+  t.is(await fixture.startedAt(a), before, 'the bot was never stopped or restarted');
+  t.true(await fixture.running(a));
+  // The platform on the host is still the platform.
+  t.is((await call(agent.server, '/api/bots/logs', { body: { bot_id: a.id }, headers: { Origin: `http://localhost:${port}` } })).status, 200);
 });

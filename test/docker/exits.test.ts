@@ -258,7 +258,7 @@ test('from inside a real bot: its own event stream opens; another bot\'s events 
 test('a follower that does not read is cut off once 1 MiB waits for it, while a bot writes fast; another follower keeps streaming', async (t) => {
   const bot = await fixture.runBot({ script: 'l=$(head -c 16000 /dev/zero | tr "\\0" x); i=0; while :; do i=$((i+1)); echo "$i $l"; done' });
   const stalled = connect((agent.server.address() as AddressInfo).port, '127.0.0.1');
-  stalled.write(`GET /api/bots/${bot.id}/logs?follow=true&lines=0 HTTP/1.1\r\nHost: agent\r\n\r\n`);
+  stalled.write(`GET /api/bots/${bot.id}/logs?follow=true&lines=0 HTTP/1.1\r\nHost: localhost\r\n\r\n`);
   stalled.pause();
   const closed = new Promise<boolean>((resolve) => {
     stalled.on('close', () => resolve(true));

@@ -18,6 +18,8 @@ export const TEST_APP_CONFIG: AppConfig = {
   readRate: 20,
   dataDir: ':memory:',
   webhook: undefined,
+  trustedHosts: [],
+  provisioning: true,
 };
 
 /** A running agent on a free port, for one test file. */

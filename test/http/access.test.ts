@@ -90,11 +90,11 @@ test('a bot holding the admin token is still only itself', async (t) => {
   const driver = new MemoryDriver();
   driver.add(SELF);
   driver.add(OTHER);
-  const server = await agentFor(t, driver, { adminToken: 'the-admin-token' });
+  const server = await agentFor(t, driver, { adminToken: 'the-admin-token-of-32-characters' });
   const reply = await call(server, '/api/bots/logs', {
     body: { bot_id: OTHER.id },
     from: SELF.address,
-    headers: { authorization: 'Bearer the-admin-token' },
+    headers: { authorization: 'Bearer the-admin-token-of-32-characters' },
   });
   t.is(reply.status, 403);
 });
@@ -149,6 +149,8 @@ test('a stopped bot\'s address is no longer that bot', async (t) => {
 
 // Callers that are neither bots nor loopback cannot be made over loopback, so the
 // classification is tested directly; no traffic leaves the machine.
+const policy = (adminToken: string | undefined, trustedHosts: string[] = []) => ({ adminToken, trustedHosts });
+
 const driverWithBot = (): MemoryDriver => {
   const driver = new MemoryDriver();
   driver.add({ id: 'bot_5_5_e', address: '10.1.2.3' });
@@ -157,7 +159,7 @@ const driverWithBot = (): MemoryDriver => {
 
 test('a caller that is neither a bot, nor loopback, nor holds the admin token is forbidden', async (t) => {
   const error = await t.throwsAsync(
-    identifyCaller({ address: '10.9.9.9', authorization: undefined }, driverWithBot(), 'token-1'),
+    identifyCaller({ address: '10.9.9.9', authorization: undefined }, driverWithBot(), policy('token-1')),
   );
   t.is((error as { status?: number }).status, 403);
   t.regex(error.message, /forbidden/);
@@ -165,19 +167,19 @@ test('a caller that is neither a bot, nor loopback, nor holds the admin token is
 
 test('the admin token makes any other address the platform; a wrong or absent token does not', async (t) => {
   const driver = driverWithBot();
-  t.deepEqual(await identifyCaller({ address: '10.9.9.9', authorization: 'Bearer token-1' }, driver, 'token-1'), {
+  t.deepEqual(await identifyCaller({ address: '10.9.9.9', authorization: 'Bearer token-1' }, driver, policy('token-1')), {
     kind: 'platform',
   });
   for (const authorization of ['Bearer token-2', 'Bearer token-1x', 'token-1', 'Basic token-1', '']) {
-    await t.throwsAsync(identifyCaller({ address: '10.9.9.9', authorization }, driver, 'token-1'), undefined, authorization);
+    await t.throwsAsync(identifyCaller({ address: '10.9.9.9', authorization }, driver, policy('token-1')), undefined, authorization);
   }
-  await t.throwsAsync(identifyCaller({ address: '10.9.9.9', authorization: 'Bearer token-1' }, driver, undefined));
+  await t.throwsAsync(identifyCaller({ address: '10.9.9.9', authorization: 'Bearer token-1' }, driver, policy(undefined)));
 });
 
 test('a bot is identified by its address, IPv4-mapped or not', async (t) => {
   const driver = driverWithBot();
   for (const address of ['10.1.2.3', '::ffff:10.1.2.3']) {
-    t.deepEqual(await identifyCaller({ address, authorization: undefined }, driver, undefined), {
+    t.deepEqual(await identifyCaller({ address, authorization: undefined }, driver, policy(undefined)), {
       kind: 'bot',
       botId: 'bot_5_5_e',
     });
@@ -186,8 +188,47 @@ test('a bot is identified by its address, IPv4-mapped or not', async (t) => {
 
 test('loopback in IPv4, IPv4-mapped and IPv6 form is the platform', async (t) => {
   for (const address of ['127.0.0.1', '127.9.9.9', '::ffff:127.0.0.1', '::1']) {
-    t.deepEqual(await identifyCaller({ address, authorization: undefined }, driverWithBot(), undefined), {
+    t.deepEqual(await identifyCaller({ address, authorization: undefined }, driverWithBot(), policy(undefined)), {
       kind: 'platform',
     });
   }
+});
+
+test('loopback is the platform only for what no web page could send (Host, Origin, Sec-Fetch-Site)', async (t) => {
+  const platform = { kind: 'platform' };
+  const fromLoopback = (headers: { host?: string; origin?: string; fetchSite?: string }, trusted: string[] = []) =>
+    identifyCaller({ address: '127.0.0.1', authorization: undefined, ...headers }, driverWithBot(), policy(undefined, trusted));
+  for (const host of [undefined, 'localhost', 'LOCALHOST:8000', '127.0.0.1', '127.0.0.1:8000', '127.1.2.3:80', '[::1]', '[::1]:8000']) {
+    t.deepEqual(await fromLoopback({ host }), platform, String(host));
+  }
+  t.deepEqual(await fromLoopback({ host: 'localhost:8000', origin: 'http://127.0.0.1:3000', fetchSite: 'same-origin' }), platform);
+  t.deepEqual(await fromLoopback({ host: 'agent.internal:8000' }, ['agent.internal']), platform, 'a trusted host');
+  t.deepEqual(await fromLoopback({ host: 'localhost', fetchSite: 'none' }), platform, 'typed into the address bar');
+  const pageCould = [
+    { host: 'evil.example:8000' },
+    { host: 'agent.internal:8000' },
+    { host: '127.0.0.1.evil.example' },
+    { host: 'localhost.evil.example:8000' },
+    { host: 'localhost', origin: 'http://evil.example' },
+    { host: 'localhost', origin: 'null' },
+    { host: 'localhost', origin: 'http://localhost.evil.example' },
+    { host: 'localhost', fetchSite: 'cross-site' },
+    { host: 'localhost', fetchSite: 'same-site' },
+  ];
+  for (const headers of pageCould) {
+    const error = await t.throwsAsync(fromLoopback(headers), undefined, JSON.stringify(headers));
+    t.is((error as { status?: number }).status, 403);
+    t.regex(error!.message, /^forbidden: cross-site request/);
+  }
+});
+
+test('the admin token is the platform whatever Host or Origin says; a bot is a bot', async (t) => {
+  const evil = { host: 'evil.example', origin: 'http://evil.example', fetchSite: 'cross-site' };
+  t.deepEqual(await identifyCaller({ address: '127.0.0.1', authorization: 'Bearer token-1', ...evil }, driverWithBot(), policy('token-1')), {
+    kind: 'platform',
+  });
+  t.deepEqual(await identifyCaller({ address: '10.1.2.3', authorization: undefined, ...evil }, driverWithBot(), policy(undefined)), {
+    kind: 'bot',
+    botId: 'bot_5_5_e',
+  });
 });

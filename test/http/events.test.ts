@@ -139,7 +139,7 @@ test('a follower that does not read is cut off once 1 MiB waits for it; another 
   const { driver, agent } = await setUp(t);
   // A client that sends its request and never reads a byte.
   const stalled = connect((agent.server.address() as AddressInfo).port, '127.0.0.1');
-  stalled.write(`GET /api/bots/${SELF.id}/logs?follow=true&lines=0 HTTP/1.1\r\nHost: agent\r\n\r\n`);
+  stalled.write(`GET /api/bots/${SELF.id}/logs?follow=true&lines=0 HTTP/1.1\r\nHost: localhost\r\n\r\n`);
   stalled.pause();
   const closed = new Promise<void>((resolve) => {
     stalled.on('close', () => resolve());

@@ -76,7 +76,7 @@ test('hostile requests never get a 5xx nor anything but the envelope, and touch 
   const driver = new MemoryDriver();
   driver.add({ ...SELF, ownerId: 'owner_of_a' });
   driver.add({ id: 'bot_2_2_other', ownerId: 'owner_of_other', address: '127.0.0.8' });
-  const agent = await startAgent(driver, { adminToken: 'the-real-admin-token' });
+  const agent = await startAgent(driver, { adminToken: 'the-real-admin-token-32-characters' });
   t.teardown(agent.close);
   const { server } = agent;
   // A self restart runs after its answer, so touches are counted once the run is over.

@@ -44,6 +44,18 @@ test('a wrong method on a known path is a 405 envelope with Allow', async (t) =>
   t.like(stats.body, { ok: false });
 });
 
+test('a method the router does not know at all (TRACE, PROPFIND) is a 405 with Allow, not a 5xx', async (t) => {
+  const server = await agentFor(t, new MemoryDriver());
+  for (const method of ['TRACE', 'PROPFIND', 'PUT', 'PATCH']) {
+    for (const [path, allow] of [['/api/bots/restart', /POST/], ['/healthz', /^HEAD, GET$/]] as const) {
+      const reply = await call(server, path, { method });
+      t.is(reply.status, 405, `${method} ${path}`);
+      t.regex(String(reply.headers.allow), allow);
+      t.like(reply.body, { ok: false, msg: 'method not allowed' });
+    }
+  }
+});
+
 test('every answer carries X-Request-Id, keeping a usable one the caller sent', async (t) => {
   const server = await agentFor(t, new MemoryDriver());
   t.is((await call(server, '/healthz', { headers: { 'x-request-id': 'abc-123' } })).headers['x-request-id'], 'abc-123');

@@ -1,9 +1,22 @@
 import test from 'ava';
+import { connect } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
 import { agentFor } from '../helpers/agent.js';
+import { parseRawReply } from '../helpers/raw-http.js';
 import { call } from '../helpers/http-client.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
 
 const BOT = 'bot_1_1_a';
+
+/** A request as bare as a bot's plain HTTP client sends it: no Content-Type at all. */
+async function rawCall(server: Server, requestLine: string, body: string) {
+  const socket = connect((server.address() as AddressInfo).port, '127.0.0.1');
+  socket.end(`${requestLine}\r\nHost: localhost\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  let raw = '';
+  for await (const chunk of socket) raw += String(chunk);
+  return parseRawReply(raw);
+}
 
 async function setUp(t: Parameters<typeof agentFor>[0]) {
   const driver = new MemoryDriver();
@@ -72,14 +85,24 @@ test('a body over 16 KiB is a 413 envelope', async (t) => {
   t.deepEqual(driver.calls, []);
 });
 
-test('a JSON body is read whatever content type it is sent with', async (t) => {
-  const { server } = await setUp(t);
-  const reply = await call(server, '/api/bots/logs', {
-    body: JSON.stringify({ bot_id: BOT, lines: 1 }),
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-  });
-  t.is(reply.status, 200);
-  t.is(reply.body?.ok, true);
+test('a JSON body is read with a JSON type or with none; any other declared type is a 415 before anything runs', async (t) => {
+  const { driver, server } = await setUp(t);
+  const body = JSON.stringify({ bot_id: BOT, user_id: 'user_1' });
+  for (const type of ['application/json', 'application/json; charset=utf-8', 'application/merge-patch+json']) {
+    t.is((await call(server, '/api/bots/stop', { body, headers: { 'content-type': type } })).status, 200, type);
+  }
+  const untyped = await rawCall(server, 'POST /api/bots/start HTTP/1.1', body);
+  t.is(untyped.status, 200, 'no Content-Type');
+  const calls = driver.lifecycleCalls.length;
+  // What a web page may send to any address without a preflight: a form, text, multipart.
+  for (const type of ['application/x-www-form-urlencoded', 'text/plain', 'text/plain; charset=utf-8', 'multipart/form-data; boundary=x']) {
+    const reply = await call(server, '/api/bots/stop', { body, headers: { 'content-type': type } });
+    t.is(reply.status, 415, type);
+    t.regex(String(reply.body?.msg), /Content-Type .* is not supported/);
+  }
+  t.is(driver.lifecycleCalls.length, calls, 'no operation ran');
+  // A body-less call may name any type: there is nothing to read.
+  t.is((await call(server, '/api/bots/self/restart', { method: 'POST', headers: { 'content-type': 'text/plain', 'x-bot-id': BOT } })).status, 200);
 });
 
 test('unknown fields are ignored', async (t) => {

@@ -57,7 +57,7 @@ const fields: Record<string, unknown[]> = {
   env: [{}, { API_KEY: 'x' }, { BOT_TOKEN: 'x' }, { '1BAD': 'x' }, { A: 1 }, { A: 'x'.repeat(4097) }, [], null],
   memory_limit: [6 * 1024 * 1024, 1, 1e9, 1.5],
   cpu_limit: [0.5, 256, 0, 257, -1],
-  command: [['sh'], [], ['sh', 1], 'sh', Array.from({ length: 65 }, () => 'x')],
+  command: [['sh'], [], ['sh', 1], [''], ['sh', ''], 'sh', Array.from({ length: 65 }, () => 'x')],
 };
 // The first value of each list is valid: bodies lean to it, so that many are valid and each fault stands alone.
 const field = (values: unknown[]) =>
@@ -101,3 +101,8 @@ for (const [name, schema, component] of [
     t.true(accepted > 10, `only ${accepted} bodies were valid: the comparison says little`);
   });
 }
+
+test('a query value that yup refuses as empty is one the document refuses too (minLength)', (t) => {
+  const parameters = openApiDocument.paths['/api/admin/bots'].get.parameters as ReadonlyArray<{ name: string; schema: { minLength?: number } }>;
+  t.is(parameters.find((parameter) => parameter.name === 'user_id')?.schema.minLength, 1);
+});

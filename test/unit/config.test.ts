@@ -18,7 +18,20 @@ test('defaults follow CONTRACT.md §5', (t) => {
     botsAgentUrl: 'http://agent:8000',
     dataDir: './data',
     webhook: undefined,
+    trustedHosts: [],
+    provisioning: true,
   });
+});
+
+test('trusted hosts are a comma-separated list, read in lower case; provisioning can be turned off', (t) => {
+  t.deepEqual(loadConfig({ AGENT_TRUSTED_HOSTS: 'Agent.Internal, platform.local' }).trustedHosts, ['agent.internal', 'platform.local']);
+  t.false(loadConfig({ AGENT_PROVISIONING: 'off' }).provisioning);
+});
+
+test('an admin token of 32 characters is taken, a shorter one refused', (t) => {
+  t.is(loadConfig({ AGENT_ADMIN_TOKEN: 'a'.repeat(32) }).adminToken, 'a'.repeat(32));
+  const error = t.throws(() => loadConfig({ AGENT_ADMIN_TOKEN: 'a'.repeat(31) }), { instanceOf: ConfigError });
+  t.regex(error.message, /^AGENT_ADMIN_TOKEN must have at least 32 characters/);
 });
 
 test('a webhook needs its secret; with both, deliveries are signed with it', (t) => {
@@ -71,6 +84,9 @@ const bad: Array<[string, string]> = [
   ['AGENT_BOTS_NETWORK', 'no spaces please'],
   ['AGENT_BOTS_AGENT_URL', 'agent:8000'],
   ['AGENT_WEBHOOK_URL', 'platform.example/hooks'],
+  ['AGENT_ADMIN_TOKEN', 'short-token'],
+  ['AGENT_TRUSTED_HOSTS', 'http://agent:8000'],
+  ['AGENT_PROVISIONING', 'false'],
 ];
 
 for (const [name, value] of bad) {

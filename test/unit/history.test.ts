@@ -1,7 +1,11 @@
 import test from 'ava';
 import { signalOf } from '../../src/history/bot-history.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from '../../src/history/crash-loop.js';
-import { HistoryStore } from '../../src/history/history-store.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { EXIT_LOG_BYTES, HistoryStore } from '../../src/history/history-store.js';
 import { GIVE_UP_MS, retryDelayMs, signatureOf } from '../../src/history/webhook.js';
 
 const MIN = 60_000;
@@ -39,15 +43,63 @@ test('webhook: deliveries are signed HMAC-SHA256 of the raw body; retries wait l
   t.true(GIVE_UP_MS >= 3_600_000, 'retried for at least an hour');
 });
 
-test('the store keeps the last 50 records of a bot (more only within the last hour) and one record per run', (t) => {
+test('the store keeps the last 50 records of a bot, whatever their age, and one record per run; older ones of the last hour still count as crashes', (t) => {
   const store = new HistoryStore(':memory:');
   const old = Date.now() - 2 * 3_600_000;
-  const record = (atMs: number) => ({ at: new Date(atMs).toISOString(), exit_code: 1, signal: null, oom_killed: false, requested: false, started_at: null, logs: '' });
+  const record = (atMs: number) => ({ at: new Date(atMs).toISOString(), exit_code: 1, signal: null, oom_killed: false, requested: false, started_at: null, logs: 'x\n' });
   for (let i = 0; i < 60; i += 1) store.addExit('bot_1_1_a', record(old + i), `run-${i}`);
   t.false(store.addExit('bot_1_1_a', record(old + 59), 'run-59'), 'a run seen twice is kept once');
   t.is(store.exits('bot_1_1_a', 100).length, 50);
   t.is(store.exits('bot_1_1_a', 1)[0]!.at, new Date(old + 59).toISOString(), 'newest first');
-  for (let i = 0; i < 60; i += 1) store.addExit('bot_1_1_b', record(Date.now() - i), `recent-${i}`);
+  for (let i = 0; i < 60; i += 1) store.addExit('bot_1_1_b', record(Date.now() - 60 + i), `recent-${i}`);
+  t.is(store.exits('bot_1_1_b', 100).length, 50, 'records younger than an hour are not kept past 50');
+  t.true(store.exits('bot_1_1_b', 50).every((exit) => exit.logs === 'x\n'));
   t.is(store.crashesSince('bot_1_1_b', Date.now() - 3_600_000).length, 60, 'the last hour is counted whole');
+  store.close();
+});
+
+test('a record keeps at most 64 KiB of logs as answered in JSON, the newest lines, whatever bytes the bot wrote', (t) => {
+  const store = new HistoryStore(':memory:');
+  const control = `${'\x01'.repeat(42_000)}\n`.repeat(100);
+  store.addExit('bot_1_1_a', { at: new Date().toISOString(), exit_code: 1, signal: null, oom_killed: false, requested: false, started_at: null, logs: control + 'last words\n' }, 'run');
+  const [kept] = store.exits('bot_1_1_a', 1);
+  t.true(Buffer.byteLength(JSON.stringify(kept!.logs)) - 2 <= EXIT_LOG_BYTES);
+  t.true(kept!.logs.endsWith('last words\n'));
+  t.true(Buffer.byteLength(JSON.stringify(store.exits('bot_1_1_a', 50))) < EXIT_LOG_BYTES + 1024);
+  store.close();
+});
+
+test('a store of an earlier version, with logs inside each record, is moved and bounded when opened', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'history-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const db = new DatabaseSync(join(dir, 'history.sqlite'));
+  db.exec('CREATE TABLE exits (seq INTEGER PRIMARY KEY AUTOINCREMENT, bot_id TEXT NOT NULL, at_ms INTEGER NOT NULL, requested INTEGER NOT NULL, record TEXT NOT NULL, run_key TEXT UNIQUE)');
+  const insert = db.prepare('INSERT INTO exits (bot_id, at_ms, requested, record, run_key) VALUES (?, ?, 0, ?, ?)');
+  const huge = `${'\x01'.repeat(100_000)}\nthe end\n`;
+  for (let i = 0; i < 55; i += 1) {
+    insert.run('bot_1_1_a', Date.now() - 1000 + i, JSON.stringify({ at: new Date(Date.now() - 1000 + i).toISOString(), exit_code: i, signal: null, oom_killed: false, requested: false, started_at: null, logs: huge }), `run-${i}`);
+  }
+  db.close();
+  const store = new HistoryStore(dir);
+  const exits = store.exits('bot_1_1_a', 50);
+  t.is(exits.length, 50);
+  t.is(exits[0]!.exit_code, 54);
+  t.true(exits.every((exit) => exit.logs.endsWith('the end\n') && Buffer.byteLength(JSON.stringify(exit.logs)) - 2 <= EXIT_LOG_BYTES));
+  store.close();
+});
+
+test('forgetting a bot drops its records, events and crash loop, and says since when', (t) => {
+  const store = new HistoryStore(':memory:');
+  store.addExit('bot_1_1_a', { at: new Date().toISOString(), exit_code: 1, signal: null, oom_killed: false, requested: false, started_at: null, logs: '' }, 'run');
+  store.appendEvent('bot_1_1_a', 'started', Date.now(), () => '{}');
+  store.appendEvent('bot_1_1_b', 'started', Date.now(), () => '{}');
+  store.setCrashLoop('bot_1_1_a', Date.now());
+  store.forget('bot_1_1_a', 1234);
+  t.deepEqual(store.exits('bot_1_1_a', 50), []);
+  t.deepEqual(store.eventsAfter(0, 'bot_1_1_a', 10), []);
+  t.is(store.eventsAfter(0, undefined, 10).length, 1, "another bot's events stay");
+  t.false(store.isCrashLooping('bot_1_1_a'));
+  t.is(store.forgottenAt('bot_1_1_a'), 1234);
+  t.is(store.forgottenAt('bot_1_1_b'), undefined);
   store.close();
 });
