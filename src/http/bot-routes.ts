@@ -11,6 +11,7 @@ import type { Access } from './access.js';
 import { isSelf } from './caller.js';
 import type { Caller } from './caller.js';
 import type { LogFollowing } from './log-follow.js';
+import type { LogReads } from './log-reads.js';
 import { logReadCost } from './read-limiter.js';
 import { botIdInPath, DEFAULT_LOG_LINES, logsQuery, logsRequest, ownerRequest, selfRestartHeader, validate } from './schemas.js';
 import { statsView } from './stats-view.js';
@@ -22,19 +23,22 @@ export interface BotRoutesDeps {
   readonly access: Access;
   readonly audit: Audit;
   readonly logFollowing: LogFollowing;
+  readonly logReads: LogReads;
 }
 
 /**
  * The six bot endpoints. Each validates its input first (a 400 costs no
  * runtime call), then identifies the caller, then acts.
  */
-export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollowing }: BotRoutesDeps): Router {
+export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollowing, logReads }: BotRoutesDeps): Router {
   const router = new Router({ prefix: '/api/bots' });
   const { callerFor, readerFor } = access;
 
-  /** The bot's last `lines` log lines; none costs no runtime call. */
-  async function logsOf(botId: string, lines: number): Promise<string> {
-    return lines === 0 ? '' : driver.logs(botId, lines);
+  /** The bot's last `lines` log lines, within the bound on reads at once; none costs no runtime call. */
+  async function logsOf(ctx: Context, botId: string, lines: number): Promise<string> {
+    if (lines === 0) return '';
+    await logReads.enter(ctx, botId);
+    return driver.logs(botId, lines);
   }
 
   /** Throws NotFound for no such bot, Forbidden when `userId` does not own it. */
@@ -108,7 +112,7 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
   router.post('/logs', async (ctx) => {
     const { bot_id, lines = DEFAULT_LOG_LINES } = validate(logsRequest, ctx.request.body);
     await readerFor(ctx, bot_id, logReadCost(lines));
-    ctx.body = { ok: true, logs: await logsOf(bot_id, lines) };
+    ctx.body = { ok: true, logs: await logsOf(ctx, bot_id, lines) };
   });
 
   router.get('/:bot_id/logs', async (ctx) => {
@@ -119,7 +123,7 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
       await logFollowing.follow(ctx, botId, lines);
       return;
     }
-    ctx.body = { ok: true, logs: await logsOf(botId, lines) };
+    ctx.body = { ok: true, logs: await logsOf(ctx, botId, lines) };
   });
 
   router.get('/:bot_id/stats', async (ctx) => {

@@ -21,6 +21,8 @@ import { WebhookSender } from '../history/webhook.js';
 import { access } from './access.js';
 import { historyRoutes } from './history-routes.js';
 import { LogFollowing } from './log-follow.js';
+import { StreamLimits } from './stream-limits.js';
+import { LogReads } from './log-reads.js';
 
 /** What the app reads of the configuration. */
 export type AppConfig = Pick<
@@ -93,11 +95,12 @@ export function createApp({ driver, provisioner, config, logger, recoverAfterMs 
     if (operation === 'restart' || operation === 'stop' || operation === 'start') history.operationEnded(botId, operation, result, by);
   });
   const checks = access(driver, config, readLimiter);
+  const streams = new StreamLimits();
   // One router holds every route (mounting copies their layers): a request is matched once, not once per group.
   const router = new Router().use(
     healthRoutes(driver, metrics).routes(),
-    botRoutes({ driver, lifecycle, limiter, access: checks, audit, logFollowing: new LogFollowing(driver, history) }).routes(),
-    historyRoutes({ driver, history, access: checks }).routes(),
+    botRoutes({ driver, lifecycle, limiter, access: checks, audit, logFollowing: new LogFollowing(driver, history, streams), logReads: new LogReads() }).routes(),
+    historyRoutes({ driver, history, access: checks, streams }).routes(),
     adminRoutes({ driver, provisioner, access: checks, audit, history, provisioning: config.provisioning }).routes(),
   );
 

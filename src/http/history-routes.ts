@@ -7,13 +7,15 @@ import type { StoredEvent } from '../history/history-store.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Access } from './access.js';
 import { botIdInPath, DEFAULT_EXITS, eventsQuery, exitsQuery, validate } from './schemas.js';
-import { sseOf, SseStream } from './sse.js';
+import { sseOf } from './sse.js';
+import type { StreamLimits } from './stream-limits.js';
 import { statusView } from './stats-view.js';
 
 export interface HistoryRoutesDeps {
   readonly driver: RuntimeDriver;
   readonly history: BotHistory;
   readonly access: Access;
+  readonly streams: StreamLimits;
 }
 
 /** The operations at /api/bots/<name>, which only POST reaches. */
@@ -34,11 +36,11 @@ function resumeCursor(ctx: Context, after: string | undefined): number | undefin
  * events that arrive while the kept ones are sent wait, and are sent after
  * them unless already sent.
  */
-function streamEvents(ctx: Context, history: BotHistory, botId: string | undefined, cursor: number | undefined): void {
+function streamEvents(ctx: Context, history: BotHistory, streams: StreamLimits, botId: string | undefined, cursor: number | undefined): void {
+  const stream = streams.open(ctx, botId);
   const waiting: StoredEvent[] = [];
   let replaying = true;
   let lastSent = cursor ?? 0;
-  const stream = new SseStream(ctx);
   const send = (event: StoredEvent): void => {
     if (event.seq <= lastSent) return;
     lastSent = event.seq;
@@ -61,7 +63,7 @@ function streamEvents(ctx: Context, history: BotHistory, botId: string | undefin
 }
 
 /** Status, exit records, events and live logs of bots (CONTRACT.md §§8-10). */
-export function historyRoutes({ driver, history, access }: HistoryRoutesDeps): Router {
+export function historyRoutes({ driver, history, access, streams }: HistoryRoutesDeps): Router {
   const router = new Router();
   const { readerFor, platformFor } = access;
 
@@ -95,14 +97,14 @@ export function historyRoutes({ driver, history, access }: HistoryRoutesDeps): R
     const cursor = resumeCursor(ctx, after);
     await readerFor(ctx, botId);
     await driver.findBot(botId);
-    streamEvents(ctx, history, botId, cursor);
+    streamEvents(ctx, history, streams, botId, cursor);
   });
 
   router.get('/api/events', async (ctx) => {
     const { after } = validate(eventsQuery, ctx.query);
     const cursor = resumeCursor(ctx, after);
     await platformFor(ctx);
-    streamEvents(ctx, history, undefined, cursor);
+    streamEvents(ctx, history, streams, undefined, cursor);
   });
 
   return router;

@@ -1,40 +1,12 @@
 import type { Context } from 'koa';
-import { TooManyRequests } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { LogLine, LogsFrom, RuntimeDriver } from '../runtime/driver.js';
-import { sseOf, SseStream } from './sse.js';
+import { sseOf } from './sse.js';
+import type { SseStream } from './sse.js';
+import type { StreamLimits } from './stream-limits.js';
 
-/** Live-log followers of one bot, and of all bots, at most (CONTRACT.md §10). */
-export const MAX_FOLLOWERS_PER_BOT = 10;
-export const MAX_FOLLOWERS = 200;
 /** The runtime's times may lag the agent's clock this much (Kubernetes gives whole seconds). */
 const CLOCK_SLACK_MS = 1_000;
-
-/** Counts live-log followers, per bot and in all. */
-class Followers {
-  private total = 0;
-  private readonly perBot = new Map<string, number>();
-
-  /** Takes a place for a follower of `botId`; the function it returns gives it back. */
-  take(botId: string): () => void {
-    const ofBot = this.perBot.get(botId) ?? 0;
-    if (ofBot >= MAX_FOLLOWERS_PER_BOT) {
-      throw new TooManyRequests(`too many log followers of bot ${botId} (at most ${MAX_FOLLOWERS_PER_BOT})`, 1);
-    }
-    if (this.total >= MAX_FOLLOWERS) throw new TooManyRequests(`too many log followers (at most ${MAX_FOLLOWERS} in all)`, 1);
-    this.perBot.set(botId, ofBot + 1);
-    this.total += 1;
-    let given = false;
-    return () => {
-      if (given) return;
-      given = true;
-      this.total -= 1;
-      const left = (this.perBot.get(botId) ?? 1) - 1;
-      if (left === 0) this.perBot.delete(botId);
-      else this.perBot.set(botId, left);
-    };
-  }
-}
 
 /**
  * Follows a bot's logs across its runs (CONTRACT.md §10): the current run's
@@ -110,25 +82,20 @@ async function followAcrossRuns(stream: SseStream, driver: RuntimeDriver, histor
   }
 }
 
-/** GET /api/bots/{bot_id}/logs?follow=true: live logs, within the follower limits. */
+/** GET /api/bots/{bot_id}/logs?follow=true: live logs, within the stream limits. */
 export class LogFollowing {
-  private readonly followers = new Followers();
-
   constructor(
     private readonly driver: RuntimeDriver,
     private readonly history: BotHistory,
+    private readonly streams: StreamLimits,
   ) {}
 
-  /** Checks that the bot exists and a follower's place is free, then streams; errors before the stream are the envelope's. */
+  /** Checks that the bot exists and a stream's place is free, then streams; errors before the stream are the envelope's. */
   async follow(ctx: Context, botId: string, lines: number): Promise<void> {
     await this.driver.findBot(botId);
-    const release = this.followers.take(botId);
-    const stream = new SseStream(ctx);
+    const stream = this.streams.open(ctx, botId);
     void followAcrossRuns(stream, this.driver, this.history, botId, lines)
       .catch(() => undefined)
-      .finally(() => {
-        release();
-        stream.close();
-      });
+      .finally(() => stream.close());
   }
 }

@@ -1,3 +1,14 @@
+/** Processes and threads a created bot may run at once: a fork bomb stays inside its bot. */
+export const BOT_PIDS_LIMIT = 512;
+/**
+ * The capabilities a bot created on Docker keeps (all others dropped): enough for an entrypoint that
+ * starts as root, fixes file owners and drops to its own user. Not NET_RAW, with which a bot could
+ * forge another bot's address on a shared bridge, and so its identity.
+ */
+export const BOT_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'SETGID', 'SETUID', 'NET_BIND_SERVICE', 'KILL'] as const;
+/** The user a bot created on Kubernetes runs as: the restricted Pod Security profile runs nothing as root. */
+export const BOT_KUBE_USER = 10_001;
+
 /** PORT of a bot created without one. */
 export const DEFAULT_BOT_PORT = 8080;
 

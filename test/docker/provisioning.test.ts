@@ -8,6 +8,7 @@ import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
 import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { call } from '../helpers/http-client.js';
+import { eventually } from '../helpers/eventually.js';
 import type { Server } from 'node:http';
 import { TEST_APP_CONFIG } from '../helpers/agent.js';
 
@@ -171,4 +172,63 @@ test('a bot cannot create, list or remove bots', async (t) => {
 test.after('the token appears in no log line', (t) => {
   t.true(logLines.length > 0);
   t.false(logLines.some((line) => line.includes(TOKEN)));
+});
+
+test('a created bot runs without NET_RAW or a way to gain privileges, under a process limit, with its log rotated', async (t) => {
+  const { id, reply } = await create(t);
+  t.is(reply.status, 201, reply.text);
+  const info = await fixture.docker.getContainer(id).inspect();
+  t.like(info.HostConfig, { CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges:true'], PidsLimit: 512 });
+  t.false(info.HostConfig.CapAdd?.includes('NET_RAW'));
+  t.like(info.HostConfig.LogConfig, { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } });
+  // What the bot's own process has, as the kernel says.
+  const status = await fixture.exec({ id, container: fixture.docker.getContainer(id) }, 'cat /proc/1/status');
+  const effective = BigInt(`0x${/^CapEff:\s*([0-9a-f]+)$/m.exec(status)?.[1] ?? 'ffffffffff'}`);
+  const NET_RAW = 13n;
+  t.is((effective >> NET_RAW) & 1n, 0n, 'no NET_RAW: the bot cannot forge another bot address');
+  t.regex(status, /^NoNewPrivs:\s*1$/m);
+  const pidsMax = await fixture.exec({ id, container: fixture.docker.getContainer(id) }, 'cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max');
+  t.is(pidsMax.trim(), '512');
+});
+
+test('a removed bot takes its exit records and events with it: a new bot under its id starts with none', async (t) => {
+  const id = fixture.newBotId();
+  t.teardown(() => fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined));
+  const first = { bot_id: id, user_id: 'user_old', image: TEST_IMAGE, template: 'telegram', token: TOKEN, command: ['sh', '-c', 'echo secret of the old owner; sleep 1; exit 3'] };
+  t.is((await call(server, '/api/admin/bots', { body: first })).status, 201);
+  const exits = async () => ((await call(server, `/api/bots/${id}/exits`)).body?.exits as unknown[] | undefined) ?? [];
+  await eventually(async () => (await exits()).length >= 2, 30_000);
+  t.is((await call(server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
+  const second = { ...first, user_id: 'user_new', command: ['sleep', '1000'] };
+  t.is((await call(server, '/api/admin/bots', { body: second })).status, 201);
+  // Late reports of the old container's end (its kill and death come as it is removed) must not come back either.
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  t.deepEqual(await exits(), []);
+  const status = await call(server, `/api/bots/${id}`);
+  t.like(status.body?.bot, { user_id: 'user_new', last_exit: null, crashes_last_hour: 0, state: 'running' });
+  t.notRegex(status.text + JSON.stringify(await exits()), /secret of the old owner/);
+});
+
+test('with AGENT_PROVISIONING=off, create and remove are refused with a 403 and the listing stays', async (t) => {
+  const { app, close } = createApp({
+    driver: createDockerDriver({ dockerHost: fixture.dockerHost }),
+    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network: (await fixture.network()).name, agentUrl: 'http://agent:8000' }),
+    config: { ...TEST_APP_CONFIG, provisioning: false },
+    logger: pino({ level: 'silent' }),
+  });
+  const off = await listen(app, '127.0.0.1', 0);
+  t.teardown(async () => {
+    off.close();
+    await close();
+  });
+  const bot = await fixture.runBot();
+  const newId = fixture.newBotId();
+  const made = await call(off, '/api/admin/bots', { body: { bot_id: newId, user_id: 'u', image: TEST_IMAGE, template: 'x', token: 't' } });
+  t.is(made.status, 403);
+  t.regex(String(made.body?.msg), /provisioning is off/);
+  await t.throwsAsync(fixture.docker.getContainer(newId).inspect());
+  const removed = await call(off, `/api/admin/bots/${bot.id}`, { method: 'DELETE' });
+  t.is(removed.status, 403);
+  t.true(await fixture.running(bot));
+  t.is((await call(off, '/api/admin/bots')).status, 200);
 });

@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
-import { MAX_FOLLOWERS, MAX_FOLLOWERS_PER_BOT } from '../../src/http/log-follow.js';
+import { MAX_STREAMS as MAX_FOLLOWERS, MAX_STREAMS_PER_BOT as MAX_FOLLOWERS_PER_BOT } from '../../src/http/stream-limits.js';
 import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
 import { eventually } from '../helpers/eventually.js';

@@ -1,4 +1,5 @@
 import Docker from 'dockerode';
+import { LRUCache } from 'lru-cache';
 import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
 import { messages, NotFound, NotRunning, OperationFailed } from '../../errors.js';
 import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunObserver, RuntimeDriver } from '../driver.js';
@@ -21,6 +22,8 @@ const LIFECYCLE_MARGIN_MS = 30_000;
 const DEFAULT_GRACE_S = 10;
 /** How often the lines of a run that ended are tried for. */
 const RUN_LOG_ATTEMPTS = 3;
+/** How long an address that no running bot held at the last look is taken as no bot's, without asking the engine again. */
+const STRANGER_MS = 5_000;
 
 type Failed = (detail: string) => OperationFailed;
 
@@ -30,6 +33,10 @@ class DockerDriver implements RuntimeDriver {
   private readonly index: DockerBotIndex;
   private readonly statsFeed: DockerStatsFeed;
   private readonly cgroups: CgroupStats;
+  /** Addresses no running bot held at the last look (CONTRACT.md §4: a stranger is refused) ... */
+  private readonly strangers = new LRUCache<string, true>({ max: 10_000, ttl: STRANGER_MS });
+  /** ... and the look-up under way, which every address that misses the index meanwhile shares. */
+  private runningBots: Promise<ContainerInfo[]> | undefined;
 
   constructor(
     private readonly docker: Docker,
@@ -82,17 +89,25 @@ class DockerDriver implements RuntimeDriver {
     }
   }
 
+  /**
+   * The index answers; an address it does not hold (a bot started a moment ago, or a stranger) is looked
+   * up in the engine's list of running bots, one look-up at a time shared by every such address, and an
+   * address no bot held is not looked up again for STRANGER_MS: strangers cannot make the agent list
+   * every container per request.
+   */
   async botAtAddress(address: string): Promise<string | undefined> {
     const indexed = this.index.botAt(address);
     if (indexed) return indexed.botId;
-    // No container holds a loopback address; any other miss may be a container the index has not seen yet.
-    if (indexed === undefined && isLoopback(address)) return undefined;
-    const running = await this.engine(undefined, (abortSignal) =>
+    // No container holds a loopback address.
+    if (isLoopback(address) || this.strangers.has(address)) return undefined;
+    this.runningBots ??= this.engine(undefined, (abortSignal) =>
       this.docker.listContainers({ filters: { label: [BOT_LABEL], status: ['running'] }, abortSignal }),
-    );
-    const holder = running.find((container) => holdsAddress(container, address));
+    ).finally(() => (this.runningBots = undefined));
+    const holder = (await this.runningBots).find((container) => holdsAddress(container, address));
     const botId = holder?.Labels[BOT_LABEL];
-    return botId !== undefined && holder?.Names.includes(`/${botId}`) ? botId : undefined;
+    if (botId !== undefined && holder?.Names.includes(`/${botId}`)) return botId;
+    this.strangers.set(address, true);
+    return undefined;
   }
 
   async restart(botId: string): Promise<void> {

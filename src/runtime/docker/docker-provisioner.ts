@@ -1,6 +1,6 @@
 import Docker from 'dockerode';
 import { AlreadyExists, BadRequest, messages, NotFound, OperationFailed } from '../../errors.js';
-import { botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
+import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
@@ -41,6 +41,12 @@ class DockerProvisioner implements Provisioner {
           RestartPolicy: { Name: 'unless-stopped' },
           Memory: spec.memoryLimitBytes,
           NanoCpus: spec.cpuLimit === undefined ? undefined : Math.round(spec.cpuLimit * 1e9),
+          CapDrop: ['ALL'],
+          CapAdd: [...BOT_CAPABILITIES],
+          SecurityOpt: ['no-new-privileges:true'],
+          PidsLimit: BOT_PIDS_LIMIT,
+          // Rotated: a bot that writes without end fills 30 MB of the host's disk, no more.
+          LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } },
         },
         abortSignal,
       } as Docker.ContainerCreateOptions);

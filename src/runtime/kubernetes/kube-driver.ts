@@ -123,22 +123,11 @@ class KubernetesDriver implements RuntimeDriver {
 
   async botAtAddress(address: string): Promise<string | undefined> {
     const watched = this.watchedPods.find('address', address);
-    if (watched) {
-      const botId = watched.find((pod) => pod.status?.phase === 'Running')?.metadata?.labels?.[BOT_LABEL];
-      return botId !== undefined && BOT_ID_PATTERN.test(botId) ? botId : undefined;
-    }
+    if (watched) return botHolding(watched, address);
     const pods = await this.api(undefined, (options) =>
-      this.core.listNamespacedPod(
-        {
-          namespace: this.namespace,
-          labelSelector: BOT_LABEL,
-          fieldSelector: `status.podIP=${address},status.phase=Running`,
-        },
-        options,
-      ),
+      this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: BOT_LABEL, fieldSelector: `status.podIP=${address}` }, options),
     );
-    const botId = pods.items[0]?.metadata?.labels?.[BOT_LABEL];
-    return botId !== undefined && BOT_ID_PATTERN.test(botId) ? botId : undefined;
+    return botHolding(pods.items, address);
   }
 
   async restart(botId: string): Promise<void> {
@@ -343,6 +332,18 @@ function rolledOut(deployment: V1Deployment, generation: number): boolean {
     (status.replicas ?? 0) === wanted &&
     (status.availableReplicas ?? 0) === wanted
   );
+}
+
+/**
+ * The bot whose pod holds `address` (CONTRACT.md §4 rule 4): exactly one running pod not being deleted
+ * holds it, and no pod on the host's network (which shares the node's address with everything there).
+ */
+export function botHolding(pods: readonly V1Pod[], address: string): string | undefined {
+  const holders = pods.filter((pod) => pod.status?.podIP === address);
+  if (holders.some((pod) => pod.spec?.hostNetwork)) return undefined;
+  const running = holders.filter((pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp);
+  const botId = running.length === 1 ? running[0]?.metadata?.labels?.[BOT_LABEL] : undefined;
+  return botId !== undefined && BOT_ID_PATTERN.test(botId) ? botId : undefined;
 }
 
 /** The Kubernetes driver, talking to the API server `kubeConfig` names, in `namespace`. */

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { KubeConfig, V1Deployment, V1EnvVar, V1Pod } from '@kubernetes/client-node';
 import { AlreadyExists, messages, NotFound, OperationFailed } from '../../errors.js';
-import { botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
+import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
@@ -124,6 +124,15 @@ class KubernetesProvisioner implements Provisioner {
         template: {
           metadata: { labels },
           spec: {
+            // A bot has no business with the cluster's API: no token of the namespace's ServiceAccount.
+            automountServiceAccountToken: false,
+            // The restricted Pod Security profile.
+            securityContext: {
+              runAsNonRoot: true,
+              runAsUser: BOT_KUBE_USER,
+              runAsGroup: BOT_KUBE_USER,
+              seccompProfile: { type: 'RuntimeDefault' },
+            },
             containers: [
               {
                 name: 'bot',
@@ -131,6 +140,7 @@ class KubernetesProvisioner implements Provisioner {
                 command: spec.command ? [...spec.command] : undefined,
                 env: [...plain, ...secret],
                 resources: Object.keys(limits).length > 0 ? { limits } : undefined,
+                securityContext: { allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] } },
               },
             ],
           },
