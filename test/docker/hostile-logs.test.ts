@@ -2,7 +2,7 @@ import test from 'ava';
 import fc from 'fast-check';
 import type { Server } from 'node:http';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
-import { countLines, MAX_LOG_BYTES } from '../../src/runtime/log-tail.js';
+import { countLines, jsonBytes, MAX_LOG_BYTES } from '../../src/runtime/log-tail.js';
 import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
 import { DockerFixture, IDLE_BOT } from '../helpers/docker-fixture.js';
@@ -90,7 +90,8 @@ test('5,000 and 10,000 short lines are answered exactly, framed or on a TTY', as
 test('a line longer than 4 MiB keeps its end; longer answers keep the newest whole lines', async (t) => {
   for (const name of ['long', 'long-tty']) {
     const last = await logsOf(name, 1);
-    t.is(Buffer.byteLength(last), MAX_LOG_BYTES, name);
+    // Measured as answered: the newline is written `\n`, two bytes.
+    t.is(jsonBytes(last), MAX_LOG_BYTES, name);
     t.true(/^z+\n$/.test(last), name);
     // The 6 MiB line is the newest: whatever more is asked, it is all that fits, and it does not fit whole.
     t.is(await logsOf(name, 10_000), last, name);
