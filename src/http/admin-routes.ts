@@ -7,7 +7,7 @@ import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
 import type { Audit } from './audit.js';
 import type { Access } from './access.js';
-import { botIdInPath, createBotRequest, listBotsQuery, validate } from './schemas.js';
+import { botIdInPath, createBotRequest, listBotsQuery, validate, validateQuery } from './schemas.js';
 
 export interface AdminRoutesDeps {
   readonly driver: RuntimeDriver;
@@ -61,7 +61,7 @@ export function adminRoutes({ driver, provisioner, access, audit, history, provi
   });
 
   router.get('/', async (ctx) => {
-    const { user_id } = validate(listBotsQuery, { ...ctx.query });
+    const { user_id } = validateQuery(listBotsQuery, ctx.query);
     const provisioning = await platformOnly(ctx);
     ctx.body = { ok: true, bots: await provisioning.list(user_id) };
   });

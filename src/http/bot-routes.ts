@@ -13,7 +13,7 @@ import type { Caller } from './caller.js';
 import type { LogFollowing } from './log-follow.js';
 import type { LogReads } from './log-reads.js';
 import { logReadCost } from './read-limiter.js';
-import { botIdInPath, DEFAULT_LOG_LINES, logsQuery, logsRequest, ownerRequest, selfRestartHeader, validate } from './schemas.js';
+import { botIdInPath, DEFAULT_LOG_LINES, logsQuery, logsRequest, ownerRequest, selfRestartHeader, validate, validateQuery } from './schemas.js';
 import { statsView } from './stats-view.js';
 
 export interface BotRoutesDeps {
@@ -117,7 +117,7 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
 
   router.get('/:bot_id/logs', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
-    const { lines = DEFAULT_LOG_LINES, follow } = validate(logsQuery, ctx.query);
+    const { lines = DEFAULT_LOG_LINES, follow } = validateQuery(logsQuery, ctx.query);
     await readerFor(ctx, botId, logReadCost(lines));
     if (follow === 'true') {
       await logFollowing.follow(ctx, botId, lines);

@@ -64,6 +64,30 @@ function allowedMethods(router: Router): Koa.Middleware {
   };
 }
 
+/**
+ * A path the app serves literally (`/api/bots/stop`) is served by its own
+ * routes only, as routers that rank static routes first do: without this,
+ * `GET /api/bots/:bot_id` would also take `GET /api/bots/stop` (a 400 for a
+ * bad bot id) and `OPTIONS` would list GET for it. Other methods there are a
+ * 405 with the literal routes' `Allow`; OPTIONS answers that `Allow`.
+ */
+function literalPathsFirst(router: Router): Koa.Middleware {
+  const served = new Map<string, Set<string>>();
+  for (const layer of router.stack) {
+    if (typeof layer.path !== 'string' || layer.paramNames.length > 0 || layer.methods.length === 0) continue;
+    const methods = served.get(layer.path) ?? new Set<string>();
+    for (const method of layer.methods) methods.add(method);
+    served.set(layer.path, methods);
+  }
+  return async (ctx, next) => {
+    const methods = served.get(ctx.path);
+    if (methods === undefined || methods.has(ctx.method)) return next();
+    ctx.set('Allow', [...methods].join(', '));
+    ctx.status = ctx.method === 'OPTIONS' ? 200 : 405;
+    ctx.body = '';
+  };
+}
+
 /** One route the app serves, as `METHOD /path/:param`. */
 export type RouteEntry = `${string} ${string}`;
 
@@ -107,6 +131,7 @@ export function createApp({ driver, provisioner, config, logger, recoverAfterMs 
   app.use(requestLog(logger, metrics));
   app.use(envelope(metrics));
   app.use(jsonBody());
+  app.use(literalPathsFirst(router));
   app.use(router.routes()).use(allowedMethods(router));
   const routes = router.stack.flatMap((layer) => layer.methods.filter((m) => m !== 'HEAD').map((m): RouteEntry => `${m} ${layer.path}`));
   const close = async (): Promise<void> => {

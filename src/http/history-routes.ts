@@ -6,7 +6,7 @@ import { seqOf } from '../history/history-store.js';
 import type { StoredEvent } from '../history/history-store.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Access } from './access.js';
-import { botIdInPath, DEFAULT_EXITS, eventsQuery, exitsQuery, validate } from './schemas.js';
+import { botIdInPath, DEFAULT_EXITS, eventsQuery, exitsQuery, validateQuery } from './schemas.js';
 import { sseOf } from './sse.js';
 import type { StreamLimits } from './stream-limits.js';
 import { statusView } from './stats-view.js';
@@ -82,7 +82,7 @@ export function historyRoutes({ driver, history, access, streams }: HistoryRoute
 
   router.get('/api/bots/:bot_id/exits', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
-    const { limit = DEFAULT_EXITS } = validate(exitsQuery, ctx.query);
+    const { limit = DEFAULT_EXITS } = validateQuery(exitsQuery, ctx.query);
     await readerFor(ctx, botId);
     await driver.findBot(botId).catch(async (err: unknown) => {
       // A bot that is gone still has its records; only one never seen is unknown.
@@ -93,7 +93,7 @@ export function historyRoutes({ driver, history, access, streams }: HistoryRoute
 
   router.get('/api/bots/:bot_id/events', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
-    const { after } = validate(eventsQuery, ctx.query);
+    const { after } = validateQuery(eventsQuery, ctx.query);
     const cursor = resumeCursor(ctx, after);
     await readerFor(ctx, botId);
     await driver.findBot(botId);
@@ -101,7 +101,7 @@ export function historyRoutes({ driver, history, access, streams }: HistoryRoute
   });
 
   router.get('/api/events', async (ctx) => {
-    const { after } = validate(eventsQuery, ctx.query);
+    const { after } = validateQuery(eventsQuery, ctx.query);
     const cursor = resumeCursor(ctx, after);
     await platformFor(ctx);
     streamEvents(ctx, history, streams, undefined, cursor);

@@ -71,8 +71,28 @@ function responsesWith(successStatus: string, success: object, ...failures: numb
 }
 
 const botIdParameter = { name: 'bot_id', in: 'path', required: true, schema: ref('BotId') };
-const lastEventId = { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string', pattern: '^\\d{1,15}$' } };
-const eventStream = { 'text/event-stream': { schema: { type: 'string', description: 'id:, event: and data: (the event as JSON) lines; `: ping` every 15 s' } } };
+// An empty Last-Event-ID is the same as none (what an EventSource sends before its first id).
+const lastEventId = { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string', pattern: '^[0-9]{0,15}$' } };
+/** One Server-Sent Event as a client parses it (OpenAPI 3.1: `schema` describes each event); `: ping` comments every 15 s. */
+const sseEvent = (events: string[], description: string, withId: boolean) => ({
+  'text/event-stream': {
+    schema: {
+      type: 'object',
+      description,
+      required: withId ? ['event', 'data', 'id'] : ['event', 'data'],
+      properties: {
+        event: { enum: events },
+        data: { type: 'string', contentMediaType: 'application/json', description: 'the event as a JSON object' },
+        id: { type: 'string', pattern: '^[0-9]{1,15}$', description: 'the cursor to resume after (Last-Event-ID)' },
+        retry: { type: 'integer', minimum: 0 },
+      },
+    },
+  },
+});
+const HISTORY_EVENTS = ['started', 'exited', 'crash-looping', 'recovered', 'operation'];
+const eventStream = sseEvent(HISTORY_EVENTS, 'A bot event; `id` is its cursor', true);
+/** Live logs: each line (`log`, no id) and the end of each run (`exited`, with its event id). */
+const logStream = sseEvent(['log', 'exited'], '`log`: {line, stream, at}; `exited`: the run ended (as in the events stream)', false);
 
 const ok = (description: string, schema = ref('Message')) => ({ description, content: json(schema) });
 const lifecycleFailures = [400, 403, 404, 413, 415, 429, 500, 503];
@@ -251,7 +271,7 @@ export const openApiDocument = {
           'and the next run\'s lines, until the client leaves',
         parameters: [botIdParameter, ...queryParameters(logsQuery)],
         responses: responses(
-          { description: 'The log text; or, with follow=true, the stream', content: { ...json(ref('Logs')), ...eventStream } },
+          { description: 'The log text; or, with follow=true, the stream', content: { ...json(ref('Logs')), ...logStream } },
           400,
           403,
           404,

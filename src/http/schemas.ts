@@ -60,10 +60,21 @@ export const exitsQuery = object({
 
 /** Query of the event streams: `after`, the cursor to resume from (as Last-Event-ID). */
 export const eventsQuery = object({
-  after: string().strict().typeError('after must be an event id').matches(/^\d{1,15}$/, 'after must be an event id the agent sent'),
+  after: string().strict().typeError('after must be an event id').matches(/^[0-9]{1,15}$/, 'after must be an event id the agent sent'),
 });
 
+// The grammar of an image reference, as the engine parses it (distribution/reference): a registry
+// host only when the first part has a dot or a port or is localhost, lower-case path parts, a tag, a digest.
+const pathPart = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
+const hostPart = '[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?';
+const registry = `(?:(?:${hostPart}(?:\\.${hostPart})+|localhost)(?::[0-9]{1,5})?|${hostPart}:[0-9]{1,5})`;
+const IMAGE_REFERENCE = new RegExp(
+  `^(?:${registry}/)?${pathPart}(?:/${pathPart})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`,
+);
+
 const envName = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+/** No process can take a NUL in its environment or arguments (the engine answers 500 for one). */
+const NO_NUL = /^[^\u0000]*$/;
 
 /** Body of the platform's create: CONTRACT.md §6's inputs, limits and extras. */
 export const createBotRequest = object({
@@ -73,7 +84,8 @@ export const createBotRequest = object({
     .strict()
     .typeError('image must be a string')
     .required('image is required')
-    .matches(/^[\w][\w.\/:@-]{0,254}$/, 'image must be an image reference, e.g. registry.example.com/bot:1'),
+    .max(255, 'image must be at most 255 characters')
+    .matches(IMAGE_REFERENCE, 'image must be an image reference (lower-case name, optional :tag and @digest), e.g. registry.example.com/bot:1'),
   template: string()
     .strict()
     .typeError('template must be a string')
@@ -84,6 +96,7 @@ export const createBotRequest = object({
     .typeError('token must be a string')
     .required('token is required')
     .max(4096, 'token is too long')
+    .matches(NO_NUL, 'token must not contain a NUL character')
     .meta({ jsonSchema: { description: 'Set as BOT_TOKEN and every alias; never answered back nor logged' } }),
   domain: string()
     .strict()
@@ -97,12 +110,12 @@ export const createBotRequest = object({
         type: 'object',
         maxProperties: 100,
         propertyNames: { pattern: envName.source, not: { enum: [...PLATFORM_VARIABLES] } },
-        additionalProperties: { type: 'string', maxLength: 4096 },
+        additionalProperties: { type: 'string', maxLength: 4096, pattern: NO_NUL.source },
       },
     })
     .test(
     'env',
-    `env must be an object of at most 100 string values, named like ABC_1, none of ${[...PLATFORM_VARIABLES].join(', ')}`,
+    `env must be an object of at most 100 string values without NUL, named like ABC_1, none of ${[...PLATFORM_VARIABLES].join(', ')}`,
     (value) =>
       value === undefined ||
       (typeof value === 'object' &&
@@ -110,7 +123,7 @@ export const createBotRequest = object({
         !Array.isArray(value) &&
         Object.keys(value).length <= 100 &&
         Object.entries(value).every(
-          ([name, v]) => envName.test(name) && !PLATFORM_VARIABLES.has(name) && typeof v === 'string' && v.length <= 4096,
+          ([name, v]) => envName.test(name) && !PLATFORM_VARIABLES.has(name) && typeof v === 'string' && v.length <= 4096 && NO_NUL.test(v),
         )),
   ),
   memory_limit: number()
@@ -119,7 +132,7 @@ export const createBotRequest = object({
     .integer('memory_limit must be a whole number of bytes from 6 MiB')
     .min(6 * 1024 * 1024, 'memory_limit must be a whole number of bytes from 6 MiB'),
   cpu_limit: number().strict().typeError('cpu_limit must be a number of CPUs').positive('cpu_limit must be above 0').max(256, 'cpu_limit is too high'),
-  command: array(string().strict().typeError('command must be a list of strings').required())
+  command: array(string().strict().typeError('command must be a list of strings').required().matches(NO_NUL, 'command must not contain a NUL character'))
     .strict()
     .typeError('command must be a list of strings')
     .min(1, 'command must not be empty')
@@ -167,4 +180,18 @@ export function validate<S extends Schema>(schema: S, value: unknown): S['__outp
     if (err instanceof ValidationError) throw new BadRequest(err.errors.join('; '));
     throw err;
   }
+}
+
+/**
+ * Validates a query against an object schema, refusing names it does not
+ * know: a misspelt `limt=5` is a clear 400, not a silent default.
+ */
+export function validateQuery<S extends ObjectSchema<object>>(schema: S, query: Record<string, unknown>): S['__outputType'] {
+  const known = Object.keys(schema.fields);
+  const unknown = Object.keys(query).find((name) => !known.includes(name));
+  if (unknown !== undefined) {
+    const shown = unknown.length > 64 ? `${unknown.slice(0, 64)}...` : unknown;
+    throw new BadRequest(`unknown query parameter ${JSON.stringify(shown)}: this path takes ${known.join(', ')}`);
+  }
+  return validate(schema, query);
 }

@@ -216,3 +216,23 @@ test('where the host\'s cgroup files are visible, no stats are asked of the engi
   await blind.stats(bot.id);
   t.true(proxy.requests.some((line) => /\/containers\/\w+\/stats\?/.test(line)), 'without them, the engine answers');
 });
+
+test('a cold stats read of a bot that stops meanwhile is answered, not held: the engine\'s stream of a stopped container never ends', async (t) => {
+  // The stream is opened a little late, once the bot is gone, as when it stops between its check and the stream.
+  const proxy = new SocketProxy();
+  proxy.delay(/\/stats\?/, 800);
+  await proxy.start();
+  t.teardown(() => proxy.close());
+  const driver = createDockerDriver({ dockerHost: proxy.dockerHost, cgroupRoot: await mkdtemp(join(tmpdir(), 'no-cgroups-')) });
+  t.teardown(() => driver.close());
+  const bot = await fixture.runBot();
+  const read = driver.stats(bot.id).then(
+    () => 'answered',
+    (err: Error) => err.message,
+  );
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  await bot.container.kill();
+  // Before, the read waited for ever: the engine sends a stopped container's stream zero-time samples, a second apart.
+  const settled = await Promise.race([read, new Promise((resolve) => setTimeout(() => resolve('still waiting after 20 s'), 20_000))]);
+  t.regex(String(settled), /must be running/);
+});

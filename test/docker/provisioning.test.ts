@@ -118,6 +118,24 @@ test('bad input is a 400 naming the field; an image the engine lacks is a 400', 
   t.regex(String(missing.body?.msg), /image bot-agent-no-such-image:404 is not on the engine/);
 });
 
+test('what the engine refuses to run is a 400 saying why, and leaves no container behind (was a 500, then a stopped bot)', async (t) => {
+  for (const [change, msg] of [
+    [{ image: 'Bot-Agent/Upper' }, /image must be an image reference/],
+    [{ cpu_limit: 200 }, /cannot run as asked: .*CPU/i],
+    [{ command: ['/no/such/program'] }, /cannot run as asked: .*no such file/i],
+    [{ token: 'a\u0000b' }, /token must not contain a NUL/],
+  ] as const) {
+    const id = fixture.newBotId();
+    t.teardown(() => fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined));
+    const body: Record<string, unknown> = { bot_id: id, user_id: 'u', image: TEST_IMAGE, template: 'telegram', token: 'x' };
+    Object.assign(body, change);
+    const reply = await call(server, '/api/admin/bots', { body });
+    t.is(reply.status, 400, JSON.stringify(change));
+    t.regex(String(reply.body?.msg), msg, JSON.stringify(change));
+    t.deepEqual(await fixture.docker.listContainers({ all: true, filters: { name: [id] } }), [], JSON.stringify(change));
+  }
+});
+
 test('a network the engine lacks is named as such, not as a missing image', async (t) => {
   const provisioner = createDockerProvisioner({ dockerHost: fixture.dockerHost, network: 'bot-agent-no-such-network', agentUrl: 'http://agent:8000' });
   const id = fixture.newBotId();

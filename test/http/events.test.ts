@@ -86,6 +86,14 @@ test('without a cursor only live events come; with one, exactly those after it, 
   t.deepEqual(ids, [...new Set(ids)].sort((a, b) => a - b), 'no event twice, in order');
   for (const stream of [all, resumed, ofSelf]) stream.close();
 
+  // An empty Last-Event-ID is none, as /openapi.json says: live events only.
+  const empty = await openStream(agent.server, '/api/events', { headers: { 'Last-Event-ID': '' } });
+  t.is(empty.status, 200);
+  crash(driver, OTHER.id, 7);
+  await empty.next((e) => e.event === 'exited');
+  t.deepEqual(empty.events.filter((e) => e.event === 'exited').map((e) => (e.data.exit as { exit_code: number }).exit_code), [7]);
+  empty.close();
+
   const bad = await openStream(agent.server, '/api/events', { headers: { 'Last-Event-ID': 'yesterday' } });
   t.is(bad.status, 400);
   t.regex(String(bad.body?.msg), /Last-Event-ID/);

@@ -44,6 +44,19 @@ test('a wrong method on a known path is a 405 envelope with Allow', async (t) =>
   t.like(stats.body, { ok: false });
 });
 
+test('a literal path is served by its own routes only: GET /api/bots/stop is no bot id, and OPTIONS lists only POST', async (t) => {
+  const server = await agentFor(t, new MemoryDriver());
+  for (const path of ['/api/bots/stop', '/api/bots/start', '/api/bots/logs', '/api/bots/restart']) {
+    const get = await call(server, path, { method: 'GET' });
+    t.is(get.status, 405, path);
+    t.is(get.headers.allow, 'POST', path);
+    const options = await call(server, path, { method: 'OPTIONS' });
+    t.is(options.status, 200, path);
+    t.is(options.headers.allow, 'POST', path);
+  }
+  t.is((await call(server, '/api/bots/bot_1_1_a', { method: 'OPTIONS' })).headers.allow, 'HEAD, GET');
+});
+
 test('a method the router does not know at all (TRACE, PROPFIND) is a 405 with Allow, not a 5xx', async (t) => {
   const server = await agentFor(t, new MemoryDriver());
   for (const method of ['TRACE', 'PROPFIND', 'PUT', 'PATCH']) {

@@ -49,15 +49,28 @@ const fields: Record<string, unknown[]> = {
   bot_id: ['bot_1_2_abc', 'bot_1_2_', 'bot_x', `bot_1_1_${'a'.repeat(60)}`, ''],
   user_id: ['user_1', '', 'u'.repeat(257)],
   lines: [1, 100, 10_000, 0, 10_001, 1.5, -1, '5'],
-  image: ['registry.example.com/bot:1', 'bot', 'has spaces', '-x', `a${'b'.repeat(255)}`],
+  // Docker refuses an upper-case repository (it was a 500); a registry host may have capitals and a port.
+  image: [
+    'registry.example.com/bot:1',
+    'bot',
+    'has spaces',
+    '-x',
+    `a${'b'.repeat(255)}`,
+    'jv7N2LoBm.26',
+    'Foo/bar',
+    'a//b',
+    'Registry.Example.com:5000/team/bot:Tag_1',
+    `bot@sha256:${'a'.repeat(64)}`,
+    'bot:-tag',
+  ],
   template: ['telegram', 'n8n', 'Tele', '_x', 'a'.repeat(33)],
-  token: ['t', '', 'x'.repeat(4097)],
+  token: ['t', '', 'x'.repeat(4097), 'a\u0000b'],
   domain: ['bot.example.com', 'Bot.Example.COM', 'x', '-bad.com', 'a..b', `${'a'.repeat(64)}.com`],
   port: [1, 8080, 65535, 0, 65536, 80.5],
-  env: [{}, { API_KEY: 'x' }, { BOT_TOKEN: 'x' }, { '1BAD': 'x' }, { A: 1 }, { A: 'x'.repeat(4097) }, [], null],
+  env: [{}, { API_KEY: 'x' }, { BOT_TOKEN: 'x' }, { '1BAD': 'x' }, { A: 1 }, { A: 'x'.repeat(4097) }, { A: 'a\u0000b' }, [], null],
   memory_limit: [6 * 1024 * 1024, 1, 1e9, 1.5],
   cpu_limit: [0.5, 256, 0, 257, -1],
-  command: [['sh'], [], ['sh', 1], [''], ['sh', ''], 'sh', Array.from({ length: 65 }, () => 'x')],
+  command: [['sh'], [], ['sh', 1], [''], ['sh', ''], ['sh', 'a\u0000b'], 'sh', Array.from({ length: 65 }, () => 'x')],
 };
 // The first value of each list is valid: bodies lean to it, so that many are valid and each fault stands alone.
 const field = (values: unknown[]) =>

@@ -32,6 +32,22 @@ test('GET logs refuses a bad lines or follow with a 400 naming it', async (t) =>
   t.deepEqual(driver.calls, []);
 });
 
+test('a query parameter a path does not take is a 400 naming it, not silently ignored', async (t) => {
+  const { driver, server } = await setUp(t);
+  for (const [path, known] of [
+    [`/api/bots/${SELF.id}/logs?lines=2&limt=5`, /limt.*lines, follow/],
+    [`/api/bots/${SELF.id}/exits?limt=5`, /limt.*limit/],
+    [`/api/events?afterr=3`, /afterr.*after/],
+    ['/api/admin/bots?owner=user_1', /owner.*user_id/],
+  ] as const) {
+    const reply = await call(server, path);
+    t.is(reply.status, 400, path);
+    t.regex(String(reply.body?.msg), /unknown query parameter/, path);
+    t.regex(String(reply.body?.msg), known, path);
+  }
+  t.deepEqual(driver.calls, []);
+});
+
 test('a bot reading itself past its read rate gets 429 with Retry-After; the platform is not limited', async (t) => {
   const { server } = await setUp(t, 5);
   const reads = [

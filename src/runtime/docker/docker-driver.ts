@@ -12,7 +12,7 @@ import { signalled } from './docker-signals.js';
 import { engineStatus, translateDockerError } from './docker-errors.js';
 import { followLogs, readLogs } from './docker-logs.js';
 import { DockerRunWatcher, EXIT_LOG_LINES } from './docker-runs.js';
-import { DockerStatsFeed } from './docker-stats-feed.js';
+import { ContainerStopped, DockerStatsFeed } from './docker-stats-feed.js';
 import { botStatsFrom } from './docker-stats.js';
 
 /** How long a quick engine call may take before the engine counts as unreachable. */
@@ -162,6 +162,8 @@ class DockerDriver implements RuntimeDriver {
     try {
       return botStatsFrom(await this.statsFeed.sample(info.Id), startedAt);
     } catch (err) {
+      // It stopped while read: a bot that crashes and is started again by its restart policy is not a failing engine.
+      if (err instanceof ContainerStopped) throw new NotRunning(messages.notRunning(botId));
       // The stream ends when the container goes away: tell that apart from an engine failure.
       if (engineStatus(err) === undefined) await this.runningBot(botId);
       throw translateDockerError(err, botId);

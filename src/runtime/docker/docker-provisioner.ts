@@ -29,8 +29,9 @@ class DockerProvisioner implements Provisioner {
     const env = { ...botEnvironment(spec, this.options.agentUrl) };
     for (const name of TOKEN_VARIABLES) env[name] = spec.token;
     const abortSignal = AbortSignal.timeout(DEADLINE_MS);
+    let container: Docker.Container | undefined;
     try {
-      const container = await this.docker.createContainer({
+      container = await this.docker.createContainer({
         name: spec.id,
         Image: spec.image,
         Cmd: spec.command ? [...spec.command] : undefined,
@@ -52,11 +53,16 @@ class DockerProvisioner implements Provisioner {
       } as Docker.ContainerCreateOptions);
       await container.start({ abortSignal });
     } catch (err) {
-      if (engineStatus(err) === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
+      // A bot that could not start is not left behind: the platform may try again under the same id.
+      if (container !== undefined) await container.remove({ force: true }).catch(() => undefined);
+      const status = engineStatus(err);
+      if (status === 409 && container === undefined) throw new AlreadyExists(`bot ${spec.id} exists already`);
       // The engine answers 404 for a missing image and for a missing network alike: ask which.
-      if (engineStatus(err) === 404 && !(await this.hasImage(spec.image))) {
+      if (status === 404 && !(await this.hasImage(spec.image))) {
         throw new BadRequest(`image ${spec.image} is not on the engine: ${engineDetail(err)}`);
       }
+      // The engine refused what the request asked for (more CPUs than the host has, a command the image lacks).
+      if (status === 400) throw new BadRequest(`bot ${spec.id} cannot run as asked: ${engineDetail(err)}`);
       throw translateDockerError(err, undefined, (detail) => new OperationFailed(`Failed to create bot ${spec.id}: ${detail}`));
     }
   }

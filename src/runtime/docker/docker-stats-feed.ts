@@ -17,6 +17,18 @@ interface Feed {
 const STALE_MS = 3_000;
 /** How long opening a stream may take. */
 const OPEN_DEADLINE_MS = 1_500;
+/** How long a cold read waits for the stream's first sample that spans an interval (one comes a second). */
+const FIRST_SAMPLE_DEADLINE_MS = 3_000;
+
+/** What a stream that ends or stalls rejects its waiting read with. */
+const streamGone = (why: string) => Object.assign(new Error(`the stats stream ${why}`), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
+
+/** The stream reported the container stopped (it may be running again by now, under a restart policy). */
+export class ContainerStopped extends Error {
+  constructor() {
+    super('the stats stream reports a container that no longer runs');
+  }
+}
 
 /**
  * Keeps the engine's stats stream open for each container read recently, so
@@ -56,7 +68,15 @@ export class DockerStatsFeed {
     }
     const open = await feed;
     open.lastRead = Date.now();
-    return open.latest ?? open.first;
+    if (open.latest) return open.latest;
+    let deadline: NodeJS.Timeout | undefined;
+    const stalled = new Promise<never>((_, reject) => {
+      deadline = setTimeout(() => {
+        this.drop(containerId);
+        reject(streamGone('sent no sample in time'));
+      }, FIRST_SAMPLE_DEADLINE_MS);
+    });
+    return Promise.race([open.first, stalled]).finally(() => clearTimeout(deadline));
   }
 
   /** The latest sample when the container's stream has one already; counts as a read. */
@@ -119,6 +139,12 @@ export class DockerStatsFeed {
     eachJsonLine<DockerStatsSample>(
       stream,
       (sample) => {
+        // A container that stopped gets zero-time samples a second, without end: its stream is over.
+        if (sample.read?.startsWith('0001-')) {
+          this.drop(containerId);
+          rejectFirst(new ContainerStopped());
+          return;
+        }
         if (!sample.precpu_stats?.system_cpu_usage) return;
         feed.latest = sample;
         feed.receivedAt = Date.now();
@@ -128,7 +154,7 @@ export class DockerStatsFeed {
     );
     const ended = (): void => {
       onEnd();
-      rejectFirst(Object.assign(new Error('the stats stream ended'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+      rejectFirst(streamGone('ended'));
     };
     stream.on('end', ended);
     stream.on('error', ended);

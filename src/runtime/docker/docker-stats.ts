@@ -2,6 +2,8 @@ import type { BotStats } from '../driver.js';
 
 /** The part of the engine's stats answer the agent reads; engines may omit any of it. */
 export interface DockerStatsSample {
+  /** When it was read; the zero time once the container no longer runs. */
+  read?: string;
   cpu_stats?: CpuSample;
   precpu_stats?: CpuSample;
   memory_stats?: {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { KubeConfig, V1Deployment, V1EnvVar, V1Pod } from '@kubernetes/client-node';
-import { AlreadyExists, messages, NotFound, OperationFailed } from '../../errors.js';
+import { AlreadyExists, BadRequest, messages, NotFound, OperationFailed } from '../../errors.js';
 import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
@@ -66,6 +66,11 @@ class KubernetesProvisioner implements Provisioner {
       // Leave nothing half-made: the token's Secret goes with the failed create.
       await this.core.deleteNamespacedSecret({ name: `${name}-token`, namespace }, withDeadline()).catch(() => undefined);
       if (apiStatus(err) === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
+      // Invalid (422) or malformed (400): the cluster refused what the request asked for.
+      const status = apiStatus(err);
+      if (status === 400 || status === 422) {
+        throw translateKubeError(err, undefined, (detail) => new BadRequest(`bot ${spec.id} cannot run as asked: ${detail}`));
+      }
       throw translateKubeError(err, undefined, failed);
     }
   }
