@@ -55,6 +55,11 @@ export class SocketProxy {
     this.delays.push({ pattern, ms });
   }
 
+  /** Holds nothing back any more. */
+  undelay(): void {
+    this.delays.length = 0;
+  }
+
   /** Drops the connection of the next request whose request line matches `pattern`, once. */
   dropOnce(pattern: RegExp): void {
     this.drops.push(pattern);

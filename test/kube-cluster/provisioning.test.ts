@@ -61,6 +61,20 @@ test('a bot created through the agent runs, with every bot variable inside its p
     API_TOKEN: token,
   });
   t.notRegex(created.text, new RegExp(token));
+  // Restricted: no ServiceAccount token to reach the cluster's API with, not root, no privileges to gain.
+  const inside = await execInPod(adminKubeConfig(), namespace, pod, [
+    'sh',
+    '-c',
+    'id -u; ls /var/run/secrets/kubernetes.io/serviceaccount 2>&1 || true; grep -E "^(CapEff|NoNewPrivs)" /proc/self/status',
+  ]);
+  t.regex(inside, /^10001\n/);
+  t.regex(inside, /No such file or directory/);
+  t.regex(inside, /CapEff:\s+0+\n/);
+  t.regex(inside, /NoNewPrivs:\s+1/);
+  const spec = (await core.readNamespacedPod({ name: pod, namespace })).spec;
+  t.is(spec?.automountServiceAccountToken, false);
+  t.like(spec?.securityContext, { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+  t.like(spec?.containers[0]?.securityContext, { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
   t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
   t.true(await eventually(async () => (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.length === 0, 60_000, 500));
 });

@@ -1,0 +1,121 @@
+import type { AddressInfo } from 'node:net';
+import test from 'ava';
+import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
+import { LOG_READS_PER_BOT } from '../../src/http/log-reads.js';
+import { MAX_STREAMS_PER_BOT } from '../../src/http/stream-limits.js';
+import { startAgent } from '../helpers/agent.js';
+import type { TestAgent } from '../helpers/agent.js';
+import { DockerFixture } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+import { call } from '../helpers/http-client.js';
+import { SocketProxy } from '../helpers/socket-proxy.js';
+import { openStream } from '../helpers/sse-client.js';
+
+// What one hostile bot can do to the agent and to the bots beside it, tried against the real engine
+// (issue 22): each bound below was missing before, and each test fails without it.
+const fixture = new DockerFixture();
+const proxy = new SocketProxy();
+let agent: TestAgent;
+let target: { host: string; port: number };
+
+test.before(async () => {
+  await fixture.ready();
+  await proxy.start();
+  // Two lifecycle operations a minute, for the bot and for the platform apart.
+  agent = await startAgent(createDockerDriver({ dockerHost: proxy.dockerHost }), { rateLimit: 2 }, '0.0.0.0');
+  target = { host: (await fixture.network()).gateway, port: (agent.server.address() as AddressInfo).port };
+});
+
+test.after.always(async () => {
+  await agent?.close();
+  await proxy.close();
+  await fixture.cleanup();
+});
+
+const lists = (): number => proxy.requests.filter((line) => /^GET \S*\/containers\/json/.test(line)).length;
+
+test.serial('a bot that spends its lifecycle budget on itself leaves the platform its own: the platform still stops it', async (t) => {
+  const bot = await fixture.runBot();
+  const own = { method: 'POST', path: '/api/bots/start', body: { bot_id: bot.id, user_id: 'user_1' } };
+  t.is((await fixture.httpFromBot(bot, target, own)).status, 200);
+  t.is((await fixture.httpFromBot(bot, target, own)).status, 200);
+  const third = await fixture.httpFromBot(bot, target, own);
+  t.is(third.status, 429);
+  t.regex(String(third.body?.msg), /too many lifecycle operations/);
+  // Before, one budget served both: the platform's stop of a bot that spent it was a 429.
+  const stop = await call(agent.server, '/api/bots/stop', { body: { bot_id: bot.id, user_id: 'user_1' } });
+  t.is(stop.status, 200, stop.text);
+  t.false(await fixture.running(bot));
+});
+
+test.serial('a container that is no bot costs at most one container list however often it calls (was one each)', async (t) => {
+  const bot = await fixture.runBot();
+  const stranger = await fixture.runBot({ labelled: false });
+  await eventually(async () => (await call(agent.server, `/api/bots/${bot.id}`)).status === 200, 10_000, 100);
+  const before = lists();
+  for (let i = 0; i < 15; i += 1) {
+    const reply = await fixture.httpFromBot(stranger, target, { method: 'GET', path: `/api/bots/${bot.id}/stats` });
+    t.is(reply.status, 403);
+  }
+  // The answer for an address is kept 5 s: 15 calls in a few seconds take one list, two at a boundary.
+  t.true(lists() - before <= 2, `${lists() - before} container lists for 15 calls`);
+});
+
+test.serial(`log followers and event streams of one bot share ${MAX_STREAMS_PER_BOT} places, each free again at once when its client leaves`, async (t) => {
+  const bot = await fixture.runBot();
+  const open = (i: number) =>
+    openStream(agent.server, i % 2 === 0 ? `/api/bots/${bot.id}/logs?follow=true&lines=0` : `/api/bots/${bot.id}/events`);
+  const streams = await Promise.all(Array.from({ length: MAX_STREAMS_PER_BOT }, (_, i) => open(i)));
+  t.deepEqual(streams.map((s) => s.status), Array.from({ length: MAX_STREAMS_PER_BOT }, () => 200));
+  // Before, event streams had no bound at all.
+  for (const path of [`/api/bots/${bot.id}/events`, `/api/bots/${bot.id}/logs?follow=true`]) {
+    const refused = await openStream(agent.server, path);
+    t.is(refused.status, 429, path);
+    t.regex(String(refused.body?.msg), /too many/);
+  }
+  // The bot is silent: nothing is written that would tell the agent its clients left.
+  for (const stream of streams) stream.close();
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const again = await Promise.all(Array.from({ length: MAX_STREAMS_PER_BOT }, (_, i) => open(i)));
+  t.deepEqual(again.map((s) => s.status), Array.from({ length: MAX_STREAMS_PER_BOT }, () => 200), 'a second after');
+  for (const stream of again) stream.close();
+});
+
+test.serial(`at most ${LOG_READS_PER_BOT} logs reads of one bot reach the engine at once; the others wait their turn`, async (t) => {
+  const bot = await fixture.runBot({ script: 'i=0; while [ $i -lt 3000 ]; do echo "line $i"; i=$((i+1)); done; sleep 1000' });
+  await eventually(async () => (await call(agent.server, '/api/bots/logs', { body: { bot_id: bot.id, lines: 1 } })).body?.logs === 'line 2999\n', 10_000, 100);
+  const logReads = (): number => proxy.requests.filter((line) => line.includes(`/containers/${bot.id}/logs`) || /\/containers\/\w{64}\/logs/.test(line)).length;
+  proxy.delay(/\/logs\?/, 1_200);
+  t.teardown(() => proxy.undelay());
+  const before = logReads();
+  const reads = Array.from({ length: 8 }, () => call(agent.server, '/api/bots/logs', { body: { bot_id: bot.id, lines: 10_000 } }));
+  await new Promise((resolve) => setTimeout(resolve, 600));
+  t.is(logReads() - before, LOG_READS_PER_BOT, 'at once');
+  const replies = await Promise.all(reads);
+  t.deepEqual(replies.map((reply) => reply.status), Array.from({ length: 8 }, () => 200));
+  t.true(replies.every((reply) => String(reply.body?.logs).startsWith('line 0\n')));
+});
+
+test.serial('a crash-looping bot that prints control bytes keeps small exit records: status and exits stay bounded', async (t) => {
+  // 100 lines of 42,000 \x01 bytes a run: 4.2 MB of text, 25 MB once escaped in JSON, every run.
+  const script = "i=0; while [ $i -lt 100 ]; do head -c 42000 /dev/zero | tr '\\000' '\\001'; echo; i=$((i+1)); done; exit 3";
+  const bot = await fixture.runBot({ script, restartPolicy: 'on-failure' });
+  let exits: unknown[] = [];
+  t.true(
+    await eventually(async () => {
+      exits = ((await call(agent.server, `/api/bots/${bot.id}/exits?limit=50`)).body?.exits as unknown[]) ?? [];
+      return exits.length >= 3;
+    }, 60_000, 500),
+    `${exits.length} exit records`,
+  );
+  const all = await call(agent.server, `/api/bots/${bot.id}/exits?limit=50`);
+  const records = all.body?.exits as Array<{ logs: string; exit_code: number }>;
+  t.true(records.every((record) => record.exit_code === 3));
+  // Each record keeps at most 64 KiB as answered (newest lines), so 50 of them at most about 3.2 MB.
+  t.true(Buffer.byteLength(all.text) <= records.length * 70 * 1024, `${Buffer.byteLength(all.text)} bytes for ${records.length} records`);
+  t.true(records.every((record) => record.logs.length > 0 && record.logs.endsWith('\u0001\n')), 'the newest lines are kept');
+  const status = await call(agent.server, `/api/bots/${bot.id}`);
+  t.is(status.status, 200);
+  t.true(Buffer.byteLength(status.text) <= 70 * 1024, `a status of ${Buffer.byteLength(status.text)} bytes`);
+  await bot.container.update({ RestartPolicy: { Name: 'no' } });
+});
