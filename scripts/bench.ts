@@ -186,6 +186,12 @@ interface Flood {
   flooded: Figures;
   floodOk: number;
   floodRefused: number;
+  /** The same calls during the hostile mix of issue 22, and what it made of the agent. */
+  hostile: Figures;
+  hostileReadsOk: number;
+  hostileReadsRefused: number;
+  /** The agent process's peak RSS once the mix is over, in MB. */
+  hostilePeakRssMb: number;
 }
 
 /** The flood, against an agent of its own with the contract's default limits. */
@@ -193,13 +199,14 @@ async function underFlood(gateway: string, quietBot: string): Promise<Flood> {
   const { agent, port: agentPort } = await agentProcess({});
   try {
     const quiet = platformLogs(agentPort, quietBot);
-    return { quiet, ...(await flood(agentPort, gateway, quietBot)) };
+    const flooded = await flood(agentPort, gateway, quietBot);
+    return { quiet, ...flooded, ...(await hostileMix(agent, agentPort, quietBot)) };
   } finally {
     agent.kill('SIGTERM');
   }
 }
 
-async function flood(agentPort: number, gateway: string, quietBot: string): Promise<Omit<Flood, 'quiet'>> {
+async function flood(agentPort: number, gateway: string, quietBot: string): Promise<Pick<Flood, 'flooded' | 'floodOk' | 'floodRefused'>> {
   const container = await nodeBot(`bot_9_99_flood${runId}`, FLOOD, { AGENT: gateway, PORT: String(agentPort), FLOOD_S: '15' });
   const flooding = async () => (await container.logs({ stdout: false, stderr: true, follow: false })).toString().includes('flooding');
   for (let i = 0; i < 100 && !(await flooding()); i++) await new Promise((resolve) => setTimeout(resolve, 100));
@@ -210,6 +217,55 @@ async function flood(agentPort: number, gateway: string, quietBot: string): Prom
   const seen = JSON.parse(out.slice(out.indexOf('{'), out.lastIndexOf('}') + 1)) as { ok: number; refused: number };
   await container.remove({ force: true });
   return { flooded, floodOk: seen.ok, floodRefused: seen.refused };
+}
+
+/**
+ * The hostile mix (issue 22) against the platform's reads of a quiet bot: a bot crash-looping on
+ * output that JSON inflates six times (100 lines of 42,000 \\x01 bytes a run), 40 parallel
+ * 10,000-line reads of it, and 200 event streams nobody reads.
+ */
+async function hostileMix(agent: ChildProcess, agentPort: number, quietBot: string) {
+  const base = `http://127.0.0.1:${agentPort}`;
+  const id = `bot_9_98_hostile${runId}`;
+  const script = "i=0; while [ $i -lt 100 ]; do head -c 42000 /dev/zero | tr '\\000' '\\001'; echo; i=$((i+1)); done; exit 3";
+  const container = await docker.createContainer({
+    name: id,
+    Image: TEST_IMAGE,
+    Cmd: ['sh', '-c', script],
+    Labels: { 'bot-agent/bot-id': id, 'bot-agent/user-id': 'user_1', 'bot-agent-bench': runId },
+    HostConfig: { NetworkMode: network, RestartPolicy: { Name: 'on-failure' } },
+  });
+  await container.start();
+  const exits = async () => ((await (await fetch(`${base}/api/bots/${id}/exits?limit=50`)).json()) as { exits?: unknown[] }).exits?.length ?? 0;
+  for (let i = 0; i < 120 && (await exits()) < 3; i++) await new Promise((resolve) => setTimeout(resolve, 500));
+  const streams = await Promise.all(
+    Array.from({ length: 200 }, () => new Promise<http.ClientRequest>((resolve) => {
+      const req = http.get(`${base}/api/events`, (res) => {
+        res.pause();
+        resolve(req);
+      });
+      req.on('error', () => resolve(req));
+    })),
+  );
+  const body = JSON.stringify({ bot_id: id, lines: 10_000 });
+  const reads = Array.from({ length: 40 }, () =>
+    fetch(`${base}/api/bots/logs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body }).then(async (reply) => {
+      await reply.arrayBuffer();
+      return reply.status;
+    }),
+  );
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const hostile = platformLogs(agentPort, quietBot);
+  const statuses = await Promise.all(reads);
+  for (const stream of streams) stream.destroy();
+  const hostilePeakRssMb = round(peakRss(agent), 1);
+  await container.remove({ force: true });
+  return {
+    hostile,
+    hostileReadsOk: statuses.filter((status) => status === 200).length,
+    hostileReadsRefused: statuses.filter((status) => status !== 200).length,
+    hostilePeakRssMb,
+  };
 }
 
 /** A POST that resolves once the whole answer is in; rejects unless it is a 200. */
@@ -449,7 +505,12 @@ function verdicts(small: Phase, large: Phase, scale: Scale, peakRssMb: number): 
       if (!p.flooded) return [];
       const { quiet: calm, flooded } = p.flooded;
       const limit = Math.min(100, 5 * calm.p99);
-      return [row(`another bot's logs p99 while one bot floods, ${p.bots} bots`, `≤ 5 × quiet ${calm.p99} ms, ≤ 100 ms`, `${flooded.p99} ms`, flooded.p99 <= limit)];
+      const { hostile, hostilePeakRssMb } = p.flooded;
+      return [
+        row(`another bot's logs p99 while one bot floods, ${p.bots} bots`, `≤ 5 × quiet ${calm.p99} ms, ≤ 100 ms`, `${flooded.p99} ms`, flooded.p99 <= limit),
+        row(`another bot's logs p99 during the hostile mix, ${p.bots} bots`, '≤ 100 ms', `${hostile.p99} ms`, hostile.p99 <= 100),
+        row('agent peak RSS after the hostile mix', '< 256 MiB (the chart\'s limit)', `${hostilePeakRssMb} MB`, hostilePeakRssMb < 256),
+      ];
     }),
     row('agent peak RSS over the whole bench (autocannon loads included)', 'reported', `${round(peakRssMb, 1)} MB`, true),
   ];
@@ -478,7 +539,13 @@ function report(machine: Record<string, string | number>, phases: Phase[], scale
       ['restart', p.restart, p.rawRestart],
     ];
     if (p.flooded) {
-      rows.splice(3, 0, ['logs tail=100, default limits, quiet', p.flooded.quiet, p.rawLogs], ['logs tail=100, default limits, while another bot floods', p.flooded.flooded, p.rawLogs]);
+      rows.splice(
+        3,
+        0,
+        ['logs tail=100, default limits, quiet', p.flooded.quiet, p.rawLogs],
+        ['logs tail=100, default limits, while another bot floods', p.flooded.flooded, p.rawLogs],
+        ['logs tail=100, default limits, during the hostile mix', p.flooded.hostile, p.rawLogs],
+      );
     }
     for (const [what, agent, raw] of rows) {
       lines.push(`| ${what} | ${p.bots} | ${agent.p50} | ${agent.p99} | ${agent.rps ?? ''} | ${raw.p50} | ${raw.p99} | ${round(agent.p50 / raw.p50)} |`);
@@ -492,6 +559,11 @@ function report(machine: Record<string, string | number>, phases: Phase[], scale
         `the agent answered ${p.flooded.floodOk} of those reads and refused ${p.flooded.floodRefused} (429, AGENT_READ_RATE). ` +
         `Another bot's logs, read by the platform meanwhile: p50 ${p.flooded.flooded.p50} ms, p99 ${p.flooded.flooded.p99} ms; ` +
         `quiet, on the same agent just before: p50 ${p.flooded.quiet.p50} ms, p99 ${p.flooded.quiet.p99} ms.`,
+      '',
+      `The hostile mix (${p.bots} bots): a bot crash-looping on 100 lines of 42,000 \\x01 bytes a run (25 MB a run once in JSON), ` +
+        `40 parallel 10,000-line reads of it (${p.flooded.hostileReadsOk} answered, ${p.flooded.hostileReadsRefused} refused 429 after waiting 2 s: ` +
+        `4 reads of one bot run at once) and 200 event streams nobody reads. Another bot's logs, read by the platform meanwhile: ` +
+        `p50 ${p.flooded.hostile.p50} ms, p99 ${p.flooded.hostile.p99} ms. The agent's peak RSS after it: ${p.flooded.hostilePeakRssMb} MB.`,
     );
   }
   lines.push('', 'Raw stats: `stream=false` (two readings a second apart); for the cold row, `one-shot=true`.', '');

@@ -29,13 +29,14 @@ export interface EventStream {
 
 /** Opens `path` on the test's own server as an event stream (from a chosen 127.x address). */
 export function openStream(
-  target: Server | { port: number },
+  target: Server | { host?: string; port: number },
   path: string,
   options: { from?: string; headers?: Record<string, string> } = {},
 ): Promise<EventStream> {
   const port = 'address' in target ? (target.address() as AddressInfo).port : target.port;
+  const host = 'address' in target ? '127.0.0.1' : (target.host ?? '127.0.0.1');
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, headers: options.headers, localAddress: options.from }, (res) => {
+    const req = request({ host, port, path, headers: options.headers, localAddress: options.from }, (res) => {
       const events: ReceivedEvent[] = [];
       const comments: string[] = [];
       const waiters = new Set<() => void>();
