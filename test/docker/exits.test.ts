@@ -10,6 +10,7 @@ import type { TestBot } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
 import { openStream } from '../helpers/sse-client.js';
+import { SocketProxy } from '../helpers/socket-proxy.js';
 
 // Why a bot died (CONTRACT.md §8-9) on the real engine: each way a run can end, as its exit record says it.
 
@@ -89,6 +90,27 @@ test('a bot killed by the kernel for memory: oom_killed, not requested', async (
   t.regex(exit!.logs, /allocating/);
   t.notRegex(exit!.logs, /survived/);
   t.is((await statusOf(bot)).state, 'exited');
+});
+
+test('a kill for memory the engine reports after the exit (as it may under load) is still oom_killed', async (t) => {
+  const proxy = new SocketProxy();
+  await proxy.start();
+  const late = await startAgent(createDockerDriver({ dockerHost: proxy.dockerHost }), {});
+  t.teardown(async () => {
+    await late.close();
+    await proxy.close();
+  });
+  const bot = await fixture.runBot({ script: 'echo allocating; x=0123456789abcdef; while :; do x="$x$x"; done', memoryBytes: 16 * 1024 * 1024, start: false });
+  proxy.holdAnswers(['"Action":"oom"', bot.container.id], ['"Action":"die"', bot.container.id]);
+  // The agent's watch of the engine's events is open before the bot starts.
+  await eventually(() => proxy.requests.some((line) => line.includes('/events')));
+  await bot.container.start();
+  let exit: ExitRecord | undefined;
+  await eventually(async () => {
+    exit = ((await call(late.server, `/api/bots/${bot.id}/exits`)).body?.exits as ExitRecord[] | undefined)?.[0];
+    return exit !== undefined;
+  });
+  t.like(exit, { oom_killed: true, requested: false, exit_code: 137, signal: 'SIGKILL' });
 });
 
 test('stopped and restarted through the agent: requested records with the lines it wrote on SIGTERM; events say so', async (t) => {

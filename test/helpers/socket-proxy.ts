@@ -4,6 +4,7 @@ import { connect, createServer } from 'node:net';
 import type { AddressInfo, Server, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Transform } from 'node:stream';
 
 type Mode = 'open' | 'cut' | 'stall';
 
@@ -24,6 +25,7 @@ export class SocketProxy {
   private readonly delays: Array<{ pattern: RegExp; ms: number }> = [];
   private readonly drops: RegExp[] = [];
   private readonly awaited: Array<{ text: string; found: () => void }> = [];
+  private readonly holds: Array<{ text: string[]; until: string[] }> = [];
   /** How many requests `dropOnce` dropped. */
   dropped = 0;
   /** The most connections open at once (a client that keeps connections alive opens one per request under way). */
@@ -63,6 +65,15 @@ export class SocketProxy {
   /** Drops the connection of the next request whose request line matches `pattern`, once. */
   dropOnce(pattern: RegExp): void {
     this.drops.push(pattern);
+  }
+
+  /**
+   * Passes back each piece of an answer that contains every string of `text`
+   * only after the next piece on its connection that contains every string of
+   * `until` (an engine that reports two events the other way round).
+   */
+  holdAnswers(text: string[], until: string[]): void {
+    this.holds.push({ text, until });
   }
 
   /** Resolves once an answer passed back contains `text` (found within one chunk). */
@@ -126,7 +137,27 @@ export class SocketProxy {
         waiter.found();
       }
     });
-    engine.pipe(client);
+    engine.pipe(this.reorder()).pipe(client);
+  }
+
+  /** The answers of one connection, with the pieces `holdAnswers` names moved after their `until`. */
+  private reorder(): Transform {
+    const held: Array<{ chunk: Buffer; until: string[] }> = [];
+    const has = (text: string, parts: string[]): boolean => parts.every((part) => text.includes(part));
+    return new Transform({
+      transform: (chunk: Buffer, _encoding, done) => {
+        const text = chunk.toString('latin1');
+        const hold = this.holds.find((rule) => has(text, rule.text) && !has(text, rule.until));
+        if (hold) {
+          held.push({ chunk, until: hold.until });
+          done();
+          return;
+        }
+        const released = held.filter((piece) => has(text, piece.until));
+        for (const piece of released) held.splice(held.indexOf(piece), 1);
+        done(null, Buffer.concat([chunk, ...released.map((piece) => piece.chunk)]));
+      },
+    });
   }
 
   /** Passes the client's bytes on; a request a delay names is held back, one a drop names ends its connection. */

@@ -10,7 +10,12 @@ interface Run {
   /** A kill (docker stop, restart, kill, rm -f: the agent's too) came before the end. */
   requested: boolean;
   oomKilled: boolean;
+  /** Called when the kernel's kill for memory is reported after the run's end. */
+  onLateOom?: () => void;
 }
+
+/** How long a SIGKILL nobody asked for waits for the engine's word that it was for memory. */
+const LATE_OOM_WAIT_MS = 2_000;
 
 /** The lines of a run an exit record keeps. */
 export const EXIT_LOG_LINES = 100;
@@ -31,6 +36,8 @@ export type RunLogsReader = (botId: string, containerId: string, since: Date | u
  */
 export class DockerRunWatcher {
   private readonly runs = new Map<string, Run>();
+  /** Runs that ended and whose records are not yet handed on. */
+  private readonly ending = new Map<string, Run>();
   /** When each container's last run ended. */
   private readonly ends = new Map<string, Date>();
   private readonly queues = new Map<string, Promise<void>>();
@@ -67,12 +74,17 @@ export class DockerRunWatcher {
       case 'kill':
         this.runOf(containerId, botId).requested = true;
         return;
-      case 'oom':
-        this.runOf(containerId, botId).oomKilled = true;
+      case 'oom': {
+        // The engine hears of the kill for memory and of the exit apart: under load, the exit may come first.
+        const run = this.ending.get(containerId) ?? this.runOf(containerId, botId);
+        run.oomKilled = true;
+        run.onLateOom?.();
         return;
+      }
       case 'die': {
         const run = this.runOf(containerId, botId);
         this.runs.delete(containerId);
+        this.ending.set(containerId, run);
         this.ends.set(containerId, at);
         const exitCode = Number.parseInt(attributes.exitCode ?? '', 10);
         // A run the agent did not see begin: the engine says how long it lasted, in whole seconds.
@@ -80,6 +92,8 @@ export class DockerRunWatcher {
         this.inOrder(containerId, async () => {
           const startedAt = run.startedAt ?? (Number.isFinite(duration) ? new Date(at.getTime() - duration * 1000) : undefined);
           const logs = await this.lastLines(botId, containerId, run.after, at);
+          if (exitCode === 137 && !run.requested && !run.oomKilled) await lateOom(run);
+          if (this.ending.get(containerId) === run) this.ending.delete(containerId);
           this.observer.ended({
             botId,
             at,
@@ -95,6 +109,7 @@ export class DockerRunWatcher {
       }
       case 'destroy':
         this.runs.delete(containerId);
+        this.ending.delete(containerId);
         this.ends.delete(containerId);
         return;
     }
@@ -127,4 +142,15 @@ export class DockerRunWatcher {
       });
     this.queues.set(containerId, next);
   }
+}
+
+/** Resolves when the run's kill for memory is reported, or after a short wait. */
+function lateOom(run: Run): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, LATE_OOM_WAIT_MS);
+    run.onLateOom = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+  });
 }
