@@ -2,6 +2,7 @@
 # npm run kube:up: a real single-node Kubernetes on this machine, idempotently.
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and
 # kube-proxy built from Go modules (scripts/kube/build.sh, cached by version),
+# a default StorageClass of folders on the node (scripts/kube/volumes.sh),
 # Debian's containerd as an instance of its own (CRI on, cgroupfs), Debian's CNI
 # plugins on a bridge of its own (bak0, 10.88.0.0/16, no masquerading), and
 # metrics-server in the cluster. Pods reach the API server at 10.88.0.1, an
@@ -196,6 +197,7 @@ for daemon in kubelet kube-proxy; do
 done
 node_ready() { api "/api/v1/nodes/$NODE" | tr -d ' \n' | grep -q '"type":"Ready","status":"True"'; }
 await "the node" 120 node_ready
+source scripts/kube/volumes.sh
 
 # metrics-server, in the cluster, from an image made of its static binary.
 METRICS_IMAGE="bot-agent-metrics-server:$METRICS_SERVER_VERSION"

@@ -2,7 +2,7 @@ import test from 'ava';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
-import { Service, ServiceAccount } from 'kubernetes-models/v1';
+import { PersistentVolumeClaim, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { CHART, helm, renderChart } from '../helpers/helm.js';
 import type { KubeObject } from '../helpers/helm.js';
 
@@ -11,6 +11,7 @@ const models: Record<string, new (data: never) => { validate(): void }> = {
   'apps/v1/Deployment': Deployment,
   'v1/Service': Service,
   'v1/ServiceAccount': ServiceAccount,
+  'v1/PersistentVolumeClaim': PersistentVolumeClaim,
   'rbac.authorization.k8s.io/v1/Role': Role,
   'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
@@ -40,6 +41,7 @@ test('every rendered object is valid against the Kubernetes schema of its kind',
     'ClusterRoleBinding',
     'Deployment',
     'NetworkPolicy',
+    'PersistentVolumeClaim',
     'Role',
     'RoleBinding',
     'Service',
@@ -119,26 +121,28 @@ test('the agent pods are annotated for Prometheus unless told not to', async (t)
   t.like(await annotations({ 'metrics.scrapeAnnotations': 'false', 'podAnnotations.team': 'bots' }), { team: 'bots' });
 });
 
-test('the data folder is an emptyDir by default and a PersistentVolumeClaim when persistence is on; a webhook takes its secret from a Secret', async (t) => {
+test('the data folder is a PersistentVolumeClaim by default (one pod at a time: Recreate), an emptyDir when persistence is off; a webhook takes its secret from a Secret', async (t) => {
   const mountOf = (objects: KubeObject[]) => {
     const pod = (byKind(objects, 'Deployment')[0] as unknown as Deployment).spec!.template.spec!;
     const mount = pod.containers[0]!.volumeMounts?.find((m) => m.mountPath === '/var/lib/bot-agent');
     return { volume: pod.volumes?.find((v) => v.name === mount?.name), env: pod.containers[0]!.env ?? [] };
   };
-  const plain = await renderChart();
+  const plain = await renderChart('bots', { 'persistence.enabled': 'false' });
   t.deepEqual(mountOf(plain).volume, { name: 'data', emptyDir: {} });
+  t.is(byKind(plain, 'PersistentVolumeClaim').length, 0);
+  t.is((byKind(plain, 'Deployment')[0] as unknown as Deployment).spec!.strategy, undefined);
   t.like(mountOf(plain).env.find((e) => e.name === 'AGENT_DATA_DIR'), { value: '/var/lib/bot-agent' });
   t.falsy(mountOf(plain).env.find((e) => e.name === 'AGENT_WEBHOOK_URL'));
 
   const kept = await renderChart('bots', {
-    'persistence.enabled': 'true',
     'persistence.size': '2Gi',
     'webhook.url': 'https://platform.example/hooks',
     'webhook.existingSecret': 'hook-key',
   });
-  validateAll(t, kept.filter((o) => o.kind !== 'PersistentVolumeClaim'));
+  validateAll(t, kept);
   const claim = byKind(kept, 'PersistentVolumeClaim')[0] as unknown as { metadata: { name: string }; spec: { resources: { requests: { storage: string } } } };
   t.is(claim.spec.resources.requests.storage, '2Gi');
+  t.deepEqual((byKind(kept, 'Deployment')[0] as unknown as Deployment).spec!.strategy, { type: 'Recreate' });
   t.deepEqual(mountOf(kept).volume, { name: 'data', persistentVolumeClaim: { claimName: claim.metadata.name } });
   t.like(mountOf(kept).env.find((e) => e.name === 'AGENT_WEBHOOK_SECRET'), { valueFrom: { secretKeyRef: { name: 'hook-key', key: 'secret' } } });
   await t.throwsAsync(renderChart('bots', { 'webhook.url': 'https://platform.example/hooks' }), { message: /webhook.existingSecret is required/ });

@@ -10,7 +10,7 @@ import { TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { CHART, helm } from '../helpers/helm.js';
 import { adminKubeConfig, botDeployment } from './cluster-harness.js';
-import { httpFromPod } from './pod-exec.js';
+import { execInPod, httpFromPod } from './pod-exec.js';
 
 // The agent as operators install it: the project's image imported into the
 // cluster, installed with the real helm from charts/bot-agent, running as its
@@ -36,6 +36,14 @@ async function createBot(id: string): Promise<V1Pod> {
   await eventually(async () => (pod = await runningPod(`${BOT_LABEL}=${id}`)) !== undefined, 60_000, 250);
   if (!pod) throw new Error(`bot ${id} never ran`);
   return pod;
+}
+
+/** The agent's answer to the platform (a call from loopback inside the agent's pod) at `path`. */
+async function askAsPlatform(path: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  const agent = await runningPod('app.kubernetes.io/name=bot-agent');
+  if (!agent) throw new Error('no agent pod runs');
+  const script = `fetch('http://127.0.0.1:8000${path}').then(async (r) => console.log(JSON.stringify({ status: r.status, body: await r.json() })))`;
+  return JSON.parse(await execInPod(admin, namespace, agent.metadata?.name ?? '', ['node', '-e', script], 'agent')) as { status: number; body: Record<string, unknown> };
 }
 
 /** An HTTP call from inside the bot's pod to the Service `agent` on port 8000. */
@@ -84,4 +92,27 @@ test.serial('a bot restarting itself through the installed agent hears back firs
     }, 90_000, 500),
     'the pod was not replaced',
   );
+});
+
+test.serial('the default install keeps exit records across its pod being deleted: the claim outlives the pod', async (t) => {
+  const id = `bot_4_4_${runId}`;
+  await apps.createNamespacedDeployment({ namespace, body: botDeployment(id, { script: 'echo "run of $HOSTNAME"; sleep 1; exit 3' }) });
+  const exitsNow = async () => (await askAsPlatform(`/api/bots/${id}/exits?limit=50`)).body.exits as Array<{ at: string; exit_code: number }>;
+  let before: Array<{ at: string; exit_code: number }> = [];
+  t.true(await eventually(async () => (before = await exitsNow()).length >= 2, 90_000, 1_000), 'the crash-looping bot has two records');
+  t.like(before[0], { exit_code: 3 });
+
+  const old = await runningPod('app.kubernetes.io/name=bot-agent');
+  await core.deleteNamespacedPod({ namespace, name: old?.metadata?.name ?? '' });
+  t.true(
+    await eventually(async () => {
+      const now = await runningPod('app.kubernetes.io/name=bot-agent');
+      return now !== undefined && now.metadata?.name !== old?.metadata?.name && (now.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+    }, 120_000, 500),
+    'a new agent pod became ready',
+  );
+  const after = await exitsNow();
+  // The new pod may have seen later runs end: the old records are the oldest of its answer, unchanged.
+  t.deepEqual(after.slice(after.length - before.length), before);
+  await apps.deleteNamespacedDeployment({ namespace, name: botDeployment(id).metadata?.name ?? '' });
 });

@@ -4,8 +4,8 @@ import type { KubeConfig, V1Status } from '@kubernetes/client-node';
 import { NC_SCRIPT, parseRawReply, rawRequest } from '../helpers/raw-http.js';
 import type { RawReply } from '../helpers/raw-http.js';
 
-/** What `command` printed, run in the pod's container `bot` through the API server (the kubelet's exec). */
-export async function execInPod(admin: KubeConfig, namespace: string, pod: string, command: string[]): Promise<string> {
+/** What `command` printed, run in the pod's `container` through the API server (the kubelet's exec). */
+export async function execInPod(admin: KubeConfig, namespace: string, pod: string, command: string[], container = 'bot'): Promise<string> {
   const chunks: Buffer[] = [];
   const stdout = new Writable({
     write(chunk: Buffer, _encoding, done) {
@@ -21,7 +21,7 @@ export async function execInPod(admin: KubeConfig, namespace: string, pod: strin
     },
   });
   const status = await new Promise<V1Status>((resolve, reject) => {
-    new Exec(admin).exec(namespace, pod, 'bot', command, stdout, errors, null, false, resolve).catch(reject);
+    new Exec(admin).exec(namespace, pod, container, command, stdout, errors, null, false, resolve).catch(reject);
   });
   const output = Buffer.concat(chunks).toString('utf8');
   if (status.status !== 'Success' && output === '') {
