@@ -22,6 +22,8 @@ export interface Config {
   readonly botsAgentUrl: string;
   /** Where exit records, events and pending webhook deliveries are kept. */
   readonly dataDir: string;
+  /** A PostgreSQL database that keeps them instead, shared by several agents (CONTRACT.md §11). */
+  readonly databaseUrl: string | undefined;
   /** Where events are POSTed, and the key they are signed with; both or neither. */
   readonly webhook: { readonly url: string; readonly secret: string } | undefined;
   /** Host names, beyond loopback's, that a loopback caller may name in `Host` (lower case). */
@@ -58,6 +60,10 @@ const env = object({
   AGENT_READ_RATE: wholeNumber('AGENT_READ_RATE', 1, 10_000, 'reads a second').default(20),
   AGENT_BOTS_NETWORK: string().matches(/^[\w][\w.-]{0,127}$/, 'AGENT_BOTS_NETWORK must be a Docker network name'),
   AGENT_DATA_DIR: string().default('./data'),
+  AGENT_DATABASE_URL: string().matches(
+    /^postgres(ql)?:\/\/\S+$/,
+    'AGENT_DATABASE_URL must be a PostgreSQL URL, e.g. postgres://user:password@host:5432/database',
+  ),
   AGENT_WEBHOOK_URL: string().matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_WEBHOOK_URL must be an http:// or https:// URL'),
   AGENT_WEBHOOK_SECRET: string().when('AGENT_WEBHOOK_URL', {
     is: (url: string | undefined) => url !== undefined,
@@ -99,6 +105,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       botsNetwork: values.AGENT_BOTS_NETWORK,
       botsAgentUrl: values.AGENT_BOTS_AGENT_URL,
       dataDir: values.AGENT_DATA_DIR,
+      databaseUrl: values.AGENT_DATABASE_URL,
       webhook:
         values.AGENT_WEBHOOK_URL && values.AGENT_WEBHOOK_SECRET
           ? { url: values.AGENT_WEBHOOK_URL, secret: values.AGENT_WEBHOOK_SECRET }

@@ -54,6 +54,12 @@ async function main(): Promise<void> {
     }
   })();
   const { app, lifecycle } = made;
+  await made.opened().catch((err: Error) => {
+    // The URL's password is not repeated.
+    const where = config.databaseUrl ? `AGENT_DATABASE_URL (${new URL(config.databaseUrl).host})` : `AGENT_DATA_DIR=${config.dataDir}`;
+    process.stderr.write(`bot-agent: cannot keep history in ${where}: ${err.message}\n`);
+    process.exit(1);
+  });
 
   const server = await listen(app, config.host, config.port).catch((err: Error) => {
     process.stderr.write(`bot-agent: cannot listen on ${config.host}:${config.port}: ${err.message}\n`);

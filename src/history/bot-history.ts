@@ -1,9 +1,9 @@
 import type { BotInfo, RunEnd, RunObserver, RunStart } from '../runtime/driver.js';
 import { signalName } from '../runtime/signal-names.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from './crash-loop.js';
-import type { ExitRecord, HistoryStore, StoredEvent } from './history-store.js';
+import { HOUR_MS } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, StoredEvent } from './history-store.js';
 
-const HOUR_MS = 3_600_000;
 /** How many kept events one read of the store hands to a stream that resumes. */
 const REPLAY_PAGE = 500;
 
@@ -20,7 +20,9 @@ export type OperationCaller = 'bot' | 'platform';
 export interface BotHistoryOptions {
   /** How long a crash-looping bot must run without crashing to recover; tests shorten it. */
   readonly recoverAfterMs?: number;
-  /** Called with each event once it is kept, e.g. to queue its webhook delivery. */
+  /** Queue a webhook delivery of each event, in the transaction that keeps it. */
+  readonly deliver?: boolean;
+  /** Called with each event this agent kept, once it is committed (e.g. to count it). */
   readonly onKept?: (event: StoredEvent) => void;
   /** Where faults of the history's own work are reported. */
   readonly report?: (what: string, err: unknown) => void;
@@ -35,7 +37,9 @@ export function signalOf(exitCode: number | null): string | null {
 /**
  * Why bots died and what happened to them: turns the runtime's run starts and
  * ends into exit records, crash-loop states and events (CONTRACT.md §§8-9),
- * keeps them in the store, and hands each event to those who follow.
+ * keeps them in the store, and hands each event, whichever agent kept it, to
+ * those who follow. The runtime's reports are kept one after another, in the
+ * order they came.
  */
 export class BotHistory implements RunObserver {
   private readonly followers = new Set<(event: StoredEvent) => void>();
@@ -43,6 +47,9 @@ export class BotHistory implements RunObserver {
   /** Current runs as the runtime reported them, for the recovery check. */
   private readonly runs = new Map<string, number>();
   private readonly recoverAfterMs: number;
+  private readonly unsubscribe: () => void;
+  /** The end of the last write begun: writes are kept in the order they were asked for. */
+  private writes: Promise<void> = Promise.resolve();
   private closed = false;
 
   constructor(
@@ -51,8 +58,14 @@ export class BotHistory implements RunObserver {
     private readonly options: BotHistoryOptions = {},
   ) {
     this.recoverAfterMs = options.recoverAfterMs ?? RECOVER_AFTER_MS;
+    this.unsubscribe = store.subscribe((event) => {
+      for (const follower of this.followers) follower(event);
+    });
     // Bots that were crash-looping when the agent stopped are checked again.
-    for (const botId of store.crashLoopingBots()) void this.checkRecovery(botId);
+    void store
+      .crashLoopingBots()
+      .then((bots) => bots.forEach((botId) => void this.checkRecovery(botId)))
+      .catch((err: unknown) => options.report?.('the history could not read crash loops', err));
   }
 
   /** Calls `follower` with every event kept from now on; returns the function that stops it. */
@@ -62,9 +75,9 @@ export class BotHistory implements RunObserver {
   }
 
   /** Kept events after the cursor `seq`, oldest first, of one bot or all, in pages. */
-  *eventsAfter(seq: number, botId: string | undefined): Generator<StoredEvent> {
+  async *eventsAfter(seq: number, botId: string | undefined): AsyncGenerator<StoredEvent> {
     for (let after = seq; ; ) {
-      const page = this.store.eventsAfter(after, botId, REPLAY_PAGE);
+      const page = await this.store.eventsAfter(after, botId, REPLAY_PAGE);
       yield* page;
       if (page.length < REPLAY_PAGE) return;
       after = page[page.length - 1]?.seq ?? after;
@@ -72,29 +85,30 @@ export class BotHistory implements RunObserver {
   }
 
   /** The time the newest run event was seen, where a runtime can replay what came after. */
-  lastSeen(): Date | undefined {
-    const ms = this.store.lastRunEventMs();
+  async lastSeen(): Promise<Date | undefined> {
+    const ms = await this.store.lastRunEventMs();
     return ms === undefined ? undefined : new Date(ms);
   }
 
-  lastEnd(botId: string): Date | undefined {
-    const at = this.store.exits(botId, 1)[0]?.at;
+  async lastEnd(botId: string): Promise<Date | undefined> {
+    await this.writes;
+    const at = (await this.store.exits(botId, 1))[0]?.at;
     return at === undefined ? undefined : new Date(at);
   }
 
-  started(run: RunStart): void {
-    this.guard('a run start', () => {
-      if (this.isForgotten(run.botId, run.startedAt)) return;
+  started(run: RunStart): Promise<void> {
+    return this.write('a run start', async () => {
+      if (await this.isForgotten(run.botId, run.startedAt)) return;
       this.runs.set(run.botId, run.startedAt.getTime());
       const startedAt = run.startedAt.toISOString();
-      this.store.transaction(() => this.append(run.botId, 'started', run.startedAt, { started_at: startedAt }, run.key));
-      if (this.store.isCrashLooping(run.botId)) void this.checkRecovery(run.botId);
+      await this.keep((tx, kept) => this.append(tx, kept, run.botId, 'started', run.startedAt, { started_at: startedAt }, run.key));
+      if (await this.store.isCrashLooping(run.botId)) void this.checkRecovery(run.botId);
     });
   }
 
-  ended(run: RunEnd): void {
-    this.guard('a run end', () => {
-      if (this.isForgotten(run.botId, run.startedAt ?? run.at)) return;
+  ended(run: RunEnd): Promise<void> {
+    return this.write('a run end', async () => {
+      if (await this.isForgotten(run.botId, run.startedAt ?? run.at)) return;
       if (this.runs.get(run.botId) === run.startedAt?.getTime() || !run.startedAt) this.runs.delete(run.botId);
       const record: ExitRecord = {
         at: run.at.toISOString(),
@@ -105,40 +119,40 @@ export class BotHistory implements RunObserver {
         started_at: run.startedAt?.toISOString() ?? null,
         logs: run.logs,
       };
-      this.store.transaction(() => {
-        if (!this.store.addExit(run.botId, record, run.key)) return;
+      await this.keep(async (tx, kept) => {
+        if (!(await tx.addExit(run.botId, record, run.key))) return;
         const { logs: _logs, ...exit } = record;
-        this.append(run.botId, 'exited', run.at, { exit }, run.key);
+        await this.append(tx, kept, run.botId, 'exited', run.at, { exit }, run.key);
         if (record.requested) return;
-        const crashes = this.store.crashesSince(run.botId, run.at.getTime() - CRASH_WINDOW_MS);
-        if (this.store.isCrashLooping(run.botId) || !isCrashLooping(crashes, run.at.getTime())) return;
-        this.store.setCrashLoop(run.botId, run.at.getTime());
-        this.append(run.botId, 'crash-looping', run.at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
+        const crashes = await tx.crashesSince(run.botId, run.at.getTime() - CRASH_WINDOW_MS);
+        if (!isCrashLooping(crashes, run.at.getTime()) || !(await tx.startCrashLoop(run.botId, run.at.getTime()))) return;
+        await this.append(tx, kept, run.botId, 'crash-looping', run.at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
       });
     });
   }
 
   /** A lifecycle operation through the agent ended; a stop ends a crash loop. */
-  operationEnded(botId: string, operation: 'restart' | 'stop' | 'start', result: string, by: OperationCaller): void {
-    this.guard('an operation', () => {
+  operationEnded(botId: string, operation: 'restart' | 'stop' | 'start', result: string, by: OperationCaller): Promise<void> {
+    return this.write('an operation', async () => {
       const now = new Date();
-      this.store.transaction(() => {
-        this.append(botId, 'operation', now, { operation, result, by });
-        if (operation === 'stop' && result === 'ok') this.recover(botId, now);
+      await this.keep(async (tx, kept) => {
+        await this.append(tx, kept, botId, 'operation', now, { operation, result, by });
+        if (operation === 'stop' && result === 'ok') await this.recover(tx, kept, botId, now);
       });
     });
   }
 
   /** The bot's last exit, crash-loop state and crashes in the hour before `now`. */
-  record(botId: string, now: Date): BotRecord {
-    return {
-      lastExit: this.store.exits(botId, 1)[0] ?? null,
-      crashLooping: this.store.isCrashLooping(botId),
-      crashesLastHour: this.store.crashesSince(botId, now.getTime() - HOUR_MS).length,
-    };
+  async record(botId: string, now: Date): Promise<BotRecord> {
+    const [exits, crashLooping, crashes] = await Promise.all([
+      this.store.exits(botId, 1),
+      this.store.isCrashLooping(botId),
+      this.store.crashesSince(botId, now.getTime() - HOUR_MS),
+    ]);
+    return { lastExit: exits[0] ?? null, crashLooping, crashesLastHour: crashes.length };
   }
 
-  exits(botId: string, limit: number): ExitRecord[] {
+  exits(botId: string, limit: number): Promise<ExitRecord[]> {
     return this.store.exits(botId, limit);
   }
 
@@ -147,18 +161,21 @@ export class BotHistory implements RunObserver {
    * go, and runs that began before now are not recorded when they are reported
    * late, so that a bot created later under the same id starts with none.
    */
-  forget(botId: string): void {
+  async forget(botId: string): Promise<void> {
     clearTimeout(this.recoveries.get(botId));
     this.recoveries.delete(botId);
     this.runs.delete(botId);
-    this.store.transaction(() => this.store.forget(botId, Date.now()));
+    await this.store.forget(botId, Date.now());
   }
 
-  close(): void {
+  /** Stops following the store; resolves once the writes asked for so far are kept. */
+  async close(): Promise<void> {
     this.closed = true;
     for (const timer of this.recoveries.values()) clearTimeout(timer);
     this.recoveries.clear();
     this.followers.clear();
+    this.unsubscribe();
+    await this.writes;
   }
 
   /**
@@ -168,32 +185,46 @@ export class BotHistory implements RunObserver {
   private async checkRecovery(botId: string): Promise<void> {
     clearTimeout(this.recoveries.get(botId));
     this.recoveries.delete(botId);
-    if (this.closed || !this.store.isCrashLooping(botId)) return;
+    if (this.closed || !(await this.store.isCrashLooping(botId).catch(() => false))) return;
     let runStartedMs = this.runs.get(botId);
     if (runStartedMs === undefined) {
       const info = await this.botInfo(botId).catch(() => undefined);
       runStartedMs = info?.running ? info.startedAt?.getTime() : undefined;
     }
-    const lastCrash = this.store.crashesSince(botId, 0).at(-1);
+    const lastCrash = (await this.store.crashesSince(botId, 0).catch(() => [])).at(-1);
     const at = recoversAt(lastCrash, runStartedMs, this.recoverAfterMs);
     if (at === undefined || this.closed) return;
     const now = Date.now();
     if (at <= now) {
-      this.guard('a recovery', () => this.store.transaction(() => this.recover(botId, new Date(now))));
+      await this.write('a recovery', () => this.keep((tx, kept) => this.recover(tx, kept, botId, new Date(now))));
       return;
     }
     this.recoveries.set(botId, setTimeout(() => void this.checkRecovery(botId), at - now + 50).unref());
   }
 
-  private recover(botId: string, at: Date): void {
-    if (!this.store.isCrashLooping(botId)) return;
-    this.store.setCrashLoop(botId, undefined);
-    this.append(botId, 'recovered', at, {});
+  private async recover(tx: HistoryTx, kept: StoredEvent[], botId: string, at: Date): Promise<void> {
+    // Only the agent that ends the loop says so.
+    if (await tx.endCrashLoop(botId)) await this.append(tx, kept, botId, 'recovered', at, {});
   }
 
-  /** Keeps one event and hands it to the followers once the transaction it is in has been committed. */
-  private append(botId: string, type: string, at: Date, fields: Record<string, unknown>, runKey?: string): void {
-    const event = this.store.appendEvent(
+  /** Runs `work` in one transaction, then reports the events it kept. */
+  private async keep(work: (tx: HistoryTx, kept: StoredEvent[]) => Promise<void>): Promise<void> {
+    const kept: StoredEvent[] = [];
+    await this.store.transaction((tx) => work(tx, kept));
+    for (const event of kept) this.options.onKept?.(event);
+  }
+
+  /** Keeps one event, and its webhook delivery, in the transaction `tx`. */
+  private async append(
+    tx: HistoryTx,
+    kept: StoredEvent[],
+    botId: string,
+    type: string,
+    at: Date,
+    fields: Record<string, unknown>,
+    runKey?: string,
+  ): Promise<void> {
+    const event = await tx.appendEvent(
       botId,
       type,
       at.getTime(),
@@ -201,24 +232,20 @@ export class BotHistory implements RunObserver {
       runKey === undefined ? undefined : `${type}:${runKey}`,
     );
     if (!event) return;
-    this.options.onKept?.(event);
-    queueMicrotask(() => {
-      for (const follower of this.followers) follower(event);
-    });
+    if (this.options.deliver) await tx.addDelivery(event, Date.now());
+    kept.push(event);
   }
 
   /** Whether the bot was removed after a run that began at `began`: that run was the removed bot's. */
-  private isForgotten(botId: string, began: Date): boolean {
-    const at = this.store.forgottenAt(botId);
+  private async isForgotten(botId: string, began: Date): Promise<boolean> {
+    const at = await this.store.forgottenAt(botId);
     return at !== undefined && began.getTime() <= at;
   }
 
-  private guard(what: string, work: () => void): void {
-    try {
-      work();
-    } catch (err) {
-      this.options.report?.(`the history could not keep ${what}`, err);
-    }
+  /** Runs `work` after the writes asked for before it; a fault is reported, not thrown. */
+  private write(what: string, work: () => Promise<void>): Promise<void> {
+    const next = this.writes.then(work).catch((err: unknown) => this.options.report?.(`the history could not keep ${what}`, err));
+    this.writes = next;
+    return next;
   }
 }
-

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import type { HistoryStore, PendingDelivery, StoredEvent } from './history-store.js';
+import type { HistoryStore, PendingDelivery } from './history-store.js';
 
 /** A delivery not answered 2xx within this is tried again (CONTRACT.md §9). */
 export const DELIVERY_TIMEOUT_MS = 5_000;
@@ -9,6 +9,8 @@ const MAX_DELAY_MS = 5 * 60_000;
 export const GIVE_UP_MS = 24 * 3_600_000;
 /** Deliveries in flight at once, each to a different bot's events. */
 const CONCURRENCY = 8;
+/** How long a delivery claimed by one agent is left to it: past this (it died meanwhile), another makes it. */
+const CLAIM_MS = DELIVERY_TIMEOUT_MS * 4;
 
 /** How long the `attempts`-th failed delivery waits before the next. */
 export function retryDelayMs(attempts: number): number {
@@ -28,9 +30,11 @@ export interface WebhookOptions {
 
 /**
  * POSTs every event to AGENT_WEBHOOK_URL, signed, at least once. Deliveries
- * wait in the store, so they outlive a restart of the agent; only the oldest
- * pending delivery of each bot is tried, so that a bot's events arrive in
- * order, and a receiver that is down delays, never loses, them.
+ * wait in the store, queued in the transaction that keeps their event, so they
+ * outlive a restart of the agent; only the oldest pending delivery of each bot
+ * is tried, so that a bot's events arrive in order, and a receiver that is down
+ * delays, never loses, them. Agents sharing a store claim each delivery before
+ * making it: one at a time, and another once the claim of one that died lapses.
  */
 export class WebhookSender {
   private timer: NodeJS.Timeout | undefined;
@@ -44,12 +48,6 @@ export class WebhookSender {
     private readonly options: WebhookOptions,
   ) {}
 
-  /** Keeps the event's delivery; call inside the transaction that keeps the event. */
-  queue(event: StoredEvent): void {
-    this.store.addDelivery(event, Date.now());
-    queueMicrotask(() => this.kick());
-  }
-
   /** Sends whatever is due, now and whenever more falls due. */
   kick(): void {
     if (this.closed) return;
@@ -58,7 +56,12 @@ export class WebhookSender {
       return;
     }
     this.running = true;
-    void this.pump().finally(() => {
+    void this.pump()
+      .catch((err: unknown) => {
+        this.options.report('webhook: the pending deliveries could not be read; trying again in 5 s', err);
+        if (!this.closed) this.timer = setTimeout(() => this.kick(), 5_000).unref();
+      })
+      .finally(() => {
       this.running = false;
       if (this.again) {
         this.again = false;
@@ -78,12 +81,10 @@ export class WebhookSender {
     clearTimeout(this.timer);
     for (;;) {
       if (this.closed) return;
-      const now = Date.now();
-      const next = this.store.nextDeliveries(CONCURRENCY * 4);
-      const due = next.filter((delivery) => delivery.nextAtMs <= now).slice(0, CONCURRENCY);
+      const due = await this.store.claimDeliveries(Date.now(), CONCURRENCY, CLAIM_MS);
       if (due.length === 0) {
-        const soonest = next[0]?.nextAtMs;
-        if (soonest !== undefined) this.timer = setTimeout(() => this.kick(), Math.max(10, soonest - now)).unref();
+        const soonest = await this.store.nextDeliveryAt();
+        if (soonest !== undefined && !this.closed) this.timer = setTimeout(() => this.kick(), Math.max(10, soonest - Date.now())).unref();
         return;
       }
       await Promise.all(due.map((delivery) => this.track(this.deliver(delivery))));
@@ -112,7 +113,7 @@ export class WebhookSender {
       });
       await response.body?.cancel();
       if (response.status >= 200 && response.status < 300) {
-        this.store.deliveryDone(delivery.seq);
+        await this.store.deliveryDone(delivery.seq);
         return;
       }
       failure = `answered ${response.status}`;
@@ -121,13 +122,13 @@ export class WebhookSender {
     }
     const attempts = delivery.attempts + 1;
     if (Date.now() - delivery.firstAtMs > GIVE_UP_MS) {
-      this.store.deliveryDone(delivery.seq);
+      await this.store.deliveryDone(delivery.seq);
       this.options.report(`webhook: gave up on event ${delivery.seq} after ${attempts} attempts`, new Error(failure));
       return;
     }
     if (attempts === 1 || attempts % 10 === 0) {
       this.options.report(`webhook: delivery of event ${delivery.seq} failed (${failure}); retrying`, new Error(failure));
     }
-    this.store.deliveryFailed(delivery.seq, attempts, Date.now() + retryDelayMs(attempts));
+    await this.store.deliveryFailed(delivery.seq, attempts, Date.now() + retryDelayMs(attempts));
   }
 }

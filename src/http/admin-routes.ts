@@ -71,7 +71,7 @@ export function adminRoutes({ driver, provisioner, access, audit, history, provi
     const provisioning = await provisioningFor(ctx);
     ctx.state.botId = botId;
     await audit(askerOf(ctx), 'remove', botId, () => provisioning.remove(botId));
-    history.forget(botId);
+    await history.forget(botId);
     ctx.body = { ok: true, message: `Bot ${botId} removed` };
   });
 

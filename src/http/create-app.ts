@@ -16,7 +16,9 @@ import { AgentMetrics } from './metrics.js';
 import { ReadLimiter } from './read-limiter.js';
 import { requestLog } from './request-log.js';
 import { BotHistory } from '../history/bot-history.js';
-import { HistoryStore } from '../history/history-store.js';
+import type { HistoryStore } from '../history/history-store.js';
+import { PostgresHistoryStore } from '../history/postgres-store.js';
+import { SqliteHistoryStore } from '../history/sqlite-store.js';
 import { WebhookSender } from '../history/webhook.js';
 import { access } from './access.js';
 import { historyRoutes } from './history-routes.js';
@@ -27,7 +29,7 @@ import { LogReads } from './log-reads.js';
 /** What the app reads of the configuration. */
 export type AppConfig = Pick<
   Config,
-  'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'webhook' | 'trustedHosts' | 'provisioning'
+  'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning'
 >;
 
 export interface AppDeps {
@@ -49,6 +51,8 @@ export interface App {
   readonly routes: RouteEntry[];
   /** Stops following the runtime and sending webhooks, and closes the store (after the driver). */
   close(): Promise<void>;
+  /** Resolves once the history's store can be used; rejects when it cannot be reached. */
+  opened(): Promise<void>;
 }
 
 /**
@@ -101,22 +105,31 @@ export function createApp({ driver, provisioner, config, logger, recoverAfterMs 
   const readLimiter = new ReadLimiter(config.readRate);
   const metrics = new AgentMetrics();
   const report = (what: string, err: unknown): void => logger.warn({ err }, what);
-  const store = new HistoryStore(config.dataDir);
+  const store: HistoryStore = config.databaseUrl
+    ? new PostgresHistoryStore(config.databaseUrl, report)
+    : new SqliteHistoryStore(config.dataDir);
   const webhook = config.webhook && new WebhookSender(store, { ...config.webhook, report });
   const history = new BotHistory(store, (botId) => driver.findBot(botId), {
     recoverAfterMs,
     report,
-    onKept: (event) => {
-      metrics.historyEvent(event);
-      webhook?.queue(event);
-    },
+    deliver: webhook !== undefined,
+    onKept: (event) => metrics.historyEvent(event),
   });
+  // Deliveries queued by any agent sharing the store are tried as their events arrive.
+  if (webhook) history.follow(() => webhook.kick());
   metrics.crashLoopingBots(() => store.crashLoopingCount());
   metrics.indexedBots(() => driver.indexedBots());
   webhook?.kick();
-  driver.observeRuns(history, history.lastSeen());
+  // Runs are watched once the history says since when (a runtime replays what came after).
+  const watching = history.lastSeen().then(
+    (since) => driver.observeRuns(history, since),
+    (err: unknown) => {
+      report('the history could not be read; watching runs from now', err);
+      driver.observeRuns(history, undefined);
+    },
+  );
   const audit = auditor(logger, metrics, (operation, botId, result, by) => {
-    if (operation === 'restart' || operation === 'stop' || operation === 'start') history.operationEnded(botId, operation, result, by);
+    if (operation === 'restart' || operation === 'stop' || operation === 'start') void history.operationEnded(botId, operation, result, by);
   });
   const checks = access(driver, config, readLimiter);
   const streams = new StreamLimits();
@@ -135,10 +148,11 @@ export function createApp({ driver, provisioner, config, logger, recoverAfterMs 
   app.use(router.routes()).use(allowedMethods(router));
   const routes = router.stack.flatMap((layer) => layer.methods.filter((m) => m !== 'HEAD').map((m): RouteEntry => `${m} ${layer.path}`));
   const close = async (): Promise<void> => {
+    await watching;
     await driver.close();
     await webhook?.close();
-    history.close();
-    store.close();
+    await history.close();
+    await store.close();
   };
-  return { app, lifecycle, history, routes, close };
+  return { app, lifecycle, history, routes, close, opened: () => store.opened() };
 }

@@ -36,7 +36,7 @@ function resumeCursor(ctx: Context, after: string | undefined): number | undefin
  * events that arrive while the kept ones are sent wait, and are sent after
  * them unless already sent.
  */
-function streamEvents(ctx: Context, history: BotHistory, streams: StreamLimits, botId: string | undefined, cursor: number | undefined): void {
+async function streamEvents(ctx: Context, history: BotHistory, streams: StreamLimits, botId: string | undefined, cursor: number | undefined): Promise<void> {
   const stream = streams.open(ctx, botId);
   const waiting: StoredEvent[] = [];
   let replaying = true;
@@ -53,7 +53,7 @@ function streamEvents(ctx: Context, history: BotHistory, streams: StreamLimits, 
   });
   void stream.ended().then(unfollow);
   if (cursor !== undefined) {
-    for (const event of history.eventsAfter(cursor, botId)) {
+    for await (const event of history.eventsAfter(cursor, botId)) {
       if (stream.closed) break;
       send(event);
     }
@@ -77,7 +77,8 @@ export function historyRoutes({ driver, history, access, streams }: HistoryRoute
     const botId = botIdInPath(ctx.params.bot_id);
     await readerFor(ctx, botId);
     const now = new Date();
-    ctx.body = { ok: true, bot: statusView(await driver.findBot(botId), history.record(botId, now), now) };
+    const [bot, record] = await Promise.all([driver.findBot(botId), history.record(botId, now)]);
+    ctx.body = { ok: true, bot: statusView(bot, record, now) };
   });
 
   router.get('/api/bots/:bot_id/exits', async (ctx) => {
@@ -86,9 +87,9 @@ export function historyRoutes({ driver, history, access, streams }: HistoryRoute
     await readerFor(ctx, botId);
     await driver.findBot(botId).catch(async (err: unknown) => {
       // A bot that is gone still has its records; only one never seen is unknown.
-      if (history.exits(botId, 1).length === 0) throw err;
+      if ((await history.exits(botId, 1)).length === 0) throw err;
     });
-    ctx.body = { ok: true, exits: history.exits(botId, limit) };
+    ctx.body = { ok: true, exits: await history.exits(botId, limit) };
   });
 
   router.get('/api/bots/:bot_id/events', async (ctx) => {
@@ -97,14 +98,14 @@ export function historyRoutes({ driver, history, access, streams }: HistoryRoute
     const cursor = resumeCursor(ctx, after);
     await readerFor(ctx, botId);
     await driver.findBot(botId);
-    streamEvents(ctx, history, streams, botId, cursor);
+    await streamEvents(ctx, history, streams, botId, cursor);
   });
 
   router.get('/api/events', async (ctx) => {
     const { after } = validateQuery(eventsQuery, ctx.query);
     const cursor = resumeCursor(ctx, after);
     await platformFor(ctx);
-    streamEvents(ctx, history, streams, undefined, cursor);
+    await streamEvents(ctx, history, streams, undefined, cursor);
   });
 
   return router;

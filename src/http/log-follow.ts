@@ -73,7 +73,7 @@ async function followAcrossRuns(stream: SseStream, driver: RuntimeDriver, histor
       const next = await nextRun();
       if (next === undefined) return;
       // A process may write before the runtime records its start: the next run's lines are those after the last end.
-      const end = lastEnd ?? history.lastEnd(botId)?.getTime();
+      const end = lastEnd ?? (await history.lastEnd(botId))?.getTime();
       from = { since: new Date(end !== undefined && end < next ? end + 1 : next - 1_000) };
       catchingUp = true;
     }

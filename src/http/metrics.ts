@@ -58,18 +58,18 @@ export class AgentMetrics {
   }
 
   /** The gauge of crash-looping bots, read from `count` when scraped. */
-  crashLoopingBots(count: () => number): void {
+  crashLoopingBots(count: () => Promise<number>): void {
     this.gauge('bot_agent_crash_looping_bots', 'Bots in the crash-looping state (3 or more unrequested ends within 10 minutes)', count);
   }
 
   /** A gauge whose value is read from `read` when scraped. */
-  private gauge(name: string, help: string, read: () => number): void {
+  private gauge(name: string, help: string, read: () => number | Promise<number>): void {
     new Gauge({
       name,
       help,
       registers: [this.registry],
-      collect() {
-        this.set(read());
+      async collect() {
+        this.set(await read());
       },
     });
   }

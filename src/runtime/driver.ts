@@ -38,10 +38,11 @@ export interface RunEnd {
 
 /** Where a driver reports the runs of bots that begin and end. */
 export interface RunObserver {
-  started(run: RunStart): void;
-  ended(run: RunEnd): void;
+  /** Resolves once the start is kept (or could not be): a runtime hands on a bot's runs one after another. */
+  started(run: RunStart): Promise<void>;
+  ended(run: RunEnd): Promise<void>;
   /** When the bot's last recorded run ended, also before the agent last started: where its next run's lines begin. */
-  lastEnd(botId: string): Date | undefined;
+  lastEnd(botId: string): Promise<Date | undefined>;
 }
 
 /** Where following a bot's logs begins: its last lines, or every line since a time. */

@@ -17,6 +17,7 @@ export const TEST_APP_CONFIG: AppConfig = {
   rateWindowMs: 60_000,
   readRate: 20,
   dataDir: ':memory:',
+  databaseUrl: undefined,
   webhook: undefined,
   trustedHosts: [],
   provisioning: true,

@@ -17,6 +17,7 @@ test('defaults follow CONTRACT.md §5', (t) => {
     botsNetwork: undefined,
     botsAgentUrl: 'http://agent:8000',
     dataDir: './data',
+    databaseUrl: undefined,
     webhook: undefined,
     trustedHosts: [],
     provisioning: true,
@@ -53,8 +54,10 @@ test('every variable is read, and an empty one counts as unset', (t) => {
     AGENT_NAMESPACE: 'bots',
     AGENT_RESTART_TIMEOUT_MS: '1500',
     AGENT_ADMIN_TOKEN: '',
+    AGENT_DATABASE_URL: 'postgres://agent:secret@db.internal:5432/history',
   });
   t.like(config, {
+    databaseUrl: 'postgres://agent:secret@db.internal:5432/history',
     runtime: 'kubernetes',
     host: '127.0.0.1',
     port: 9000,
@@ -87,6 +90,7 @@ const bad: Array<[string, string]> = [
   ['AGENT_ADMIN_TOKEN', 'short-token'],
   ['AGENT_TRUSTED_HOSTS', 'http://agent:8000'],
   ['AGENT_PROVISIONING', 'false'],
+  ['AGENT_DATABASE_URL', 'mysql://agent@db/history'],
 ];
 
 for (const [name, value] of bad) {

@@ -5,7 +5,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { EXIT_LOG_BYTES, HistoryStore } from '../../src/history/history-store.js';
+import { EXIT_LOG_BYTES } from '../../src/history/history-store.js';
+import { SqliteHistoryStore } from '../../src/history/sqlite-store.js';
+import { storeSuite } from '../helpers/store-suite.js';
 import { GIVE_UP_MS, retryDelayMs, signatureOf } from '../../src/history/webhook.js';
 
 const MIN = 60_000;
@@ -43,33 +45,7 @@ test('webhook: deliveries are signed HMAC-SHA256 of the raw body; retries wait l
   t.true(GIVE_UP_MS >= 3_600_000, 'retried for at least an hour');
 });
 
-test('the store keeps the last 50 records of a bot, whatever their age, and one record per run; older ones of the last hour still count as crashes', (t) => {
-  const store = new HistoryStore(':memory:');
-  const old = Date.now() - 2 * 3_600_000;
-  const record = (atMs: number) => ({ at: new Date(atMs).toISOString(), exit_code: 1, signal: null, oom_killed: false, requested: false, started_at: null, logs: 'x\n' });
-  for (let i = 0; i < 60; i += 1) store.addExit('bot_1_1_a', record(old + i), `run-${i}`);
-  t.false(store.addExit('bot_1_1_a', record(old + 59), 'run-59'), 'a run seen twice is kept once');
-  t.is(store.exits('bot_1_1_a', 100).length, 50);
-  t.is(store.exits('bot_1_1_a', 1)[0]!.at, new Date(old + 59).toISOString(), 'newest first');
-  for (let i = 0; i < 60; i += 1) store.addExit('bot_1_1_b', record(Date.now() - 60 + i), `recent-${i}`);
-  t.is(store.exits('bot_1_1_b', 100).length, 50, 'records younger than an hour are not kept past 50');
-  t.true(store.exits('bot_1_1_b', 50).every((exit) => exit.logs === 'x\n'));
-  t.is(store.crashesSince('bot_1_1_b', Date.now() - 3_600_000).length, 60, 'the last hour is counted whole');
-  store.close();
-});
-
-test('a record keeps at most 64 KiB of logs as answered in JSON, the newest lines, whatever bytes the bot wrote', (t) => {
-  const store = new HistoryStore(':memory:');
-  const control = `${'\x01'.repeat(42_000)}\n`.repeat(100);
-  store.addExit('bot_1_1_a', { at: new Date().toISOString(), exit_code: 1, signal: null, oom_killed: false, requested: false, started_at: null, logs: control + 'last words\n' }, 'run');
-  const [kept] = store.exits('bot_1_1_a', 1);
-  t.true(Buffer.byteLength(JSON.stringify(kept!.logs)) - 2 <= EXIT_LOG_BYTES);
-  t.true(kept!.logs.endsWith('last words\n'));
-  t.true(Buffer.byteLength(JSON.stringify(store.exits('bot_1_1_a', 50))) < EXIT_LOG_BYTES + 1024);
-  store.close();
-});
-
-test('a store of an earlier version, with logs inside each record, is moved and bounded when opened', (t) => {
+test('a store of an earlier version, with logs inside each record, is moved and bounded when opened', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'history-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const db = new DatabaseSync(join(dir, 'history.sqlite'));
@@ -80,26 +56,13 @@ test('a store of an earlier version, with logs inside each record, is moved and 
     insert.run('bot_1_1_a', Date.now() - 1000 + i, JSON.stringify({ at: new Date(Date.now() - 1000 + i).toISOString(), exit_code: i, signal: null, oom_killed: false, requested: false, started_at: null, logs: huge }), `run-${i}`);
   }
   db.close();
-  const store = new HistoryStore(dir);
-  const exits = store.exits('bot_1_1_a', 50);
+  const store = new SqliteHistoryStore(dir);
+  const exits = await store.exits('bot_1_1_a', 50);
   t.is(exits.length, 50);
   t.is(exits[0]!.exit_code, 54);
   t.true(exits.every((exit) => exit.logs.endsWith('the end\n') && Buffer.byteLength(JSON.stringify(exit.logs)) - 2 <= EXIT_LOG_BYTES));
-  store.close();
+  await store.close();
 });
 
-test('forgetting a bot drops its records, events and crash loop, and says since when', (t) => {
-  const store = new HistoryStore(':memory:');
-  store.addExit('bot_1_1_a', { at: new Date().toISOString(), exit_code: 1, signal: null, oom_killed: false, requested: false, started_at: null, logs: '' }, 'run');
-  store.appendEvent('bot_1_1_a', 'started', Date.now(), () => '{}');
-  store.appendEvent('bot_1_1_b', 'started', Date.now(), () => '{}');
-  store.setCrashLoop('bot_1_1_a', Date.now());
-  store.forget('bot_1_1_a', 1234);
-  t.deepEqual(store.exits('bot_1_1_a', 50), []);
-  t.deepEqual(store.eventsAfter(0, 'bot_1_1_a', 10), []);
-  t.is(store.eventsAfter(0, undefined, 10).length, 1, "another bot's events stay");
-  t.false(store.isCrashLooping('bot_1_1_a'));
-  t.is(store.forgottenAt('bot_1_1_a'), 1234);
-  t.is(store.forgottenAt('bot_1_1_b'), undefined);
-  store.close();
-});
+
+storeSuite('SQLite', async () => new SqliteHistoryStore(':memory:'));

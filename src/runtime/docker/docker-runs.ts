@@ -59,7 +59,7 @@ export class DockerRunWatcher {
     const key = `docker:${containerId}:${event.timeNano ?? at.getTime()}`;
     switch (event.Action) {
       case 'start': {
-        const run: Run = { startedAt: at, after: this.previousEnd(containerId, botId), requested: false, oomKilled: false };
+        const run: Run = { startedAt: at, after: this.previousEnd(containerId), requested: false, oomKilled: false };
         this.runs.set(containerId, run);
         // The event comes a little after the process began: the engine's own start time is closer.
         this.inOrder(containerId, async () => {
@@ -67,22 +67,22 @@ export class DockerRunWatcher {
           // The engine records a start before it announces it: a recorded start later than the event is a
           // later run (this one has ended and the container started again before the look-up).
           if (recorded && recorded.getTime() <= at.getTime() && at.getTime() - recorded.getTime() < 60_000) run.startedAt = recorded;
-          this.observer.started({ botId, startedAt: run.startedAt ?? at, key });
+          await this.observer.started({ botId, startedAt: run.startedAt ?? at, key });
         });
         return;
       }
       case 'kill':
-        this.runOf(containerId, botId).requested = true;
+        this.runOf(containerId).requested = true;
         return;
       case 'oom': {
         // The engine hears of the kill for memory and of the exit apart: under load, the exit may come first.
-        const run = this.ending.get(containerId) ?? this.runOf(containerId, botId);
+        const run = this.ending.get(containerId) ?? this.runOf(containerId);
         run.oomKilled = true;
         run.onLateOom?.();
         return;
       }
       case 'die': {
-        const run = this.runOf(containerId, botId);
+        const run = this.runOf(containerId);
         this.runs.delete(containerId);
         this.ending.set(containerId, run);
         this.ends.set(containerId, at);
@@ -91,10 +91,11 @@ export class DockerRunWatcher {
         const duration = Number.parseInt(attributes.execDuration ?? '', 10);
         this.inOrder(containerId, async () => {
           const startedAt = run.startedAt ?? (Number.isFinite(duration) ? new Date(at.getTime() - duration * 1000) : undefined);
-          const logs = await this.lastLines(botId, containerId, run.after, at);
+          const after = run.after ?? (await this.observer.lastEnd(botId));
+          const logs = await this.lastLines(botId, containerId, after, at);
           if (exitCode === 137 && !run.requested && !run.oomKilled) await lateOom(run);
           if (this.ending.get(containerId) === run) this.ending.delete(containerId);
-          this.observer.ended({
+          await this.observer.ended({
             botId,
             at,
             exitCode: Number.isFinite(exitCode) ? exitCode : null,
@@ -117,17 +118,18 @@ export class DockerRunWatcher {
 
   /**
    * Where a run's lines begin: after the container's previous run, as seen
-   * here or, after a restart of the agent, as recorded. (Not the run's start:
-   * a process may write before the engine records that.) Undefined for a bot's first run.
+   * here; else (the agent's first run of this container, or a bot's first run)
+   * what the history recorded, read when the run ends. Not the run's start: a
+   * process may write before the engine records that.
    */
-  private previousEnd(containerId: string, botId: string): Date | undefined {
-    return this.ends.get(containerId) ?? this.observer.lastEnd(botId);
+  private previousEnd(containerId: string): Date | undefined {
+    return this.ends.get(containerId);
   }
 
-  private runOf(containerId: string, botId: string): Run {
+  private runOf(containerId: string): Run {
     let run = this.runs.get(containerId);
     if (!run) {
-      run = { startedAt: undefined, after: this.previousEnd(containerId, botId), requested: false, oomKilled: false };
+      run = { startedAt: undefined, after: this.previousEnd(containerId), requested: false, oomKilled: false };
       this.runs.set(containerId, run);
     }
     return run;

@@ -114,7 +114,7 @@ export class KubeRunWatcher {
       const startedAt = runs.running;
       this.inOrder(runs, async () => {
         const logs = (await runs.linesAtDeletion) ?? '';
-        this.observer.ended({ botId, at, exitCode: null, oomKilled: false, requested: true, startedAt, logs, key: `kube:${uid}:deleted:${startedAt.toISOString()}` });
+        await this.observer.ended({ botId, at, exitCode: null, oomKilled: false, requested: true, startedAt, logs, key: `kube:${uid}:deleted:${startedAt.toISOString()}` });
       });
     }
   }
@@ -127,7 +127,7 @@ export class KubeRunWatcher {
     const at = terminated.finishedAt ? new Date(terminated.finishedAt) : new Date();
     this.inOrder(runs, async () => {
       const logs = await lines().catch(() => '');
-      this.observer.ended({
+      await this.observer.ended({
         botId,
         at,
         exitCode: terminated.exitCode ?? null,

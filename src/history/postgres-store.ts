@@ -1,0 +1,326 @@
+import pg from 'pg';
+import { fitJson } from '../runtime/log-tail.js';
+import { cursorOf, deliveryOf, eventOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, StoredEvent } from './history-store.js';
+
+/** The channel every agent listens on for events another one kept. */
+const CHANNEL = 'bot_agent_events';
+/** How long the listening connection waits before it connects again after it was lost. */
+const RELISTEN_MS = 1_000;
+/** How many events one read of the feed takes. */
+const FEED_PAGE = 500;
+
+const SCHEMA = `
+  CREATE TABLE IF NOT EXISTS exits (
+    seq BIGSERIAL PRIMARY KEY,
+    bot_id TEXT NOT NULL,
+    at_ms BIGINT NOT NULL,
+    requested BOOLEAN NOT NULL,
+    record TEXT NOT NULL,
+    run_key TEXT UNIQUE,
+    logs TEXT NOT NULL DEFAULT ''
+  );
+  CREATE INDEX IF NOT EXISTS exits_by_bot ON exits (bot_id, seq);
+  CREATE TABLE IF NOT EXISTS events (
+    seq BIGINT PRIMARY KEY,
+    bot_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    at_ms BIGINT NOT NULL,
+    data TEXT NOT NULL,
+    run_key TEXT UNIQUE
+  );
+  CREATE INDEX IF NOT EXISTS events_by_bot ON events (bot_id, seq);
+  CREATE INDEX IF NOT EXISTS events_by_time ON events (at_ms);
+  CREATE TABLE IF NOT EXISTS event_counter (one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one), n BIGINT NOT NULL);
+  INSERT INTO event_counter (one, n) VALUES (TRUE, 0) ON CONFLICT DO NOTHING;
+  CREATE TABLE IF NOT EXISTS crash_loops (bot_id TEXT PRIMARY KEY, since_ms BIGINT NOT NULL);
+  CREATE TABLE IF NOT EXISTS deliveries (
+    seq BIGINT PRIMARY KEY,
+    bot_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_at_ms BIGINT NOT NULL,
+    first_at_ms BIGINT NOT NULL,
+    claimed_until_ms BIGINT NOT NULL DEFAULT 0
+  );
+  CREATE INDEX IF NOT EXISTS deliveries_by_bot ON deliveries (bot_id, seq);
+  CREATE TABLE IF NOT EXISTS forgotten (bot_id TEXT PRIMARY KEY, at_ms BIGINT NOT NULL);
+`;
+
+type Query = (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
+
+/**
+ * The history shared by several agents in one PostgreSQL database
+ * (AGENT_DATABASE_URL). Run ends and events are kept once whichever agent
+ * reports them (a unique key per run). Event cursors come from one counter row
+ * that each writing transaction updates and holds until it commits, so cursors
+ * are committed in order: a reader never passes an event that commits later
+ * with a smaller cursor. Each committed event is announced with NOTIFY, and
+ * every agent reads what follows its last one.
+ */
+export class PostgresHistoryStore extends WritesInTransactions implements HistoryStore {
+  private readonly pool: pg.Pool;
+  private readonly ready: Promise<void>;
+  private readonly listeners = new Set<(event: StoredEvent) => void>();
+  private listener: pg.Client | undefined;
+  /** The cursor of the last event handed to subscribers. */
+  private fed = 0;
+  private feeding: Promise<void> = Promise.resolve();
+  private relisten: NodeJS.Timeout | undefined;
+  private writes = 0;
+  private closed = false;
+
+  constructor(
+    private readonly url: string,
+    private readonly report: (what: string, err: unknown) => void = () => undefined,
+  ) {
+    super();
+    this.pool = new pg.Pool({ connectionString: url, max: 10, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000 });
+    this.pool.on('error', (err) => this.report('a database connection failed', err));
+    this.ready = this.open();
+    // Whoever uses the store hears of a failure to open it; it is not also an unhandled rejection.
+    this.ready.catch(() => undefined);
+  }
+
+  opened(): Promise<void> {
+    return this.ready;
+  }
+
+  private async open(): Promise<void> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      // Agents starting together make the tables one at a time.
+      await client.query('SELECT pg_advisory_xact_lock(8123001)');
+      await client.query(SCHEMA);
+      await client.query('COMMIT');
+      this.fed = Number((await client.query('SELECT n FROM event_counter')).rows[0]?.n ?? 0);
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+    await this.listen();
+  }
+
+  /** Listens for events kept by any agent; a lost connection is made again, and what was missed is read then. */
+  private async listen(): Promise<void> {
+    if (this.closed) return;
+    const client = new pg.Client({ connectionString: this.url });
+    const again = (err: unknown): void => {
+      if (this.listener !== client) return;
+      this.listener = undefined;
+      client.end().catch(() => undefined);
+      if (this.closed) return;
+      this.report('the database event feed was lost; listening again', err);
+      this.relisten = setTimeout(() => void this.listen().catch((e: unknown) => again(e)), RELISTEN_MS);
+    };
+    this.listener = client;
+    client.on('error', again);
+    client.on('end', () => again(new Error('connection ended')));
+    client.on('notification', () => this.feed());
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CHANNEL}`);
+    } catch (err) {
+      again(err);
+      return;
+    }
+    this.feed();
+  }
+
+  /** Hands subscribers every event committed after the last one they got, in cursor order. */
+  private feed(): void {
+    this.feeding = this.feeding.then(async () => {
+      for (;;) {
+        if (this.closed) return;
+        const { rows } = await this.pool.query('SELECT seq, bot_id, type, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2', [this.fed, FEED_PAGE]);
+        for (const row of rows) {
+          const event = eventOf(row);
+          this.fed = event.seq;
+          for (const listener of this.listeners) listener(event);
+        }
+        if (rows.length < FEED_PAGE) return;
+      }
+    }).catch((err: unknown) => this.report('the database event feed could not be read', err));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.relisten);
+    this.listeners.clear();
+    await this.ready.catch(() => undefined);
+    await this.feeding;
+    const listener = this.listener;
+    this.listener = undefined;
+    await listener?.end().catch(() => undefined);
+    await this.pool.end();
+  }
+
+  subscribe(listener: (event: StoredEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T> {
+    await this.ready;
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const value = await work(this.txOn((text, values) => client.query(text, values)));
+      await client.query('COMMIT');
+      return value;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async exits(botId: string, limit: number): Promise<ExitRecord[]> {
+    return this.txOn(await this.query()).exits(botId, limit);
+  }
+
+  async crashesSince(botId: string, sinceMs: number): Promise<number[]> {
+    return this.txOn(await this.query()).crashesSince(botId, sinceMs);
+  }
+
+  async isCrashLooping(botId: string): Promise<boolean> {
+    return this.txOn(await this.query()).isCrashLooping(botId);
+  }
+
+  async forgottenAt(botId: string): Promise<number | undefined> {
+    return this.txOn(await this.query()).forgottenAt(botId);
+  }
+
+  async eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]> {
+    const query = await this.query();
+    const { rows } = botId
+      ? await query('SELECT seq, bot_id, type, data FROM events WHERE bot_id = $1 AND seq > $2 ORDER BY seq LIMIT $3', [botId, seq, limit])
+      : await query('SELECT seq, bot_id, type, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2', [seq, limit]);
+    return rows.map(eventOf);
+  }
+
+  async crashLoopingBots(): Promise<string[]> {
+    const { rows } = await (await this.query())('SELECT bot_id FROM crash_loops');
+    return rows.map((row) => row.bot_id as string);
+  }
+
+  async crashLoopingCount(): Promise<number> {
+    const { rows } = await (await this.query())('SELECT COUNT(*) AS n FROM crash_loops');
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  async claimDeliveries(nowMs: number, limit: number, holdMs: number): Promise<PendingDelivery[]> {
+    // SKIP LOCKED: agents claiming at once take different deliveries, none waits on another.
+    const { rows } = await (await this.query())(
+      `UPDATE deliveries SET claimed_until_ms = $1 WHERE seq IN (
+         SELECT d.seq FROM deliveries d
+          WHERE d.next_at_ms <= $2 AND d.claimed_until_ms <= $2
+            AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.bot_id = d.bot_id AND e.seq < d.seq)
+          ORDER BY d.next_at_ms LIMIT $3
+          FOR UPDATE SKIP LOCKED)
+       RETURNING *`,
+      [nowMs + holdMs, nowMs, limit],
+    );
+    return rows.map(deliveryOf).sort((a, b) => a.nextAtMs - b.nextAtMs);
+  }
+
+  async nextDeliveryAt(): Promise<number | undefined> {
+    const { rows } = await (await this.query())(
+      `SELECT MIN(GREATEST(d.next_at_ms, d.claimed_until_ms)) AS at_ms FROM deliveries d
+        WHERE NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.bot_id = d.bot_id AND e.seq < d.seq)`,
+    );
+    return rows[0]?.at_ms == null ? undefined : Number(rows[0].at_ms);
+  }
+
+  async deliveryDone(seq: number): Promise<void> {
+    await (await this.query())('DELETE FROM deliveries WHERE seq = $1', [seq]);
+  }
+
+  async deliveryFailed(seq: number, attempts: number, nextAtMs: number): Promise<void> {
+    await (await this.query())('UPDATE deliveries SET attempts = $1, next_at_ms = $2, claimed_until_ms = 0 WHERE seq = $3', [attempts, nextAtMs, seq]);
+  }
+
+  async lastRunEventMs(): Promise<number | undefined> {
+    const { rows } = await (await this.query())('SELECT MAX(at_ms) AS at_ms FROM events WHERE run_key IS NOT NULL');
+    return rows[0]?.at_ms == null ? undefined : Number(rows[0].at_ms);
+  }
+
+  /** Queries on any of the pool's connections, once the tables are made. */
+  private async query(): Promise<Query> {
+    await this.ready;
+    return (text, values) => this.pool.query(text, values);
+  }
+
+  private txOn(query: Query): HistoryTx {
+    return {
+      addExit: async (botId, record, runKey) => {
+        const { logs, ...fields } = record;
+        const inserted = await query(
+          'INSERT INTO exits (bot_id, at_ms, requested, record, run_key, logs) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_key) DO NOTHING',
+          [botId, Date.parse(record.at), record.requested, JSON.stringify(fields), runKey, fitJson(logs, EXIT_LOG_BYTES)],
+        );
+        if (inserted.rowCount === 0) return false;
+        const older = `SELECT seq FROM exits WHERE bot_id = $1 ORDER BY seq DESC OFFSET ${EXITS_KEPT}`;
+        await query(`DELETE FROM exits WHERE bot_id = $1 AND at_ms < $2 AND seq IN (${older})`, [botId, Date.now() - HOUR_MS]);
+        await query(`UPDATE exits SET record = '{}', logs = '' WHERE bot_id = $1 AND logs != '' AND seq IN (${older})`, [botId]);
+        return true;
+      },
+      exits: async (botId, limit) => {
+        const { rows } = await query('SELECT record, logs FROM exits WHERE bot_id = $1 ORDER BY seq DESC LIMIT $2', [botId, Math.min(limit, EXITS_KEPT)]);
+        return rows.map((row) => ({ ...(JSON.parse(row.record as string) as Omit<ExitRecord, 'logs'>), logs: row.logs as string }));
+      },
+      crashesSince: async (botId, sinceMs) => {
+        const { rows } = await query('SELECT at_ms FROM exits WHERE bot_id = $1 AND NOT requested AND at_ms >= $2 ORDER BY at_ms', [botId, sinceMs]);
+        return rows.map((row) => Number(row.at_ms));
+      },
+      appendEvent: async (botId, type, atMs, build, runKey) => {
+        // The counter row stays locked until this transaction ends: cursors commit in order.
+        const { rows } = await query(
+          `WITH next AS (UPDATE event_counter SET n = n + 1 RETURNING n)
+           INSERT INTO events (seq, bot_id, type, at_ms, data, run_key) SELECT n, $1, $2, $3, '', $4 FROM next
+           ON CONFLICT (run_key) DO NOTHING RETURNING seq`,
+          [botId, type, atMs, runKey ?? null],
+        );
+        if (rows.length === 0) return undefined;
+        const seq = Number(rows[0].seq);
+        const data = build(cursorOf(seq));
+        await query('UPDATE events SET data = $1 WHERE seq = $2', [data, seq]);
+        // Delivered when the transaction commits, once however many events it keeps.
+        await query(`SELECT pg_notify('${CHANNEL}', '')`);
+        await this.pruneNow(query, seq);
+        return { seq, botId, type, data };
+      },
+      isCrashLooping: async (botId) => (await query('SELECT 1 FROM crash_loops WHERE bot_id = $1', [botId])).rows.length > 0,
+      startCrashLoop: async (botId, sinceMs) =>
+        ((await query('INSERT INTO crash_loops (bot_id, since_ms) VALUES ($1, $2) ON CONFLICT DO NOTHING', [botId, sinceMs])).rowCount ?? 0) > 0,
+      endCrashLoop: async (botId) => ((await query('DELETE FROM crash_loops WHERE bot_id = $1', [botId])).rowCount ?? 0) > 0,
+      addDelivery: async (event, nowMs) => {
+        await query(
+          'INSERT INTO deliveries (seq, bot_id, type, data, next_at_ms, first_at_ms) VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT DO NOTHING',
+          [event.seq, event.botId, event.type, event.data, nowMs],
+        );
+      },
+      forget: async (botId, atMs) => {
+        await query('DELETE FROM exits WHERE bot_id = $1', [botId]);
+        await query('DELETE FROM events WHERE bot_id = $1', [botId]);
+        await query('DELETE FROM crash_loops WHERE bot_id = $1', [botId]);
+        await query('INSERT INTO forgotten (bot_id, at_ms) VALUES ($1, $2) ON CONFLICT (bot_id) DO UPDATE SET at_ms = EXCLUDED.at_ms', [botId, atMs]);
+      },
+      forgottenAt: async (botId) => {
+        const { rows } = await query('SELECT at_ms FROM forgotten WHERE bot_id = $1', [botId]);
+        return rows[0] === undefined ? undefined : Number(rows[0].at_ms);
+      },
+    };
+  }
+
+  private async pruneNow(query: Query, newest: number): Promise<void> {
+    this.writes += 1;
+    if (this.writes % PRUNE_EVERY !== 0) return;
+    await query('DELETE FROM events WHERE (seq <= $1 AND at_ms < $2) OR seq <= $3', [newest - EVENTS_KEPT, Date.now() - EVENTS_KEPT_MS, newest - EVENTS_MAX]);
+  }
+}

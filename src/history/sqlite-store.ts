@@ -1,0 +1,297 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import type { StatementSync } from 'node:sqlite';
+import { fitJson } from '../runtime/log-tail.js';
+import { cursorOf, deliveryOf, eventOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, StoredEvent } from './history-store.js';
+
+/**
+ * The history of one agent in one SQLite file under AGENT_DATA_DIR
+ * (node:sqlite: nothing to install, no server to run). Every statement is
+ * synchronous and small; transactions run one after another, and the events
+ * one keeps reach subscribers once it has committed.
+ */
+export class SqliteHistoryStore extends WritesInTransactions implements HistoryStore {
+  private readonly db: DatabaseSync;
+  private readonly statements = new Map<string, StatementSync>();
+  private readonly listeners = new Set<(event: StoredEvent) => void>();
+  /** The end of the last transaction begun: the next waits for it. */
+  private queue: Promise<unknown> = Promise.resolve();
+  private writes = 0;
+
+  /** Opens (and creates) `history.sqlite` in `dataDir`; ':memory:' keeps it in memory. */
+  constructor(dataDir: string) {
+    super();
+    if (dataDir !== ':memory:') mkdirSync(dataDir, { recursive: true });
+    this.db = new DatabaseSync(dataDir === ':memory:' ? ':memory:' : join(dataDir, 'history.sqlite'));
+    this.db.exec(`
+      PRAGMA journal_mode = WAL;
+      PRAGMA synchronous = NORMAL;
+      PRAGMA busy_timeout = 2000;
+      CREATE TABLE IF NOT EXISTS exits (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        bot_id TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        requested INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        run_key TEXT UNIQUE,
+        logs TEXT NOT NULL DEFAULT ''
+      );
+      CREATE INDEX IF NOT EXISTS exits_by_bot ON exits (bot_id, seq);
+      CREATE TABLE IF NOT EXISTS events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        bot_id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        run_key TEXT UNIQUE
+      );
+      CREATE INDEX IF NOT EXISTS events_by_bot ON events (bot_id, seq);
+      CREATE INDEX IF NOT EXISTS events_by_time ON events (at_ms);
+      CREATE TABLE IF NOT EXISTS crash_loops (
+        bot_id TEXT PRIMARY KEY,
+        since_ms INTEGER NOT NULL
+      );
+      CREATE TABLE IF NOT EXISTS deliveries (
+        seq INTEGER PRIMARY KEY,
+        bot_id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at_ms INTEGER NOT NULL,
+        first_at_ms INTEGER NOT NULL,
+        claimed_until_ms INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE TABLE IF NOT EXISTS forgotten (
+        bot_id TEXT PRIMARY KEY,
+        at_ms INTEGER NOT NULL
+      );
+    `);
+    const deliveryColumns = this.db.prepare('PRAGMA table_info(deliveries)').all();
+    if (!deliveryColumns.some((column) => column.name === 'claimed_until_ms')) {
+      this.db.exec('ALTER TABLE deliveries ADD COLUMN claimed_until_ms INTEGER NOT NULL DEFAULT 0');
+    }
+    this.moveLogsOutOfRecords();
+  }
+
+  /**
+   * Stores of earlier versions kept each record's logs inside its JSON, escaped
+   * (a control byte took six bytes) and up to 4 MiB: they move to a column of
+   * their own, bounded, and only the newest records of each bot keep them.
+   */
+  private moveLogsOutOfRecords(): void {
+    const columns = this.db.prepare('PRAGMA table_info(exits)').all();
+    if (!columns.some((column) => column.name === 'logs')) this.db.exec("ALTER TABLE exits ADD COLUMN logs TEXT NOT NULL DEFAULT ''");
+    const old = this.db.prepare("SELECT seq, bot_id FROM exits WHERE json_extract(record, '$.logs') IS NOT NULL ORDER BY seq DESC").all();
+    if (old.length === 0) return;
+    const recordOf = this.db.prepare('SELECT record FROM exits WHERE seq = ?');
+    const kept = new Map<string, number>();
+    this.db.exec('BEGIN IMMEDIATE');
+    // One record in memory at a time: an old store may hold many of 4 MiB.
+    for (const row of old) {
+      const { logs, ...record } = JSON.parse(recordOf.get(row.seq as number)?.record as string) as ExitRecord;
+      const botId = row.bot_id as string;
+      const newer = kept.get(botId) ?? 0;
+      kept.set(botId, newer + 1);
+      const text = newer < EXITS_KEPT ? fitJson(logs, EXIT_LOG_BYTES) : '';
+      this.statement('UPDATE exits SET record = ?, logs = ? WHERE seq = ?').run(JSON.stringify(record), text, row.seq as number);
+    }
+    this.db.exec('COMMIT');
+  }
+
+  async opened(): Promise<void> {}
+
+  async close(): Promise<void> {
+    await this.queue;
+    this.listeners.clear();
+    if (this.db.isOpen) this.db.close();
+  }
+
+  transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T> {
+    const run = this.queue.then(async () => {
+      const appended: StoredEvent[] = [];
+      this.db.exec('BEGIN IMMEDIATE');
+      try {
+        const value = await work(this.txAppendingTo(appended));
+        this.db.exec('COMMIT');
+        this.publish(appended);
+        return value;
+      } catch (err) {
+        if (this.db.isTransaction) this.db.exec('ROLLBACK');
+        throw err;
+      }
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  subscribe(listener: (event: StoredEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async exits(botId: string, limit: number): Promise<ExitRecord[]> {
+    return this.readExits(botId, limit);
+  }
+
+  async crashesSince(botId: string, sinceMs: number): Promise<number[]> {
+    return this.readCrashesSince(botId, sinceMs);
+  }
+
+  async isCrashLooping(botId: string): Promise<boolean> {
+    return this.readIsCrashLooping(botId);
+  }
+
+  async forgottenAt(botId: string): Promise<number | undefined> {
+    return this.readForgottenAt(botId);
+  }
+
+  async eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]> {
+    const rows = botId
+      ? this.statement('SELECT seq, bot_id, type, data FROM events WHERE bot_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(botId, seq, limit)
+      : this.statement('SELECT seq, bot_id, type, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?').all(seq, limit);
+    return rows.map(eventOf);
+  }
+
+  async crashLoopingBots(): Promise<string[]> {
+    return this.statement('SELECT bot_id FROM crash_loops').all().map((row) => row.bot_id as string);
+  }
+
+  async crashLoopingCount(): Promise<number> {
+    return Number(this.statement('SELECT COUNT(*) AS n FROM crash_loops').get()?.n ?? 0);
+  }
+
+  async claimDeliveries(nowMs: number, limit: number, holdMs: number): Promise<PendingDelivery[]> {
+    const rows = this.statement(
+      `UPDATE deliveries SET claimed_until_ms = ? WHERE seq IN (
+         SELECT d.seq FROM deliveries d
+          WHERE d.next_at_ms <= ? AND d.claimed_until_ms <= ?
+            AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.bot_id = d.bot_id AND e.seq < d.seq)
+          ORDER BY d.next_at_ms LIMIT ?)
+       RETURNING *`,
+    ).all(nowMs + holdMs, nowMs, nowMs, limit);
+    return rows.map(deliveryOf).sort((a, b) => a.nextAtMs - b.nextAtMs);
+  }
+
+  async nextDeliveryAt(): Promise<number | undefined> {
+    const row = this.statement(
+      `SELECT MIN(MAX(d.next_at_ms, d.claimed_until_ms)) AS at_ms FROM deliveries d
+        WHERE NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.bot_id = d.bot_id AND e.seq < d.seq)`,
+    ).get();
+    return (row?.at_ms as number | null | undefined) ?? undefined;
+  }
+
+  async deliveryDone(seq: number): Promise<void> {
+    this.statement('DELETE FROM deliveries WHERE seq = ?').run(seq);
+  }
+
+  async deliveryFailed(seq: number, attempts: number, nextAtMs: number): Promise<void> {
+    this.statement('UPDATE deliveries SET attempts = ?, next_at_ms = ?, claimed_until_ms = 0 WHERE seq = ?').run(attempts, nextAtMs, seq);
+  }
+
+  async lastRunEventMs(): Promise<number | undefined> {
+    const row = this.statement('SELECT MAX(at_ms) AS at_ms FROM events WHERE run_key IS NOT NULL').get();
+    return (row?.at_ms as number | null | undefined) ?? undefined;
+  }
+
+  /** The reads and writes of one transaction under way; the events it appends are collected in `appended`. */
+  private txAppendingTo(appended: StoredEvent[]): HistoryTx {
+    return {
+      addExit: async (botId, record, runKey) => this.writeExit(botId, record, runKey),
+      exits: async (botId, limit) => this.readExits(botId, limit),
+      crashesSince: async (botId, sinceMs) => this.readCrashesSince(botId, sinceMs),
+      appendEvent: async (botId, type, atMs, build, runKey) => {
+        const event = this.writeEvent(botId, type, atMs, build, runKey);
+        if (event) appended.push(event);
+        return event;
+      },
+      isCrashLooping: async (botId) => this.readIsCrashLooping(botId),
+      startCrashLoop: async (botId, sinceMs) =>
+        this.statement('INSERT OR IGNORE INTO crash_loops (bot_id, since_ms) VALUES (?, ?)').run(botId, sinceMs).changes > 0,
+      endCrashLoop: async (botId) => this.statement('DELETE FROM crash_loops WHERE bot_id = ?').run(botId).changes > 0,
+      addDelivery: async (event, nowMs) => {
+        this.statement('INSERT OR IGNORE INTO deliveries (seq, bot_id, type, data, next_at_ms, first_at_ms) VALUES (?, ?, ?, ?, ?, ?)').run(
+          event.seq,
+          event.botId,
+          event.type,
+          event.data,
+          nowMs,
+          nowMs,
+        );
+      },
+      forget: async (botId, atMs) => {
+        this.statement('DELETE FROM exits WHERE bot_id = ?').run(botId);
+        this.statement('DELETE FROM events WHERE bot_id = ?').run(botId);
+        this.statement('DELETE FROM crash_loops WHERE bot_id = ?').run(botId);
+        this.statement('INSERT OR REPLACE INTO forgotten (bot_id, at_ms) VALUES (?, ?)').run(botId, atMs);
+      },
+      forgottenAt: async (botId) => this.readForgottenAt(botId),
+    };
+  }
+
+  private writeExit(botId: string, record: ExitRecord, runKey: string): boolean {
+    const { logs, ...fields } = record;
+    const { changes } = this.statement(
+      'INSERT OR IGNORE INTO exits (bot_id, at_ms, requested, record, run_key, logs) VALUES (?, ?, ?, ?, ?, ?)',
+    ).run(botId, Date.parse(record.at), record.requested ? 1 : 0, JSON.stringify(fields), runKey, fitJson(logs, EXIT_LOG_BYTES));
+    if (changes === 0) return false;
+    const older = `SELECT seq FROM exits WHERE bot_id = ? ORDER BY seq DESC LIMIT -1 OFFSET ${EXITS_KEPT}`;
+    this.statement(`DELETE FROM exits WHERE bot_id = ? AND at_ms < ? AND seq IN (${older})`).run(botId, Date.now() - HOUR_MS, botId);
+    this.statement(`UPDATE exits SET record = '{}', logs = '' WHERE bot_id = ? AND logs != '' AND seq IN (${older})`).run(botId, botId);
+    return true;
+  }
+
+  private readExits(botId: string, limit: number): ExitRecord[] {
+    const rows = this.statement('SELECT record, logs FROM exits WHERE bot_id = ? ORDER BY seq DESC LIMIT ?').all(botId, Math.min(limit, EXITS_KEPT));
+    return rows.map((row) => ({ ...(JSON.parse(row.record as string) as Omit<ExitRecord, 'logs'>), logs: row.logs as string }));
+  }
+
+  private readCrashesSince(botId: string, sinceMs: number): number[] {
+    const rows = this.statement('SELECT at_ms FROM exits WHERE bot_id = ? AND requested = 0 AND at_ms >= ? ORDER BY at_ms').all(botId, sinceMs);
+    return rows.map((row) => row.at_ms as number);
+  }
+
+  private readIsCrashLooping(botId: string): boolean {
+    return this.statement('SELECT 1 FROM crash_loops WHERE bot_id = ?').get(botId) !== undefined;
+  }
+
+  private readForgottenAt(botId: string): number | undefined {
+    return (this.statement('SELECT at_ms FROM forgotten WHERE bot_id = ?').get(botId)?.at_ms as number | undefined) ?? undefined;
+  }
+
+  private writeEvent(botId: string, type: string, atMs: number, build: (cursor: string) => string, runKey?: string): StoredEvent | undefined {
+    const { changes, lastInsertRowid } = this.statement(
+      "INSERT OR IGNORE INTO events (bot_id, type, at_ms, data, run_key) VALUES (?, ?, ?, '', ?)",
+    ).run(botId, type, atMs, runKey ?? null);
+    if (changes === 0) return undefined;
+    const seq = Number(lastInsertRowid);
+    const data = build(cursorOf(seq));
+    this.statement('UPDATE events SET data = ? WHERE seq = ?').run(data, seq);
+    this.pruneNow();
+    return { seq, botId, type, data };
+  }
+
+  private publish(events: StoredEvent[]): void {
+    if (events.length === 0) return;
+    queueMicrotask(() => {
+      for (const event of events) for (const listener of this.listeners) listener(event);
+    });
+  }
+
+  private pruneNow(): void {
+    this.writes += 1;
+    if (this.writes % PRUNE_EVERY !== 0) return;
+    const newest = Number(this.statement('SELECT COALESCE(MAX(seq), 0) AS seq FROM events').get()?.seq ?? 0);
+    this.statement('DELETE FROM events WHERE (seq <= ? AND at_ms < ?) OR seq <= ?').run(newest - EVENTS_KEPT, Date.now() - EVENTS_KEPT_MS, newest - EVENTS_MAX);
+  }
+
+  private statement(sql: string): StatementSync {
+    let statement = this.statements.get(sql);
+    if (!statement) {
+      statement = this.db.prepare(sql);
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
+}

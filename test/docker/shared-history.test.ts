@@ -1,0 +1,66 @@
+import test from 'ava';
+import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
+import { startAgent } from '../helpers/agent.js';
+import type { TestAgent } from '../helpers/agent.js';
+import { DockerFixture } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+import { call } from '../helpers/http-client.js';
+import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
+import { openStream } from '../helpers/sse-client.js';
+
+// Two agents over the real engine keeping one history in a real PostgreSQL database (AGENT_DATABASE_URL,
+// CONTRACT.md §11): whichever answers, the same records, state and events, with the same cursors.
+const fixture = new DockerFixture();
+let one: TestAgent;
+let other: TestAgent;
+
+test.before(async () => {
+  await fixture.ready();
+  const databaseUrl = await freshDatabase();
+  one = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl });
+  other = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl });
+});
+
+test.after.always(async () => {
+  await one?.close();
+  await other?.close();
+  await fixture.cleanup();
+  await dropDatabases();
+});
+
+test('a bot that crashes three times: both agents answer the same records and state, each run recorded once', async (t) => {
+  // Its first three runs fail; the engine starts it again each time (the file outlives each run).
+  const script = 'n=$(($(cat /tmp/runs 2>/dev/null || echo 0) + 1)); echo $n > /tmp/runs; echo "run $n"; [ $n -le 3 ] && exit 3; exec sleep 1000';
+  const bot = await fixture.runBot({ script, restartPolicy: 'on-failure' });
+  const exitsFrom = async (agent: TestAgent) => (await call(agent.server, `/api/bots/${bot.id}/exits?limit=50`)).body?.exits as unknown[];
+  t.true(await eventually(async () => (await exitsFrom(one)).length === 3 && (await exitsFrom(other)).length === 3, 30_000, 100));
+  t.deepEqual(await exitsFrom(one), await exitsFrom(other));
+  const [statusOne, statusOther] = await Promise.all([call(one.server, `/api/bots/${bot.id}`), call(other.server, `/api/bots/${bot.id}`)]);
+  t.like(statusOne.body?.bot, { state: 'crash-looping', crashes_last_hour: 3 });
+  t.regex(String((statusOne.body?.bot as { last_exit: { logs: string } }).last_exit.logs), /^run 3\n$/);
+  t.deepEqual(statusOne.body?.bot, statusOther.body?.bot);
+});
+
+test('an event one agent records reaches a stream held open by the other; a cursor from one resumes at the other with nothing skipped', async (t) => {
+  const bot = await fixture.runBot();
+  const onOther = await openStream(other.server, `/api/bots/${bot.id}/events`);
+  t.is(onOther.status, 200);
+  // A stop through the first agent: its `operation` event is recorded there.
+  const stopped = await call(one.server, '/api/bots/stop', { method: 'POST', body: { bot_id: bot.id, user_id: 'user_1' } });
+  t.is(stopped.status, 200, stopped.text);
+  const operation = await onOther.next((event) => event.event === 'operation');
+  t.like(operation.data, { operation: 'stop', result: 'ok', by: 'platform' });
+  await onOther.next((event) => event.event === 'exited');
+  onOther.close();
+
+  const [first] = onOther.events;
+  const fromOne = await openStream(one.server, `/api/bots/${bot.id}/events`, { headers: { 'last-event-id': '0' } });
+  const fromOther = await openStream(other.server, `/api/bots/${bot.id}/events`, { headers: { 'last-event-id': first!.id ?? '' } });
+  const everything = await fromOne.next((event) => event.id === onOther.events.at(-1)!.id);
+  t.truthy(everything);
+  await fromOther.next((event) => event.id === onOther.events.at(-1)!.id);
+  const after = fromOne.events.slice(fromOne.events.findIndex((event) => event.id === first!.id) + 1);
+  t.deepEqual(fromOther.events.map((event) => event.id), after.map((event) => event.id), 'the same events after the cursor, at either agent');
+  fromOne.close();
+  fromOther.close();
+});

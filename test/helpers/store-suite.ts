@@ -1,0 +1,123 @@
+import test from 'ava';
+import { EXIT_LOG_BYTES } from '../../src/history/history-store.js';
+import type { ExitRecord, HistoryStore, StoredEvent } from '../../src/history/history-store.js';
+
+/** Opens a store of the backend under test: empty, or with `shared` another store over the same data as one opened before. */
+export type OpenStore = (shared?: HistoryStore) => Promise<HistoryStore>;
+
+const record = (atMs: number, logs = 'x\n'): ExitRecord => ({
+  at: new Date(atMs).toISOString(),
+  exit_code: 1,
+  signal: null,
+  oom_killed: false,
+  requested: false,
+  started_at: null,
+  logs,
+});
+
+/** The behaviour every history store has, whichever database holds it: one suite, run against each backend. */
+export function storeSuite(backend: string, open: OpenStore): void {
+  const opened = async (t: { teardown(fn: () => Promise<void>): void }, shared?: HistoryStore): Promise<HistoryStore> => {
+    const store = await open(shared);
+    await store.opened();
+    t.teardown(() => store.close());
+    return store;
+  };
+
+  test(`${backend}: the last 50 records of a bot, whatever their age, one per run; older ones of the last hour still count as crashes`, async (t) => {
+    const store = await opened(t);
+    const old = Date.now() - 2 * 3_600_000;
+    for (let i = 0; i < 60; i += 1) await store.addExit('bot_1_1_a', record(old + i), `run-${i}`);
+    t.false(await store.addExit('bot_1_1_a', record(old + 59), 'run-59'), 'a run seen twice is kept once');
+    t.is((await store.exits('bot_1_1_a', 100)).length, 50);
+    t.is((await store.exits('bot_1_1_a', 1))[0]!.at, new Date(old + 59).toISOString(), 'newest first');
+    for (let i = 0; i < 60; i += 1) await store.addExit('bot_1_1_b', record(Date.now() - 60 + i), `recent-${i}`);
+    t.is((await store.exits('bot_1_1_b', 100)).length, 50, 'records younger than an hour are not kept past 50');
+    t.true((await store.exits('bot_1_1_b', 50)).every((exit) => exit.logs === 'x\n'));
+    t.is((await store.crashesSince('bot_1_1_b', Date.now() - 3_600_000)).length, 60, 'the last hour is counted whole');
+  });
+
+  test(`${backend}: a record keeps at most 64 KiB of logs as answered in JSON, the newest lines, whatever bytes the bot wrote`, async (t) => {
+    const store = await opened(t);
+    const control = `${'\x01'.repeat(42_000)}\n`.repeat(100);
+    await store.addExit('bot_1_1_a', record(Date.now(), `${control}last words\n`), 'run');
+    const [kept] = await store.exits('bot_1_1_a', 1);
+    t.true(Buffer.byteLength(JSON.stringify(kept!.logs)) - 2 <= EXIT_LOG_BYTES);
+    t.true(kept!.logs.endsWith('last words\n'));
+    t.true(Buffer.byteLength(JSON.stringify(await store.exits('bot_1_1_a', 50))) < EXIT_LOG_BYTES + 1024);
+  });
+
+  test(`${backend}: forgetting a bot drops its records, events and crash loop, and says since when`, async (t) => {
+    const store = await opened(t);
+    await store.addExit('bot_1_1_a', record(Date.now(), ''), 'run');
+    await store.appendEvent('bot_1_1_a', 'started', Date.now(), () => '{}');
+    await store.appendEvent('bot_1_1_b', 'started', Date.now(), () => '{}');
+    t.true(await store.startCrashLoop('bot_1_1_a', Date.now()));
+    await store.forget('bot_1_1_a', 1234);
+    t.deepEqual(await store.exits('bot_1_1_a', 50), []);
+    t.deepEqual(await store.eventsAfter(0, 'bot_1_1_a', 10), []);
+    t.is((await store.eventsAfter(0, undefined, 10)).length, 1, "another bot's events stay");
+    t.false(await store.isCrashLooping('bot_1_1_a'));
+    t.is(await store.forgottenAt('bot_1_1_a'), 1234);
+    t.is(await store.forgottenAt('bot_1_1_b'), undefined);
+  });
+
+  test(`${backend}: events carry growing cursors, are kept once per key, and reach subscribers once committed, in order; a rolled back one never`, async (t) => {
+    const store = await opened(t);
+    const heard: StoredEvent[] = [];
+    store.subscribe((event) => heard.push(event));
+    const first = await store.appendEvent('bot_1_1_a', 'started', 1, (id) => JSON.stringify({ id }), 'started:run-1');
+    t.is(await store.appendEvent('bot_1_1_a', 'started', 1, (id) => JSON.stringify({ id }), 'started:run-1'), undefined);
+    await t.throwsAsync(
+      store.transaction(async (tx) => {
+        await tx.appendEvent('bot_1_1_a', 'exited', 2, (id) => JSON.stringify({ id }));
+        throw new Error('undone');
+      }),
+      { message: 'undone' },
+    );
+    const second = await store.transaction(async (tx) => tx.appendEvent('bot_1_1_b', 'exited', 3, (id) => JSON.stringify({ id })));
+    t.true(second!.seq > first!.seq);
+    t.is(first!.data, JSON.stringify({ id: String(first!.seq) }), 'the data carries the cursor');
+    const kept = await store.eventsAfter(0, undefined, 10);
+    t.deepEqual(kept.map((event) => event.type), ['started', 'exited']);
+    t.deepEqual(await store.eventsAfter(first!.seq, undefined, 10), [second]);
+    t.deepEqual(await store.eventsAfter(0, 'bot_1_1_b', 10), [second]);
+    await waitFor(() => heard.length >= 2);
+    t.deepEqual(heard.map((event) => event.seq), [first!.seq, second!.seq]);
+  });
+
+  test(`${backend}: a crash loop is entered and ended once, however often it is asked`, async (t) => {
+    const store = await opened(t);
+    t.true(await store.startCrashLoop('bot_1_1_a', 5));
+    t.false(await store.startCrashLoop('bot_1_1_a', 6));
+    t.deepEqual(await store.crashLoopingBots(), ['bot_1_1_a']);
+    t.is(await store.crashLoopingCount(), 1);
+    t.true(await store.endCrashLoop('bot_1_1_a'));
+    t.false(await store.endCrashLoop('bot_1_1_a'));
+    t.is(await store.crashLoopingCount(), 0);
+  });
+
+  test(`${backend}: deliveries are claimed oldest first per bot, one claimant at a time, again once the claim lapses or fails`, async (t) => {
+    const store = await opened(t);
+    const a1 = (await store.appendEvent('bot_1_1_a', 'started', 1, () => '{"n":1}'))!;
+    const a2 = (await store.appendEvent('bot_1_1_a', 'exited', 2, () => '{"n":2}'))!;
+    const b1 = (await store.appendEvent('bot_1_1_b', 'started', 3, () => '{"n":3}'))!;
+    for (const event of [a1, a2, b1]) await store.addDelivery(event, 1_000);
+    t.deepEqual((await store.claimDeliveries(1_000, 10, 500)).map((d) => d.seq).sort(), [a1.seq, b1.seq].sort(), "each bot's oldest");
+    t.deepEqual(await store.claimDeliveries(1_200, 10, 500), [], 'claimed already');
+    t.is(await store.nextDeliveryAt(), 1_500, 'when the claims lapse');
+    await store.deliveryDone(a1.seq);
+    await store.deliveryFailed(b1.seq, 1, 5_000);
+    t.deepEqual((await store.claimDeliveries(1_300, 10, 500)).map((d) => d.seq), [a2.seq], "the bot's next, in order");
+    t.deepEqual(await store.claimDeliveries(1_300, 10, 500), []);
+    t.deepEqual((await store.claimDeliveries(1_900, 10, 500)).map((d) => d.seq), [a2.seq], 'a lapsed claim is taken again');
+    await store.deliveryDone(a2.seq);
+    const again = await store.claimDeliveries(5_000, 10, 500);
+    t.deepEqual(again.map((d) => [d.seq, d.attempts]), [[b1.seq, 1]], 'the failed one once due');
+  });
+}
+
+/** Waits (up to 5 s) until `check` holds. */
+export async function waitFor(check: () => boolean): Promise<void> {
+  for (let waited = 0; waited < 5_000 && !check(); waited += 10) await new Promise((resolve) => setTimeout(resolve, 10));
+}

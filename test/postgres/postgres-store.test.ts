@@ -1,0 +1,89 @@
+import test from 'ava';
+import type { HistoryStore, StoredEvent } from '../../src/history/history-store.js';
+import { PostgresHistoryStore } from '../../src/history/postgres-store.js';
+import { gate } from '../helpers/gate.js';
+import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
+import { storeSuite, waitFor } from '../helpers/store-suite.js';
+
+// The history in a real PostgreSQL server (Debian's, started by scripts/postgres.sh in npm test): the same
+// suite as SQLite's, then what only a store shared by several agents must do (CONTRACT.md §11).
+const urls = new WeakMap<HistoryStore, string>();
+async function openStore(shared?: HistoryStore): Promise<HistoryStore> {
+  const url = shared ? urls.get(shared)! : await freshDatabase();
+  const store = new PostgresHistoryStore(url);
+  urls.set(store, url);
+  return store;
+}
+
+test.after.always(dropDatabases);
+
+storeSuite('PostgreSQL', openStore);
+
+async function pair(t: { teardown(fn: () => Promise<void>): void }): Promise<[HistoryStore, HistoryStore]> {
+  const one = await openStore();
+  await one.opened();
+  const other = await openStore(one);
+  await other.opened();
+  t.teardown(async () => {
+    await one.close();
+    await other.close();
+  });
+  return [one, other];
+}
+
+test('two agents sharing a database: an event kept by one reaches the subscribers of both; a run end both report is kept once', async (t) => {
+  const [one, other] = await pair(t);
+  const heardByOther: StoredEvent[] = [];
+  other.subscribe((event) => heardByOther.push(event));
+  const exit = { at: new Date().toISOString(), exit_code: 3, signal: null, oom_killed: false, requested: false, started_at: null, logs: 'bye\n' };
+  const [first, second] = await Promise.all([one.addExit('bot_1_1_a', exit, 'docker:abc:1'), other.addExit('bot_1_1_a', exit, 'docker:abc:1')]);
+  t.is([first, second].filter(Boolean).length, 1, 'one of them kept it');
+  t.deepEqual(await other.exits('bot_1_1_a', 50), [exit]);
+  const event = await one.appendEvent('bot_1_1_a', 'exited', Date.now(), (id) => JSON.stringify({ id }));
+  await waitFor(() => heardByOther.length > 0);
+  t.deepEqual(heardByOther, [event]);
+});
+
+test('cursors commit in order: an event whose transaction began later waits for the earlier one, so a resume never passes one', async (t) => {
+  const [one, other] = await pair(t);
+  const held = gate();
+  let appended = false;
+  let earlierCommitted = false;
+  const earlier = one
+    .transaction(async (tx) => {
+      const event = await tx.appendEvent('bot_1_1_a', 'started', 1, (id) => id);
+      appended = true;
+      await held.promise;
+      return event;
+    })
+    .then((event) => {
+      earlierCommitted = true;
+      return event;
+    });
+  await waitFor(() => appended);
+  let laterCommittedFirst = false;
+  const later = other.appendEvent('bot_1_1_b', 'started', 2, (id) => id).then((event) => {
+    laterCommittedFirst = !earlierCommitted;
+    return event;
+  });
+  // Meanwhile a reader resuming from the start sees nothing: not the later event without the earlier one.
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  t.deepEqual(await other.eventsAfter(0, undefined, 10), []);
+  held.open();
+  const [a, b] = await Promise.all([earlier, later]);
+  t.false(laterCommittedFirst, 'the later transaction committed before the earlier one');
+  t.true(b!.seq > a!.seq);
+  t.deepEqual((await other.eventsAfter(0, undefined, 10)).map((event) => event.seq), [a!.seq, b!.seq]);
+});
+
+test('two agents claiming deliveries at once take different ones: each delivery is made by one at a time', async (t) => {
+  const [one, other] = await pair(t);
+  for (let i = 0; i < 20; i += 1) {
+    const event = (await one.appendEvent(`bot_1_1_${i}`, 'started', i, () => '{}'))!;
+    await one.addDelivery(event, 0);
+  }
+  const [mine, theirs] = await Promise.all([one.claimDeliveries(10, 20, 60_000), other.claimDeliveries(10, 20, 60_000)]);
+  const seqs = [...mine, ...theirs].map((delivery) => delivery.seq);
+  t.is(seqs.length, 20, 'every due delivery was claimed');
+  t.is(new Set(seqs).size, 20, 'none by both');
+});
