@@ -40,13 +40,13 @@ async function main(): Promise<void> {
   process.on('uncaughtException', (err) => logger.error({ err }, 'bug: uncaught exception; the agent goes on'));
   process.on('unhandledRejection', (err) => logger.error({ err }, 'bug: unhandled rejection; the agent goes on'));
   const report = (what: string, err: unknown): void => logger.warn({ err }, what);
-  const { driver, provisioner } = await createRuntime(config, report).catch((err: Error) => {
+  const { driver, provisioner, locks } = await createRuntime(config, report).catch((err: Error) => {
     process.stderr.write(`bot-agent: ${err.message}\n`);
     process.exit(1);
   });
   const made = (() => {
     try {
-      return createApp({ driver, provisioner, config, logger });
+      return createApp({ driver, provisioner, config, logger, locks });
     } catch (err) {
       // The store could not be opened: say where, in one line.
       process.stderr.write(`bot-agent: cannot keep history in AGENT_DATA_DIR=${config.dataDir}: ${(err as Error).message}\n`);

@@ -46,6 +46,8 @@ const SCHEMA = `
   );
   CREATE INDEX IF NOT EXISTS deliveries_by_bot ON deliveries (bot_id, seq);
   CREATE TABLE IF NOT EXISTS forgotten (bot_id TEXT PRIMARY KEY, at_ms BIGINT NOT NULL);
+  CREATE TABLE IF NOT EXISTS operations (key TEXT NOT NULL, at_ms BIGINT NOT NULL);
+  CREATE INDEX IF NOT EXISTS operations_by_key ON operations (key, at_ms);
 `;
 
 type Query = (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
@@ -164,12 +166,16 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return () => this.listeners.delete(listener);
   }
 
-  async transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T> {
+  transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T> {
+    return this.inTransaction((query) => work(this.txOn(query)));
+  }
+
+  private async inTransaction<T>(work: (query: Query) => Promise<T>): Promise<T> {
     await this.ready;
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
-      const value = await work(this.txOn((text, values) => client.query(text, values)));
+      const value = await work((text, values) => client.query(text, values));
       await client.query('COMMIT');
       return value;
     } catch (err) {
@@ -249,6 +255,17 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     const { rows } = await (await this.query())('SELECT MAX(at_ms) AS at_ms FROM events WHERE run_key IS NOT NULL');
     return rows[0]?.at_ms == null ? undefined : Number(rows[0].at_ms);
   }
+
+  /** Lifecycle operations let through, counted across every agent: one agent at a time per key decides. */
+  readonly operationWindow = (key: string, limit: number, windowMs: number, nowMs: number): Promise<number | undefined> =>
+    this.inTransaction(async (query) => {
+      await query('SELECT pg_advisory_xact_lock(hashtext($1))', [key]);
+      await query('DELETE FROM operations WHERE key = $1 AND at_ms <= $2', [key, nowMs - windowMs]);
+      const { rows } = await query('SELECT at_ms FROM operations WHERE key = $1 ORDER BY at_ms LIMIT $2', [key, limit]);
+      if (rows.length >= limit) return Number(rows[0].at_ms) + windowMs - nowMs;
+      await query('INSERT INTO operations (key, at_ms) VALUES ($1, $2)', [key, nowMs]);
+      return undefined;
+    });
 
   /** Queries on any of the pool's connections, once the tables are made. */
   private async query(): Promise<Query> {

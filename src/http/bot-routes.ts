@@ -60,7 +60,7 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
   }
 
   async function restartBot(ctx: Context, caller: Caller, botId: string): Promise<void> {
-    limiter.take(botId, caller.kind);
+    await limiter.take(botId, caller.kind);
     if (isSelf(caller, botId)) {
       afterAnswer(ctx, 'restart', botId, () => lifecycle.restartInFull(botId));
       ctx.body = { ok: true, message: `Bot ${botId} is restarting` };
@@ -90,7 +90,7 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
     const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
     const caller = await callerFor(ctx, bot_id);
     await checkOwner(bot_id, user_id);
-    limiter.take(bot_id, caller.kind);
+    await limiter.take(bot_id, caller.kind);
     if (isSelf(caller, bot_id)) {
       afterAnswer(ctx, 'stop', bot_id, () => lifecycle.stop(bot_id));
       ctx.body = { ok: true, message: `Bot ${bot_id} is stopping` };
@@ -104,7 +104,7 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
     const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
     const caller = await callerFor(ctx, bot_id);
     await checkOwner(bot_id, user_id);
-    limiter.take(bot_id, caller.kind);
+    await limiter.take(bot_id, caller.kind);
     const outcome = await audit(askerOf(ctx), 'start', bot_id, () => lifecycle.start(bot_id));
     ctx.body = { ok: true, message: outcome === 'done' ? `Bot ${bot_id} started` : `Bot ${bot_id} was already running` };
   });

@@ -3,6 +3,7 @@ import Koa from 'koa';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
+import type { BotLocks } from '../lifecycle/bot-locks.js';
 import { RateLimiter } from '../lifecycle/rate-limiter.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
@@ -40,6 +41,8 @@ export interface AppDeps {
   readonly logger: Logger;
   /** Tests shorten how long a crash-looping bot must run to recover. */
   readonly recoverAfterMs?: number;
+  /** Serialises lifecycle operations across agents (a Lease per bot on Kubernetes); this agent's own queue alone by default. */
+  readonly locks?: BotLocks;
 }
 
 /** The agent's app and what it runs beside it. */
@@ -96,18 +99,19 @@ function literalPathsFirst(router: Router): Koa.Middleware {
 export type RouteEntry = `${string} ${string}`;
 
 /** The agent's Koa application, the lifecycle it serialises operations through, and its routes. */
-export function createApp({ driver, provisioner, config, logger, recoverAfterMs }: AppDeps): App {
+export function createApp({ driver, provisioner, config, logger, recoverAfterMs, locks }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
-  const lifecycle = new BotLifecycle(driver, config.restartTimeoutMs);
-  const limiter = new RateLimiter(config.rateLimit, config.rateWindowMs);
+  const lifecycle = new BotLifecycle(driver, config.restartTimeoutMs, locks);
   const readLimiter = new ReadLimiter(config.readRate);
   const metrics = new AgentMetrics();
   const report = (what: string, err: unknown): void => logger.warn({ err }, what);
   const store: HistoryStore = config.databaseUrl
     ? new PostgresHistoryStore(config.databaseUrl, report)
     : new SqliteHistoryStore(config.dataDir);
+  // Agents sharing a store share each bot's lifecycle budget too.
+  const limiter = new RateLimiter(config.rateLimit, config.rateWindowMs, Date.now, store.operationWindow);
   const webhook = config.webhook && new WebhookSender(store, { ...config.webhook, report });
   const history = new BotHistory(store, (botId) => driver.findBot(botId), {
     recoverAfterMs,

@@ -1,10 +1,12 @@
 import { messages, OperationInProgress, RestartTimeout } from '../errors.js';
 import type { PowerOutcome, RuntimeDriver } from '../runtime/driver.js';
+import { localLocks } from './bot-locks.js';
+import type { BotLocks } from './bot-locks.js';
 import { KeyedQueue, WaitedTooLong } from './keyed-queue.js';
 
 /**
- * Restart, stop and start of bots, serialised per bot above any driver.
- * Concurrent restarts of one bot coalesce into one. No caller waits without
+ * Restart, stop and start of bots, serialised per bot above any driver (and,
+ * through `locks`, across agents). Concurrent restarts of one bot coalesce into one. No caller waits without
  * bound: a restart's time in the queue counts against its time-out, and a
  * stop or start that waited the restart time-out behind another operation is
  * dropped with OperationInProgress.
@@ -16,6 +18,7 @@ export class BotLifecycle {
   constructor(
     private readonly driver: RuntimeDriver,
     private readonly restartTimeoutMs: number,
+    private readonly locks: BotLocks = localLocks,
   ) {}
 
   /**
@@ -26,7 +29,7 @@ export class BotLifecycle {
     let restarting = this.restarts.get(botId);
     if (!restarting) {
       restarting = this.queue
-        .run(botId, 'restart', () => this.driver.restart(botId))
+        .run(botId, 'restart', () => this.locks.hold(botId, 'restart', () => this.driver.restart(botId), () => undefined))
         .finally(() => this.restarts.delete(botId));
       this.restarts.set(botId, restarting);
     }
@@ -64,7 +67,7 @@ export class BotLifecycle {
 
   private async power(botId: string, operation: string, act: () => Promise<PowerOutcome>): Promise<PowerOutcome> {
     try {
-      return await this.queue.run(botId, operation, act, this.restartTimeoutMs);
+      return await this.queue.run(botId, operation, () => this.locks.hold(botId, operation, act), this.restartTimeoutMs);
     } catch (err) {
       if (err instanceof WaitedTooLong) throw new OperationInProgress(messages.inProgress(err.running, botId, this.restartTimeoutMs));
       throw err;

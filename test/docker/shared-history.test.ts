@@ -9,7 +9,8 @@ import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { openStream } from '../helpers/sse-client.js';
 
 // Two agents over the real engine keeping one history in a real PostgreSQL database (AGENT_DATABASE_URL,
-// CONTRACT.md §11): whichever answers, the same records, state and events, with the same cursors.
+// CONTRACT.md §11): whichever answers, the same records, state and events, with the same cursors, and one
+// lifecycle budget per bot (2 operations a minute here).
 const fixture = new DockerFixture();
 let one: TestAgent;
 let other: TestAgent;
@@ -17,8 +18,8 @@ let other: TestAgent;
 test.before(async () => {
   await fixture.ready();
   const databaseUrl = await freshDatabase();
-  one = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl });
-  other = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl });
+  one = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl, rateLimit: 2 });
+  other = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl, rateLimit: 2 });
 });
 
 test.after.always(async () => {
@@ -35,7 +36,13 @@ test('a bot that crashes three times: both agents answer the same records and st
   const exitsFrom = async (agent: TestAgent) => (await call(agent.server, `/api/bots/${bot.id}/exits?limit=50`)).body?.exits as unknown[];
   t.true(await eventually(async () => (await exitsFrom(one)).length === 3 && (await exitsFrom(other)).length === 3, 30_000, 100));
   t.deepEqual(await exitsFrom(one), await exitsFrom(other));
-  const [statusOne, statusOther] = await Promise.all([call(one.server, `/api/bots/${bot.id}`), call(other.server, `/api/bots/${bot.id}`)]);
+  // Each agent follows the engine on its own: their views of the fourth run converge, their records are one.
+  const statuses = async () => Promise.all([call(one.server, `/api/bots/${bot.id}`), call(other.server, `/api/bots/${bot.id}`)]);
+  let [statusOne, statusOther] = await statuses();
+  await eventually(async () => {
+    [statusOne, statusOther] = await statuses();
+    return JSON.stringify(statusOne.body?.bot) === JSON.stringify(statusOther.body?.bot) && (statusOne.body?.bot as { started_at?: unknown }).started_at !== null;
+  }, 15_000, 100);
   t.like(statusOne.body?.bot, { state: 'crash-looping', crashes_last_hour: 3 });
   t.regex(String((statusOne.body?.bot as { last_exit: { logs: string } }).last_exit.logs), /^run 3\n$/);
   t.deepEqual(statusOne.body?.bot, statusOther.body?.bot);
@@ -63,4 +70,15 @@ test('an event one agent records reaches a stream held open by the other; a curs
   t.deepEqual(fromOther.events.map((event) => event.id), after.map((event) => event.id), 'the same events after the cursor, at either agent');
   fromOne.close();
   fromOther.close();
+});
+
+test("a bot's lifecycle budget holds across agents: two restarts through either, the third refused by the other", async (t) => {
+  const bot = await fixture.runBot();
+  const restart = (agent: TestAgent) => call(agent.server, '/api/bots/restart', { method: 'POST', body: { bot_id: bot.id, user_id: 'user_1' } });
+  t.is((await restart(one)).status, 200);
+  t.is((await restart(other)).status, 200);
+  const refused = await restart(one);
+  t.is(refused.status, 429, refused.text);
+  t.regex(String(refused.body?.msg), /too many lifecycle operations on bot .*: at most 2 in 60 s/);
+  t.is((await restart(other)).status, 429);
 });

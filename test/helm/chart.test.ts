@@ -2,6 +2,7 @@ import test from 'ava';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { PersistentVolumeClaim, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { CHART, helm, renderChart } from '../helpers/helm.js';
 import type { KubeObject } from '../helpers/helm.js';
@@ -17,6 +18,7 @@ const models: Record<string, new (data: never) => { validate(): void }> = {
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
 };
 
 function validateAll(t: { notThrows(fn: () => void, message?: string): void; truthy(value: unknown, message?: string): void }, objects: KubeObject[]) {
@@ -107,6 +109,7 @@ test('values.schema.json refuses bad values', async (t) => {
     ['service.port=0', /- service\.port: Must be greater than or equal to 1/],
     ['image.pullPolicy=Sometimes', /- image\.pullPolicy: image\.pullPolicy must be one of/],
     ['unknownKey=1', /Additional property unknownKey is not allowed/],
+    ['replicaCount=2', /- replicaCount: Must be less than or equal to 1/],
   ] as const) {
     const error = await t.throwsAsync(helm('template', 'rel', CHART, '--set', set));
     t.regex(String((error as { stderr?: string }).stderr), refusal, set);
@@ -146,4 +149,26 @@ test('the data folder is a PersistentVolumeClaim by default (one pod at a time: 
   t.deepEqual(mountOf(kept).volume, { name: 'data', persistentVolumeClaim: { claimName: claim.metadata.name } });
   t.like(mountOf(kept).env.find((e) => e.name === 'AGENT_WEBHOOK_SECRET'), { valueFrom: { secretKeyRef: { name: 'hook-key', key: 'secret' } } });
   await t.throwsAsync(renderChart('bots', { 'webhook.url': 'https://platform.example/hooks' }), { message: /webhook.existingSecret is required/ });
+});
+
+test('with a database: two agents by default, rolled one at a time, spread, kept by a disruption budget, each pausing before it stops; no claim', async (t) => {
+  const objects = await renderChart('bots', { 'database.existingSecret': 'history-db' });
+  validateAll(t, objects);
+  const deployment = byKind(objects, 'Deployment')[0] as unknown as Deployment;
+  const spec = deployment.spec!;
+  t.is(spec.replicas, 2);
+  t.deepEqual(spec.strategy, { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
+  const pod = spec.template.spec!;
+  t.like(pod.topologySpreadConstraints?.[0], { topologyKey: 'kubernetes.io/hostname', maxSkew: 1 });
+  const agent = pod.containers[0]!;
+  t.deepEqual(agent.lifecycle?.preStop, { sleep: { seconds: 5 } });
+  t.true(pod.terminationGracePeriodSeconds! >= 5 + 8, 'the pause and the drain fit in the grace period');
+  t.like(agent.env?.find((e) => e.name === 'AGENT_DATABASE_URL'), { valueFrom: { secretKeyRef: { name: 'history-db', key: 'url' } } });
+  t.is(byKind(objects, 'PersistentVolumeClaim').length, 0);
+  t.deepEqual(pod.volumes?.find((v) => v.name === 'data'), { name: 'data', emptyDir: {} });
+  const budget = byKind(objects, 'PodDisruptionBudget')[0] as unknown as { spec: { minAvailable: number; selector: { matchLabels: Record<string, string> } } };
+  t.is(budget.spec.minAvailable, 1);
+  t.deepEqual(budget.spec.selector.matchLabels, spec.selector.matchLabels);
+  t.is((byKind(await renderChart('bots', { 'database.existingSecret': 'history-db', replicaCount: '3' }), 'Deployment')[0] as unknown as Deployment).spec!.replicas, 3);
+  t.is(byKind(await renderChart(), 'PodDisruptionBudget').length, 0, 'one agent: no budget, which would block every drain');
 });

@@ -5,6 +5,7 @@ import type { AppConfig } from '../../src/http/create-app.js';
 import { createApp } from '../../src/http/create-app.js';
 import type { BotHistory } from '../../src/history/bot-history.js';
 import type { BotLifecycle } from '../../src/lifecycle/bot-lifecycle.js';
+import type { BotLocks } from '../../src/lifecycle/bot-locks.js';
 import { listen } from '../../src/http/listen.js';
 import type { Provisioner } from '../../src/provisioning/provisioner.js';
 import type { RuntimeDriver } from '../../src/runtime/driver.js';
@@ -34,12 +35,12 @@ export interface TestAgent {
 }
 
 /** What a test may add to the app beyond its configuration. */
-export type TestAgentOptions = Partial<AppConfig> & { recoverAfterMs?: number };
+export type TestAgentOptions = Partial<AppConfig> & { recoverAfterMs?: number; locks?: BotLocks };
 
 /** Starts the agent's app over `driver`; `host` 0.0.0.0 lets containers reach it. */
 export async function startAgent(
   driver: RuntimeDriver,
-  { recoverAfterMs, ...config }: TestAgentOptions = {},
+  { recoverAfterMs, locks, ...config }: TestAgentOptions = {},
   host = '127.0.0.1',
   provisioner?: Provisioner,
 ): Promise<TestAgent> {
@@ -49,6 +50,7 @@ export async function startAgent(
     config: { ...TEST_APP_CONFIG, ...config },
     logger: pino({ level: 'silent' }),
     recoverAfterMs,
+    locks,
   });
   const server = await listen(made.app, host, 0);
   return {

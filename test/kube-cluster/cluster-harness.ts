@@ -35,11 +35,11 @@ export function adminKubeConfig(): KubeConfig {
 
 /**
  * The agent's own credentials: the chart's ServiceAccount, Role and ClusterRole
- * applied in `namespace` through the real API server, and a token for that
+ * (rendered with `values`) applied in `namespace` through the real API server, and a token for that
  * account, so that the real RBAC judges every call the agent makes.
  */
-async function agentKubeConfig(admin: KubeConfig, namespace: string): Promise<KubeConfig> {
-  const objects = await renderChart(namespace);
+export async function agentKubeConfig(admin: KubeConfig, namespace: string, values: Record<string, string> = {}): Promise<KubeConfig> {
+  const objects = await renderChart(namespace, values);
   const apply = KubernetesObjectApi.makeApiClient(admin);
   await apply.patch({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, undefined, undefined, 'bot-agent-tests', true, PatchStrategy.ServerSideApply);
   for (const object of objects.filter((o) => RBAC_KINDS.has(o.kind))) {

@@ -8,6 +8,7 @@ import { botNamespace } from '../../src/runtime/kubernetes/kube-connection.js';
 import { jsonBytes, MAX_LOG_BYTES } from '../../src/runtime/log-tail.js';
 import { startAgent } from '../helpers/agent.js';
 import { eventually } from '../helpers/eventually.js';
+import { gate } from '../helpers/gate.js';
 import { chartGrants } from '../helpers/helm.js';
 import { call } from '../helpers/http-client.js';
 import { FakeKubeApi } from '../helpers/kube/fake-kube-api.js';
@@ -176,4 +177,22 @@ test('the agent started with AGENT_RUNTIME=kubernetes and a KUBECONFIG serves bo
   agent.kill('SIGTERM');
   const [code] = await once(agent, 'exit');
   t.is(code, 0);
+});
+
+test('an agent is not ready before its first watches have opened (or failed): until then its answers would all be look-ups', async (t) => {
+  const api = new FakeKubeApi(NAMESPACE, grants);
+  await api.start();
+  const held = gate();
+  api.holdWatches = held.promise;
+  const agent = await startAgent(createKubernetesDriver({ kubeConfig: api.kubeConfig(), namespace: NAMESPACE }));
+  t.teardown(async () => {
+    held.open();
+    await agent.close();
+    await api.stop();
+  });
+  const early = await call(agent.server, '/readyz');
+  t.is(early.status, 503, early.text);
+  t.regex(String(early.body?.msg), /^runtime unavailable: .*watches .* not synced yet/);
+  held.open();
+  t.true(await eventually(async () => (await call(agent.server, '/readyz')).status === 200, 10_000, 50));
 });

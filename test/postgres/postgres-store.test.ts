@@ -87,3 +87,15 @@ test('two agents claiming deliveries at once take different ones: each delivery 
   t.is(seqs.length, 20, 'every due delivery was claimed');
   t.is(new Set(seqs).size, 20, 'none by both');
 });
+
+test('two agents counting lifecycle operations: the limit holds across both, not once per agent', async (t) => {
+  const [one, other] = await pair(t);
+  const window = (store: HistoryStore, nowMs: number) => store.operationWindow!('platform bot_1_1_a', 2, 60_000, nowMs);
+  t.is(await window(one, 1_000), undefined);
+  t.is(await window(other, 2_000), undefined);
+  t.is(await window(one, 3_000), 58_000, 'the third waits until the first leaves the window');
+  t.is(await window(other, 3_000), 58_000);
+  t.is(await window(other, 61_001), undefined, 'room again once the first has left it');
+  const atOnce = await Promise.all([window(one, 200_000), window(other, 200_000), window(one, 200_000)]);
+  t.is(atOnce.filter((wait) => wait === undefined).length, 2, 'asked at once, two of three let through');
+});

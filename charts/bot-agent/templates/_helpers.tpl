@@ -25,3 +25,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* How many agents run: replicaCount, else 2 with a database and 1 without. */ -}}
+{{- define "bot-agent.replicas" -}}
+{{- if kindIs "invalid" .Values.replicaCount -}}
+{{- if .Values.database.existingSecret }}2{{ else }}1{{ end -}}
+{{- else -}}
+{{- .Values.replicaCount -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* Whether history lives in a PersistentVolumeClaim (no database, persistence on). */ -}}
+{{- define "bot-agent.claimed" -}}
+{{- if and .Values.persistence.enabled (not .Values.database.existingSecret) }}true{{ end -}}
+{{- end -}}

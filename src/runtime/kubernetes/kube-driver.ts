@@ -85,8 +85,12 @@ class KubernetesDriver implements RuntimeDriver {
     this.watchedPods.start();
   }
 
+  /** The API server answers, and the first sync of the watches of the bots' Deployments and pods is over (readiness). */
   async ping(): Promise<void> {
     await this.api(undefined, (options) => this.apps.listNamespacedDeployment({ namespace: this.namespace, limit: 1 }, options));
+    if (!this.deployments.settledOnce || !this.watchedPods.settledOnce) {
+      throw new RuntimeUnavailable(`${messages.runtimeUnavailable('kubernetes')}: the watches of the bots' Deployments and pods are not synced yet`);
+    }
   }
 
   indexedBots(): number {

@@ -22,6 +22,8 @@ export class WatchedObjects<T extends KubernetesObject> {
   private readonly filed = new Map<string, Array<[string, string]>>();
   private readonly waiters = new Set<() => void>();
   private current = false;
+  /** The first list and watch have ended one way or the other: the copy was current once, or the watch failed. */
+  private settled = false;
   private closed = false;
 
   constructor(
@@ -43,7 +45,7 @@ export class WatchedObjects<T extends KubernetesObject> {
           this.current = false;
           done(err);
         });
-        if (!ended && !this.closed) this.current = true;
+        if (!ended && !this.closed) this.current = this.settled = true;
         return controller;
       },
     });
@@ -55,6 +57,7 @@ export class WatchedObjects<T extends KubernetesObject> {
     this.informer.on('delete', (object) => this.unfile(uidOf(object)));
     this.informer.on('error', (err: unknown) => {
       this.current = false;
+      this.settled = true;
       if (this.closed) return;
       this.report(`the watch of ${what} broke; it is opened again`, err);
       setTimeout(() => void this.start(), REOPEN_MS).unref();
@@ -63,7 +66,10 @@ export class WatchedObjects<T extends KubernetesObject> {
 
   start(): void {
     if (this.closed) return;
-    this.informer.start().catch((err: unknown) => this.report(`the watch of ${this.what} could not start`, err));
+    this.informer.start().catch((err: unknown) => {
+      this.settled = true;
+      this.report(`the watch of ${this.what} could not start`, err);
+    });
   }
 
   close(): void {
@@ -76,6 +82,15 @@ export class WatchedObjects<T extends KubernetesObject> {
   /** Calls `handler` with each object as it is added, changed or deleted (after the copy has it). */
   on(verb: 'add' | 'update' | 'delete', handler: Handler<T>): void {
     this.informer.on(verb, handler);
+  }
+
+  /**
+   * Whether the first list and watch are over: the copy was current once, or
+   * the watch failed (then answers come from look-ups). An agent starting up is
+   * not ready before: its first answers would all be look-ups.
+   */
+  get settledOnce(): boolean {
+    return this.settled;
   }
 
   /** The objects filed under `key` in `index`, or undefined when the copy is not current. */

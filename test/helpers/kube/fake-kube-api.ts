@@ -86,6 +86,8 @@ export class FakeKubeApi {
   stallLogStreams = false;
   /** When true, requests are accepted and never answered, as by an API server that hangs. */
   stalled = false;
+  /** While set, a watch is answered only once this settles (a watch that is slow to open). */
+  holdWatches: Promise<void> | undefined;
   private readonly bots = new Map<string, FakeBot>();
   /** Secrets by name. */
   readonly secrets = new Map<string, Json>();
@@ -215,7 +217,10 @@ export class FakeKubeApi {
       if (!route) throw new ApiError(404, 'the server could not find the requested resource');
       if (!authorize(this.grants, route)) throw forbidden(route, this.grants.namespace);
       // Watches are the real cluster's to serve (test/kube-cluster): here the agent's watches fail, and it asks for each look-up.
-      if (route.watch) throw new ApiError(405, 'this test-only API server does not serve watch');
+      if (route.watch) {
+        await this.holdWatches;
+        throw new ApiError(405, 'this test-only API server does not serve watch');
+      }
       const body = await readBody(req);
       const answer = this.serve(route, url.searchParams, body, req.headers['content-type']);
       this.answer(res, route, 200, answer);
