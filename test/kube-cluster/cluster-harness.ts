@@ -13,6 +13,7 @@ import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
 import { TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
+import { call } from '../helpers/http-client.js';
 import { renderChart } from '../helpers/helm.js';
 import { unreachableKubeConfig } from '../kube/kube-harness.js';
 import { httpFromPod } from './pod-exec.js';
@@ -124,6 +125,8 @@ export async function clusterHarness(): Promise<{ harness: RuntimeHarness; names
     return agent;
   };
   const main = await agentOver(agentConfig);
+  // As behind a Service: calls come once the agent is ready (its first watches synced).
+  if (!(await eventually(async () => (await call(main.server, '/readyz')).status === 200, 30_000, 50))) throw new Error('the agent never became ready');
   let bots = 0;
   const newBotId = () => `bot_${process.pid}_${++bots}_${runId}`;
   const podsOf = async (bot: HarnessBot) =>

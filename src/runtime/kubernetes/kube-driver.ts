@@ -25,6 +25,10 @@ const DEFAULT_GRACE_S = 30;
 const METRICS_FRESH_MS = 10_000;
 /** A node's allocatable CPU and memory change only when the node is reconfigured. */
 const NODE_FRESH_MS = 60_000;
+/** How long a call from an address no watched pod holds waits for the watch to learn it (a pod that just started). */
+const NEW_POD_GRACE_MS = 2_000;
+/** ... and for how long after, further calls from that address wait no more (a stranger costs no more than one wait). */
+const UNKNOWN_ADDRESS_MS = 5_000;
 
 export interface KubernetesDriverOptions {
   readonly kubeConfig: KubeConfig;
@@ -50,6 +54,7 @@ class KubernetesDriver implements RuntimeDriver {
   private readonly deployments: WatchedObjects<V1Deployment>;
   private readonly watchedPods: WatchedObjects<V1Pod>;
   private readonly metrics: LRUCache<string, PodMetrics>;
+  private readonly unknownAddresses: LRUCache<string, Promise<void>>;
   private readonly nodes: LRUCache<string, Capacity>;
 
   constructor({ kubeConfig, namespace, report }: KubernetesDriverOptions) {
@@ -79,6 +84,7 @@ class KubernetesDriver implements RuntimeDriver {
       this.report,
     );
     // Concurrent reads of one pod's metrics, or one node's capacity, make one request.
+    this.unknownAddresses = new LRUCache({ max: 10_000, ttl: UNKNOWN_ADDRESS_MS });
     this.metrics = new LRUCache({ max: 10_000, ttl: METRICS_FRESH_MS, fetchMethod: (pod) => this.readPodMetrics(pod) });
     this.nodes = new LRUCache({ max: 1_000, ttl: NODE_FRESH_MS, fetchMethod: (node) => this.readNodeCapacity(node) });
     this.deployments.start();
@@ -126,12 +132,31 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   async botAtAddress(address: string): Promise<string | undefined> {
-    const watched = this.watchedPods.find('address', address);
+    let watched = this.watchedPods.find('address', address);
+    if (watched?.length === 0) {
+      // A pod may call before the kubelet has reported its address: wait a little for the watch to learn it,
+      // once per address however many calls come (a stranger's next calls within seconds wait no more).
+      let learning = this.unknownAddresses.get(address);
+      if (!learning) {
+        learning = this.learnAddress(address);
+        this.unknownAddresses.set(address, learning);
+      }
+      await learning;
+      watched = this.watchedPods.find('address', address);
+    }
     if (watched) return botHolding(watched, address);
     const pods = await this.api(undefined, (options) =>
       this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: BOT_LABEL, fieldSelector: `status.podIP=${address}` }, options),
     );
     return botHolding(pods.items, address);
+  }
+
+  /** Resolves once the watch holds a pod at `address`, or NEW_POD_GRACE_MS later. */
+  private async learnAddress(address: string): Promise<void> {
+    const deadline = Date.now() + NEW_POD_GRACE_MS;
+    while (this.watchedPods.find('address', address)?.length === 0 && Date.now() < deadline) {
+      await this.watchedPods.nextChange(deadline - Date.now());
+    }
   }
 
   async restart(botId: string): Promise<void> {

@@ -1,0 +1,104 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import test from 'ava';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
+import { BOT_LABEL } from '../../src/runtime/labels.js';
+import { buildAgentImage, dockerCli } from '../helpers/agent-image.js';
+import { TEST_IMAGE } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+import { CHART, helm } from '../helpers/helm.js';
+import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
+import { adminKubeConfig, botDeployment } from './cluster-harness.js';
+
+// The chart as operators install it for no gap: two agents sharing one history in the real PostgreSQL
+// that npm test starts (reached from pods at the bridge's address), on the real cluster. A bot calls
+// the Service for its own status every 100 ms through a helm upgrade and the deletion of each agent
+// pod in turn: none of its calls may fail (CONTRACT.md §11).
+const run = promisify(execFile);
+const runId = randomBytes(3).toString('hex');
+const namespace = `ha-${runId}`;
+const image = { repository: 'bot-agent-ha', tag: runId };
+const admin = adminKubeConfig();
+const core = admin.makeApiClient(CoreV1Api);
+const apps = admin.makeApiClient(AppsV1Api);
+const kubeconfig = process.env.BOT_AGENT_KUBECONFIG ?? '';
+const AGENTS = 'app.kubernetes.io/name=bot-agent';
+
+/** Calls its own status at the Service every 100 ms, one line per call: `ok`, or `FAIL` and the status line it got. (busybox nc: its wget crashes in the test image.) */
+const CALLER = `
+while :; do
+  status=$(printf 'GET /api/bots/%s HTTP/1.1\\r\\nHost: agent\\r\\nConnection: close\\r\\n\\r\\n' "$2" | nc -w 5 "$1" 8000 | head -n 1)
+  case "$status" in "HTTP/1.1 200"*) echo ok ;; *) echo "FAIL $(date +%T) $status" ;; esac
+  sleep 0.1
+done`;
+
+test.before(async () => {
+  await buildAgentImage(`${image.repository}:${image.tag}`);
+  await run('bash', ['scripts/kube/images.sh', `${image.repository}:${image.tag}`, TEST_IMAGE]);
+  // Pods reach the server at the bridge's address, where scripts/postgres.sh also listens.
+  const url = new URL(await freshDatabase());
+  url.hostname = '10.88.0.1';
+  await core.createNamespace({ body: { metadata: { name: namespace } } });
+  await core.createNamespacedSecret({ namespace, body: { metadata: { name: 'history-db' }, stringData: { url: url.toString() } } });
+  await helm(
+    'install', 'rel', CHART, '--namespace', namespace, '--kubeconfig', kubeconfig,
+    '--set', `image.repository=${image.repository}`, '--set-string', `image.tag=${image.tag}`, '--set', 'image.pullPolicy=Never',
+    '--set', 'database.existingSecret=history-db',
+    '--wait', '--timeout', '3m',
+  );
+});
+
+test.after.always(async () => {
+  await helm('uninstall', 'rel', '--namespace', namespace, '--kubeconfig', kubeconfig).catch(() => undefined);
+  await core.deleteNamespace({ name: namespace }).catch(() => undefined);
+  await run(dockerCli, ['image', 'rm', '-f', `${image.repository}:${image.tag}`]).catch(() => undefined);
+  await dropDatabases();
+});
+
+const readyAgents = async (): Promise<V1Pod[]> =>
+  (await core.listNamespacedPod({ namespace, labelSelector: AGENTS })).items.filter(
+    (pod) => !pod.metadata?.deletionTimestamp && (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
+  );
+
+test.serial('two agents: a bot calling every 100 ms sees no failed call through a helm upgrade and the deletion of each agent pod', async (t) => {
+  t.is((await readyAgents()).length, 2, 'two agents ready');
+  const serviceIp = (await core.readNamespacedService({ name: 'agent', namespace })).spec?.clusterIP ?? '';
+  const id = `bot_1_1_${runId}`;
+  await apps.createNamespacedDeployment({ namespace, body: botDeployment(id, { script: CALLER, args: [serviceIp, id] }) });
+  let caller: V1Pod | undefined;
+  const callerPod = async () =>
+    (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.find((pod) => pod.status?.phase === 'Running');
+  t.true(await eventually(async () => (caller = await callerPod()) !== undefined, 60_000, 250), 'the calling bot runs');
+  const lines = async () =>
+    (await core.readNamespacedPodLog({ namespace, name: caller?.metadata?.name ?? '', container: 'bot' })).split('\n').filter(Boolean);
+  const answered = await eventually(async () => (await lines()).filter((line) => line === 'ok').length >= 10, 60_000, 500);
+  t.true(answered, `its calls are answered: ${(await lines()).slice(-3).join(' | ')}`);
+  if (!answered) return;
+
+  // An upgrade that replaces every agent pod, one at a time.
+  await helm(
+    'upgrade', 'rel', CHART, '--namespace', namespace, '--kubeconfig', kubeconfig, '--reuse-values',
+    '--set-string', `podAnnotations.rolled=${Date.now()}`, '--wait', '--timeout', '3m',
+  );
+  const rolled = await readyAgents();
+  t.is(rolled.length, 2);
+  // Each agent pod deleted in turn, the next once its replacement is ready.
+  for (const pod of rolled) {
+    await core.deleteNamespacedPod({ namespace, name: pod.metadata?.name ?? '' });
+    t.true(
+      await eventually(async () => {
+        const ready = await readyAgents();
+        return ready.length === 2 && !ready.some((other) => other.metadata?.name === pod.metadata?.name);
+      }, 120_000, 250),
+      `${pod.metadata?.name} replaced`,
+    );
+  }
+  // The deleted pods' last seconds are over too.
+  await new Promise((resolve) => setTimeout(resolve, 16_000));
+  const calls = await lines();
+  const failed = calls.filter((line) => line.startsWith('FAIL'));
+  t.deepEqual(failed, [], `${failed.length} of ${calls.length} calls failed`);
+  t.true(calls.length > 100, `${calls.length} calls made`);
+});
