@@ -113,7 +113,7 @@ test('a burst of starts on a slow engine is inspected a few containers at a time
   const { proxy, index } = await indexBehindProxy(t, { pattern: /^GET \S*\/containers\/[0-9a-f]+\/json/, ms: 1_000 });
   // Few enough not to slow the engine that other test files share.
   const bots = await Promise.all(Array.from({ length: 20 }, () => fixture.runBot({ start: false })));
-  t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
+  t.true(await eventually(() => index.botAt('10.255.255.254') !== null, 60_000), 'the index never came up');
   await Promise.all(bots.map((bot) => bot.container.start()));
   const addresses = await Promise.all(bots.map((bot) => addressOf(bot.id)));
   t.true(await eventually(() => bots.every((bot, i) => index.botAt(addresses[i]!)?.botId === bot.id), 15_000), 'not every bot was indexed');

@@ -5,6 +5,7 @@ import type { TestAgent } from '../helpers/agent.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
+import { runAgentProcess, webhookReceiver } from '../helpers/agent-process.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { openStream } from '../helpers/sse-client.js';
 
@@ -14,10 +15,11 @@ import { openStream } from '../helpers/sse-client.js';
 const fixture = new DockerFixture();
 let one: TestAgent;
 let other: TestAgent;
+let databaseUrl: string;
 
 test.before(async () => {
   await fixture.ready();
-  const databaseUrl = await freshDatabase();
+  databaseUrl = await freshDatabase();
   one = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl, rateLimit: 2 });
   other = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl, rateLimit: 2 });
 });
@@ -81,4 +83,38 @@ test("a bot's lifecycle budget holds across agents: two restarts through either,
   t.is(refused.status, 429, refused.text);
   t.regex(String(refused.body?.msg), /too many lifecycle operations on bot .*: at most 2 in 60 s/);
   t.is((await restart(other)).status, 429);
+});
+
+test.serial('a webhook receiver gets every event of a bot, in order, none missing, when the agent delivering one is SIGKILLed mid-delivery', async (t) => {
+  const secret = 'shared-history-hooks';
+  const hooks = await webhookReceiver(0, secret, { holdFirst: true });
+  t.teardown(() => void hooks.server.close());
+  // Its own database: only this test's events are delivered.
+  const hookDatabase = await freshDatabase();
+  const webhook = { AGENT_DATABASE_URL: hookDatabase, AGENT_WEBHOOK_URL: hooks.url, AGENT_WEBHOOK_SECRET: secret, DOCKER_HOST: fixture.dockerHost };
+  const dying = await runAgentProcess(webhook);
+  t.teardown(() => void dying.process.kill('SIGKILL'));
+  const bot = await fixture.runBot();
+  await hooks.held;
+  dying.process.kill('SIGKILL');
+  // The survivor records more of the bot's life; the delivery the dead agent had claimed is made once its claim lapses.
+  const survivor = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), {
+    databaseUrl: hookDatabase,
+    webhook: { url: hooks.url, secret },
+  });
+  t.teardown(() => survivor.close());
+  t.is((await call(survivor.server, '/api/bots/stop', { method: 'POST', body: { bot_id: bot.id, user_id: 'user_1' } })).status, 200);
+  const kept = async () => {
+    const stream = await openStream(survivor.server, `/api/bots/${bot.id}/events`, { headers: { 'last-event-id': '0' } });
+    await stream.next((event) => event.event === 'exited');
+    stream.close();
+    return stream.events.map((event) => event.id);
+  };
+  const ids = await kept();
+  t.true(ids.length >= 3, `started, operation, exited: ${ids.join(' ')}`);
+  const got = () => hooks.received.filter((delivery) => JSON.parse(delivery.body).bot_id === bot.id).map((delivery) => delivery.id);
+  t.true(await eventually(() => ids.every((id) => got().includes(id!)), 45_000, 250), `delivered: ${got().join(' ')} of ${ids.join(' ')}`);
+  const firsts = [...new Set(got())];
+  t.deepEqual(firsts, ids, 'in order, each at least once');
+  t.true(hooks.received.every((delivery) => delivery.signatureOk));
 });

@@ -19,13 +19,28 @@ export interface WebhookReceiver {
   received: Delivery[];
   refusedCount(): number;
   url: string;
+  /** Resolves once the delivery held back (with `holdFirst`) has arrived. */
+  held: Promise<void>;
 }
 
-/** A webhook receiver on loopback that fails its first `failures` deliveries, then keeps each one, checking its signature with `secret`. */
-export async function webhookReceiver(failures: number, secret: string): Promise<WebhookReceiver> {
+/**
+ * A webhook receiver on loopback that fails its first `failures` deliveries, then keeps each one, checking its
+ * signature with `secret`. With `holdFirst`, the very first delivery is never answered (its sender dies meanwhile).
+ */
+export async function webhookReceiver(failures: number, secret: string, { holdFirst = false } = {}): Promise<WebhookReceiver> {
   const received: Delivery[] = [];
   let refused = 0;
+  let holding = holdFirst;
+  let heldArrived = (): void => {};
+  const held = new Promise<void>((resolve) => {
+    heldArrived = resolve;
+  });
   const server = createServer((req, res) => {
+    if (holding) {
+      holding = false;
+      heldArrived();
+      return;
+    }
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -46,7 +61,7 @@ export async function webhookReceiver(failures: number, secret: string): Promise
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  return { server, received, refusedCount: () => refused, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook` };
+  return { server, received, refusedCount: () => refused, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, held };
 }
 
 /** The agent as operators run it (src/main.ts), on a free loopback port, with `env` added to this process's. */
