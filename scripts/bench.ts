@@ -8,6 +8,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import http from 'node:http';
@@ -17,6 +18,7 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import Docker from 'dockerode';
+import pg from 'pg';
 import { kubernetesCosts } from './bench-kube.js';
 import type { KubeCallCost } from './bench-kube.js';
 import { allAtOnce, cpuPercentDuring, enginePids, makeBots, readEachSecond, removeEverything, rssMb } from './bench-scale.js';
@@ -328,6 +330,42 @@ async function measure(count: number, base: string, agentPort: number, gateway: 
   return { bots: count, statsWarm, bare: bareStats, koa: koaStats, statsCold: percentiles(cold), rawStats, rawStatsOneShot, logs, rawLogs, fromBot, statsFromBot, bareFromBot, flooded, restart, rawRestart };
 }
 
+/** Warm status reads (GET /api/bots/{id}: the bot's exit record, crash loop and crash count) with the history in each store. */
+interface HistoryBackends {
+  readonly sqlite: Figures;
+  readonly postgres: Figures;
+}
+
+/**
+ * The same status reads, 50 connections for 5 s, of the agent with its SQLite history and of a second agent
+ * with its history in PostgreSQL (Debian's, started by scripts/postgres.sh, a database of its own): what the
+ * database mode costs per request.
+ */
+async function historyBackends(base: string, botId: string): Promise<HistoryBackends> {
+  const serverUrl = execFileSync('bash', ['scripts/postgres.sh'], { encoding: 'utf8' }).trim().split('\n').at(-1) ?? '';
+  const name = `bench_${runId}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  const { agent, port } = await agentProcess({ AGENT_RATE_LIMIT: '10000', AGENT_READ_RATE: '10000', AGENT_DATABASE_URL: url.toString() });
+  try {
+    const status = (at: string) => `${at}/api/bots/${botId}`;
+    await load(status(base), { connections: 50, duration: 2 });
+    const sqlite = await load(status(base), { connections: 50, duration: 5 });
+    const pgBase = `http://127.0.0.1:${port}`;
+    await load(status(pgBase), { connections: 50, duration: 2 });
+    const postgres = await load(status(pgBase), { connections: 50, duration: 5 });
+    return { sqlite, postgres };
+  } finally {
+    agent.kill('SIGTERM');
+    await once(agent, 'exit');
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.end();
+  }
+}
+
 /** A baseline server answering a stats-sized JSON to every GET of a bot's stats, in a process of its own as the agent is. */
 interface Baseline {
   readonly server: ChildProcess;
@@ -516,7 +554,7 @@ function verdicts(small: Phase, large: Phase, scale: Scale, peakRssMb: number): 
   ];
 }
 
-function report(machine: Record<string, string | number>, phases: Phase[], scale: Scale, checks: Verdict[], kube: KubeCallCost[]): string {
+function report(machine: Record<string, string | number>, phases: Phase[], scale: Scale, checks: Verdict[], kube: KubeCallCost[], history: HistoryBackends): string {
   const lines = [
     '# Benchmarks',
     '',
@@ -584,6 +622,15 @@ function report(machine: Record<string, string | number>, phases: Phase[], scale
     '',
   );
   lines.push(
+    '## History in SQLite and in PostgreSQL',
+    '',
+    `A bot's status (GET /api/bots/{id}: its exit record, crash loop and crash count from the history, beside the runtime's view), ` +
+      `50 connections for 5 s, ${LARGE} bots, the same bot: with the history in SQLite (the default) ` +
+      `p50 ${history.sqlite.p50} ms, p99 ${history.sqlite.p99} ms, ${history.sqlite.rps} req/s; ` +
+      `with it in PostgreSQL (AGENT_DATABASE_URL, Debian's server on loopback) p50 ${history.postgres.p50} ms, p99 ${history.postgres.p99} ms, ${history.postgres.rps} req/s.`,
+    '',
+  );
+  lines.push(
     '## Kubernetes',
     '',
     'The agent on the real single-node cluster (`npm run kube:up`), in the bench process: the API server requests it made per call, ' +
@@ -641,6 +688,8 @@ async function main(): Promise<void> {
       api: version.ApiVersion,
     };
     const [small, large] = phases as [Phase, Phase];
+    process.stderr.write('bench: history in SQLite and in PostgreSQL\n');
+    const history = await historyBackends(base, bots[0] ?? '');
     // Last: the cluster's daemons would otherwise weigh on every Docker figure.
     process.stderr.write('bench: kubernetes\n');
     const kube = await kubernetesCosts();
@@ -650,9 +699,9 @@ async function main(): Promise<void> {
         .filter((c) => !c.call.startsWith('POST'))
         .map((c): Verdict => [`Kubernetes: API requests per warm ${c.call}`, '0', `${c.requestsPerCall}`, c.requestsPerCall === 0]),
     ];
-    const markdown = report(machine, phases, scale!, checks, kube);
+    const markdown = report(machine, phases, scale!, checks, kube, history);
     writeFileSync('BENCHMARKS.md', markdown);
-    writeFileSync('BENCHMARKS.json', `${JSON.stringify({ machine, bots: LARGE, phases, scale, kubernetes: kube, peakRssMb: round(rssMb, 1), targets: checks }, null, 2)}\n`);
+    writeFileSync('BENCHMARKS.json', `${JSON.stringify({ machine, bots: LARGE, phases, scale, history, kubernetes: kube, peakRssMb: round(rssMb, 1), targets: checks }, null, 2)}\n`);
     process.stdout.write(markdown);
   } catch (err) {
     process.stderr.write(`bench: failed: ${(err as Error).stack ?? String(err)}\n`);
