@@ -77,6 +77,8 @@ const envName = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 const NO_NUL = /^[^\u0000]*$/;
 
 /** Body of the platform's create: CONTRACT.md §6's inputs, limits and extras. */
+const MEMORY_LIMIT = 'memory_limit must be a whole number of bytes from 6 MiB to 1 PiB';
+
 export const createBotRequest = object({
   bot_id: botIdSchema('bot_id'),
   user_id: userId,
@@ -126,11 +128,13 @@ export const createBotRequest = object({
           ([name, v]) => envName.test(name) && !PLATFORM_VARIABLES.has(name) && typeof v === 'string' && v.length <= 4096 && NO_NUL.test(v),
         )),
   ),
+  // At most 1 PiB: a larger number is past what the engine (an int64) or JSON (2^53) holds exactly.
   memory_limit: number()
     .strict()
-    .typeError('memory_limit must be a whole number of bytes from 6 MiB')
-    .integer('memory_limit must be a whole number of bytes from 6 MiB')
-    .min(6 * 1024 * 1024, 'memory_limit must be a whole number of bytes from 6 MiB'),
+    .typeError(MEMORY_LIMIT)
+    .integer(MEMORY_LIMIT)
+    .min(6 * 1024 * 1024, MEMORY_LIMIT)
+    .max(2 ** 50, MEMORY_LIMIT),
   cpu_limit: number().strict().typeError('cpu_limit must be a number of CPUs').positive('cpu_limit must be above 0').max(256, 'cpu_limit is too high'),
   command: array(string().strict().typeError('command must be a list of strings').required().matches(NO_NUL, 'command must not contain a NUL character'))
     .strict()

@@ -118,7 +118,9 @@ test('a burst of starts on a slow engine is inspected a few containers at a time
   const addresses = await Promise.all(bots.map((bot) => addressOf(bot.id)));
   t.true(await eventually(() => bots.every((bot, i) => index.botAt(addresses[i]!)?.botId === bot.id), 15_000), 'not every bot was indexed');
   // 16 inspections, the event stream, and a list or ping besides; 20 starts and their network connects unqueued would be ~40.
-  t.true(proxy.peakConnections <= 20, `${proxy.peakConnections} connections to the engine at once`);
+  // (Requests, not connections: under load a client closes answered connections late.)
+  t.log(`${proxy.peakInFlight} requests under way at once, ${proxy.peakConnections} connections`);
+  t.true(proxy.peakInFlight <= 20, `${proxy.peakInFlight} requests under way at the engine at once (${proxy.peakConnections} connections)`);
 });
 
 test('the index keeps each running bot\'s start time, read again when it restarts', async (t) => {

@@ -30,6 +30,12 @@ export class SocketProxy {
   dropped = 0;
   /** The most connections open at once (a client that keeps connections alive opens one per request under way). */
   peakConnections = 0;
+  /**
+   * The most requests under way at once: passed on, and not yet answered (their answer's first bytes not back).
+   * Unlike connections, not swollen by connections a loaded client has not closed yet.
+   */
+  peakInFlight = 0;
+  private inFlight = 0;
   private server: Server | undefined;
 
   /** `upstream`: a unix socket's path, or a TCP address, which the proxy then serves on a loopback port. */
@@ -128,8 +134,17 @@ export class SocketProxy {
     pair[1] = engine;
     engine.on('error', () => client.destroy());
     engine.on('close', () => client.destroy());
-    this.forward(client, engine);
+    const waiting = { requests: 0 };
+    client.on('close', () => {
+      this.inFlight -= waiting.requests;
+      waiting.requests = 0;
+    });
+    this.forward(client, engine, waiting);
     engine.on('data', (chunk: Buffer) => {
+      if (waiting.requests > 0 && /^HTTP\/1\.[01] \d{3}/.test(chunk.toString('latin1', 0, 16))) {
+        waiting.requests -= 1;
+        this.inFlight -= 1;
+      }
       if (this.awaited.length === 0) return;
       const text = chunk.toString('latin1');
       for (const waiter of this.awaited.filter((waiting) => text.includes(waiting.text))) {
@@ -161,7 +176,7 @@ export class SocketProxy {
   }
 
   /** Passes the client's bytes on; a request a delay names is held back, one a drop names ends its connection. */
-  private forward(client: Socket, engine: Socket): void {
+  private forward(client: Socket, engine: Socket, waiting: { requests: number }): void {
     // Request by request, on every connection: a keep-alive connection carries many, and may predate a rule.
     client.on('data', (chunk: Buffer) => {
       const lines = [...chunk.toString('latin1').matchAll(REQUEST_LINE)].map(([line]) => line);
@@ -174,6 +189,9 @@ export class SocketProxy {
         engine.destroy();
         return;
       }
+      waiting.requests += lines.length;
+      this.inFlight += lines.length;
+      this.peakInFlight = Math.max(this.peakInFlight, this.inFlight);
       const ms = this.delays.find(({ pattern }) => lines.some((line) => pattern.test(line)))?.ms ?? 0;
       client.pause();
       const pass = (): void => {

@@ -68,7 +68,7 @@ const fields: Record<string, unknown[]> = {
   domain: ['bot.example.com', 'Bot.Example.COM', 'x', '-bad.com', 'a..b', `${'a'.repeat(64)}.com`],
   port: [1, 8080, 65535, 0, 65536, 80.5],
   env: [{}, { API_KEY: 'x' }, { BOT_TOKEN: 'x' }, { '1BAD': 'x' }, { A: 1 }, { A: 'x'.repeat(4097) }, { A: 'a\u0000b' }, [], null],
-  memory_limit: [6 * 1024 * 1024, 1, 1e9, 1.5],
+  memory_limit: [6 * 1024 * 1024, 1, 1e9, 1.5, 2 ** 50, 2 ** 50 + 1, 4.6107539383909726e24],
   cpu_limit: [0.5, 256, 0, 257, -1],
   command: [['sh'], [], ['sh', 1], [''], ['sh', ''], ['sh', 'a\u0000b'], 'sh', Array.from({ length: 65 }, () => 'x')],
 };
