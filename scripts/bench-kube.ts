@@ -8,6 +8,8 @@ import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { createKubernetesDriver } from '../src/runtime/kubernetes/kube-driver.js';
 import { BOT_LABEL } from '../src/runtime/labels.js';
 import { startAgent } from '../test/helpers/agent.js';
+import { availabilityOnCluster } from './bench-ha.js';
+import type { Availability } from './bench-ha.js';
 import { adminKubeConfig, botDeployment, clusterHarness } from '../test/kube-cluster/cluster-harness.js';
 
 const BOTS = 5;
@@ -64,10 +66,11 @@ function clusterRunning(): boolean {
  * Brings the cluster up (built once, then cached), runs BOTS bots on it and measures; removes its namespace,
  * and takes the cluster down again when it was not running before (its daemons would weigh on a next run).
  */
-export async function kubernetesCosts(): Promise<KubeCallCost[]> {
+export async function kubernetesCosts(): Promise<{ costs: KubeCallCost[]; availability: Availability[] }> {
   const wasRunning = clusterRunning();
   try {
-    return await measureOnCluster();
+    const costs = await measureOnCluster();
+    return { costs, availability: await availabilityOnCluster() };
   } finally {
     if (!wasRunning) execFileSync('bash', ['scripts/kube/down.sh'], { stdio: 'ignore' });
   }

@@ -21,6 +21,7 @@ import Docker from 'dockerode';
 import pg from 'pg';
 import { kubernetesCosts } from './bench-kube.js';
 import type { KubeCallCost } from './bench-kube.js';
+import type { Availability } from './bench-ha.js';
 import { allAtOnce, cpuPercentDuring, enginePids, makeBots, readEachSecond, removeEverything, rssMb } from './bench-scale.js';
 import { SocketProxy } from '../test/helpers/socket-proxy.js';
 
@@ -554,7 +555,15 @@ function verdicts(small: Phase, large: Phase, scale: Scale, peakRssMb: number): 
   ];
 }
 
-function report(machine: Record<string, string | number>, phases: Phase[], scale: Scale, checks: Verdict[], kube: KubeCallCost[], history: HistoryBackends): string {
+function report(
+  machine: Record<string, string | number>,
+  phases: Phase[],
+  scale: Scale,
+  checks: Verdict[],
+  kube: KubeCallCost[],
+  history: HistoryBackends,
+  availability: Availability[],
+): string {
   const lines = [
     '# Benchmarks',
     '',
@@ -645,6 +654,17 @@ function report(machine: Record<string, string | number>, phases: Phase[], scale
       'logs are read from the API server each time.',
     '',
   );
+  lines.push(
+    '## Two agents on Kubernetes, agents replaced under load',
+    '',
+    "The chart with two replicas and one history in PostgreSQL, on the same cluster; a bot's status asked through the Service every 100 ms, " +
+      'one call at a time (5 s time-out), while the agents are replaced.',
+    '',
+    '| while | calls | failed | longest gap between answers (ms) | slowest answer (ms) |',
+    '|---|---|---|---|---|',
+    ...availability.map((a) => `| ${a.event} | ${a.calls} | ${a.failed} | ${a.longestGapMs} | ${a.slowestMs} |`),
+    '',
+  );
   lines.push('## Targets', '', '| target | wanted | measured | met |', '|---|---|---|---|');
   for (const [what, target, got, ok] of checks) lines.push(`| ${what} | ${target} | ${got} | ${ok ? 'yes' : '**no**'} |`);
   return `${lines.join('\n')}\n`;
@@ -692,16 +712,20 @@ async function main(): Promise<void> {
     const history = await historyBackends(base, bots[0] ?? '');
     // Last: the cluster's daemons would otherwise weigh on every Docker figure.
     process.stderr.write('bench: kubernetes\n');
-    const kube = await kubernetesCosts();
+    const { costs: kube, availability } = await kubernetesCosts();
     const checks = [
       ...verdicts(small, large, scale!, rssMb),
       ...kube
         .filter((c) => !c.call.startsWith('POST'))
         .map((c): Verdict => [`Kubernetes: API requests per warm ${c.call}`, '0', `${c.requestsPerCall}`, c.requestsPerCall === 0]),
+      ...availability.flatMap((a): Verdict[] => [
+        [`Two agents, ${a.event}: failed calls`, '0', `${a.failed} of ${a.calls}`, a.failed === 0],
+        [`Two agents, ${a.event}: longest gap`, '< 1000 ms', `${a.longestGapMs} ms`, a.longestGapMs < 1000],
+      ]),
     ];
-    const markdown = report(machine, phases, scale!, checks, kube, history);
+    const markdown = report(machine, phases, scale!, checks, kube, history, availability);
     writeFileSync('BENCHMARKS.md', markdown);
-    writeFileSync('BENCHMARKS.json', `${JSON.stringify({ machine, bots: LARGE, phases, scale, history, kubernetes: kube, peakRssMb: round(rssMb, 1), targets: checks }, null, 2)}\n`);
+    writeFileSync('BENCHMARKS.json', `${JSON.stringify({ machine, bots: LARGE, phases, scale, history, kubernetes: kube, availability, peakRssMb: round(rssMb, 1), targets: checks }, null, 2)}\n`);
     process.stdout.write(markdown);
   } catch (err) {
     process.stderr.write(`bench: failed: ${(err as Error).stack ?? String(err)}\n`);

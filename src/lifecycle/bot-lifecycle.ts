@@ -29,7 +29,15 @@ export class BotLifecycle {
     let restarting = this.restarts.get(botId);
     if (!restarting) {
       restarting = this.queue
-        .run(botId, 'restart', () => this.locks.hold(botId, 'restart', () => this.driver.restart(botId), () => undefined))
+        .run(botId, 'restart', () =>
+          this.locks.hold(
+            botId,
+            'restart',
+            // A restart left by an agent that died mid-way is finished, not begun again.
+            (inherited) => this.driver.restart(botId, inherited?.operation === 'restart' ? inherited.begun : undefined),
+            () => undefined,
+          ),
+        )
         .finally(() => this.restarts.delete(botId));
       this.restarts.set(botId, restarting);
     }

@@ -3,14 +3,23 @@ export interface HeldElsewhere {
   readonly operation: string;
 }
 
+/** The operation of an agent that died holding the lock, which `work` now finishes. */
+export interface Inherited {
+  readonly operation: string;
+  /** When the dead holder began it. */
+  readonly begun: Date;
+}
+
 /**
  * Serialises lifecycle operations on one bot across agents. `hold` runs `work`
  * once no other agent operates on the bot; when another is running the same
- * same operation (`joined` given), it waits for that one to end and returns `joined()`
- * instead (a restart asked of two agents at once restarts the bot once).
+ * operation (`joined` given), it waits for that one to end and returns `joined()`
+ * instead (a restart asked of two agents at once restarts the bot once). When
+ * the lock is taken over from an agent that died holding it, `work` is told what
+ * that agent was doing, so that it can finish it rather than do it again.
  */
 export interface BotLocks {
-  hold<T>(botId: string, operation: string, work: () => Promise<T>, joined?: () => T): Promise<T>;
+  hold<T>(botId: string, operation: string, work: (inherited?: Inherited) => Promise<T>, joined?: () => T): Promise<T>;
 }
 
 /** One agent: its own queue per bot serialises already. */

@@ -1,7 +1,7 @@
 import { CoordinationV1Api, V1MicroTime } from '@kubernetes/client-node';
 import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
 import { apiStatus } from '../runtime/kubernetes/kube-errors.js';
-import type { BotLocks, HeldElsewhere } from './bot-locks.js';
+import type { BotLocks, HeldElsewhere, Inherited } from './bot-locks.js';
 
 const OPERATION_ANNOTATION = 'bot-agent/operation';
 
@@ -34,31 +34,35 @@ export class LeaseLocks implements BotLocks {
     this.api = kubeConfig.makeApiClient(CoordinationV1Api);
   }
 
-  async hold<T>(botId: string, operation: string, work: () => Promise<T>, joined?: () => T): Promise<T> {
+  async hold<T>(botId: string, operation: string, work: (inherited?: Inherited) => Promise<T>, joined?: () => T): Promise<T> {
     const name = leaseName(botId);
+    let inherited: Inherited | undefined;
     for (;;) {
       const other = await this.tryAcquire(name, operation);
-      if (other === undefined) break;
+      if (!('operation' in other)) {
+        inherited = other.inherited;
+        break;
+      }
       // The same operation under way elsewhere ends as this one would: its end is this one's, unless its holder died.
       if (joined && other.operation === operation && (await this.waitGone(name)) === 'ended') return joined();
       await sleep(this.timings.pollMs);
     }
     const renewal = setInterval(() => void this.renew(name), this.timings.renewMs);
     try {
-      return await work();
+      return await work(inherited);
     } finally {
       clearInterval(renewal);
       await this.api.deleteNamespacedLease({ name, namespace: this.namespace }).catch(() => undefined);
     }
   }
 
-  /** Takes the lease; undefined when taken, else what its live holder is doing. */
-  private async tryAcquire(name: string, operation: string): Promise<HeldElsewhere | undefined> {
+  /** Takes the lease (and says what a dead holder left unfinished), or says what its live holder is doing. */
+  private async tryAcquire(name: string, operation: string): Promise<HeldElsewhere | { inherited?: Inherited }> {
     const now = new V1MicroTime();
     const spec = { holderIdentity: this.holder, leaseDurationSeconds: this.timings.durationS, acquireTime: now, renewTime: now };
     try {
       await this.api.createNamespacedLease({ namespace: this.namespace, body: { metadata: { name, annotations: { [OPERATION_ANNOTATION]: operation } }, spec } });
-      return undefined;
+      return {};
     } catch (err) {
       if (apiStatus(err) !== 409) throw err;
     }
@@ -72,7 +76,9 @@ export class LeaseLocks implements BotLocks {
         namespace: this.namespace,
         body: { metadata: { name, resourceVersion: lease.metadata?.resourceVersion, annotations: { [OPERATION_ANNOTATION]: operation } }, spec },
       });
-      return undefined;
+      const left = lease.metadata?.annotations?.[OPERATION_ANNOTATION];
+      const begun = lease.spec?.acquireTime;
+      return { inherited: left && begun ? { operation: left, begun: new Date(begun) } : undefined };
     } catch (err) {
       if (apiStatus(err) === 409 || apiStatus(err) === 404) return { operation: 'an operation' };
       throw err;

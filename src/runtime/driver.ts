@@ -102,8 +102,10 @@ export interface RuntimeDriver {
   /**
    * Restarts a running bot, giving it its own grace period to stop, and
    * resolves once it runs again. Throws NotFound, NotRunning, OperationFailed.
+   * `unfinishedSince`: an agent that died mid-restart began one then; a runtime
+   * that sees that restart under way waits for it rather than beginning another.
    */
-  restart(botId: string): Promise<void>;
+  restart(botId: string, unfinishedSince?: Date): Promise<void>;
 
   /** Stops the bot within its grace period; a stopped bot is left as it is ('already'). */
   stop(botId: string): Promise<PowerOutcome>;

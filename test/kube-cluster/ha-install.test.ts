@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import test from 'ava';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
@@ -25,6 +26,7 @@ const core = admin.makeApiClient(CoreV1Api);
 const apps = admin.makeApiClient(AppsV1Api);
 const kubeconfig = process.env.BOT_AGENT_KUBECONFIG ?? '';
 const AGENTS = 'app.kubernetes.io/name=bot-agent';
+const adminToken = randomBytes(24).toString('hex');
 
 /** Calls its own status at the Service every 100 ms, one line per call: `ok`, or `FAIL` and the status line it got. (busybox nc: its wget crashes in the test image.) */
 const CALLER = `
@@ -42,10 +44,11 @@ test.before(async () => {
   url.hostname = '10.88.0.1';
   await core.createNamespace({ body: { metadata: { name: namespace } } });
   await core.createNamespacedSecret({ namespace, body: { metadata: { name: 'history-db' }, stringData: { url: url.toString() } } });
+  await core.createNamespacedSecret({ namespace, body: { metadata: { name: 'agent-admin' }, stringData: { token: adminToken } } });
   await helm(
     'install', 'rel', CHART, '--namespace', namespace, '--kubeconfig', kubeconfig,
     '--set', `image.repository=${image.repository}`, '--set-string', `image.tag=${image.tag}`, '--set', 'image.pullPolicy=Never',
-    '--set', 'database.existingSecret=history-db',
+    '--set', 'database.existingSecret=history-db', '--set', 'adminToken.existingSecret=agent-admin', '--set', 'adminToken.key=token',
     '--wait', '--timeout', '3m',
   );
 });
@@ -101,4 +104,59 @@ test.serial('two agents: a bot calling every 100 ms sees no failed call through 
   const failed = calls.filter((line) => line.startsWith('FAIL'));
   t.deepEqual(failed, [], `${failed.length} of ${calls.length} calls failed`);
   t.true(calls.length > 100, `${calls.length} calls made`);
+});
+
+/** The platform's call to one agent pod, by its address, with the admin token. */
+const callAgentPod = (pod: V1Pod, path: string, body?: unknown): Promise<Response> =>
+  fetch(`http://${pod.status?.podIP}:8000${path}`, {
+    method: body === undefined ? 'GET' : 'POST',
+    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(90_000),
+  });
+
+/** The agent's own process in a pod, found on this node (the cluster's only one) by the pod's cgroup. */
+async function agentProcessOf(pod: V1Pod): Promise<number[]> {
+  const uid = pod.metadata?.uid ?? 'none';
+  const found: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const [cgroup, command] = await Promise.all([
+      readFile(`/proc/${entry}/cgroup`, 'utf8').catch(() => ''),
+      readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => ''),
+    ]);
+    if ((cgroup.includes(uid) || cgroup.includes(uid.replaceAll('-', '_'))) && command.includes('dist/main.js')) found.push(Number(entry));
+  }
+  return found;
+}
+
+test.serial('an agent SIGKILLed while it restarts a bot: the other agent answers, and finishes that restart rather than rolling out again', async (t) => {
+  const id = `bot_1_2_${runId}`;
+  const bot = botDeployment(id);
+  // A new pod ready only after 8 s: the restart is long enough under way to kill its agent in.
+  bot.spec!.template.spec!.containers[0]!.readinessProbe = { exec: { command: ['true'] }, initialDelaySeconds: 8, periodSeconds: 1 };
+  await apps.createNamespacedDeployment({ namespace, body: bot });
+  const readyBot = async () => ((await apps.readNamespacedDeployment({ name: bot.metadata!.name!, namespace })).status?.readyReplicas ?? 0) === 1;
+  t.true(await eventually(readyBot, 90_000, 250), 'the bot is ready');
+  const generation = async () => (await apps.readNamespacedDeployment({ name: bot.metadata!.name!, namespace })).metadata?.generation ?? 0;
+  const before = await generation();
+  const [doomed, survivor] = await readyAgents();
+  const victim = await agentProcessOf(doomed!);
+  t.is(victim.length, 1, `the agent process of ${doomed!.metadata?.name} on this node`);
+
+  const first = callAgentPod(doomed!, '/api/bots/restart', { bot_id: id, user_id: 'user_1' }).then(
+    (reply) => reply.status,
+    () => 'no answer' as const,
+  );
+  t.true(await eventually(async () => (await generation()) > before, 10_000, 20), 'its restart began');
+  process.kill(victim[0]!, 'SIGKILL');
+  t.is(await first, 'no answer', 'the killed agent never answered');
+
+  const status = await callAgentPod(survivor!, `/api/bots/${id}`);
+  t.is(status.status, 200, 'the surviving agent answers at once');
+  // The caller asks again, of the agent left: it waits out the dead agent's lease, then sees its restart through.
+  const again = await callAgentPod(survivor!, '/api/bots/restart', { bot_id: id, user_id: 'user_1' });
+  t.is(again.status, 200, await again.text());
+  t.is(await generation(), before + 1, 'one rollout: the restart was finished, not made twice');
+  t.true(await readyBot(), 'the bot runs, restarted');
 });

@@ -1,5 +1,6 @@
 import test from 'ava';
-import { CoreV1Api } from '@kubernetes/client-node';
+import type { ExecutionContext } from 'ava';
+import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { V1Pod } from '@kubernetes/client-node';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import { BOT_LABEL } from '../../src/runtime/labels.js';
@@ -21,14 +22,19 @@ function botPod(id: string, options: { hostNetwork?: boolean; graceS?: number } 
   };
 }
 
-test('a terminating pod and a pod on the host network name no bot; a running one does', async (t) => {
+/** A namespace of its own on the real cluster, the real driver in it, and the admin's client; all closed after the test. */
+async function onCluster(t: ExecutionContext) {
   const { harness, namespace, agentConfig } = await clusterHarness();
   const driver = createKubernetesDriver({ kubeConfig: agentConfig, namespace });
-  const core = adminKubeConfig().makeApiClient(CoreV1Api);
   t.teardown(async () => {
     await driver.close();
     await harness.close();
   });
+  return { harness, namespace, driver, core: adminKubeConfig().makeApiClient(CoreV1Api) };
+}
+
+test('a terminating pod and a pod on the host network name no bot; a running one does', async (t) => {
+  const { harness, namespace, driver, core } = await onCluster(t);
   const addressOf = async (name: string) => {
     let ip: string | undefined;
     const ran = await eventually(async () => {
@@ -57,4 +63,30 @@ test('a terminating pod and a pod on the host network name no bot; a running one
   const pod = await core.readNamespacedPod({ name: botPod(leaving).metadata?.name ?? '', namespace });
   t.truthy(pod.metadata?.deletionTimestamp);
   t.is(pod.status?.phase, 'Running', 'still running while the agent already refuses it');
+});
+
+test("an address no pod holds waits for the watch only while a bot's pod has no address yet", async (t) => {
+  const { harness, namespace, driver, core } = await onCluster(t);
+  // Every bot pod's address is known (there are none): a stranger is no bot at once, not after the 2 s a new pod gets.
+  t.true(await eventually(async () => (await driver.ping().then(() => true, () => false)), 10_000, 100), 'the watches synced');
+  const stranger = await Promise.race([
+    driver.botAtAddress('10.88.250.250').then((botId) => ({ botId })),
+    new Promise<'waited'>((resolve) => setTimeout(() => resolve('waited'), 1_500)),
+  ]);
+  t.deepEqual(stranger, { botId: undefined }, 'a stranger waited for a pod none was starting');
+
+  // A bot's pod placed on a node whose kubelet has not reported its address (no such node here: none will).
+  const id = harness.newBotId();
+  const name = botPod(id).metadata?.name ?? '';
+  await core.createNamespacedPod({ namespace, body: { ...botPod(id), spec: { ...botPod(id).spec!, nodeName: 'node-not-reporting' } } });
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  // Its first call comes before its address is reported, which it then is, as a kubelet would.
+  const asked = driver.botAtAddress('10.88.250.7');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await core.patchNamespacedPodStatus(
+    { name, namespace, body: { status: { phase: 'Running', podIP: '10.88.250.7', podIPs: [{ ip: '10.88.250.7' }] } } },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
+  t.is(await asked, id, 'the call waited for the watch to learn the address, and is the bot');
+  await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
 });

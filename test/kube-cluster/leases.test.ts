@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import test from 'ava';
-import { AppsV1Api, CoordinationV1Api, CoreV1Api, V1MicroTime } from '@kubernetes/client-node';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, V1MicroTime } from '@kubernetes/client-node';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { LeaseLocks, leaseName } from '../../src/lifecycle/lease-locks.js';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
@@ -62,6 +62,18 @@ const generationOf = async (id: string): Promise<number> =>
 const restartThrough = (agent: TestAgent, id: string) =>
   call(agent.server, '/api/bots/restart', { method: 'POST', body: { bot_id: id, user_id: 'user_1' } });
 
+/** The lease an agent that died mid-restart of `id` left: taken now, never renewed, expiring in 3 s. */
+async function leaseOfDeadAgent(id: string): Promise<void> {
+  const now = new V1MicroTime();
+  await leases.createNamespacedLease({
+    namespace,
+    body: {
+      metadata: { name: leaseName(id), annotations: { 'bot-agent/operation': 'restart' } },
+      spec: { holderIdentity: 'agent-that-died', leaseDurationSeconds: 3, acquireTime: now, renewTime: now },
+    },
+  });
+}
+
 test.serial('a restart asked of two agents at once restarts the bot once; both answer it', async (t) => {
   const [one, other] = await Promise.all([agentNamed('agent-a'), agentNamed('agent-b')]);
   const id = await runningBot();
@@ -77,20 +89,34 @@ test.serial('an agent that died mid-restart leaves its lease to expire; another 
   const [survivor] = agents.length > 0 ? agents : [await agentNamed('agent-a')];
   const id = await runningBot();
   const before = await generationOf(id);
-  const now = new V1MicroTime();
-  await leases.createNamespacedLease({
-    namespace,
-    body: {
-      metadata: { name: leaseName(id), annotations: { 'bot-agent/operation': 'restart' } },
-      spec: { holderIdentity: 'agent-that-died', leaseDurationSeconds: 3, acquireTime: now, renewTime: now },
-    },
-  });
+  await leaseOfDeadAgent(id);
   const asked = Date.now();
   const reply = await restartThrough(survivor!, id);
   t.is(reply.status, 200, reply.text);
   t.true(Date.now() - asked >= 2_500, 'it waited for the lease to expire');
   t.is(await generationOf(id), before + 1, 'the bot was restarted, not left to the dead agent');
   t.true(await eventually(async () => (await leases.listNamespacedLease({ namespace })).items.length === 0, 5_000, 100), 'the lease is gone');
+});
+
+test.serial('an agent that died after beginning a restart leaves it to be finished: another waits for that rollout and does not roll out again', async (t) => {
+  const [survivor] = agents.length > 0 ? agents : [await agentNamed('agent-a')];
+  const id = await runningBot();
+  await leaseOfDeadAgent(id);
+  // What the dead agent had done: asked for the rollout, as its restart does, after taking the lease.
+  await apps.patchNamespacedDeployment(
+    {
+      name: objectName(id),
+      namespace,
+      body: { spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() } } } } },
+    },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
+  const begun = await generationOf(id);
+  const reply = await restartThrough(survivor!, id);
+  t.is(reply.status, 200, reply.text);
+  t.is(await generationOf(id), begun, 'the rollout the dead agent began was finished, not begun again');
+  const pods = (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items;
+  t.true(pods.some((pod) => pod.status?.phase === 'Running' && pod.metadata?.annotations?.['kubectl.kubernetes.io/restartedAt']), 'a restarted pod runs');
 });
 
 test.serial("a stop through one agent waits for another's restart of the same bot, then stops it", async (t) => {

@@ -79,7 +79,7 @@ class KubernetesDriver implements RuntimeDriver {
       `/api/v1/namespaces/${namespace}/pods`,
       () => this.core.listNamespacedPod({ namespace, labelSelector: BOT_LABEL }),
       BOT_LABEL,
-      { bot: botOf, address: (pod) => pod.status?.podIP },
+      { bot: botOf, address: (pod) => pod.status?.podIP, awaiting: (pod) => (awaitsAddress(pod) ? 'address' : undefined) },
       "the bots' pods",
       this.report,
     );
@@ -133,9 +133,10 @@ class KubernetesDriver implements RuntimeDriver {
 
   async botAtAddress(address: string): Promise<string | undefined> {
     let watched = this.watchedPods.find('address', address);
-    if (watched?.length === 0) {
-      // A pod may call before the kubelet has reported its address: wait a little for the watch to learn it,
-      // once per address however many calls come (a stranger's next calls within seconds wait no more).
+    if (watched?.length === 0 && this.podsAwaitAddress()) {
+      // A pod may call before the kubelet has reported its address: while a bot's pod has none yet, wait a little
+      // for the watch to learn it, once per address however many calls come (a stranger's next calls within seconds
+      // wait no more). With every pod's address known, an address none holds is no bot's: no wait.
       let learning = this.unknownAddresses.get(address);
       if (!learning) {
         learning = this.learnAddress(address);
@@ -151,17 +152,25 @@ class KubernetesDriver implements RuntimeDriver {
     return botHolding(pods.items, address);
   }
 
-  /** Resolves once the watch holds a pod at `address`, or NEW_POD_GRACE_MS later. */
+  private podsAwaitAddress(): boolean {
+    return (this.watchedPods.find('awaiting', 'address')?.length ?? 0) > 0;
+  }
+
+  /** Resolves once the watch holds a pod at `address`, or no pod awaits its address any more, or NEW_POD_GRACE_MS later. */
   private async learnAddress(address: string): Promise<void> {
     const deadline = Date.now() + NEW_POD_GRACE_MS;
-    while (this.watchedPods.find('address', address)?.length === 0 && Date.now() < deadline) {
+    while (this.watchedPods.find('address', address)?.length === 0 && this.podsAwaitAddress() && Date.now() < deadline) {
       await this.watchedPods.nextChange(deadline - Date.now());
     }
   }
 
-  async restart(botId: string): Promise<void> {
+  async restart(botId: string, unfinishedSince?: Date): Promise<void> {
     const failed = (detail: string): AgentError => new OperationFailed(messages.restartFailed(botId, detail));
     const deployment = await this.deployment(botId);
+    if (unfinishedSince && rolledOutSince(deployment, unfinishedSince)) {
+      await this.awaitRollout(botId, deployment, failed);
+      return;
+    }
     if (desiredReplicas(deployment) === 0 || !(await this.runningPod(botId))) {
       throw new NotRunning(messages.notRunning(botId));
     }
@@ -325,6 +334,21 @@ class KubernetesDriver implements RuntimeDriver {
       throw translateKubeError(err, botId, failed);
     }
   }
+}
+
+/**
+ * True when the Deployment's pods were last restarted at or after `since` (to the millisecond,
+ * as restart stamps them): a rollout the agent that began a restart then had already asked for.
+ */
+function rolledOutSince(deployment: V1Deployment, since: Date): boolean {
+  const stamp = Date.parse(deployment.spec?.template?.metadata?.annotations?.[RESTARTED_AT] ?? '');
+  return Number.isFinite(stamp) && stamp >= since.getTime();
+}
+
+/** A pod placed on a node and starting or running, whose address the kubelet has not reported yet. */
+function awaitsAddress(pod: V1Pod): boolean {
+  const phase = pod.status?.phase;
+  return !pod.status?.podIP && !!pod.spec?.nodeName && !pod.metadata?.deletionTimestamp && (phase === undefined || phase === 'Pending' || phase === 'Running');
 }
 
 function desiredReplicas(deployment: V1Deployment): number {
