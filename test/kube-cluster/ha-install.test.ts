@@ -10,6 +10,8 @@ import { buildAgentImage, dockerCli } from '../helpers/agent-image.js';
 import { TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { CHART, helm } from '../helpers/helm.js';
+import { openStream } from '../helpers/sse-client.js';
+import type { ReceivedEvent } from '../helpers/sse-client.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { adminKubeConfig, botDeployment } from './cluster-harness.js';
 
@@ -115,6 +117,44 @@ const callAgentPod = (pod: V1Pod, path: string, body?: unknown): Promise<Respons
     signal: AbortSignal.timeout(90_000),
   });
 
+const botIsReady = async (id: string): Promise<boolean> =>
+  ((await apps.readNamespacedDeployment({ name: botDeployment(id).metadata!.name!, namespace })).status?.readyReplicas ?? 0) === 1;
+
+test.serial('two replicas answer one history: the same records and state; a stream on one gets what the other recorded; a cursor from one resumes at the other', async (t) => {
+  const id = `bot_1_3_${runId}`;
+  await apps.createNamespacedDeployment({ namespace, body: botDeployment(id) });
+  t.true(await eventually(() => botIsReady(id), 90_000, 250), 'the bot runs');
+  const [one, other] = await readyAgents();
+  const auth = { authorization: `Bearer ${adminToken}` };
+  const onOne = await openStream({ host: one!.status?.podIP, port: 8000 }, `/api/bots/${id}/events`, { headers: auth });
+  t.is(onOne.status, 200);
+
+  const stopped = await callAgentPod(other!, '/api/bots/stop', { bot_id: id, user_id: 'user_1' });
+  t.is(stopped.status, 200, await stopped.text());
+  const operation = await onOne.next((event) => event.event === 'operation');
+  t.like(operation.data, { operation: 'stop', result: 'ok', by: 'platform' });
+  await onOne.next((event) => event.event === 'exited');
+  const exitsAt = async (agent: V1Pod) => ((await (await callAgentPod(agent, `/api/bots/${id}/exits?limit=50`)).json()) as { exits: unknown[] }).exits;
+  const statusAt = async (agent: V1Pod) => ((await (await callAgentPod(agent, `/api/bots/${id}`)).json()) as { bot: unknown }).bot;
+  t.true(await eventually(async () => (await exitsAt(one!)).length === 1 && (await exitsAt(other!)).length === 1, 20_000, 250), 'the stopped run recorded once');
+  t.deepEqual(await exitsAt(one!), await exitsAt(other!));
+  t.deepEqual(await statusAt(one!), await statusAt(other!));
+
+  // What one replica sent last is a cursor the other resumes from: the start's events, none skipped.
+  const cursor = onOne.events.at(-1)!.id ?? '';
+  const started = await callAgentPod(other!, '/api/bots/start', { bot_id: id, user_id: 'user_1' });
+  t.is(started.status, 200, await started.text());
+  const fromOther = await openStream({ host: other!.status?.podIP, port: 8000 }, `/api/bots/${id}/events`, { headers: { ...auth, 'last-event-id': cursor } });
+  const isStart = (event: ReceivedEvent) => event.event === 'operation' && event.data.operation === 'start';
+  const [startOnOne] = await Promise.all([onOne.next(isStart), fromOther.next(isStart)]);
+  const afterCursor = onOne.events.slice(onOne.events.findIndex((event) => event.id === cursor) + 1);
+  const upToStart = (events: ReceivedEvent[]) => events.slice(0, events.findIndex((event) => event.id === startOnOne.id) + 1).map((event) => event.id);
+  t.deepEqual(upToStart(fromOther.events), upToStart(afterCursor), 'the same events after the cursor, at either replica');
+  t.true(upToStart(fromOther.events).length >= 1);
+  onOne.close();
+  fromOther.close();
+});
+
 /** The agent's own process in a pod, found on this node (the cluster's only one) by the pod's cgroup. */
 async function agentProcessOf(pod: V1Pod): Promise<number[]> {
   const uid = pod.metadata?.uid ?? 'none';
@@ -136,7 +176,7 @@ test.serial('an agent SIGKILLed while it restarts a bot: the other agent answers
   // A new pod ready only after 8 s: the restart is long enough under way to kill its agent in.
   bot.spec!.template.spec!.containers[0]!.readinessProbe = { exec: { command: ['true'] }, initialDelaySeconds: 8, periodSeconds: 1 };
   await apps.createNamespacedDeployment({ namespace, body: bot });
-  const readyBot = async () => ((await apps.readNamespacedDeployment({ name: bot.metadata!.name!, namespace })).status?.readyReplicas ?? 0) === 1;
+  const readyBot = () => botIsReady(id);
   t.true(await eventually(readyBot, 90_000, 250), 'the bot is ready');
   const generation = async () => (await apps.readNamespacedDeployment({ name: bot.metadata!.name!, namespace })).metadata?.generation ?? 0;
   const before = await generation();
