@@ -19,26 +19,26 @@ export interface WebhookReceiver {
   received: Delivery[];
   refusedCount(): number;
   url: string;
-  /** Resolves once the delivery held back (with `holdFirst`) has arrived. */
-  held: Promise<void>;
+  /** Resolves, with the address of the agent that sent it, once the delivery held back (with `holdFirst`) has arrived. */
+  held: Promise<string>;
 }
 
 /**
- * A webhook receiver on loopback that fails its first `failures` deliveries, then keeps each one, checking its
- * signature with `secret`. With `holdFirst`, the very first delivery is never answered (its sender dies meanwhile).
+ * A webhook receiver on `host` (loopback by default) that fails its first `failures` deliveries, then keeps each one,
+ * checking its signature with `secret`. With `holdFirst`, the very first delivery is never answered (its sender dies meanwhile).
  */
-export async function webhookReceiver(failures: number, secret: string, { holdFirst = false } = {}): Promise<WebhookReceiver> {
+export async function webhookReceiver(failures: number, secret: string, { holdFirst = false, host = '127.0.0.1' } = {}): Promise<WebhookReceiver> {
   const received: Delivery[] = [];
   let refused = 0;
   let holding = holdFirst;
-  let heldArrived = (): void => {};
-  const held = new Promise<void>((resolve) => {
+  let heldArrived = (_from: string): void => {};
+  const held = new Promise<string>((resolve) => {
     heldArrived = resolve;
   });
   const server = createServer((req, res) => {
     if (holding) {
       holding = false;
-      heldArrived();
+      heldArrived(req.socket.remoteAddress ?? '');
       return;
     }
     const chunks: Buffer[] = [];
@@ -59,9 +59,9 @@ export async function webhookReceiver(failures: number, secret: string, { holdFi
       res.writeHead(204).end();
     });
   });
-  server.listen(0, '127.0.0.1');
+  server.listen(0, host);
   await once(server, 'listening');
-  return { server, received, refusedCount: () => refused, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, held };
+  return { server, received, refusedCount: () => refused, url: `http://${host}:${(server.address() as AddressInfo).port}/hook`, held };
 }
 
 /** The agent as operators run it (src/main.ts), on a free loopback port, with `env` added to this process's. */

@@ -10,10 +10,11 @@ import { buildAgentImage, dockerCli } from '../helpers/agent-image.js';
 import { TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { CHART, helm } from '../helpers/helm.js';
+import { webhookReceiver } from '../helpers/agent-process.js';
 import { openStream } from '../helpers/sse-client.js';
 import type { ReceivedEvent } from '../helpers/sse-client.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
-import { adminKubeConfig, botDeployment } from './cluster-harness.js';
+import { adminKubeConfig, botDeployment, HOST_ADDRESS } from './cluster-harness.js';
 
 // The chart as operators install it for no gap: two agents sharing one history in the real PostgreSQL
 // that npm test starts (reached from pods at the bridge's address), on the real cluster. A bot calls
@@ -199,4 +200,47 @@ test.serial('an agent SIGKILLed while it restarts a bot: the other agent answers
   t.is(again.status, 200, await again.text());
   t.is(await generation(), before + 1, 'one rollout: the restart was finished, not made twice');
   t.true(await readyBot(), 'the bot runs, restarted');
+});
+
+test.serial('a webhook receiver gets every event of a bot, in order, none missing, when the replica delivering one is SIGKILLed mid-delivery', async (t) => {
+  const secret = randomBytes(16).toString('hex');
+  // Pods reach the test's receiver at the bridge's address.
+  const hooks = await webhookReceiver(0, secret, { holdFirst: true, host: HOST_ADDRESS });
+  t.teardown(() => void hooks.server.close());
+  await core.createNamespacedSecret({ namespace, body: { metadata: { name: 'hooks' }, stringData: { secret } } });
+  await helm(
+    'upgrade', 'rel', CHART, '--namespace', namespace, '--kubeconfig', kubeconfig, '--reuse-values',
+    '--set', `webhook.url=${hooks.url}`, '--set', 'webhook.existingSecret=hooks', '--set', 'webhook.key=secret', '--wait', '--timeout', '3m',
+  );
+  // The old agents gone too: until then they record events as well, and, configured without the webhook, queue none.
+  const onlyNewAgents = async () =>
+    (await readyAgents()).length === 2 && (await core.listNamespacedPod({ namespace, labelSelector: AGENTS })).items.length === 2;
+  t.true(await eventually(onlyNewAgents, 120_000, 250), 'both agents ready, with the webhook, and no other');
+  const id = `bot_1_4_${runId}`;
+  await apps.createNamespacedDeployment({ namespace, body: botDeployment(id) });
+  // The first delivery (the bot's start) is held by the receiver: the agent sending it is killed meanwhile.
+  const sender = await hooks.held;
+  const agents = await readyAgents();
+  const doomed = agents.find((pod) => pod.status?.podIP === sender);
+  const survivor = agents.find((pod) => pod !== doomed);
+  t.truthy(doomed, `the delivery came from an agent pod (${sender})`);
+  const victim = await agentProcessOf(doomed!);
+  t.is(victim.length, 1);
+  process.kill(victim[0]!, 'SIGKILL');
+
+  t.true(await eventually(() => botIsReady(id), 90_000, 250), 'the bot runs');
+  const stopped = await callAgentPod(survivor!, '/api/bots/stop', { bot_id: id, user_id: 'user_1' });
+  t.is(stopped.status, 200, await stopped.text());
+  const stream = await openStream({ host: survivor!.status?.podIP, port: 8000 }, `/api/bots/${id}/events`, {
+    headers: { authorization: `Bearer ${adminToken}`, 'last-event-id': '0' },
+  });
+  // On Kubernetes the stop ends once the pod is gone: its run's end is recorded before the operation's.
+  await Promise.all([stream.next((event) => event.event === 'exited'), stream.next((event) => event.event === 'operation')]);
+  stream.close();
+  const ids = stream.events.map((event) => event.id);
+  t.true(ids.length >= 3, `started, operation, exited: ${ids.join(' ')}`);
+  const got = () => hooks.received.filter((delivery) => JSON.parse(delivery.body).bot_id === id).map((delivery) => delivery.id);
+  t.true(await eventually(() => ids.every((kept) => got().includes(kept!)), 60_000, 250), `delivered: ${got().join(' ')} of ${ids.join(' ')}`);
+  t.deepEqual([...new Set(got())], ids, 'in order, each at least once');
+  t.true(hooks.received.every((delivery) => delivery.signatureOk));
 });
