@@ -14,7 +14,7 @@ import { createRuntime } from './runtime/create-runtime.js';
  */
 const DRAIN_MS = 8_000;
 /** Log lines are written once this much waits, or LOG_FLUSH_MS after the last write. */
-const LOG_BATCH_BYTES = 4096;
+const LOG_BATCH_BYTES = 8_192;
 const LOG_FLUSH_MS = 1_000;
 
 function configOrExit(): Config {
@@ -30,7 +30,7 @@ function configOrExit(): Config {
 async function main(): Promise<void> {
   const config = configOrExit();
   // Written asynchronously and in batches: a write per request line cost more than answering the request.
-  // Lines go out once 4 KiB are waiting, or within a second; pino flushes what is left at exit.
+  // Lines go out once 8 KiB are waiting, or within a second; pino flushes what is left at exit.
   const logger = pino(
     { base: { runtime: config.runtime } },
     pino.destination({ dest: 1, sync: false, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS }),

@@ -29,8 +29,13 @@ export function jsonBody(): Middleware {
     },
   });
   return async (ctx, next) => {
+    // A request without a body (every GET) has nothing to read: no parser runs.
+    if (!hasBody(ctx)) {
+      ctx.request.body = {};
+      return next();
+    }
     const type = ctx.get('content-type');
-    if (type !== '' && hasBody(ctx) && !ctx.request.is('json', '+json')) {
+    if (type !== '' && !ctx.request.is('json', '+json')) {
       throw new UnsupportedMediaType(`Content-Type ${ctx.request.type || type} is not supported: send a JSON object as application/json`);
     }
     await parse(ctx, next);

@@ -1,10 +1,18 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { AgentError, causeOf } from '../errors.js';
 import type { AgentMetrics } from './metrics.js';
 
 const usableRequestId = /^[\w.:-]{1,128}$/;
+
+/**
+ * Ids this agent makes: its own random prefix and a count. Unique across agents and restarts
+ * like a UUID, at a fraction of the cost of drawing 16 random bytes per request.
+ */
+const idPrefix = randomBytes(6).toString('hex');
+let made = 0;
+const newRequestId = (): string => `${idPrefix}-${(made++).toString(36)}`;
 
 /**
  * What the log says of a request's failure: an agent error's message and cause
@@ -25,7 +33,7 @@ export function requestLog(logger: Logger, metrics: AgentMetrics): Middleware {
   return async (ctx, next) => {
     const started = performance.now();
     const given = ctx.get('x-request-id');
-    const requestId = usableRequestId.test(given) ? given : randomUUID();
+    const requestId = usableRequestId.test(given) ? given : newRequestId();
     ctx.state.requestId = requestId;
     ctx.set('X-Request-Id', requestId);
     try {

@@ -75,7 +75,11 @@ test('every answer carries X-Request-Id, keeping a usable one the caller sent', 
   const made = (await call(server, '/healthz', { headers: { 'x-request-id': 'bad id\twith spaces' } })).headers[
     'x-request-id'
   ];
-  t.regex(String(made), /^[0-9a-f-]{36}$/);
+  // The agent's own: its random prefix and a count, so each is new.
+  t.regex(String(made), /^[0-9a-f]{12}-[0-9a-z]+$/);
+  const next = (await call(server, '/healthz')).headers['x-request-id'];
+  t.regex(String(next), /^[0-9a-f]{12}-[0-9a-z]+$/);
+  t.not(next, made);
 });
 
 test('a client that half-closes its socket after the request still gets the answer', async (t) => {
