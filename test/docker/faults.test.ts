@@ -70,6 +70,18 @@ for (const fault of ['cut', 'stall'] as const) {
   });
 }
 
+test('an engine slow to answer an inspection (it holds one while it handles a container\'s exit, up to 2 s) is waited for, not a 503', async (t) => {
+  const { proxy, server } = await setUp(t);
+  const bot = await fixture.runBot();
+  proxy.delay(new RegExp(`^GET \\S*/containers/${bot.id}/json`), 2_500);
+  const status = await call(server, `/api/bots/${bot.id}`, within10s());
+  t.is(status.status, 200, status.text);
+  t.like(status.body?.bot, { bot_id: bot.id, state: 'running' });
+  const exits = await call(server, `/api/bots/${bot.id}/exits`, within10s());
+  t.is(exits.status, 200, exits.text);
+  t.true(proxy.requests.some((line) => line.includes(`/containers/${bot.id}/json`)), 'the engine was asked');
+});
+
 test('after the engine comes back, a bot started meanwhile is known by its address', async (t) => {
   const { proxy, server } = await setUp(t);
   const target = { host: (await fixture.network()).gateway, port: (server.address() as AddressInfo).port };

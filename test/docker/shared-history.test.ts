@@ -87,14 +87,18 @@ test("a bot's lifecycle budget holds across agents: two restarts through either,
 
 test.serial('a webhook receiver gets every event of a bot, in order, none missing, when the agent delivering one is SIGKILLed mid-delivery', async (t) => {
   const secret = 'shared-history-hooks';
-  const hooks = await webhookReceiver(0, secret, { holdFirst: true });
+  // The engine is shared with other test files: the delivery held is the first of this test's bot.
+  let botId: string | undefined;
+  const hooks = await webhookReceiver(0, secret, { holdFirst: (event) => event.bot_id === botId });
   t.teardown(() => void hooks.server.close());
   // Its own database: only this test's events are delivered.
   const hookDatabase = await freshDatabase();
   const webhook = { AGENT_DATABASE_URL: hookDatabase, AGENT_WEBHOOK_URL: hooks.url, AGENT_WEBHOOK_SECRET: secret, DOCKER_HOST: fixture.dockerHost };
   const dying = await runAgentProcess(webhook);
   t.teardown(() => void dying.process.kill('SIGKILL'));
-  const bot = await fixture.runBot();
+  const bot = await fixture.runBot({ start: false });
+  botId = bot.id;
+  await bot.container.start();
   await hooks.held;
   dying.process.kill('SIGKILL');
   // The survivor records more of the bot's life; the delivery the dead agent had claimed is made once its claim lapses.

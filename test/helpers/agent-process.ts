@@ -25,25 +25,31 @@ export interface WebhookReceiver {
 
 /**
  * A webhook receiver on `host` (loopback by default) that fails its first `failures` deliveries, then keeps each one,
- * checking its signature with `secret`. With `holdFirst`, the very first delivery is never answered (its sender dies meanwhile).
+ * checking its signature with `secret`. With `holdFirst`, the very first delivery (or the first whose event it accepts: an engine
+ * other tests share has other bots) is never answered (its sender dies meanwhile).
  */
-export async function webhookReceiver(failures: number, secret: string, { holdFirst = false, host = '127.0.0.1' } = {}): Promise<WebhookReceiver> {
+export async function webhookReceiver(
+  failures: number,
+  secret: string,
+  { holdFirst = false, host = '127.0.0.1' }: { holdFirst?: boolean | ((event: Record<string, unknown>) => boolean); host?: string } = {},
+): Promise<WebhookReceiver> {
   const received: Delivery[] = [];
   let refused = 0;
-  let holding = holdFirst;
+  let holding = holdFirst !== false;
+  const holds = typeof holdFirst === 'function' ? holdFirst : () => true;
   let heldArrived = (_from: string): void => {};
   const held = new Promise<string>((resolve) => {
     heldArrived = resolve;
   });
   const server = createServer((req, res) => {
-    if (holding) {
-      holding = false;
-      heldArrived(req.socket.remoteAddress ?? '');
-      return;
-    }
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
+      if (holding && holds(JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>)) {
+        holding = false;
+        heldArrived(req.socket.remoteAddress ?? '');
+        return;
+      }
       if (refused < failures) {
         refused += 1;
         res.writeHead(503).end();

@@ -22,6 +22,8 @@ export class SocketProxy {
   /** The request line (`GET /v1.41/containers/.../stats?stream=true`) of every HTTP request passed on, in order. */
   readonly requests: string[] = [];
   private readonly pairs = new Set<[Socket, Socket | undefined]>();
+  /** The request lines each client connection has carried. */
+  private readonly carried = new Map<Socket, string[]>();
   private readonly delays: Array<{ pattern: RegExp; ms: number }> = [];
   private readonly drops: RegExp[] = [];
   private readonly awaited: Array<{ text: string; found: () => void }> = [];
@@ -36,6 +38,10 @@ export class SocketProxy {
    */
   peakInFlight = 0;
   private inFlight = 0;
+  /** Requests under way now. */
+  get underWay(): number {
+    return this.inFlight;
+  }
   private server: Server | undefined;
 
   /** `upstream`: a unix socket's path, or a TCP address, which the proxy then serves on a loopback port. */
@@ -87,6 +93,18 @@ export class SocketProxy {
     return new Promise((found) => this.awaited.push({ text, found }));
   }
 
+  /** Drops the connections that have carried a request whose request line matches `pattern` (a stream the engine ends). */
+  dropConnections(pattern: RegExp): number {
+    let dropped = 0;
+    for (const [client, engine] of this.pairs) {
+      if (!(this.carried.get(client) ?? []).some((line) => pattern.test(line))) continue;
+      client.destroy();
+      engine?.destroy();
+      dropped++;
+    }
+    return dropped;
+  }
+
   /** Drops every connection and refuses new ones. */
   cut(): void {
     this.mode = 'cut';
@@ -128,6 +146,7 @@ export class SocketProxy {
     client.on('close', () => {
       pair[1]?.destroy();
       this.pairs.delete(pair);
+      this.carried.delete(client);
     });
     if (this.mode === 'stall') return;
     const engine = typeof this.upstream === 'string' ? connect(this.upstream) : connect(this.upstream.port, this.upstream.host);
@@ -181,6 +200,7 @@ export class SocketProxy {
     client.on('data', (chunk: Buffer) => {
       const lines = [...chunk.toString('latin1').matchAll(REQUEST_LINE)].map(([line]) => line);
       this.requests.push(...lines);
+      this.carried.set(client, [...(this.carried.get(client) ?? []), ...lines]);
       const drop = this.drops.findIndex((pattern) => lines.some((line) => pattern.test(line)));
       if (drop >= 0) {
         this.drops.splice(drop, 1);

@@ -45,7 +45,7 @@ const DEADLINE_MS = 1_500;
  * a thousand bots listed on a busy host outlast a caller's deadline.
  */
 const BACKGROUND_DEADLINE_MS = 10_000;
-/** How many containers the queue after events, and a whole listing, each inspect at once. */
+/** How many containers the index inspects at once, the queue after events and a whole listing together. */
 const INSPECT_AT_ONCE = 16;
 
 /**
@@ -67,6 +67,13 @@ export class DockerBotIndex {
   /** Containers to inspect after an event, oldest first; one named again while it is inspected is inspected again after. */
   private readonly waiting = new Set<string>();
   private readonly inspecting = new Set<string>();
+  /**
+   * Inspections under way at the engine, of the queue and of a listing together: a list after a lost stream
+   * starts while the queue's inspections are still out, and a slow engine must not get both at once.
+   */
+  private inspectionsUnderWay = 0;
+  /** A listing's inspectors waiting for a slot; they go before the queue (the list is what the index waits for). */
+  private readonly listingWaiters: Array<() => void> = [];
   /** Per container, how often its inspection after an event has failed in a row. */
   private readonly failures = new Map<string, number>();
   /** Counts losses of the event stream: an inspection begun before one is not filed (the list after it is newer). */
@@ -249,15 +256,36 @@ export class DockerBotIndex {
   /** Starts queued inspections while fewer than INSPECT_AT_ONCE are under way, never two of one container. */
   private pump(): void {
     for (const containerId of this.waiting) {
-      if (this.inspecting.size >= INSPECT_AT_ONCE) return;
+      if (this.inspectionsUnderWay >= INSPECT_AT_ONCE || this.listingWaiters.length > 0) return;
       if (this.inspecting.has(containerId)) continue;
       this.waiting.delete(containerId);
       this.inspecting.add(containerId);
+      this.inspectionsUnderWay++;
       void this.refresh(containerId).finally(() => {
         this.inspecting.delete(containerId);
-        this.pump();
+        this.inspectionDone();
       });
     }
+  }
+
+  /** A slot for a listing's inspection, once one is free. */
+  private async inspectionSlot(): Promise<void> {
+    if (this.inspectionsUnderWay < INSPECT_AT_ONCE) {
+      this.inspectionsUnderWay++;
+      return;
+    }
+    await new Promise<void>((resolve) => this.listingWaiters.push(resolve));
+  }
+
+  /** Hands the slot of a finished inspection to a waiting listing, else to the queue. */
+  private inspectionDone(): void {
+    const listingWaiter = this.listingWaiters.shift();
+    if (listingWaiter) {
+      listingWaiter();
+      return;
+    }
+    this.inspectionsUnderWay--;
+    this.pump();
   }
 
   /**
@@ -350,7 +378,7 @@ export class DockerBotIndex {
     const known = this.byContainer;
     const restarted = this.startedSince;
     this.startedSince = new Set();
-    // Inspections INSPECT_AT_ONCE at a time: a thousand at once would outlast their deadlines.
+    // Inspections INSPECT_AT_ONCE at a time (with the queue's): a thousand at once would outlast their deadlines.
     const bots: Array<IndexedBot | undefined> = [];
     let next = 0;
     const inspector = async (): Promise<void> => {
@@ -389,7 +417,13 @@ export class DockerBotIndex {
     if (known && (known.running || !running)) {
       return { containerId: container.Id, botId, running, addresses, tty: known.tty, startedAt: running ? known.startedAt : undefined };
     }
-    const info = await this.docker.getContainer(container.Id).inspect({ abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS) });
+    await this.inspectionSlot();
+    let info: ContainerInspectInfo;
+    try {
+      info = await this.docker.getContainer(container.Id).inspect({ abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS) });
+    } finally {
+      this.inspectionDone();
+    }
     const startedAt = running ? info.State.StartedAt : undefined;
     return { containerId: container.Id, botId, running, addresses, tty: info.Config.Tty, startedAt };
   }
