@@ -125,11 +125,32 @@ export async function availabilityOnCluster(): Promise<Availability[]> {
       }
     });
     return figures;
+  } catch (err) {
+    process.stderr.write(`bench: the agents' pods when it failed:\n${await podsSaying(core, namespace)}\n`);
+    throw err;
   } finally {
     await helm('uninstall', 'rel', '--namespace', namespace, '--kubeconfig', kubeconfig).catch(() => undefined);
     await core.deleteNamespace({ name: namespace }).catch(() => undefined);
     await run(dockerCli, ['image', 'rm', '-f', image]).catch(() => undefined);
     await dropDatabases().catch(() => undefined);
+  }
+}
+
+/** Each pod of `namespace`: its phase, its containers' states, and its latest events; what a failed install needs. */
+async function podsSaying(core: CoreV1Api, namespace: string): Promise<string> {
+  try {
+    const pods = (await core.listNamespacedPod({ namespace })).items.map((pod) => {
+      const containers = (pod.status?.containerStatuses ?? []).map(
+        (c) => `${c.name} ready=${c.ready} restarts=${c.restartCount} ${JSON.stringify(c.state?.waiting ?? c.state?.terminated ?? c.lastState?.terminated ?? {})}`,
+      );
+      return `${pod.metadata?.name} ${pod.status?.phase} ${containers.join('; ')}`;
+    });
+    const events = (await core.listNamespacedEvent({ namespace })).items
+      .slice(-15)
+      .map((event) => `${event.involvedObject.name} ${event.reason}: ${event.message}`);
+    return [...pods, ...events].join('\n');
+  } catch (err) {
+    return `(could not be read: ${(err as Error).message})`;
   }
 }
 

@@ -802,7 +802,11 @@ async function main(): Promise<void> {
     const [small, large] = phases as [Phase, Phase];
     process.stderr.write('bench: history in SQLite and in PostgreSQL\n');
     const history = await historyBackends(base, bots[0] ?? '');
-    // Last: the cluster's daemons would otherwise weigh on every Docker figure.
+    // Last: the cluster's daemons would otherwise weigh on every Docker figure; and the Docker figures'
+    // thousand containers (and their agent) are gone first, not weighing on the cluster's.
+    agent.kill('SIGTERM');
+    process.stderr.write(`bench: removing ${bots.length + BURST} containers\n`);
+    await removeEverything(runId, `${network} ${burstNetwork}`, true);
     process.stderr.write('bench: kubernetes\n');
     const { costs: kube, availability } = await kubernetesCosts();
     const checks = [
@@ -826,7 +830,6 @@ async function main(): Promise<void> {
     agent.kill('SIGTERM');
     bare.server.kill();
     bareKoa.server.kill();
-    process.stderr.write(`bench: removing ${bots.length + BURST} containers\n`);
     await removeEverything(runId, `${network} ${burstNetwork}`, true);
   }
 }
