@@ -6,6 +6,12 @@ import type { ExitRecord, HistoryStore, HistoryTx, StoredEvent } from './history
 
 /** How many kept events one read of the store hands to a stream that resumes. */
 const REPLAY_PAGE = 500;
+/**
+ * How far before the newest run event kept a runtime replays from: runs are kept out of order (an exit
+ * waits for its run's last lines, seconds on a busy engine, while other bots' events are kept), so an
+ * agent killed meanwhile leaves an older run unkept behind a newer one. What is replayed twice is kept once (run keys).
+ */
+const REPLAY_MARGIN_MS = 60_000;
 
 /** What a bot's records say of it at one time (CONTRACT.md §8). */
 export interface BotRecord {
@@ -84,10 +90,10 @@ export class BotHistory implements RunObserver {
     }
   }
 
-  /** The time the newest run event was seen, where a runtime can replay what came after. */
+  /** Where a runtime replays run events from: a margin before the newest one kept (REPLAY_MARGIN_MS). */
   async lastSeen(): Promise<Date | undefined> {
     const ms = await this.store.lastRunEventMs();
-    return ms === undefined ? undefined : new Date(ms);
+    return ms === undefined ? undefined : new Date(ms - REPLAY_MARGIN_MS);
   }
 
   async lastEnd(botId: string): Promise<Date | undefined> {

@@ -6,6 +6,7 @@ import test from 'ava';
 import { runAgentProcess, webhookReceiver } from '../helpers/agent-process.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
+import { SocketProxy } from '../helpers/socket-proxy.js';
 import { openStream } from '../helpers/sse-client.js';
 
 // The agent killed with SIGKILL and started again over the same AGENT_DATA_DIR: its exit records,
@@ -78,4 +79,36 @@ test('records, events after a cursor and pending webhooks survive a SIGKILL of t
   t.true(ofBot.every((d) => JSON.parse(d.body).type === d.type && JSON.parse(d.body).id === d.id));
   everything.close();
   resumed.close();
+});
+
+test("a run's end the agent was still recording when it was SIGKILLed is recorded by the next agent, though another bot's later start was kept first", async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'bot-agent-data-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const proxy = new SocketProxy();
+  await proxy.start();
+  t.teardown(() => proxy.close());
+  const first = await runAgentProcess({ AGENT_DATA_DIR: dataDir, DOCKER_HOST: proxy.dockerHost });
+  t.teardown(() => first.process.kill('SIGKILL'));
+  const everything = await openStream({ port: first.port }, '/api/events');
+  t.teardown(() => everything.close());
+  const dying = await fixture.runBot({ script: 'echo "last words"; exit 3', start: false });
+  // The agent reads a run's last lines before it keeps the exit: held at the proxy, the exit is not kept yet.
+  const logsOfDying = new RegExp(`^GET \\S*/containers/${dying.container.id}/logs`);
+  proxy.delay(logsOfDying, 120_000);
+  await dying.container.start();
+  t.true(await eventually(() => proxy.requests.some((line) => logsOfDying.test(line)), 20_000), "the agent never read the run's last lines");
+  const later = await fixture.runBot();
+  await everything.next((e) => e.event === 'started' && e.data.bot_id === later.id);
+  t.false(everything.events.some((e) => e.event === 'exited' && e.data.bot_id === dying.id), 'the exit was kept before the kill');
+  first.process.kill('SIGKILL');
+  await once(first.process, 'exit');
+
+  const second = await runAgentProcess({ AGENT_DATA_DIR: dataDir });
+  t.teardown(() => second.process.kill('SIGKILL'));
+  const exits = async (): Promise<Array<{ exit_code: number; logs: string }>> => {
+    const reply = await fetch(`http://127.0.0.1:${second.port}/api/bots/${dying.id}/exits`);
+    return ((await reply.json()) as { exits: Array<{ exit_code: number; logs: string }> }).exits ?? [];
+  };
+  t.true(await eventually(async () => (await exits()).length === 1, 20_000, 100), 'the exit is recorded by the next agent');
+  t.like((await exits())[0], { exit_code: 3, logs: 'last words\n' });
 });
