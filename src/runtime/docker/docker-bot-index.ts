@@ -378,16 +378,10 @@ export class DockerBotIndex {
     const known = this.byContainer;
     const restarted = this.startedSince;
     this.startedSince = new Set();
-    // Inspections INSPECT_AT_ONCE at a time (with the queue's): a thousand at once would outlast their deadlines.
-    const bots: Array<IndexedBot | undefined> = [];
-    let next = 0;
-    const inspector = async (): Promise<void> => {
-      for (let i = next++; i < containers.length; i = next++) {
-        const container = containers[i]!;
-        bots[i] = await this.indexed(container, restarted.has(container.Id) ? undefined : known.get(container.Id));
-      }
-    };
-    await Promise.all(Array.from({ length: INSPECT_AT_ONCE }, inspector));
+    // Each inspection waits for a slot (INSPECT_AT_ONCE, shared with the queue): a thousand at once would outlast their deadlines.
+    const bots = await Promise.all(
+      containers.map((container) => this.indexed(container, restarted.has(container.Id) ? undefined : known.get(container.Id))),
+    );
     const byAddress = new Map<string, IndexedBot>();
     const byBotId = new Map<string, IndexedBot>();
     const byContainer = new Map<string, IndexedBot>();
