@@ -175,6 +175,15 @@ interface Measured {
   readAt: number;
 }
 
+/** A run is its container and start: a restarted container's counters begin again. */
+const runKey = (containerId: string, startedAt: Date): string => `${containerId}:${startedAt.getTime()}`;
+
+/** The run's last answer while its baseline is less than MIN_INTERVAL_MS old (the run's key holds its start, so the answer's is the same). */
+function fresh(measured: Measured): BotStats | undefined {
+  if (measured.answer && Number(process.hrtime.bigint() - measured.baseline.at) < MIN_INTERVAL_MS * 1e6) return measured.answer;
+  return undefined;
+}
+
 /**
  * Stats read from the host's cgroup files on demand, with no engine stream
  * kept open: CPU % over the interval since this run's previous reading (at
@@ -192,16 +201,23 @@ export class CgroupStats {
     private readonly maxRuns = 20_000,
   ) {}
 
+  /**
+   * The run's last answer while it is less than MIN_INTERVAL_MS old, else undefined:
+   * what most reads of a busy bot get, with no file read and no wait.
+   */
+  recent(containerId: string, startedAt: Date): BotStats | undefined {
+    const measured = this.runs.get(runKey(containerId, startedAt));
+    return measured && fresh(measured);
+  }
+
   async stats(containerId: string, startedAt: Date): Promise<BotStats | undefined> {
     if (!(await this.visible())) return undefined;
-    // A run is its container and start: a restarted container's counters begin again.
-    const key = `${containerId}:${startedAt.getTime()}`;
+    const key = runKey(containerId, startedAt);
     const measured = this.runs.get(key);
     if (!measured) return this.first(key, containerId, startedAt);
     if (measured.first) return measured.first;
-    if (measured.answer && Number(process.hrtime.bigint() - measured.baseline.at) < MIN_INTERVAL_MS * 1e6) {
-      return { ...measured.answer, startedAt };
-    }
+    const recent = fresh(measured);
+    if (recent) return recent;
     const reading = this.read(key, measured, containerId);
     if (!reading) return undefined;
     measured.answer = statsBetween(measured.baseline, reading, startedAt);

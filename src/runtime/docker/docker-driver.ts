@@ -156,7 +156,8 @@ class DockerDriver implements RuntimeDriver {
     // once the index knows the bot runs and since when. Elsewhere the engine's stats stream does.
     const indexed = this.index.bot(botId);
     if (indexed?.running && indexed.startedAt) {
-      const known = await this.statsAtHand(indexed.containerId, new Date(indexed.startedAt));
+      const startedAt = new Date(indexed.startedAt);
+      const known = this.cgroups.recent(indexed.containerId, startedAt) ?? (await this.statsAtHand(indexed.containerId, startedAt));
       if (known) return known;
     }
     const info = await this.runningBot(botId);
