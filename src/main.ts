@@ -6,6 +6,7 @@ import type { Config } from './config.js';
 import { createApp } from './http/create-app.js';
 import { listen } from './http/listen.js';
 import { createRuntime } from './runtime/create-runtime.js';
+import { BatchedLines } from './log-destination.js';
 
 /**
  * How long a SIGTERM waits for requests and lifecycle operations in flight;
@@ -13,8 +14,8 @@ import { createRuntime } from './runtime/create-runtime.js';
  * completes: the engine carries it out, not the agent.
  */
 const DRAIN_MS = 8_000;
-/** Log lines are written once this much waits, or LOG_FLUSH_MS after the last write. */
-const LOG_BATCH_BYTES = 8_192;
+/** Log lines are written once this much waits, or LOG_FLUSH_MS after the first line waiting. */
+const LOG_BATCH_CHARS = 8_192;
 const LOG_FLUSH_MS = 1_000;
 
 function configOrExit(): Config {
@@ -30,11 +31,8 @@ function configOrExit(): Config {
 async function main(): Promise<void> {
   const config = configOrExit();
   // Written asynchronously and in batches: a write per request line cost more than answering the request.
-  // Lines go out once 8 KiB are waiting, or within a second; pino flushes what is left at exit.
-  const logger = pino(
-    { base: { runtime: config.runtime } },
-    pino.destination({ dest: 1, sync: false, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS }),
-  );
+  // Lines go out once 8 KiB are waiting, or within a second; what is left is written at exit.
+  const logger = pino({ base: { runtime: config.runtime } }, new BatchedLines(1, LOG_BATCH_CHARS, LOG_FLUSH_MS));
   // Every stream handler is guarded; should a bug still throw outside a request, it is logged and the agent goes on
   // serving every other bot: the process ends only on a signal.
   process.on('uncaughtException', (err) => logger.error({ err }, 'bug: uncaught exception; the agent goes on'));
