@@ -91,6 +91,20 @@ test('starts while the index is listed are inspected one by one after the list, 
   t.is(listed(), 1);
 });
 
+test('a container removed between the list and its inspection is left out: the index comes up without listing again', async (t) => {
+  const gone = await fixture.runBot({ start: false });
+  // The listed container's inspection held until after its removal, so that the engine answers it 404.
+  const { index, listed } = await indexBehindProxy(t, { pattern: new RegExp(`^GET \\S*/containers/${gone.container.id}/json`), ms: 1_500 });
+  index.botAt('10.255.255.254');
+  t.true(await eventually(() => listed() === 1), 'the index never listed');
+  await gone.container.remove({ force: true });
+  t.true(await eventually(() => index.botAt('10.255.255.254') !== null, 10_000), 'the index never came up');
+  t.is(index.bot(gone.id), undefined);
+  // A failed list would be taken again a second later.
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  t.is(listed(), 1);
+});
+
 const droppedInspections = test.macro(async (t, drops: number) => {
   const { proxy, index, listed } = await indexBehindProxy(t);
   const bot = await fixture.runBot({ start: false });

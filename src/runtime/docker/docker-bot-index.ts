@@ -2,6 +2,7 @@ import type Docker from 'dockerode';
 import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
 import type { FaultReporter } from '../driver.js';
 import { BOT_LABEL } from '../labels.js';
+import { engineStatus } from './docker-errors.js';
 import { signalled } from './docker-signals.js';
 import type { EngineStream } from './docker-signals.js';
 import { eachJsonLine } from './json-lines.js';
@@ -300,7 +301,7 @@ export class DockerBotIndex {
     try {
       info = await this.docker.getContainer(containerId).inspect({ abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS) });
     } catch (err) {
-      if ((err as { statusCode?: number }).statusCode !== 404) failure = err;
+      if (engineStatus(err) !== 404) failure = err;
     }
     if (this.waiting.has(containerId)) return;
     this.inspections.get(containerId)?.resolve(info);
@@ -415,6 +416,10 @@ export class DockerBotIndex {
     let info: ContainerInspectInfo;
     try {
       info = await this.docker.getContainer(container.Id).inspect({ abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS) });
+    } catch (err) {
+      // Removed since it was listed (its destroy event, held back while listing, says the same): not a failed list.
+      if (engineStatus(err) === 404) return undefined;
+      throw err;
     } finally {
       this.inspectionDone();
     }
