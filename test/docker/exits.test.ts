@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
+import type { ExecutionContext } from 'ava';
 import type { ExitRecord } from '../../src/client/index.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { startAgent } from '../helpers/agent.js';
@@ -92,14 +93,20 @@ test('a bot killed by the kernel for memory: oom_killed, not requested', async (
   t.is((await statusOf(bot)).state, 'exited');
 });
 
-test('a kill for memory the engine reports after the exit (as it may under load) is still oom_killed', async (t) => {
+/** An agent of its own that reaches the engine through a proxy of its socket; both closed with the test. */
+async function agentBehindProxy(t: ExecutionContext): Promise<{ proxy: SocketProxy; agent: TestAgent }> {
   const proxy = new SocketProxy();
   await proxy.start();
-  const late = await startAgent(createDockerDriver({ dockerHost: proxy.dockerHost }), {});
+  const behind = await startAgent(createDockerDriver({ dockerHost: proxy.dockerHost }), {});
   t.teardown(async () => {
-    await late.close();
+    await behind.close();
     await proxy.close();
   });
+  return { proxy, agent: behind };
+}
+
+test('a kill for memory the engine reports after the exit (as it may under load) is still oom_killed', async (t) => {
+  const { proxy, agent: late } = await agentBehindProxy(t);
   const bot = await fixture.runBot({ script: 'echo allocating; x=0123456789abcdef; while :; do x="$x$x"; done', memoryBytes: 16 * 1024 * 1024, start: false });
   proxy.holdAnswers(['"Action":"oom"', bot.container.id], ['"Action":"die"', bot.container.id]);
   // The agent's watch of the engine's events is open before the bot starts.
@@ -111,6 +118,30 @@ test('a kill for memory the engine reports after the exit (as it may under load)
     return exit !== undefined;
   });
   t.like(exit, { oom_killed: true, requested: false, exit_code: 137, signal: 'SIGKILL' });
+});
+
+test('a run restarted at once keeps its own last lines though the next run wrote more than an exit record holds before they were read', async (t) => {
+  const { proxy, agent: slow } = await agentBehindProxy(t);
+  // The first run writes 5 lines and crashes; the next, started by the restart policy, writes 300 and stays.
+  const script =
+    'if [ -e /tmp/ran ]; then i=0; while [ $i -lt 300 ]; do echo "next $i"; i=$((i+1)); done; exec sleep 1000; fi; ' +
+    'touch /tmp/ran; for i in 1 2 3 4 5; do echo "first $i"; done; exit 4';
+  const bot = await fixture.runBot({ script, restartPolicy: 'on-failure', start: false });
+  await eventually(() => proxy.requests.some((line) => line.includes('/events')));
+  // The agent's reads of the logs are held until the next run has written its lines (within the read's 1.5 s deadline).
+  proxy.delay(/\/logs\?/, 1_000);
+  await bot.container.start();
+  let exit: ExitRecord | undefined;
+  t.true(
+    await eventually(async () => {
+      exit = ((await call(slow.server, `/api/bots/${bot.id}/exits`)).body?.exits as ExitRecord[] | undefined)?.[0];
+      return exit !== undefined;
+    }, 20_000),
+    'no exit record',
+  );
+  t.is((await fixture.docker.getContainer(bot.id).logs({ stdout: true, tail: 1 })).toString().includes('next 299'), true, 'the next run had written its lines');
+  t.like(exit, { exit_code: 4, requested: false });
+  t.is(exit?.logs, 'first 1\nfirst 2\nfirst 3\nfirst 4\nfirst 5\n');
 });
 
 test('stopped and restarted through the agent: requested records with the lines it wrote on SIGTERM; events say so', async (t) => {

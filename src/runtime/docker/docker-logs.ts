@@ -115,17 +115,43 @@ function wholeLines(bytes: Buffer): number {
 export async function readLogs(docker: Docker, containerId: string, tty: boolean, lines: number, window: LogWindow = {}): Promise<string> {
   let tail = lines + 1;
   let previousSize = -1;
+  let widenings = 0;
   for (;;) {
     const collected = await collect(docker, containerId, tty, tail, window);
     const { bytes, cut } = collected;
     // A framed stream counts its entries; on a terminal, each line is one entry unless one is long
     // enough to have been split, and then the text is complete when asking for more brought nothing.
-    const entries = collected.entries ?? (hasSplitLine(bytes) ? undefined : countLines(bytes));
+    const entries = entryCount(collected);
     const everything = entries !== undefined ? entries < tail : bytes.length === previousSize;
-    if (cut || everything || wholeLines(bytes) >= lines) return lastLines(bytes, lines, { cut: cut || !everything, tty });
+    if (cut || wholeLines(bytes) >= lines) return lastLines(bytes, lines, { cut: cut || !everything, tty });
+    if (everything) {
+      // The engine takes the last `tail` entries first and drops those after `until` only then: a later run's
+      // entries (a restart policy's next run, writing since) may have taken the places of this window's last ones.
+      const later = window.until && widenings < MAX_WIDENINGS ? await entriesAfter(docker, containerId, tty, tail, window.until) : 0;
+      if (later === 0) return lastLines(bytes, lines, { cut: false, tty });
+      widenings += 1;
+      // Room for the entries written after `until`, and for as many again written while this read goes on.
+      tail += 2 * later;
+      previousSize = -1;
+      continue;
+    }
     previousSize = bytes.length;
     tail *= ENTRIES_GROWTH;
   }
+}
+
+/** How often a read of a window is widened past entries written after its end before it answers what it has. */
+const MAX_WIDENINGS = 4;
+
+/** The log entries a read sent, or, on a terminal, its lines while none may have been split; undefined when unknown. */
+function entryCount(collected: Collected): number | undefined {
+  return collected.entries ?? (hasSplitLine(collected.bytes) ? undefined : countLines(collected.bytes));
+}
+
+/** How many of the container's last `tail` entries were written after `until`. */
+async function entriesAfter(docker: Docker, containerId: string, tty: boolean, tail: number, until: Date): Promise<number> {
+  const collected = await collect(docker, containerId, tty, tail, { since: new Date(until.getTime() + 1) });
+  return entryCount(collected) ?? countLines(collected.bytes);
 }
 
 /**
