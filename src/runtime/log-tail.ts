@@ -34,10 +34,16 @@ export class TailBuffer {
   }
 }
 
-/** How many lines `bytes` holds: each newline ends one, and text after the last one is one more. */
-export function countLines(bytes: Buffer): number {
+/** How many newlines `bytes` holds. */
+export function countNewlines(bytes: Buffer): number {
   let count = 0;
   for (let at = bytes.indexOf(NEWLINE); at >= 0; at = bytes.indexOf(NEWLINE, at + 1)) count += 1;
+  return count;
+}
+
+/** How many lines `bytes` holds: each newline ends one, and text after the last one is one more. */
+export function countLines(bytes: Buffer): number {
+  const count = countNewlines(bytes);
   return bytes.length > 0 && bytes[bytes.length - 1] !== NEWLINE ? count + 1 : count;
 }
 

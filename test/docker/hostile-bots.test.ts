@@ -3,6 +3,7 @@ import test from 'ava';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { LOG_READS_PER_BOT } from '../../src/http/log-reads.js';
 import { MAX_STREAMS_PER_BOT } from '../../src/http/stream-limits.js';
+import { MAX_LOG_BYTES } from '../../src/runtime/log-tail.js';
 import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
@@ -88,12 +89,33 @@ test.serial(`at most ${LOG_READS_PER_BOT} logs reads of one bot reach the engine
   proxy.delay(/\/logs\?/, 1_200);
   t.teardown(() => proxy.undelay());
   const before = logReads();
-  const reads = Array.from({ length: 8 }, () => call(agent.server, '/api/bots/logs', { body: { bot_id: bot.id, lines: 10_000 } }));
+  // 250 lines: one engine call each (a read of more lines first asks for a few entries to learn their size).
+  const reads = Array.from({ length: 8 }, () => call(agent.server, '/api/bots/logs', { body: { bot_id: bot.id, lines: 250 } }));
   await new Promise((resolve) => setTimeout(resolve, 600));
   t.is(logReads() - before, LOG_READS_PER_BOT, 'at once');
   const replies = await Promise.all(reads);
   t.deepEqual(replies.map((reply) => reply.status), Array.from({ length: 8 }, () => 200));
-  t.true(replies.every((reply) => String(reply.body?.logs).startsWith('line 0\n')));
+  t.true(replies.every((reply) => String(reply.body?.logs).startsWith('line 2750\n') && String(reply.body?.logs).endsWith('line 2999\n')));
+});
+
+test.serial('a 10,000-line read of a bot writing long lines asks the engine for about what an answer holds, not 10,000 entries', async (t) => {
+  // 300 lines of 42,000 bytes: 900 log entries of up to 16 KiB, 12.6 MB; an answer holds the newest 4 MiB.
+  const script = "i=0; while [ $i -lt 300 ]; do head -c 42000 /dev/zero | tr '\\000' a; echo; i=$((i+1)); done; echo done; sleep 1000";
+  const bot = await fixture.runBot({ script });
+  await eventually(async () => (await call(agent.server, '/api/bots/logs', { body: { bot_id: bot.id, lines: 1 } })).body?.logs === 'done\n', 30_000, 200);
+  const before = proxy.requests.length;
+  const reply = await call(agent.server, '/api/bots/logs', { body: { bot_id: bot.id, lines: 10_000 } });
+  t.is(reply.status, 200);
+  const logs = String(reply.body?.logs);
+  t.true(logs.endsWith(`${'a'.repeat(42_000)}\ndone\n`));
+  t.true(Buffer.byteLength(logs) <= MAX_LOG_BYTES && Buffer.byteLength(logs) > MAX_LOG_BYTES - 43_000, `${Buffer.byteLength(logs)} bytes`);
+  // The engine reads and decodes every entry a tail asks for: before, this read asked it for 10,001.
+  const tails = proxy.requests
+    .slice(before)
+    .filter((line) => line.includes(`/containers/${bot.container.id}/logs`))
+    .map((line) => Number(/[?&]tail=(\d+)/.exec(line)?.[1]));
+  t.log(`tails asked for: ${tails.join(', ')}`);
+  t.true(tails.length > 0 && tails.reduce((sum, tail) => sum + tail, 0) <= 1_000, `tails asked for: ${tails.join(', ')}`);
 });
 
 test.serial('a crash-looping bot that prints control bytes keeps small exit records: status and exits stay bounded', async (t) => {

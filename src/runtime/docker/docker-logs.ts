@@ -3,7 +3,7 @@ import type Docker from 'dockerode';
 import type DockerModem from 'docker-modem';
 import type { LogLine, LogsFrom } from '../driver.js';
 import { TimestampedLines } from '../log-lines.js';
-import { countLines, lastLines, TailBuffer } from '../log-tail.js';
+import { countLines, countNewlines, lastLines, MAX_LOG_BYTES, TailBuffer } from '../log-tail.js';
 import { DockerLogDemuxer } from './docker-log-frames.js';
 
 /** How long the engine may stay silent while it sends logs before it counts as stalled. */
@@ -16,6 +16,8 @@ interface Collected {
   readonly cut: boolean;
   /** Log entries the engine sent, when the stream is framed (no TTY). */
   readonly entries: number | undefined;
+  /** Newlines the engine sent, when it is not (a TTY's). */
+  readonly newlines: number;
 }
 
 /**
@@ -58,8 +60,8 @@ export interface LogWindow {
   readonly until?: Date | undefined;
 }
 
-/** Reads the last `tail` log entries, keeping only the newest bytes an answer can hold. */
-async function collect(docker: Docker, containerId: string, tty: boolean, tail: number, window: LogWindow): Promise<Collected> {
+/** Reads the last `tail` log entries, keeping only the newest `keep` bytes (by default, what an answer can hold). */
+async function collect(docker: Docker, containerId: string, tty: boolean, tail: number, window: LogWindow, keep = MAX_LOG_BYTES + 1): Promise<Collected> {
   const controller = new AbortController();
   let silence = setTimeout(() => controller.abort(), SILENCE_DEADLINE_MS);
   try {
@@ -70,16 +72,20 @@ async function collect(docker: Docker, containerId: string, tty: boolean, tail: 
       ...(window.until && { until: engineTime(window.until) }),
     };
     const stream = await openLogs(docker, containerId, query, controller.signal);
-    const kept = new TailBuffer();
+    const kept = new TailBuffer(keep);
+    let newlines = 0;
     const demuxer = tty ? undefined : new DockerLogDemuxer((_stream, bytes) => kept.push(bytes));
     for await (const chunk of stream as AsyncIterable<Buffer>) {
       clearTimeout(silence);
       silence = setTimeout(() => controller.abort(), SILENCE_DEADLINE_MS);
       if (demuxer) demuxer.push(chunk);
-      else kept.push(chunk);
+      else {
+        kept.push(chunk);
+        newlines += countNewlines(chunk);
+      }
     }
     const bytes = kept.bytes();
-    return { bytes, cut: kept.cut, entries: demuxer?.frames };
+    return { bytes, cut: kept.cut, entries: demuxer?.frames, newlines };
   } finally {
     clearTimeout(silence);
   }
@@ -104,16 +110,22 @@ function wholeLines(bytes: Buffer): number {
   return newline < 0 ? 0 : countLines(bytes.subarray(newline + 1));
 }
 
+/** Entries enough to exceed what an answer holds, were each as long as the engine makes one. */
+const FIRST_TAIL = Math.ceil(MAX_LOG_BYTES / ENTRY_BYTES) + 1;
+
 /**
  * The answer to a logs read of a container: its last `lines` lines, bounded
  * as CONTRACT.md §2 says. The engine stores a line longer than 16 KiB as
- * several entries, so its `tail` counts entries, not lines: the read asks for
- * one entry more than lines wanted, and asks again for more while the lines
- * it got are not whole, until it has them, holds the most an answer can carry,
- * or has every entry there is.
+ * several entries, so its `tail` counts entries, not lines; and it reads and
+ * decodes every entry a tail asks for, however few bytes the answer keeps. So
+ * a read asks for at most FIRST_TAIL entries first, then for as many more as
+ * the lines still wanted or the bytes an answer still has room for call for,
+ * whichever is fewer, until it has the lines, holds the most an answer can
+ * carry, or has every entry there is: a bot's long lines cost the engine about
+ * what the answer carries, not what the bot wrote.
  */
 export async function readLogs(docker: Docker, containerId: string, tty: boolean, lines: number, window: LogWindow = {}): Promise<string> {
-  let tail = lines + 1;
+  let tail = Math.min(lines + 1, FIRST_TAIL);
   let previousSize = -1;
   let widenings = 0;
   for (;;) {
@@ -136,8 +148,19 @@ export async function readLogs(docker: Docker, containerId: string, tty: boolean
       continue;
     }
     previousSize = bytes.length;
-    tail *= ENTRIES_GROWTH;
+    tail = nextTail(tail, bytes.length, lines);
   }
+}
+
+/**
+ * How many entries to ask for after `tail` of them brought `bytes` bytes, too few whole lines and not all
+ * there is: enough for the lines wanted (one entry a line until lines proved longer), or enough to fill an
+ * answer at the size entries had so far (with a quarter to spare), whichever is fewer; at least twice as many.
+ */
+function nextTail(tail: number, bytes: number, lines: number): number {
+  const forLines = tail <= lines ? lines + 1 : tail * ENTRIES_GROWTH;
+  const forBytes = Math.ceil((tail * MAX_LOG_BYTES * 1.25) / Math.max(bytes, 1));
+  return Math.max(2 * tail, Math.min(forLines, forBytes));
 }
 
 /** How often a read of a window is widened past entries written after its end before it answers what it has. */
@@ -148,10 +171,10 @@ function entryCount(collected: Collected): number | undefined {
   return collected.entries ?? (hasSplitLine(collected.bytes) ? undefined : countLines(collected.bytes));
 }
 
-/** How many of the container's last `tail` entries were written after `until`. */
+/** How many of the container's last `tail` entries were written after `until` (counted, not kept). */
 async function entriesAfter(docker: Docker, containerId: string, tty: boolean, tail: number, until: Date): Promise<number> {
-  const collected = await collect(docker, containerId, tty, tail, { since: new Date(until.getTime() + 1) });
-  return entryCount(collected) ?? countLines(collected.bytes);
+  const collected = await collect(docker, containerId, tty, tail, { since: new Date(until.getTime() + 1) }, 0);
+  return collected.entries ?? collected.newlines;
 }
 
 /**
