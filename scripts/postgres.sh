@@ -56,7 +56,8 @@ EOF
 fi
 
 listen=127.0.0.1
-ip -o addr show 2>/dev/null | grep -q " $BRIDGE_ADDRESS/" && listen="127.0.0.1,$BRIDGE_ADDRESS"
+# Not `ip ... | grep -q`: under pipefail, grep's early exit kills ip with SIGPIPE once many interfaces are listed.
+[ -n "$(ip -o -4 addr show to "$BRIDGE_ADDRESS" 2>/dev/null)" ] && listen="127.0.0.1,$BRIDGE_ADDRESS"
 running_on=$(cat "$DATA/listen" 2>/dev/null || true)
 if as_owner "$bindir/pg_ctl" -D "$DATA/cluster" status >/dev/null 2>&1 && [ "$running_on" != "$listen" ]; then
   # Started before the bridge existed: again, on both addresses.

@@ -13,7 +13,7 @@ DOCKER=/usr/bin/docker
 import() { "$DOCKER" save "$@" | ctr --address "$SOCK" -n k8s.io images import --all-platforms - >/dev/null; }
 
 if [ $# -eq 0 ]; then
-  if ! ctr --address "$SOCK" -n k8s.io images check "name==$PAUSE" 2>/dev/null | grep -q "$PAUSE"; then
+  if [[ "$(ctr --address "$SOCK" -n k8s.io images check "name==$PAUSE" 2>/dev/null)" != *"$PAUSE"* ]]; then
     if ! "$DOCKER" image inspect "$PAUSE" >/dev/null 2>&1; then
       src=$(GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
       root=$(mktemp -d)

@@ -195,7 +195,8 @@ for daemon in kubelet kube-proxy; do
     fail "$daemon ignored part of its configuration: $(grep -o 'strict decoding error.*' "$LOGS/$daemon.log" | head -n 1)"
   fi
 done
-node_ready() { api "/api/v1/nodes/$NODE" | tr -d ' \n' | grep -q '"type":"Ready","status":"True"'; }
+# The whole answer first: `| grep -q` under pipefail fails when grep's early exit cuts the writer off.
+node_ready() { [[ "$(api "/api/v1/nodes/$NODE" | tr -d ' \n')" == *'"type":"Ready","status":"True"'* ]]; }
 await "the node" 120 node_ready
 source scripts/kube/volumes.sh
 
