@@ -40,12 +40,14 @@ export async function httpFromPod(
 ): Promise<RawReply> {
   const env = ['env', `REQUEST=${rawRequest(request)}`, `AGENT_HOST=${target.host}`, `AGENT_PORT=${target.port}`];
   const command = [...env, 'sh', '-c', NC_SCRIPT];
-  try {
-    return parseRawReply(await execInPod(admin, namespace, pod, command));
-  } catch (err) {
-    // Seen once on a cluster just brought up: a fresh pod's connection to the host timed out
-    // (cause not found yet). Only a connection that never opened is tried again, once.
-    if (!/nc: timed out/.test((err as Error).message)) throw err;
-    return parseRawReply(await execInPod(admin, namespace, pod, command));
+  // Seen on a cluster just brought up, and on a loaded machine: a pod's connection to the host timed out
+  // twice in a row (busybox nc's -w bounds the connect alone; cause not found yet). Only a connection that
+  // never opened, so that the agent saw no request, is tried again, twice at most.
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return parseRawReply(await execInPod(admin, namespace, pod, command));
+    } catch (err) {
+      if (attempt === 3 || !/nc: timed out/.test((err as Error).message)) throw err;
+    }
   }
 }
