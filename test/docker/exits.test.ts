@@ -93,6 +93,9 @@ test('a bot killed by the kernel for memory: oom_killed, not requested', async (
   t.is((await statusOf(bot)).state, 'exited');
 });
 
+/** The engine's logs requests the proxy passed on for the bot's container. */
+const logReadsOf = (proxy: SocketProxy, bot: TestBot): string[] => proxy.requests.filter((line) => line.includes(`/containers/${bot.container.id}/logs`));
+
 /** An agent of its own that reaches the engine through a proxy of its socket; both closed with the test. */
 async function agentBehindProxy(t: ExecutionContext): Promise<{ proxy: SocketProxy; agent: TestAgent }> {
   const proxy = new SocketProxy();
@@ -142,6 +145,26 @@ test('a run restarted at once keeps its own last lines though the next run wrote
   t.is((await fixture.docker.getContainer(bot.id).logs({ stdout: true, tail: 1 })).toString().includes('next 299'), true, 'the next run had written its lines');
   t.like(exit, { exit_code: 4, requested: false });
   t.is(exit?.logs, 'first 1\nfirst 2\nfirst 3\nfirst 4\nfirst 5\n');
+  // Three reads of the window, each with a count of what came after it: done once the tail reaches past the run's start.
+  t.true(logReadsOf(proxy, bot).length <= 6, `${logReadsOf(proxy, bot).length} reads of the logs`);
+});
+
+test("an exit record's read asks for at most 2,056 entries to get past a next run that floods: the engine's work stays bounded", async (t) => {
+  const { proxy, agent: slow } = await agentBehindProxy(t);
+  const script =
+    'if [ -e /tmp/ran ]; then i=0; while [ $i -lt 5000 ]; do echo "flood $i"; i=$((i+1)); done; exec sleep 1000; fi; ' +
+    'touch /tmp/ran; echo "first"; exit 4';
+  const bot = await fixture.runBot({ script, restartPolicy: 'on-failure', start: false });
+  await eventually(() => proxy.requests.some((line) => line.includes('/events')));
+  proxy.delay(/\/logs\?/, 1_000);
+  await bot.container.start();
+  t.true(
+    await eventually(async () => ((await call(slow.server, `/api/bots/${bot.id}/exits`)).body?.exits as ExitRecord[] | undefined)?.length === 1, 30_000),
+    'no exit record',
+  );
+  const tails = logReadsOf(proxy, bot).map((line) => Number(/[?&]tail=(\d+)/.exec(line)?.[1]));
+  t.log(`tails asked for: ${tails.join(', ')}`);
+  t.true(tails.length > 0 && tails.every((tail) => tail <= 2_056), `tails asked for: ${tails.join(', ')}`);
 });
 
 test('stopped and restarted through the agent: requested records with the lines it wrote on SIGTERM; events say so', async (t) => {

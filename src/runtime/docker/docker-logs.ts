@@ -16,8 +16,11 @@ interface Collected {
   readonly cut: boolean;
   /** Log entries the engine sent, when the stream is framed (no TTY). */
   readonly entries: number | undefined;
-  /** Newlines the engine sent, when it is not (a TTY's). */
-  readonly newlines: number;
+}
+
+/** Where a read's payload bytes go, in order. */
+interface Sink {
+  push(bytes: Buffer): void;
 }
 
 /**
@@ -60,8 +63,8 @@ export interface LogWindow {
   readonly until?: Date | undefined;
 }
 
-/** Reads the last `tail` log entries, keeping only the newest `keep` bytes (by default, what an answer can hold). */
-async function collect(docker: Docker, containerId: string, tty: boolean, tail: number, window: LogWindow, keep = MAX_LOG_BYTES + 1): Promise<Collected> {
+/** Hands the payload of the last `tail` log entries within `window` to `sink`; answers how many entries a framed stream sent. */
+async function stream(docker: Docker, containerId: string, tty: boolean, tail: number, window: LogWindow, sink: Sink): Promise<number | undefined> {
   const controller = new AbortController();
   let silence = setTimeout(() => controller.abort(), SILENCE_DEADLINE_MS);
   try {
@@ -71,24 +74,25 @@ async function collect(docker: Docker, containerId: string, tty: boolean, tail: 
       ...(window.since && { since: engineTime(window.since) }),
       ...(window.until && { until: engineTime(window.until) }),
     };
-    const stream = await openLogs(docker, containerId, query, controller.signal);
-    const kept = new TailBuffer(keep);
-    let newlines = 0;
-    const demuxer = tty ? undefined : new DockerLogDemuxer((_stream, bytes) => kept.push(bytes));
-    for await (const chunk of stream as AsyncIterable<Buffer>) {
+    const answer = await openLogs(docker, containerId, query, controller.signal);
+    const demuxer = tty ? undefined : new DockerLogDemuxer((_stream, bytes) => sink.push(bytes));
+    for await (const chunk of answer as AsyncIterable<Buffer>) {
       clearTimeout(silence);
       silence = setTimeout(() => controller.abort(), SILENCE_DEADLINE_MS);
       if (demuxer) demuxer.push(chunk);
-      else {
-        kept.push(chunk);
-        newlines += countNewlines(chunk);
-      }
+      else sink.push(chunk);
     }
-    const bytes = kept.bytes();
-    return { bytes, cut: kept.cut, entries: demuxer?.frames, newlines };
+    return demuxer?.frames;
   } finally {
     clearTimeout(silence);
   }
+}
+
+/** Reads the last `tail` log entries within `window`, keeping only the newest bytes an answer can hold. */
+async function collect(docker: Docker, containerId: string, tty: boolean, tail: number, window: LogWindow): Promise<Collected> {
+  const kept = new TailBuffer();
+  const entries = await stream(docker, containerId, tty, tail, window, kept);
+  return { bytes: kept.bytes(), cut: kept.cut, entries };
 }
 
 /** The engine stores a line longer than this as several log entries. */
@@ -127,23 +131,22 @@ const FIRST_TAIL = Math.ceil(MAX_LOG_BYTES / ENTRY_BYTES) + 1;
 export async function readLogs(docker: Docker, containerId: string, tty: boolean, lines: number, window: LogWindow = {}): Promise<string> {
   let tail = Math.min(lines + 1, FIRST_TAIL);
   let previousSize = -1;
-  let widenings = 0;
   for (;;) {
     const collected = await collect(docker, containerId, tty, tail, window);
     const { bytes, cut } = collected;
     // A framed stream counts its entries; on a terminal, each line is one entry unless one is long
     // enough to have been split, and then the text is complete when asking for more brought nothing.
     const entries = entryCount(collected);
-    const everything = entries !== undefined ? entries < tail : bytes.length === previousSize;
-    if (cut || wholeLines(bytes) >= lines) return lastLines(bytes, lines, { cut: cut || !everything, tty });
-    if (everything) {
+    const sentAll = entries !== undefined ? entries < tail : bytes.length === previousSize;
+    if (cut || wholeLines(bytes) >= lines) return lastLines(bytes, lines, { cut: cut || !sentAll, tty });
+    if (sentAll) {
       // The engine takes the last `tail` entries first and drops those after `until` only then: a later run's
       // entries (a restart policy's next run, writing since) may have taken the places of this window's last ones.
-      const later = window.until && widenings < MAX_WIDENINGS ? await entriesAfter(docker, containerId, tty, tail, window.until) : 0;
-      if (later === 0) return lastLines(bytes, lines, { cut: false, tty });
-      widenings += 1;
-      // Room for the entries written after `until`, and for as many again written while this read goes on.
-      tail += 2 * later;
+      // The window is whole once those and its own entries did not fill the tail; else it is widened, up to a cap.
+      const later = window.until && entries !== undefined && tail < WINDOW_TAIL_MAX ? await entriesAfter(docker, containerId, tty, tail, window.until) : 0;
+      if (later === 0 || entries === undefined || entries + later < tail) return lastLines(bytes, lines, { cut: false, tty });
+      // Room for the later entries and as many again written meanwhile; at least twice the tail, so it ends soon.
+      tail = Math.min(WINDOW_TAIL_MAX, Math.max(2 * tail, tail + 2 * later));
       previousSize = -1;
       continue;
     }
@@ -163,18 +166,24 @@ function nextTail(tail: number, bytes: number, lines: number): number {
   return Math.max(2 * tail, Math.min(forLines, forBytes));
 }
 
-/** How often a read of a window is widened past entries written after its end before it answers what it has. */
-const MAX_WIDENINGS = 4;
+/**
+ * The most entries a read of a window asks for to get past those written after it: each costs the engine
+ * a decode, and a next run that floods is the bot's own doing, so beyond this its record keeps what fits.
+ */
+const WINDOW_TAIL_MAX = 8 * FIRST_TAIL;
 
 /** The log entries a read sent, or, on a terminal, its lines while none may have been split; undefined when unknown. */
 function entryCount(collected: Collected): number | undefined {
   return collected.entries ?? (hasSplitLine(collected.bytes) ? undefined : countLines(collected.bytes));
 }
 
-/** How many of the container's last `tail` entries were written after `until` (counted, not kept). */
+/** How many of the container's last `tail` entries were written after `until` (counted, not kept; on a terminal, lines). */
 async function entriesAfter(docker: Docker, containerId: string, tty: boolean, tail: number, until: Date): Promise<number> {
-  const collected = await collect(docker, containerId, tty, tail, { since: new Date(until.getTime() + 1) }, 0);
-  return collected.entries ?? collected.newlines;
+  let newlines = 0;
+  const frames = await stream(docker, containerId, tty, tail, { since: new Date(until.getTime() + 1) }, {
+    push: (bytes) => (newlines += countNewlines(bytes)),
+  });
+  return frames ?? newlines;
 }
 
 /**
