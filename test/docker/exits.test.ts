@@ -93,9 +93,6 @@ test('a bot killed by the kernel for memory: oom_killed, not requested', async (
   t.is((await statusOf(bot)).state, 'exited');
 });
 
-/** The engine's logs requests the proxy passed on for the bot's container. */
-const logReadsOf = (proxy: SocketProxy, bot: TestBot): string[] => proxy.requests.filter((line) => line.includes(`/containers/${bot.container.id}/logs`));
-
 /** An agent of its own that reaches the engine through a proxy of its socket; both closed with the test. */
 async function agentBehindProxy(t: ExecutionContext): Promise<{ proxy: SocketProxy; agent: TestAgent }> {
   const proxy = new SocketProxy();
@@ -123,46 +120,39 @@ test('a kill for memory the engine reports after the exit (as it may under load)
   t.like(exit, { oom_killed: true, requested: false, exit_code: 137, signal: 'SIGKILL' });
 });
 
-test('a run restarted at once keeps its own last lines though the next run wrote more than an exit record holds before they were read', async (t) => {
+/**
+ * A bot whose first run writes `first` lines and exits 4, and whose next run, started at once by the restart
+ * policy, writes `next` lines and stays; the agent's reads of the logs held (within their 1.5 s deadline) until
+ * the next run has written. Answers the first run's exit record and the engine's logs requests for the bot.
+ */
+async function crashThenNextRun(t: ExecutionContext, first: number, next: number): Promise<{ exit: ExitRecord; reads: string[] }> {
   const { proxy, agent: slow } = await agentBehindProxy(t);
-  // The first run writes 5 lines and crashes; the next, started by the restart policy, writes 300 and stays.
   const script =
-    'if [ -e /tmp/ran ]; then i=0; while [ $i -lt 300 ]; do echo "next $i"; i=$((i+1)); done; exec sleep 1000; fi; ' +
-    'touch /tmp/ran; for i in 1 2 3 4 5; do echo "first $i"; done; exit 4';
+    `if [ -e /tmp/ran ]; then i=0; while [ $i -lt ${next} ]; do echo "next $i"; i=$((i+1)); done; exec sleep 1000; fi; ` +
+    `touch /tmp/ran; i=1; while [ $i -le ${first} ]; do echo "first $i"; i=$((i+1)); done; exit 4`;
   const bot = await fixture.runBot({ script, restartPolicy: 'on-failure', start: false });
   await eventually(() => proxy.requests.some((line) => line.includes('/events')));
-  // The agent's reads of the logs are held until the next run has written its lines (within the read's 1.5 s deadline).
   proxy.delay(/\/logs\?/, 1_000);
   await bot.container.start();
   let exit: ExitRecord | undefined;
-  t.true(
-    await eventually(async () => {
-      exit = ((await call(slow.server, `/api/bots/${bot.id}/exits`)).body?.exits as ExitRecord[] | undefined)?.[0];
-      return exit !== undefined;
-    }, 20_000),
-    'no exit record',
-  );
-  t.is((await fixture.docker.getContainer(bot.id).logs({ stdout: true, tail: 1 })).toString().includes('next 299'), true, 'the next run had written its lines');
+  await eventually(async () => (exit = ((await call(slow.server, `/api/bots/${bot.id}/exits`)).body?.exits as ExitRecord[] | undefined)?.[0]) !== undefined, 30_000);
+  if (!exit) throw new Error('no exit record');
+  t.true((await fixture.docker.getContainer(bot.id).logs({ stdout: true, tail: 1 })).toString().includes(`next ${next - 1}`), 'the next run had written its lines');
+  return { exit, reads: proxy.requests.filter((line) => line.includes(`/containers/${bot.container.id}/logs`)) };
+}
+
+test('a run restarted at once keeps its own last lines though the next run wrote more than an exit record holds before they were read', async (t) => {
+  const { exit, reads } = await crashThenNextRun(t, 5, 300);
   t.like(exit, { exit_code: 4, requested: false });
-  t.is(exit?.logs, 'first 1\nfirst 2\nfirst 3\nfirst 4\nfirst 5\n');
+  t.is(exit.logs, 'first 1\nfirst 2\nfirst 3\nfirst 4\nfirst 5\n');
   // Three reads of the window, each with a count of what came after it: done once the tail reaches past the run's start.
-  t.true(logReadsOf(proxy, bot).length <= 6, `${logReadsOf(proxy, bot).length} reads of the logs`);
+  t.true(reads.length <= 6, `${reads.length} reads of the logs`);
 });
 
 test("an exit record's read asks for at most 2,056 entries to get past a next run that floods: the engine's work stays bounded", async (t) => {
-  const { proxy, agent: slow } = await agentBehindProxy(t);
-  const script =
-    'if [ -e /tmp/ran ]; then i=0; while [ $i -lt 5000 ]; do echo "flood $i"; i=$((i+1)); done; exec sleep 1000; fi; ' +
-    'touch /tmp/ran; echo "first"; exit 4';
-  const bot = await fixture.runBot({ script, restartPolicy: 'on-failure', start: false });
-  await eventually(() => proxy.requests.some((line) => line.includes('/events')));
-  proxy.delay(/\/logs\?/, 1_000);
-  await bot.container.start();
-  t.true(
-    await eventually(async () => ((await call(slow.server, `/api/bots/${bot.id}/exits`)).body?.exits as ExitRecord[] | undefined)?.length === 1, 30_000),
-    'no exit record',
-  );
-  const tails = logReadsOf(proxy, bot).map((line) => Number(/[?&]tail=(\d+)/.exec(line)?.[1]));
+  const { exit, reads } = await crashThenNextRun(t, 1, 5_000);
+  t.like(exit, { exit_code: 4, requested: false });
+  const tails = reads.map((line) => Number(/[?&]tail=(\d+)/.exec(line)?.[1]));
   t.log(`tails asked for: ${tails.join(', ')}`);
   t.true(tails.length > 0 && tails.every((tail) => tail <= 2_056), `tails asked for: ${tails.join(', ')}`);
 });
