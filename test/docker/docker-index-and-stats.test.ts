@@ -194,11 +194,11 @@ async function dockerStats(id: string): Promise<{ cpu: number; memoryMiB: number
  * Reads the bot's stats through `reader()` and `docker stats` over about the same
  * second; answers undefined when they agree, else how they differ. Other test
  * files' containers share the two cores, so a pair taken while they burst is
- * taken again, up to three times.
+ * taken again, up to five times.
  */
 async function disagreement(id: string, reader: () => RuntimeDriver): Promise<string | undefined> {
   let gap = '';
-  for (let attempt = 0; attempt < 3; attempt++) {
+  for (let attempt = 0; attempt < 5; attempt++) {
     const [cli, ours] = await Promise.all([dockerStats(id), reader().stats(id)]);
     const memoryMiB = ours.memoryBytes / 1024 / 1024;
     if (cli.cpu > 25 && Math.abs(ours.cpuPercent - cli.cpu) < 15 && Math.abs(memoryMiB - cli.memoryMiB) < 1) return undefined;

@@ -110,7 +110,9 @@ test.serial('a webhook receiver gets every event of a bot, in order, none missin
   t.is((await call(survivor.server, '/api/bots/stop', { method: 'POST', body: { bot_id: bot.id, user_id: 'user_1' } })).status, 200);
   const kept = async () => {
     const stream = await openStream(survivor.server, `/api/bots/${bot.id}/events`, { headers: { 'last-event-id': '0' } });
+    // The stop's operation event is written after its reply, so it may come after the exit.
     await stream.next((event) => event.event === 'exited');
+    await stream.next((event) => event.event === 'operation');
     stream.close();
     return stream.events.map((event) => event.id);
   };

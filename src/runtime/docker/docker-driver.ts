@@ -209,7 +209,7 @@ class DockerDriver implements RuntimeDriver {
         const status = engineStatus(err);
         // 404: removed; 409: being removed. Their lines are gone.
         if (status === 404 || status === 409 || attempt === RUN_LOG_ATTEMPTS) return '';
-        await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
+        await new Promise((resolve) => setTimeout(resolve, 1_000 * attempt));
       }
     }
   }

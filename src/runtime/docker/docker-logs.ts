@@ -6,8 +6,11 @@ import { TimestampedLines } from '../log-lines.js';
 import { countLines, countNewlines, lastLines, MAX_LOG_BYTES, TailBuffer } from '../log-tail.js';
 import { DockerLogDemuxer } from './docker-log-frames.js';
 
-/** How long the engine may stay silent while it sends logs before it counts as stalled. */
-const SILENCE_DEADLINE_MS = 1_500;
+/**
+ * How long the engine may stay silent while it sends logs before it counts as stalled: as long as any other
+ * engine call may take. An engine busy decoding a flooding bot's log fell silent past 1.5 s (CI, cold start).
+ */
+const SILENCE_DEADLINE_MS = 5_000;
 /** How much more a read asks for when the entries it got did not hold whole lines. */
 const ENTRIES_GROWTH = 8;
 
