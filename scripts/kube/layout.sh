@@ -6,6 +6,8 @@ PKI=$STATE/pki
 CNI_CONF=$STATE/cni
 NODE=bot-agent-node
 BRIDGE=bak0
+# The bridge's own MAC (locally administered), set so that it never changes: see up.sh.
+BRIDGE_MAC=02:62:61:6b:30:01
 ADDRESS=10.88.0.1
 POD_CIDR=10.88.0.0/16
 SERVICE_CIDR=10.96.0.0/16

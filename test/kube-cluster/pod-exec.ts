@@ -40,15 +40,14 @@ export async function httpFromPod(
 ): Promise<RawReply> {
   const env = ['env', `REQUEST=${rawRequest(request)}`, `AGENT_HOST=${target.host}`, `AGENT_PORT=${target.port}`];
   const command = [...env, 'sh', '-c', NC_SCRIPT];
-  // Seen in full runs on a cluster just brought up (two of two cold rehearsals, never on one already up, nor
-  // with the file alone): a pod's connection to the host timed out three times in a row, over 30 s (busybox
-  // nc's -w bounds the connect alone; cause not found yet). Only a connection that never opened, so that the
-  // agent saw no request, is tried again: five times in all, 5 s apart, about a minute.
+  // A connection that never opened (busybox nc's -w bounds the connect alone), so that the agent saw no
+  // request, is tried again, 5 s apart: cold runs saw pods' connections to the host time out for up to a
+  // minute while the pods' bridge took its lowest port's MAC (now set once by kube:up; see scripts/kube/up.sh).
   for (let attempt = 1; ; attempt += 1) {
     try {
       return parseRawReply(await execInPod(admin, namespace, pod, command));
     } catch (err) {
-      if (attempt === 5 || !/nc: timed out/.test((err as Error).message)) throw err;
+      if (attempt === 3 || !/nc: timed out/.test((err as Error).message)) throw err;
       console.warn(`a connection from pod ${pod} to the agent never opened (attempt ${attempt}); trying again in 5 s`);
       await new Promise((resolve) => setTimeout(resolve, 5_000));
     }
