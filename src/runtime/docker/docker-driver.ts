@@ -14,13 +14,8 @@ import { followLogs, readLogs } from './docker-logs.js';
 import { DockerRunWatcher, EXIT_LOG_LINES } from './docker-runs.js';
 import { ContainerStopped, DockerStatsFeed } from './docker-stats-feed.js';
 import { botStatsFrom } from './docker-stats.js';
+import { ENGINE_DEADLINE_MS } from './docker-deadline.js';
 
-/**
- * How long a quick engine call may take before the engine counts as unreachable: more than the 2 s the
- * engine may hold an inspection of a container whose exit it is handling (it copies the run's last output
- * first), so that a bot's status read just after it crashed is an answer, not a 503.
- */
-const ENGINE_DEADLINE_MS = 5_000;
 /** How long a stop, start or restart may take beyond the container's own grace period. */
 const LIFECYCLE_MARGIN_MS = 30_000;
 const DEFAULT_GRACE_S = 10;

@@ -5,12 +5,8 @@ import type { LogLine, LogsFrom } from '../driver.js';
 import { TimestampedLines } from '../log-lines.js';
 import { countLines, countNewlines, lastLines, MAX_LOG_BYTES, TailBuffer } from '../log-tail.js';
 import { DockerLogDemuxer } from './docker-log-frames.js';
+import { ENGINE_DEADLINE_MS } from './docker-deadline.js';
 
-/**
- * How long the engine may stay silent while it sends logs before it counts as stalled: as long as any other
- * engine call may take. An engine busy decoding a flooding bot's log fell silent past 1.5 s (CI, cold start).
- */
-const SILENCE_DEADLINE_MS = 5_000;
 /** How much more a read asks for when the entries it got did not hold whole lines. */
 const ENTRIES_GROWTH = 8;
 
@@ -69,7 +65,8 @@ export interface LogWindow {
 /** Hands the payload of the last `tail` log entries within `window` to `sink`; answers how many entries a framed stream sent. */
 async function stream(docker: Docker, containerId: string, tty: boolean, tail: number, window: LogWindow, sink: Sink): Promise<number | undefined> {
   const controller = new AbortController();
-  let silence = setTimeout(() => controller.abort(), SILENCE_DEADLINE_MS);
+  // The engine may stay silent between chunks as long as any quick call may take.
+  const silence = setTimeout(() => controller.abort(), ENGINE_DEADLINE_MS);
   try {
     const query: LogsQuery = {
       tail,
@@ -80,8 +77,7 @@ async function stream(docker: Docker, containerId: string, tty: boolean, tail: n
     const answer = await openLogs(docker, containerId, query, controller.signal);
     const demuxer = tty ? undefined : new DockerLogDemuxer((_stream, bytes) => sink.push(bytes));
     for await (const chunk of answer as AsyncIterable<Buffer>) {
-      clearTimeout(silence);
-      silence = setTimeout(() => controller.abort(), SILENCE_DEADLINE_MS);
+      silence.refresh();
       if (demuxer) demuxer.push(chunk);
       else sink.push(chunk);
     }
