@@ -49,7 +49,7 @@ fi
 # A bridge whose MAC was not set takes the lowest of its ports' and changes as pods come and go, under the
 # pods' ARP entries for their gateway: a pod's packets to the host then went to a MAC nobody had, and its
 # connections to an agent on the host timed out for up to a minute (seen in cold runs of the cluster tests).
-if [ "$(cat "/sys/class/net/$BRIDGE/address")" != "$BRIDGE_MAC" ] || [ "$(cat "/sys/class/net/$BRIDGE/addr_assign_type")" != 3 ]; then
+if [ "$(cat "/sys/class/net/$BRIDGE/address")" != "$BRIDGE_MAC" ]; then
   ip link set "$BRIDGE" address "$BRIDGE_MAC"
 fi
 ip link set "$BRIDGE" up

@@ -141,6 +141,4 @@ test.serial('a crash-looping bot that prints control bytes keeps small exit reco
   const status = await call(agent.server, `/api/bots/${bot.id}`);
   t.is(status.status, 200);
   t.true(Buffer.byteLength(status.text) <= 70 * 1024, `a status of ${Buffer.byteLength(status.text)} bytes`);
-  // Its crash loop would load the engine for the tests after this one; updating a container between runs fails.
-  await bot.container.remove({ force: true });
 });
