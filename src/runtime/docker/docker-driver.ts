@@ -25,7 +25,6 @@ const RUN_LOG_ATTEMPTS = 3;
 const STRANGER_MS = 5_000;
 
 type Failed = (detail: string) => OperationFailed;
-const engineFailed: Failed = (detail) => new OperationFailed(`Docker engine error: ${detail}`);
 
 /** A bot is the container named by its id that carries the bot label with that id. */
 class DockerDriver implements RuntimeDriver {
@@ -85,7 +84,7 @@ class DockerDriver implements RuntimeDriver {
     try {
       await followLogs(this.docker, containerId, tty, from, onLine, signal);
     } catch (err) {
-      throw translateDockerError(err, botId, engineFailed);
+      throw translateDockerError(err, botId, (detail) => new OperationFailed(`Docker engine error: ${detail}`));
     }
   }
 
@@ -144,12 +143,7 @@ class DockerDriver implements RuntimeDriver {
   async logs(botId: string, lines: number): Promise<string> {
     const { containerId, tty } = await this.logTarget(botId);
     // readLogs keeps its own deadline: a large log may take longer to send than a quick call, but never stalls.
-    // No quick call's deadline signal, unused, whose timer would fire seconds after each read.
-    try {
-      return await readLogs(this.docker, containerId, tty, lines);
-    } catch (err) {
-      throw translateDockerError(err, botId, engineFailed);
-    }
+    return this.engine(botId, () => readLogs(this.docker, containerId, tty, lines));
   }
 
   async stats(botId: string): Promise<BotStats> {
@@ -277,7 +271,7 @@ class DockerDriver implements RuntimeDriver {
     try {
       return await call(AbortSignal.timeout(deadlineMs));
     } catch (err) {
-      throw translateDockerError(err, botId, failed ?? engineFailed);
+      throw translateDockerError(err, botId, failed ?? ((detail) => new OperationFailed(`Docker engine error: ${detail}`)));
     }
   }
 }
