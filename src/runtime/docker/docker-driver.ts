@@ -25,6 +25,7 @@ const RUN_LOG_ATTEMPTS = 3;
 const STRANGER_MS = 5_000;
 
 type Failed = (detail: string) => OperationFailed;
+const engineFailed: Failed = (detail) => new OperationFailed(`Docker engine error: ${detail}`);
 
 /** A bot is the container named by its id that carries the bot label with that id. */
 class DockerDriver implements RuntimeDriver {
@@ -84,7 +85,7 @@ class DockerDriver implements RuntimeDriver {
     try {
       await followLogs(this.docker, containerId, tty, from, onLine, signal);
     } catch (err) {
-      throw translateDockerError(err, botId, (detail) => new OperationFailed(`Docker engine error: ${detail}`));
+      throw translateDockerError(err, botId, engineFailed);
     }
   }
 
@@ -143,7 +144,12 @@ class DockerDriver implements RuntimeDriver {
   async logs(botId: string, lines: number): Promise<string> {
     const { containerId, tty } = await this.logTarget(botId);
     // readLogs keeps its own deadline: a large log may take longer to send than a quick call, but never stalls.
-    return this.engine(botId, () => readLogs(this.docker, containerId, tty, lines));
+    // No quick call's deadline signal, unused, whose timer would fire seconds after each read.
+    try {
+      return await readLogs(this.docker, containerId, tty, lines);
+    } catch (err) {
+      throw translateDockerError(err, botId, engineFailed);
+    }
   }
 
   async stats(botId: string): Promise<BotStats> {
@@ -271,7 +277,7 @@ class DockerDriver implements RuntimeDriver {
     try {
       return await call(AbortSignal.timeout(deadlineMs));
     } catch (err) {
-      throw translateDockerError(err, botId, failed ?? ((detail) => new OperationFailed(`Docker engine error: ${detail}`)));
+      throw translateDockerError(err, botId, failed ?? engineFailed);
     }
   }
 }
