@@ -13,4 +13,4 @@ if [ "${AGENT_RUNTIME:-docker}" = docker ] && [ "${DOCKER_HOST:-unix:///var/run/
   bash scripts/docker-engine.sh >/dev/null
 fi
 # V8 tuned for memory, as in the image (see the Dockerfile).
-exec node --max-semi-space-size=2 --optimize-for-size --no-allocation-site-pretenuring dist/main.js
+exec node --max-semi-space-size=2 --heap-growing-percent=30 --no-allocation-site-pretenuring dist/main.js
