@@ -43,21 +43,19 @@ export function requestLog(logger: Logger, metrics: AgentMetrics): Middleware {
       // The route pattern, never the raw path: bot ids stay out of the metrics' labels.
       const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : 'unmatched';
       metrics.answered(ctx.method, route, ctx.status, seconds);
-      const failure = ctx.state.failure === undefined ? undefined : failureFields(ctx.state.failure);
-      logger[failure ? 'error' : 'info'](
-        {
-          requestId,
-          method: ctx.method,
-          route,
-          path: ctx.path,
-          status: ctx.status,
-          ms: Math.round(seconds * 1000),
-          caller: ctx.state.caller,
-          botId: ctx.state.botId,
-          ...failure,
-        },
-        'request',
-      );
+      const line = {
+        requestId,
+        method: ctx.method,
+        route,
+        path: ctx.path,
+        status: ctx.status,
+        ms: Math.round(seconds * 1000),
+        caller: ctx.state.caller,
+        botId: ctx.state.botId,
+      };
+      // A literal without a spread: V8 builds it from its boilerplate, where a spread (even of nothing) takes a slow path.
+      if (ctx.state.failure === undefined) logger.info(line, 'request');
+      else logger.error({ ...line, ...failureFields(ctx.state.failure) }, 'request');
     }
   };
 }

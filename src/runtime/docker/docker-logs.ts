@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { finished } from 'node:stream/promises';
 import type Docker from 'dockerode';
 import type DockerModem from 'docker-modem';
 import type { LogLine, LogsFrom } from '../driver.js';
@@ -76,11 +77,13 @@ async function stream(docker: Docker, containerId: string, tty: boolean, tail: n
     };
     const answer = await openLogs(docker, containerId, query, controller.signal);
     const demuxer = tty ? undefined : new DockerLogDemuxer((_stream, bytes) => sink.push(bytes));
-    for await (const chunk of answer as AsyncIterable<Buffer>) {
+    // Chunks as they come: the engine sends a chunk per log entry, and an async iterator costs a promise each.
+    answer.on('data', (chunk: Buffer) => {
       silence.refresh();
       if (demuxer) demuxer.push(chunk);
       else sink.push(chunk);
-    }
+    });
+    await finished(answer);
     return demuxer?.frames;
   } finally {
     clearTimeout(silence);
