@@ -22,6 +22,8 @@ import pg from 'pg';
 import { kubernetesCosts } from './bench-kube.js';
 import type { KubeCallCost } from './bench-kube.js';
 import type { Availability } from './bench-ha.js';
+import { BASELINES } from './bench-baselines.js';
+import type { BaselineKind } from './bench-baselines.js';
 import { perRequest, profileOf, STAGE_ORDER, stagesOf } from './bench-profile.js';
 import { allAtOnce, cpuPercentDuring, enginePids, makeBots, readEachSecond, removeEverything, rssMb } from './bench-scale.js';
 import { SocketProxy } from '../test/helpers/socket-proxy.js';
@@ -379,26 +381,12 @@ interface Baseline {
   readonly port: number;
 }
 
-const STATS_JSON = JSON.stringify({ ok: true, stats: { cpu_percent: 0.12, memory_usage: '1.23 MB', memory_percent: 0.01, uptime: '1h 2m' } });
-/**
- * The baselines' code, given the port (all addresses, as the agent's: bot containers call the bare one): bare node:http (the floor of any Node server), and koa with
- * @koa/router (the floor of this stack: the agent is koa and its router plus its own middleware).
- */
-const BASELINES = {
-  node: (port: number) => `import http from 'node:http';
-    http.createServer((q, r) => { r.writeHead(200, { 'content-type': 'application/json' }); r.end(${JSON.stringify(STATS_JSON)}); }).listen(${port}, '0.0.0.0');`,
-  koa: (port: number) => `import Koa from 'koa'; import Router from '@koa/router';
-    const stats = ${STATS_JSON}.stats; const router = new Router();
-    router.get('/api/bots/:bot_id/stats', (ctx) => { ctx.body = { ok: true, stats }; });
-    new Koa().use(router.routes()).use(router.allowedMethods()).listen(${port}, '0.0.0.0');`,
-};
 /** Ends a baseline on SIGTERM as a normal exit, so that node writes its CPU profile when asked to take one. */
 const EXIT_ON_SIGTERM = `process.on('SIGTERM', () => process.exit(0));`;
 
-async function baselineServer(kind: keyof typeof BASELINES, nodeFlags: string[] = []): Promise<Baseline> {
+async function baselineServer(kind: BaselineKind, nodeFlags: string[] = []): Promise<Baseline> {
   const port = await freePort();
-  // Evaluated as a module in the project's folder, so that koa resolves from its node_modules.
-  const server = spawn(process.execPath, [...nodeFlags, '--input-type=module', '-e', `${BASELINES[kind](port)} ${EXIT_ON_SIGTERM}`], { stdio: 'ignore' });
+  const server = spawn(process.execPath, [...nodeFlags, '--input-type=module', '-e', `${BASELINES[kind](port, '0.0.0.0')} ${EXIT_ON_SIGTERM}`], { stdio: 'ignore' });
   const base = `http://127.0.0.1:${port}`;
   const probe = `${base}/api/bots/bot_1_1_probe/stats`;
   for (let i = 0; i < 100 && !(await fetch(probe).then((r) => r.ok, () => false)); i++) await new Promise((resolve) => setTimeout(resolve, 50));
