@@ -13,7 +13,7 @@ import type { Caller } from './caller.js';
 import type { LogFollowing } from './log-follow.js';
 import type { LogReads } from './log-reads.js';
 import { logReadCost } from './read-limiter.js';
-import { botIdInPath, DEFAULT_LOG_LINES, logsQuery, logsRequest, ownerRequest, selfRestartHeader, validate, validateQuery } from './schemas.js';
+import { botIdInPath, DEFAULT_LOG_LINES, logsBody, logsQuery, ownerRequest, selfRestartHeader, validate, validateQuery } from './schemas.js';
 import { statsView } from './stats-view.js';
 
 export interface BotRoutesDeps {
@@ -110,7 +110,7 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
   });
 
   router.post('/logs', async (ctx) => {
-    const { bot_id, lines = DEFAULT_LOG_LINES } = validate(logsRequest, ctx.request.body);
+    const { bot_id, lines = DEFAULT_LOG_LINES } = logsBody(ctx.request.body);
     await readerFor(ctx, bot_id, logReadCost(lines));
     ctx.body = { ok: true, logs: await logsOf(ctx, bot_id, lines) };
   });

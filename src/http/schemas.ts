@@ -152,16 +152,33 @@ export const selfRestartHeader = botIdSchema('X-Bot-ID').optional();
 /** The bot id in a path. */
 export const pathBotId = botIdSchema('bot id in the path');
 
-/** Path bot ids that passed, kept: a bot reads itself again and again, and yup's check is a good part of a warm read's work. */
-const validPathBotIds = new LRUCache<string, true>({ max: 10_000 });
+/**
+ * `validate` against `schema`, remembering up to 10,000 values that passed by `keyOf` (undefined:
+ * not remembered): a bot makes the same call again and again, and yup's check was a good part of a
+ * warm call's work. The key must hold all that the schema reads of a value; a failure is not kept.
+ */
+function remembered<S extends Schema>(schema: S, keyOf: (value: unknown) => string | undefined): (value: unknown) => S['__outputType'] {
+  const passed = new LRUCache<string, NonNullable<S['__outputType']>>({ max: 10_000 });
+  return (value) => {
+    const key = keyOf(value);
+    const known = key === undefined ? undefined : passed.get(key);
+    if (known !== undefined) return known;
+    const valid = validate(schema, value);
+    if (key !== undefined && valid !== undefined && valid !== null) passed.set(key, valid);
+    return valid;
+  };
+}
 
 /** The bot id in a request's path, validated as `pathBotId`. */
-export function botIdInPath(value: unknown): string {
-  if (typeof value === 'string' && validPathBotIds.has(value)) return value;
-  const botId = validate(pathBotId, value);
-  validPathBotIds.set(botId, true);
-  return botId;
-}
+export const botIdInPath: (value: unknown) => string = remembered(pathBotId, (value) => (typeof value === 'string' ? value : undefined));
+
+/** A logs call's body, validated as `logsRequest`; remembered when it names a bot id and, if any, a whole number of lines. */
+export const logsBody = remembered(logsRequest, (value) => {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { bot_id, lines } = value as { bot_id?: unknown; lines?: unknown };
+  const own = Object.hasOwn(value, 'bot_id') && (lines === undefined || Object.hasOwn(value, 'lines'));
+  return own && typeof bot_id === 'string' && (lines === undefined || Number.isInteger(lines)) ? `${String(lines)} ${bot_id}` : undefined;
+});
 
 /**
  * Only the fields an object schema knows, taken as own properties: yup's cast

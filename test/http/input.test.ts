@@ -127,3 +127,16 @@ test('keys named after Object.prototype members are ignored, not a crash', async
     t.is(reply.status, 200, key);
   }
 });
+
+test('a logs body that passed is remembered by its bot id and lines alone: any other body is checked again, and a refused one is never kept', async (t) => {
+  const { driver, server } = await setUp(t);
+  driver.add({ id: 'bot_1_1_b', logLines: ['one', 'two', 'three', 'four'] });
+  const logs = (body: unknown) => call(server, '/api/bots/logs', { method: 'POST', body });
+  for (let i = 0; i < 2; i++) t.is((await logs({ bot_id: 'bot_1_1_b', lines: 0 })).status, 400, 'refused again');
+  for (let i = 0; i < 2; i++) t.like((await logs({ bot_id: 'bot_1_1_b', lines: 3 })).body, { ok: true, logs: 'two\nthree\nfour\n' });
+  t.like((await logs({ bot_id: 'bot_1_1_b' })).body, { ok: true, logs: 'one\ntwo\nthree\nfour\n' });
+  // Near misses of the remembered body are checked, not taken for it.
+  for (const body of [{ bot_id: 'bot_1_1_b', lines: '3' }, { bot_id: 'bot_1_1_b', lines: 3.5 }, { bot_id: 'bot_1_1_b', lines: 30_000 }, { bot_id: 'bot_1_1_b ', lines: 3 }, ['bot_1_1_b', 3]]) {
+    t.is((await logs(body)).status, 400, JSON.stringify(body));
+  }
+});
