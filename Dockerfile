@@ -33,10 +33,11 @@ USER node
 EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=5s --retries=3 CMD ["node", "dist/healthcheck.js"]
 # Exec form: node is PID 1 and receives SIGTERM itself. V8 tuned for memory: with 1,000 bots read once a
-# second, a young generation of at most 2 MB and a heap that grows slowly kept the agent at 117 to 147 MB
+# second, a young generation of at most 2 MB and a heap that grows slowly kept the agent at 138 to 141 MB
 # where V8's defaults took 295 MB (README, Performance; BENCHMARKS.md). A memory limit ends in a
 # kill; a CPU limit only slows the agent down. The heap grows by 30% a collection, the most
-# --optimize-for-size lets it, without that flag's other trades, which cost a warm request a sixth of its CPU.
+# --optimize-for-size lets it, without that flag's other trades, which cost a warm request about a
+# seventh of its CPU.
 # No allocation-site pretenuring: an agent read hard from its first second (50 connections) otherwise
 # had V8 allocate request objects straight into the old generation for good, with two to four times
 # the full collections of one that started quietly.
