@@ -159,13 +159,21 @@ test("an exit record's read asks for at most 2,056 entries to get past a next ru
   t.true(tails.length > 0 && tails.every((tail) => tail <= 2_056), `tails asked for: ${tails.join(', ')}`);
 });
 
+/** The idle bot, saying when its trap is set: a shell as PID 1 ignores SIGTERM until then, and the engine's SIGKILL ends it. */
+const TRAPPED_BOT = "trap 'echo saved state; exit 0' TERM; echo trap set; while :; do sleep 1 & wait $!; done";
+
+/** Whether the bot's `runs`th run has set its trap (a started event can come before the shell has run its first line). */
+const trapSet = (bot: TestBot, runs: number): Promise<boolean> =>
+  eventually(async () => ((await bot.container.logs({ stdout: true, stderr: true })).toString().match(/trap set/g)?.length ?? 0) >= runs, 10_000, 50);
+
 test('stopped and restarted through the agent: requested records with the lines it wrote on SIGTERM; events say so', async (t) => {
-  const bot = await fixture.runBot({ start: false });
+  const bot = await fixture.runBot({ start: false, script: TRAPPED_BOT });
   const events = await openStream(agent.server, `/api/bots/${bot.id}/events`);
   t.is(events.status, 200);
   t.regex(String(events.headers['content-type']), /^text\/event-stream/);
   await bot.container.start();
   await events.next((e) => e.event === 'started');
+  t.true(await trapSet(bot, 1), 'the bot set its trap');
 
   t.is((await call(agent.server, '/api/bots/restart', { body: { bot_id: bot.id, user_id: 'user_1' } })).status, 200);
   const [restarted] = await awaitExits(bot, 1);
@@ -176,6 +184,7 @@ test('stopped and restarted through the agent: requested records with the lines 
   t.regex(String(running.uptime), /^0h 0m$/);
   t.is(running.started_at, new Date((await bot.container.inspect()).State.StartedAt).toISOString());
 
+  t.true(await trapSet(bot, 2), 'its next run set its trap');
   t.is((await call(agent.server, '/api/bots/stop', { body: { bot_id: bot.id, user_id: 'user_1' } })).status, 200);
   const [stopped] = await awaitExits(bot, 2);
   t.like(stopped, { exit_code: 0, requested: true });
