@@ -8,13 +8,14 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, openSync, closeSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, openSync, closeSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import Docker from 'dockerode';
 import { BASELINES } from './bench-baselines.js';
+import { cpuSeconds, post } from './bench-scale.js';
 import type { BaselineKind } from './bench-baselines.js';
 
 // The load runs on core 0 (npm run bench:ab starts this process there).
@@ -34,11 +35,6 @@ const targets = ['node=', 'koa=', ...args].map((arg) => {
   return { name: arg.slice(0, at), dir, flags: arg.includes(',') ? flags.filter(Boolean) : AGENT_FLAGS };
 });
 
-/** The process's CPU time so far, in µs (user and system, from /proc). */
-function cpuMicros(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100;
-}
 
 let port = 18_700;
 async function serve(name: string, dir: string, flags: string[]): Promise<{ server: ChildProcess; base: string; cleanup(): void }> {
@@ -57,10 +53,10 @@ async function serve(name: string, dir: string, flags: string[]): Promise<{ serv
 }
 
 async function cpuPerRequest(pid: number, options: autocannon.Options): Promise<{ us: number; rps: number }> {
-  const before = cpuMicros(pid);
+  const before = cpuSeconds(pid);
   const result = await autocannon(options);
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${options.url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-  return { us: (cpuMicros(pid) - before) / result.requests.total, rps: result.requests.average };
+  return { us: ((cpuSeconds(pid) - before) * 1e6) / result.requests.total, rps: result.requests.average };
 }
 
 /** p50 of `count` calls in a row over one keep-alive connection, in ms. */
@@ -75,18 +71,7 @@ async function p50(count: number, call: () => Promise<unknown>): Promise<number>
 }
 
 const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 1 });
-function logsCall(base: string): Promise<void> {
-  const body = JSON.stringify({ bot_id: BOT, lines: 100 });
-  return new Promise((resolve, reject) => {
-    http
-      .request(`${base}/api/bots/logs`, { method: 'POST', agent: keepAlive, headers: { 'content-type': 'application/json' } }, (res) => {
-        res.resume();
-        res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`logs: HTTP ${res.statusCode}`))));
-      })
-      .on('error', reject)
-      .end(body);
-  });
-}
+const logsCall = (base: string): Promise<void> => post(base, '/api/bots/logs', JSON.stringify({ bot_id: BOT, lines: 100 }), keepAlive);
 
 const median = (values: number[]): number => values.sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 
@@ -112,6 +97,7 @@ async function main(): Promise<void> {
           await autocannon({ url, connections: 50, duration: 3 });
           const steady = await cpuPerRequest(pid, { url, connections: 10, overallRate: 1000, duration: 8 });
           const loaded = await cpuPerRequest(pid, { url, connections: 50, duration: 6 });
+          // NaN in the table: that build did not answer its logs calls (an ablation without the body parser, say).
           const logs = dir ? await p50(300, () => logsCall(base)).catch(() => NaN) : 0;
           const seen = figures.get(name) ?? { steady: [], loaded: [], rps: [], logs: [] };
           seen.steady.push(steady.us);

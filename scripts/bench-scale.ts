@@ -13,7 +13,7 @@ const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf
 const PARALLEL = 16;
 
 /** CPU time a process has used so far, in seconds; 0 once it is gone. */
-function cpuSeconds(pid: number): number {
+export function cpuSeconds(pid: number): number {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
     return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
@@ -89,6 +89,19 @@ export function removeEverything(benchLabel: string, networks: string, wait: boo
     return Promise.resolve();
   }
   return new Promise((resolve) => child.on('exit', () => resolve()));
+}
+
+/** A POST that resolves once the whole answer is in; rejects unless it is a 200. */
+export function post(base: string, path: string, body: string, agent: http.Agent): Promise<void> {
+  return new Promise((resolve, reject) => {
+    http
+      .request(`${base}${path}`, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+        res.resume();
+        res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`${path}: HTTP ${res.statusCode}`))));
+      })
+      .on('error', reject)
+      .end(body);
+  });
 }
 
 /** One GET through `agent`; resolves with its time in ms, rejects unless it is a 200. */

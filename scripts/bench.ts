@@ -25,7 +25,7 @@ import type { Availability } from './bench-ha.js';
 import { BASELINES } from './bench-baselines.js';
 import type { BaselineKind } from './bench-baselines.js';
 import { perRequest, profileOf, STAGE_ORDER, stagesOf } from './bench-profile.js';
-import { allAtOnce, cpuPercentDuring, enginePids, makeBots, readEachSecond, removeEverything, rssMb } from './bench-scale.js';
+import { allAtOnce, cpuPercentDuring, enginePids, makeBots, post, readEachSecond, removeEverything, rssMb } from './bench-scale.js';
 import { SocketProxy } from '../test/helpers/socket-proxy.js';
 
 const TEST_IMAGE = 'bot-agent-testbot:latest';
@@ -275,19 +275,6 @@ async function hostileMix(agent: ChildProcess, agentPort: number, quietBot: stri
     hostileReadsRefused: statuses.filter((status) => status !== 200).length,
     hostilePeakRssMb,
   };
-}
-
-/** A POST that resolves once the whole answer is in; rejects unless it is a 200. */
-function post(base: string, path: string, body: string, agent: http.Agent): Promise<void> {
-  return new Promise((resolve, reject) => {
-    http
-      .request(`${base}${path}`, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
-        res.resume();
-        res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`${path}: HTTP ${res.statusCode}`))));
-      })
-      .on('error', reject)
-      .end(body);
-  });
 }
 
 async function load(url: string, options: Partial<autocannon.Options>): Promise<Figures> {
