@@ -11,6 +11,7 @@ import { DockerBotIndex } from '../../src/runtime/docker/docker-bot-index.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import type { RuntimeDriver } from '../../src/runtime/driver.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
+import type { TestBot } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { SocketProxy } from '../helpers/socket-proxy.js';
 
@@ -158,10 +159,11 @@ test('the index keeps each running bot\'s start time, read again when it restart
   t.teardown(() => index.close());
   const bot = await fixture.runBot();
   t.true(await eventually(() => index.bot(bot.id)?.startedAt === undefined ? false : true));
-  t.is(index.bot(bot.id)?.startedAt, await fixture.startedAt(bot));
+  const startedMs = (bot: TestBot): Promise<number> => fixture.startedAt(bot).then((iso) => new Date(iso).getTime());
+  t.is(index.bot(bot.id)?.startedAt?.getTime(), await startedMs(bot));
   await bot.container.restart({ t: 1 });
-  const restartedAt = await fixture.startedAt(bot);
-  t.true(await eventually(() => index.bot(bot.id)?.startedAt === restartedAt), 'the index kept the old start time');
+  const restartedMs = await startedMs(bot);
+  t.true(await eventually(() => index.bot(bot.id)?.startedAt?.getTime() === restartedMs), 'the index kept the old start time');
 });
 
 test('the index knows no container without the bot label', async (t) => {
@@ -247,6 +249,22 @@ test('where the host\'s cgroup files are visible, no stats are asked of the engi
   t.teardown(() => blind.close());
   await blind.stats(bot.id);
   t.true(proxy.requests.some((line) => /\/containers\/\w+\/stats\?/.test(line)), 'without them, the engine answers');
+});
+
+test('stats of a bot started again are its new run\'s, read from the cgroup the engine made anew, once the index knows the new start', async (t) => {
+  const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
+  t.teardown(() => driver.close());
+  const bot = await fixture.runBot();
+  const before = await driver.stats(bot.id);
+  await bot.container.restart({ t: 1 });
+  const restartedMs = new Date(await fixture.startedAt(bot)).getTime();
+  t.true(restartedMs > before.startedAt.getTime());
+  // Until the index has the new start, the read is the engine's answer; after it, the run's own cgroup files.
+  t.true(await eventually(async () => (await driver.stats(bot.id)).startedAt.getTime() === restartedMs), 'the last run\'s stats were given');
+  await new Promise((resolve) => setTimeout(resolve, 1_100));
+  const later = await driver.stats(bot.id);
+  t.is(later.startedAt.getTime(), restartedMs);
+  t.true(later.memoryBytes > 0, `${later.memoryBytes} bytes`);
 });
 
 test('a cold stats read of a bot that stops meanwhile is answered, not held: the engine\'s stream of a stopped container never ends', async (t) => {

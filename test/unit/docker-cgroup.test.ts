@@ -94,3 +94,35 @@ test('a run that is read keeps its cgroup files open, and reads them again in pl
   await new Promise((resolve) => setTimeout(resolve, MIN_INTERVAL_MS));
   t.is(await stats.stats('abc', startedAt), undefined);
 });
+
+test('a container started again is a new run: measured afresh from its new cgroup files, never answered with the last run\'s figures', async (t) => {
+  const files = {
+    'cpuacct/docker/abc/cpuacct.usage': '900000000\n',
+    'memory/docker/abc/memory.usage_in_bytes': '1000\n',
+    'memory/docker/abc/memory.stat': 'total_inactive_file 0\n',
+    'memory/docker/abc/memory.limit_in_bytes': '4000\n',
+  };
+  const root = await tree(t, files);
+  const stats = new CgroupStats(root);
+  t.teardown(() => stats.close());
+  const firstRun = new Date(0);
+  t.is((await stats.stats('abc', firstRun))?.memoryPercent, 25);
+  // The engine makes a restarted container's cgroup anew: new files, counters from zero.
+  await rm(join(root, 'memory/docker/abc'), { recursive: true });
+  await rm(join(root, 'cpuacct/docker/abc'), { recursive: true });
+  for (const [path, content] of Object.entries(files)) {
+    await mkdir(join(root, path, '..'), { recursive: true });
+    await writeFile(join(root, path), path.endsWith('usage_in_bytes') ? '2000\n' : path.endsWith('cpuacct.usage') ? '0\n' : content);
+  }
+  const secondRun = new Date(60_000);
+  t.is(stats.recent('abc', secondRun), undefined, 'the last run\'s answer given for the new run');
+  const measured = stats.stats('abc', secondRun);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await writeFile(join(root, 'cpuacct/docker/abc/cpuacct.usage'), '500000000\n');
+  const answer = await measured;
+  t.is(answer?.memoryPercent, 50, 'read from the last run\'s files');
+  t.deepEqual(answer?.startedAt, secondRun);
+  t.true(answer!.cpuPercent > 0 && answer!.cpuPercent <= 50, `${answer!.cpuPercent}`);
+  t.deepEqual(stats.recent('abc', secondRun), answer);
+  t.is(stats.recent('abc', firstRun), undefined);
+});

@@ -15,8 +15,8 @@ export interface IndexedBot {
   readonly addresses: readonly string[];
   /** Whether the container has a TTY (so its logs carry no stream framing). */
   readonly tty: boolean;
-  /** When the current run started (ISO), for a running container. */
-  readonly startedAt: string | undefined;
+  /** When the current run started, for a running container (parsed once here, not on every read of its stats). */
+  readonly startedAt: Date | undefined;
 }
 
 /** One event of the engine's stream, as far as the agent reads it. */
@@ -423,7 +423,7 @@ export class DockerBotIndex {
     } finally {
       this.inspectionDone();
     }
-    const startedAt = running ? info.State.StartedAt : undefined;
+    const startedAt = running ? new Date(info.State.StartedAt) : undefined;
     return { containerId: container.Id, botId, running, addresses, tty: info.Config.Tty, startedAt };
   }
 }
@@ -438,7 +438,7 @@ function indexedFrom(info: ContainerInspectInfo): IndexedBot | undefined {
         .flatMap((network) => [network.IPAddress, network.GlobalIPv6Address])
         .filter((address): address is string => Boolean(address))
     : [];
-  return { containerId: info.Id, botId, running, addresses, tty: info.Config.Tty, startedAt: running ? info.State.StartedAt : undefined };
+  return { containerId: info.Id, botId, running, addresses, tty: info.Config.Tty, startedAt: running ? new Date(info.State.StartedAt) : undefined };
 }
 
 /** The engine's `since`: seconds and nanoseconds since the epoch. */

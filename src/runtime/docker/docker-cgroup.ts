@@ -163,6 +163,8 @@ const MAX_HELD = 2_000;
 const HOLD_MS = 60_000;
 
 interface Measured {
+  /** When the run measured started (ms since the epoch): a container started again is a new run, whose counters begin again. */
+  readonly startedMs: number;
   /** The reading the next interval starts from. */
   baseline: CgroupReading;
   /** The last answer, given again to reads within MIN_INTERVAL_MS of its baseline. */
@@ -175,10 +177,7 @@ interface Measured {
   readAt: number;
 }
 
-/** A run is its container and start: a restarted container's counters begin again. */
-const runKey = (containerId: string, startedAt: Date): string => `${containerId}:${startedAt.getTime()}`;
-
-/** The run's last answer while its baseline is less than MIN_INTERVAL_MS old (the run's key holds its start, so the answer's is the same). */
+/** The run's last answer while its baseline is less than MIN_INTERVAL_MS old (the caller checked that it is the same run). */
 function fresh(measured: Measured): BotStats | undefined {
   if (measured.answer && Number(process.hrtime.bigint() - measured.baseline.at) < MIN_INTERVAL_MS * 1e6) return measured.answer;
   return undefined;
@@ -191,6 +190,7 @@ function fresh(measured: Measured): BotStats | undefined {
  * reading. Undefined where the files cannot be read, and the engine answers.
  */
 export class CgroupStats {
+  /** Each container's current run, by container id (a plain id, where a key of id and start was a string built per read). */
   private readonly runs = new Map<string, Measured>();
   private visibility: { checkedAt: number; visible: Promise<boolean> } | undefined;
   private held = 0;
@@ -206,19 +206,18 @@ export class CgroupStats {
    * what most reads of a busy bot get, with no file read and no wait.
    */
   recent(containerId: string, startedAt: Date): BotStats | undefined {
-    const measured = this.runs.get(runKey(containerId, startedAt));
-    return measured && fresh(measured);
+    const measured = this.runs.get(containerId);
+    return measured?.startedMs === startedAt.getTime() ? fresh(measured) : undefined;
   }
 
   async stats(containerId: string, startedAt: Date): Promise<BotStats | undefined> {
     if (!(await this.visible())) return undefined;
-    const key = runKey(containerId, startedAt);
-    const measured = this.runs.get(key);
-    if (!measured) return this.first(key, containerId, startedAt);
+    const measured = this.runs.get(containerId);
+    if (measured?.startedMs !== startedAt.getTime()) return this.first(containerId, startedAt);
     if (measured.first) return measured.first;
     const recent = fresh(measured);
     if (recent) return recent;
-    const reading = this.read(key, measured, containerId);
+    const reading = this.read(measured, containerId);
     if (!reading) return undefined;
     measured.answer = statsBetween(measured.baseline, reading, startedAt);
     measured.baseline = reading;
@@ -242,9 +241,18 @@ export class CgroupStats {
     return this.visibility.visible;
   }
 
-  /** Takes the run's first two readings MIN_INTERVAL_MS apart; filed at once, so that reads meanwhile wait for it. */
-  private first(key: string, containerId: string, startedAt: Date): Promise<BotStats | undefined> {
+  /**
+   * Takes the run's first two readings MIN_INTERVAL_MS apart; filed at once, so that reads meanwhile wait for it.
+   * It takes the place of the container's previous run, whose files are let go (a restart makes the cgroup anew).
+   */
+  private first(containerId: string, startedAt: Date): Promise<BotStats | undefined> {
+    const previous = this.runs.get(containerId);
+    if (previous) {
+      this.release(previous);
+      this.runs.delete(containerId);
+    }
     const measured: Measured = {
+      startedMs: startedAt.getTime(),
       baseline: { cpuNs: 0, at: 0n, memoryBytes: 0, limitBytes: 0 },
       answer: undefined,
       first: undefined,
@@ -257,12 +265,12 @@ export class CgroupStats {
       this.release(oldest);
       this.runs.delete(oldestKey);
     }
-    this.runs.set(key, measured);
+    this.runs.set(containerId, measured);
     measured.first = (async () => {
-      const before = this.read(key, measured, containerId);
+      const before = this.read(measured, containerId);
       if (!before) return undefined;
       await until(before.at + BigInt(MIN_INTERVAL_MS * 1e6));
-      const after = this.read(key, measured, containerId);
+      const after = this.read(measured, containerId);
       measured.first = undefined;
       if (!after) return undefined;
       measured.answer = statsBetween(before, after, startedAt);
@@ -273,16 +281,18 @@ export class CgroupStats {
   }
 
   /** A reading of the run's files, held open while there is room; none (and the run forgotten) once they cannot be read. */
-  private read(key: string, measured: Measured, containerId: string): CgroupReading | undefined {
+  private read(measured: Measured, containerId: string): CgroupReading | undefined {
     measured.readAt = Date.now();
-    if (!measured.files && this.held < MAX_HELD) {
+    // A run no longer filed (evicted, or its container started again) is read without holding its files: nothing would let them go.
+    if (!measured.files && this.held < MAX_HELD && this.runs.get(containerId) === measured) {
       measured.files = CgroupFiles.open(containerId, this.root);
       if (measured.files) this.hold();
     }
     const reading = measured.files ? measured.files.read() : readCgroup(containerId, this.root);
     if (!reading) {
       this.release(measured);
-      this.runs.delete(key);
+      // Only this run is forgotten: a later run of the container may have taken its place meanwhile.
+      if (this.runs.get(containerId) === measured) this.runs.delete(containerId);
     }
     return reading;
   }

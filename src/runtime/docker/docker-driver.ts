@@ -156,17 +156,17 @@ class DockerDriver implements RuntimeDriver {
     // Where the host's cgroup files are visible, they answer, read on demand: no engine call at all
     // once the index knows the bot runs and since when. Elsewhere the engine's stats stream does.
     const indexed = this.index.bot(botId);
-    if (indexed?.running && indexed.startedAt) {
-      const startedAt = new Date(indexed.startedAt);
+    const startedAt = indexed?.running ? indexed.startedAt : undefined;
+    if (indexed && startedAt) {
       const known = this.cgroups.recent(indexed.containerId, startedAt) ?? (await this.statsAtHand(indexed.containerId, startedAt));
       if (known) return known;
     }
     const info = await this.runningBot(botId);
-    const startedAt = new Date(info.State.StartedAt);
-    const known = await this.statsAtHand(info.Id, startedAt);
+    const started = new Date(info.State.StartedAt);
+    const known = await this.statsAtHand(info.Id, started);
     if (known) return known;
     try {
-      return botStatsFrom(await this.statsFeed.sample(info.Id), startedAt);
+      return botStatsFrom(await this.statsFeed.sample(info.Id), started);
     } catch (err) {
       // It stopped while read: a bot that crashes and is started again by its restart policy is not a failing engine.
       if (err instanceof ContainerStopped) throw new NotRunning(messages.notRunning(botId));
