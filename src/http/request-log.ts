@@ -35,7 +35,8 @@ export function requestLog(logger: Logger, metrics: AgentMetrics): Middleware {
     const given = ctx.get('x-request-id');
     const requestId = usableRequestId.test(given) ? given : newRequestId();
     ctx.state.requestId = requestId;
-    ctx.set('X-Request-Id', requestId);
+    // Straight to node:http: koa's ctx.set builds three arrays and a closure to set one header.
+    ctx.res.setHeader('X-Request-Id', requestId);
     try {
       await next();
     } finally {
