@@ -1,4 +1,4 @@
-// A/B of a warm request's CPU: builds of the agent (and the two baselines) loaded in turns, the
+// A/B of a warm request's CPU: builds of the agent (and the three baselines) loaded in turns, the
 // server pinned to one core and the load to the other, so that neither steals the other's CPU.
 // Prints, per server, the medians over the rounds of: CPU µs a warm stats request at a steady
 // 1,000 req/s, CPU µs a request and req/s at 50 connections, and the p50 of a logs tail=100 call
@@ -28,8 +28,8 @@ const docker = new Docker();
 const args = process.argv.slice(2);
 const roundsAt = args.indexOf('--rounds');
 const rounds = roundsAt >= 0 ? Number(args.splice(roundsAt, 2)[1]) : 5;
-/** The baselines (node=, koa=) first, then each NAME=DIR, or NAME=DIR,FLAG,... for that build with other Node flags (`NAME=DIR,` for none). */
-const targets = ['node=', 'koa=', ...args].map((arg) => {
+/** The baselines (node=, koa=, promises=) first, then each NAME=DIR, or NAME=DIR,FLAG,... for that build with other Node flags (`NAME=DIR,` for none). */
+const targets = [...Object.keys(BASELINES).map((name) => `${name}=`), ...args].map((arg) => {
   const at = arg.indexOf('=');
   const [dir = '', ...flags] = arg.slice(at + 1).split(',');
   return { name: arg.slice(0, at), dir, flags: arg.includes(',') ? flags.filter(Boolean) : AGENT_FLAGS };
@@ -121,7 +121,7 @@ async function main(): Promise<void> {
   console.log('|---|---|---|---|---|---|');
   for (const [name, seen] of figures) {
     const rps = median(seen.rps);
-    console.log(`| ${name} | ${median(seen.steady).toFixed(0)} | ${median(seen.loaded).toFixed(0)} | ${rps.toFixed(0)} | ${((100 * rps) / bare).toFixed(1)} | ${name === 'node' || name === 'koa' ? '' : median(seen.logs).toFixed(2)} |`);
+    console.log(`| ${name} | ${median(seen.steady).toFixed(0)} | ${median(seen.loaded).toFixed(0)} | ${rps.toFixed(0)} | ${((100 * rps) / bare).toFixed(1)} | ${Object.hasOwn(BASELINES, name) ? '' : median(seen.logs).toFixed(2)} |`);
   }
 }
 

@@ -1,12 +1,17 @@
-// The two baselines every bench loads beside the agent, each run as a module of its own (node -e).
+// The baselines every bench loads beside the agent, each run as a module of its own (node -e).
 
 /** A stats answer's size and shape, as the baselines answer it. */
 export const STATS_JSON = JSON.stringify({ ok: true, stats: { cpu_percent: 0.12, memory_usage: '1.23 MB', memory_percent: 0.01, uptime: '1h 2m' } });
 
 /**
- * The baselines' code, listening at `host`:`port`: bare node:http (the floor of any Node server), and koa with
- * @koa/router (the floor of this stack: the agent is koa and its router plus its own middleware). Evaluated in the
- * project's folder, so that koa resolves from its node_modules.
+ * The baselines' code, listening at `host`:`port`: bare node:http (the floor of any Node server), koa with
+ * @koa/router (the floor of this stack: the agent is koa and its router plus its own middleware), and koa with
+ * @koa/router doing per request the four things the agent promises on every request, each as cheaply as its
+ * library allows: a request id (taken from X-Request-Id or made from a prefix and a count) returned in a header,
+ * the caller looked up by the socket's address (one Map), the request counted and timed in prom-client children
+ * bound once per route and status, and the access line (the agent's fields) written by pino to a file. It reads no
+ * bot: the agent's driver, read limits and bounds are not in it. Evaluated in the project's folder, so that
+ * koa, pino and prom-client resolve from its node_modules.
  */
 export const BASELINES = {
   node: (port: number, host: string) => `import http from 'node:http';
@@ -15,6 +20,36 @@ export const BASELINES = {
     const stats = ${STATS_JSON}.stats; const router = new Router();
     router.get('/api/bots/:bot_id/stats', (ctx) => { ctx.body = { ok: true, stats }; });
     new Koa().use(router.routes()).use(router.allowedMethods()).listen(${port}, '${host}');`,
+  promises: (port: number, host: string) => `import Koa from 'koa'; import Router from '@koa/router';
+    import { randomBytes } from 'node:crypto'; import { rmSync } from 'node:fs'; import { tmpdir } from 'node:os'; import { join } from 'node:path';
+    import { pino } from 'pino'; import { Counter, Histogram, Registry } from 'prom-client';
+    const stats = ${STATS_JSON}.stats; const router = new Router();
+    const logFile = join(tmpdir(), 'bot-agent-bench-promises-' + process.pid + '.log');
+    process.on('exit', () => rmSync(logFile, { force: true }));
+    const logger = pino({ base: { runtime: 'docker' } }, pino.destination({ dest: logFile, sync: false }));
+    const registry = new Registry(); const labelNames = ['method', 'route', 'status'];
+    const requests = new Counter({ name: 'requests_total', help: 'requests', labelNames, registers: [registry] });
+    const latency = new Histogram({ name: 'request_duration_seconds', help: 'time to answer', labelNames, registers: [registry],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60] });
+    const series = new Map(); const botAt = new Map(); const prefix = randomBytes(6).toString('hex'); let made = 0;
+    const app = new Koa();
+    app.use(async (ctx, next) => {
+      const started = performance.now(); const given = ctx.get('x-request-id');
+      const requestId = /^[\\w.:-]{1,128}$/.test(given) ? given : prefix + '-' + (made++).toString(36);
+      ctx.res.setHeader('X-Request-Id', requestId);
+      await next();
+      const seconds = (performance.now() - started) / 1000; const route = ctx._matchedRoute ?? 'unmatched'; const key = ctx.method + route + ctx.status;
+      let counted = series.get(key);
+      if (!counted) series.set(key, (counted = [requests.labels(ctx.method, route, String(ctx.status)), latency.labels(ctx.method, route, String(ctx.status))]));
+      counted[0].inc(); counted[1].observe(seconds);
+      logger.info({ requestId, method: ctx.method, route, path: ctx.path, status: ctx.status, ms: Math.round(seconds * 1000), caller: ctx.state.caller, botId: ctx.state.botId }, 'request');
+    });
+    router.get('/api/bots/:bot_id/stats', (ctx) => {
+      const bot = botAt.get(ctx.req.socket.remoteAddress);
+      ctx.state.caller = bot === undefined ? 'platform' : 'bot:' + bot; ctx.state.botId = ctx.params.bot_id;
+      ctx.body = { ok: true, stats };
+    });
+    app.use(router.routes()).use(router.allowedMethods()).listen(${port}, '${host}');`,
 };
 
 export type BaselineKind = keyof typeof BASELINES;

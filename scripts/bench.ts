@@ -298,6 +298,7 @@ async function measure(count: number, base: string, agentPort: number, gateway: 
   // The same load on the baselines answering a stats-sized JSON, in the same run.
   const bareStats = await load(`${bare.base}/api/bots/${first}/stats`, { connections: 50, duration: 5 });
   const koaStats = await load(`${bareKoa.base}/api/bots/${first}/stats`, { connections: 50, duration: 5 });
+  const promisesStats = await load(`${promised.base}/api/bots/${first}/stats`, { connections: 50, duration: 5 });
   const rawStats = percentiles(await timed(3, () => docker.getContainer(first).stats({ stream: false })));
   const rawStatsOneShot = percentiles(await timed(3, () => docker.getContainer(first).stats({ stream: false, 'one-shot': true })));
   // Timed by LOGS_LOOP in a process of its own, as from a bot container below:
@@ -321,7 +322,7 @@ async function measure(count: number, base: string, agentPort: number, gateway: 
   }
   const restart = percentiles(restarts);
   const rawRestart = percentiles(rawRestarts);
-  return { bots: count, statsWarm, bare: bareStats, koa: koaStats, statsCold: percentiles(cold), rawStats, rawStatsOneShot, logs, rawLogs, fromBot, statsFromBot, bareFromBot, flooded, restart, rawRestart };
+  return { bots: count, statsWarm, bare: bareStats, koa: koaStats, promises: promisesStats, statsCold: percentiles(cold), rawStats, rawStatsOneShot, logs, rawLogs, fromBot, statsFromBot, bareFromBot, flooded, restart, rawRestart };
 }
 
 /** Warm status reads (GET /api/bots/{id}: the bot's exit record, crash loop and crash count) with the history in each store. */
@@ -382,6 +383,8 @@ async function baselineServer(kind: BaselineKind, nodeFlags: string[] = []): Pro
 
 let bare: Baseline;
 let bareKoa: Baseline;
+/** koa with @koa/router keeping the agent's per-request promises (a request id, the caller, metrics, the access line) and nothing else. */
+let promised: Baseline;
 
 /** Resolves once the agent at `port` holds at least `count` bots in its index (read from its metrics). */
 async function indexedAll(port: number, count: number): Promise<void> {
@@ -428,11 +431,12 @@ async function scaleOn(agent: ChildProcess, base: string) {
     cpuPercentDuring(() => [server.pid ?? 0], async () => void (await readEachSecond(at, bots, BARE_S)));
   const bareCpu = await cpuOf(bare);
   const koaCpu = await cpuOf(bareKoa);
+  const promisesCpu = await cpuOf(promised);
   const burst = await startBurst();
   return {
     firstReadOfAll: { bots: unread.length, ms: firstReadOfAllMs },
     quiet: { agentCpu: round(quiet.agent, 1), engineCpu: round(quiet.engine, 1) },
-    steady: { reads: times.length, p50: steady.p50, p99: steady.p99, agentCpu: round(readingAgent, 1), bareCpu: round(bareCpu, 1), koaCpu: round(koaCpu, 1), engineCpu: round(readingEngine, 1), agentRssMb: round(peakRssMb, 1) },
+    steady: { reads: times.length, p50: steady.p50, p99: steady.p99, agentCpu: round(readingAgent, 1), bareCpu: round(bareCpu, 1), koaCpu: round(koaCpu, 1), promisesCpu: round(promisesCpu, 1), engineCpu: round(readingEngine, 1), agentRssMb: round(peakRssMb, 1) },
     burst,
   };
 }
@@ -544,7 +548,8 @@ function verdicts(small: Phase, large: Phase, scale: Scale, peakRssMb: number): 
   const { steady, quiet, firstReadOfAll, burst } = scale;
   return [
     row(
-      `${LARGE} bots read once a second each: agent CPU (the same reads: bare node:http ${steady.bareCpu}%, koa + @koa/router alone ${steady.koaCpu}%)`,
+      `${LARGE} bots read once a second each: agent CPU (the same reads: bare node:http ${steady.bareCpu}%, koa + @koa/router alone ${steady.koaCpu}%, ` +
+        `koa keeping the agent's per-request promises ${steady.promisesCpu}%, ${round(steady.promisesCpu / steady.koaCpu)} ×)`,
       `≤ 1.5 × koa alone (${round(1.5 * steady.koaCpu, 1)}%)`, `${steady.agentCpu}% (${round(steady.agentCpu / steady.koaCpu)} ×)`, steady.agentCpu <= 1.5 * steady.koaCpu),
     row(
       `${LARGE} bots read once a second each: engine CPU`,
@@ -564,7 +569,8 @@ function verdicts(small: Phase, large: Phase, scale: Scale, peakRssMb: number): 
     row(`container lists while ${burst.bots} bots start at once`, '≤ 1', `${burst.lists}`, burst.lists <= 1),
     ...[large, small].flatMap((p) => [
       row(
-        `warm stats req/s, ${p.bots} bots, vs bare node:http ${p.bare.rps} (koa + @koa/router alone: ${p.koa.rps}, ${share(p, p.koa)}%)`,
+        `warm stats req/s, ${p.bots} bots, vs bare node:http ${p.bare.rps} (koa + @koa/router alone: ${p.koa.rps}, ${share(p, p.koa)}%; ` +
+          `koa keeping the agent's per-request promises: ${p.promises.rps}, ${share(p, p.promises)}%)`,
         '≥ 60%',
         `${p.statsWarm.rps} (${share(p)}%)`,
         share(p) >= 60,
@@ -639,6 +645,7 @@ function report(
       ['stats, warm (50 connections)', p.statsWarm, p.rawStats],
       ['bare node:http, a stats-sized JSON (50 connections)', p.bare, p.rawStats],
       ['koa + @koa/router alone, the same JSON (50 connections)', p.koa, p.rawStats],
+      ["koa + @koa/router keeping the agent's per-request promises, the same JSON (50 connections)", p.promises, p.rawStats],
       ['identity + stats of itself, from a bot container', p.statsFromBot, p.rawStats],
       ['the same call to bare node:http, from a bot container', p.bareFromBot, p.rawStats],
       ['stats, cold (first read)', p.statsCold, p.rawStatsOneShot],
@@ -683,7 +690,10 @@ function report(
     `- Quiet, ${QUIET_S} s with no reads: agent ${quiet.agentCpu}% of a core, engine (dockerd, its containerd and the containers' shims) ${quiet.engineCpu}%.`,
     `- Every bot read once a second for ${STEADY_S} s, spread over each second (${steady.reads} reads): p50 ${steady.p50} ms, p99 ${steady.p99} ms; ` +
       `agent ${steady.agentCpu}% of a core, engine ${steady.engineCpu}%, agent RSS at most ${steady.agentRssMb} MB. ` +
-      `Read the same way for ${BARE_S} s, the bare \`node:http\` server used ${steady.bareCpu}% of a core, and koa with @koa/router alone ${steady.koaCpu}%.`,
+      `Read the same way for ${BARE_S} s, the bare \`node:http\` server used ${steady.bareCpu}% of a core, koa with @koa/router alone ${steady.koaCpu}%, ` +
+      `and koa with @koa/router keeping the agent's per-request promises (a request id, the caller looked up by address, the request counted and timed ` +
+      `in prom-client, pino's access line; \`scripts/bench-baselines.ts\`) ${steady.promisesCpu}%: ${round(steady.promisesCpu / steady.koaCpu)} × koa alone, ` +
+      `before any bot is read.`,
     `- ${burst.bots} stopped bots started at once, with an agent behind a proxy of the engine's socket: it listed containers ${burst.lists} times ` +
       `and made ${burst.requests} engine requests in all (an inspection per container an event named, at most 16 at once: ${burst.peakConnections} connections to the engine at most). ` +
       `Of those lists, ${burst.addressLookups} looked for the holder of a caller's address the index did not know. ` +
@@ -741,12 +751,14 @@ async function main(): Promise<void> {
   const { agent, port } = await agentProcess({ AGENT_RATE_LIMIT: '10000', AGENT_READ_RATE: '10000' });
   bare = await baselineServer('node');
   bareKoa = await baselineServer('koa');
+  promised = await baselineServer('promises');
   const base = `http://127.0.0.1:${port}`;
   const interrupted = (): void => {
     process.stderr.write('bench: interrupted; its containers are being removed in the background\n');
     agent.kill('SIGTERM');
     bare.server.kill();
     bareKoa.server.kill();
+    promised.server.kill();
     void removeEverything(runId, `${network} ${burstNetwork}`, false).then(() => process.exit(130));
   };
   process.once('SIGINT', interrupted);
@@ -805,6 +817,7 @@ async function main(): Promise<void> {
     agent.kill('SIGTERM');
     bare.server.kill();
     bareKoa.server.kill();
+    promised.server.kill();
     await removeEverything(runId, `${network} ${burstNetwork}`, true);
   }
 }
