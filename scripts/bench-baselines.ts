@@ -9,9 +9,10 @@ export const STATS_JSON = JSON.stringify({ ok: true, stats: { cpu_percent: 0.12,
  * @koa/router doing per request the four things the agent promises on every request, each as cheaply as its
  * library allows: a request id (taken from X-Request-Id or made from a prefix and a count) returned in a header,
  * the caller looked up by the socket's address (one Map), the request counted and timed in prom-client children
- * bound once per route and status, and the access line (the agent's fields) written by pino to a file. It reads no
- * bot: the agent's driver, read limits and bounds are not in it. Evaluated in the project's folder, so that
- * koa, pino and prom-client resolve from its node_modules.
+ * bound once per route and status, and the access line (the agent's fields) written by pino to a file. Its stats
+ * read no bot; its logs call (POST /api/bots/logs, the body read by @koa/bodyparser) is dockerode's logs call and
+ * the frames' payloads joined: the agent's driver, read limits and bounds are not in it. Evaluated in the project's
+ * folder, so that its packages resolve from its node_modules.
  */
 export const BASELINES = {
   node: (port: number, host: string) => `import http from 'node:http';
@@ -23,6 +24,7 @@ export const BASELINES = {
   promises: (port: number, host: string) => `import Koa from 'koa'; import Router from '@koa/router';
     import { randomBytes } from 'node:crypto'; import { rmSync } from 'node:fs'; import { tmpdir } from 'node:os'; import { join } from 'node:path';
     import { pino } from 'pino'; import { Counter, Histogram, Registry } from 'prom-client';
+    import { bodyParser } from '@koa/bodyparser'; import Docker from 'dockerode';
     const stats = ${STATS_JSON}.stats; const router = new Router();
     const logFile = join(tmpdir(), 'bot-agent-bench-promises-' + process.pid + '.log');
     process.on('exit', () => rmSync(logFile, { force: true }));
@@ -48,6 +50,15 @@ export const BASELINES = {
       const bot = botAt.get(ctx.req.socket.remoteAddress);
       ctx.state.caller = bot === undefined ? 'platform' : 'bot:' + bot; ctx.state.botId = ctx.params.bot_id;
       ctx.body = { ok: true, stats };
+    });
+    const docker = new Docker();
+    router.post('/api/bots/logs', bodyParser(), async (ctx) => {
+      const { bot_id, lines } = ctx.request.body; const bot = botAt.get(ctx.req.socket.remoteAddress);
+      ctx.state.caller = bot === undefined ? 'platform' : 'bot:' + bot; ctx.state.botId = bot_id;
+      const framed = await docker.getContainer(bot_id).logs({ stdout: true, stderr: true, tail: lines, follow: false });
+      const payloads = [];
+      for (let at = 0; at + 8 <= framed.length; at += 8 + framed.readUInt32BE(at + 4)) payloads.push(framed.subarray(at + 8, at + 8 + framed.readUInt32BE(at + 4)));
+      ctx.body = { ok: true, logs: Buffer.concat(payloads).toString('utf8') };
     });
     app.use(router.routes()).use(router.allowedMethods()).listen(${port}, '${host}');`,
 };
