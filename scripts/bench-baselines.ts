@@ -28,7 +28,7 @@ export const BASELINES = {
     const stats = ${STATS_JSON}.stats; const router = new Router();
     const logFile = join(tmpdir(), 'bot-agent-bench-promises-' + process.pid + '.log');
     process.on('exit', () => rmSync(logFile, { force: true }));
-    const logger = pino({ base: { runtime: 'docker' } }, pino.destination({ dest: logFile, sync: false }));
+    const logger = pino({ base: { runtime: 'docker' } }, pino.destination({ dest: logFile, minLength: 8192, sync: false }));
     const registry = new Registry(); const labelNames = ['method', 'route', 'status'];
     const requests = new Counter({ name: 'requests_total', help: 'requests', labelNames, registers: [registry] });
     const latency = new Histogram({ name: 'request_duration_seconds', help: 'time to answer', labelNames, registers: [registry],
