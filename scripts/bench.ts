@@ -469,11 +469,12 @@ async function stagesAfterExit(server: ChildProcess, dir: string, windows: Array
 }
 
 /**
- * Where a warm request's CPU goes: the agent and koa with @koa/router alone, each under `node --cpu-prof`
- * in a process of its own, answering the same reads (every bot's stats once a second); the agent also
- * answering the platform's logs calls. Profiled apart from every timed figure, which profiling would slow.
+ * Where a warm request's CPU goes: the agent, koa with @koa/router alone and koa keeping the agent's
+ * per-request promises, each under `node --cpu-prof` in a process of its own, answering the same reads
+ * (every bot's stats once a second); the agent and the promises baseline also answering the platform's
+ * logs calls. Profiled apart from every timed figure, which profiling would slow.
  */
-async function whereCpuGoes(): Promise<{ stats: Stages; koa: Stages; logs: Stages }> {
+async function whereCpuGoes(): Promise<{ stats: Stages; koa: Stages; logs: Stages; promises: Stages; promisesLogs: Stages }> {
   const dir = mkdtempSync(join(tmpdir(), 'bot-agent-bench-profile-'));
   const profiling = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
   try {
@@ -489,7 +490,13 @@ async function whereCpuGoes(): Promise<{ stats: Stages; koa: Stages; logs: Stage
     await readEachSecond(koaServer.base, bots, PROFILE_WARM_S);
     const koaWindow = await timeWindow(async () => (await readEachSecond(koaServer.base, bots, BARE_S)).length);
     const [koa] = (await stagesAfterExit(koaServer.server, dir, [koaWindow])) as [Stages];
-    return { stats, koa, logs };
+    const promisesServer = await baselineServer('promises', profiling);
+    await readEachSecond(promisesServer.base, bots, PROFILE_WARM_S);
+    const promisesWindow = await timeWindow(async () => (await readEachSecond(promisesServer.base, bots, BARE_S)).length);
+    platformLogs(promisesServer.port, bots[1] ?? '');
+    const promisesLogsWindow = await timeWindow(async () => (platformLogs(promisesServer.port, bots[1] ?? ''), LOGS_LOOP_CALLS));
+    const [promises, promisesLogs] = (await stagesAfterExit(promisesServer.server, dir, [promisesWindow, promisesLogsWindow])) as [Stages, Stages];
+    return { stats, koa, logs, promises, promisesLogs };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -603,26 +610,33 @@ function verdicts(small: Phase, large: Phase, scale: Scale, peakRssMb: number): 
 }
 
 /** The profile's table, and the stages where the agent's request costs more than koa's, largest first. */
-function whereCpuGoesReport({ stats, koa, logs }: Profile): string[] {
+function whereCpuGoesReport({ stats, koa, logs, promises, promisesLogs }: Profile): string[] {
   const total = (stages: Stages): number => round(Object.values(stages.perRequest).reduce((sum, us) => sum + us, 0), 1);
-  const excess = STAGE_ORDER.map((stage) => [stage, round((stats.perRequest[stage] ?? 0) - (koa.perRequest[stage] ?? 0), 1)] as const)
-    .filter(([, us]) => us >= 1)
-    .sort((a, b) => b[1] - a[1]);
+  const beyond = (of: Stages): Array<readonly [string, number]> =>
+    STAGE_ORDER.map((stage) => [stage, round((stats.perRequest[stage] ?? 0) - (of.perRequest[stage] ?? 0), 1)] as const)
+      .filter(([, us]) => us >= 1)
+      .sort((a, b) => b[1] - a[1]);
+  const listed = (stages: Array<readonly [string, number]>): string => stages.map(([stage, us]) => `${stage} +${us} µs`).join('; ');
   return [
     `## Where a request's CPU goes, ${LARGE} bots`,
     '',
-    `The agent and koa with @koa/router alone, each in a process of its own under \`node --cpu-prof\`, answering the same reads ` +
-      `(every bot's stats once a second for ${BARE_S} s, after ${PROFILE_WARM_S} s of warm-up: ${stats.requests} and ${koa.requests} requests); ` +
-      `the agent also answering the platform's logs calls (tail=100, one connection, ${logs.requests} in a row). ` +
+    `The agent, koa with @koa/router alone and koa keeping the agent's per-request promises (the third baseline), each in a process of its own ` +
+      `under \`node --cpu-prof\`, answering the same reads (every bot's stats once a second for ${BARE_S} s, after ${PROFILE_WARM_S} s of warm-up: ` +
+      `${stats.requests}, ${koa.requests} and ${promises.requests} requests); the agent and the promises baseline also answering the platform's ` +
+      `logs calls (tail=100, one connection, ${logs.requests} in a row). ` +
       "Each sample is counted in the stage of the nearest frame of the agent's own code or of a package (Node's own code counts for whoever called it, " +
       'the HTTP client for the driver), by `scripts/bench-profile.ts`; microseconds of CPU per request, sampling included.',
     '',
-    '| stage | agent, warm stats | koa alone, the same reads | agent, logs tail=100 |',
-    '|---|---|---|---|',
-    ...STAGE_ORDER.map((stage) => `| ${stage} | ${stats.perRequest[stage]} | ${koa.perRequest[stage]} | ${logs.perRequest[stage]} |`),
-    `| **all** | **${total(stats)}** | **${total(koa)}** | **${total(logs)}** |`,
+    '| stage | agent, warm stats | koa alone, the same reads | koa keeping the promises, the same reads | agent, logs tail=100 | koa keeping the promises, logs tail=100 |',
+    '|---|---|---|---|---|---|',
+    ...STAGE_ORDER.map(
+      (stage) =>
+        `| ${stage} | ${stats.perRequest[stage]} | ${koa.perRequest[stage]} | ${promises.perRequest[stage]} | ${logs.perRequest[stage]} | ${promisesLogs.perRequest[stage]} |`,
+    ),
+    `| **all** | **${total(stats)}** | **${total(koa)}** | **${total(promises)}** | **${total(logs)}** | **${total(promisesLogs)}** |`,
     '',
-    `What the agent's warm stats request costs beyond koa's, largest first: ${excess.map(([stage, us]) => `${stage} +${us} µs`).join('; ')}.`,
+    `What the agent's warm stats request costs beyond koa's, largest first: ${listed(beyond(koa))}. ` +
+      `Beyond koa keeping the agent's per-request promises: ${listed(beyond(promises))}.`,
     '',
   ];
 }
