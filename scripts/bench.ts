@@ -1,6 +1,7 @@
 // npm run bench [-- --bots N]: the agent against the real Docker engine with 5 and
 // then N (100 unless given) idle labelled busybox bots, next to the raw engine call
-// for each operation, a bare node:http server and koa with @koa/router alone; at N bots, every bot read at once,
+// for each operation, a bare node:http server, koa with @koa/router alone and koa keeping the agent's
+// per-request promises (scripts/bench-baselines.ts); at N bots, every bot read at once,
 // then once a second for a minute (the agent's and the engine's CPU against a quiet
 // half-minute), and a burst of 100 starts; then, on the real cluster (npm run
 // kube:up), the API server requests per warm call. Writes BENCHMARKS.md and
@@ -609,7 +610,7 @@ function verdicts(small: Phase, large: Phase, scale: Scale, peakRssMb: number): 
   ];
 }
 
-/** The profile's table, and the stages where the agent's request costs more than koa's, largest first. */
+/** The profile's table, and the stages where the agent's request costs more than koa's, and more than the promises baseline's, largest first. */
 function whereCpuGoesReport({ stats, koa, logs, promises, promisesLogs }: Profile): string[] {
   const total = (stages: Stages): number => round(Object.values(stages.perRequest).reduce((sum, us) => sum + us, 0), 1);
   const beyond = (of: Stages): Array<readonly [string, number]> =>
