@@ -82,11 +82,7 @@ class DockerDriver implements RuntimeDriver {
 
   async followLogs(botId: string, from: LogsFrom, onLine: (line: LogLine) => void, signal: AbortSignal): Promise<void> {
     const { containerId, tty } = await this.logTarget(botId);
-    try {
-      await followLogs(this.docker, containerId, tty, from, onLine, signal);
-    } catch (err) {
-      throw translateDockerError(err, botId, engineFailed);
-    }
+    await this.translated(botId, () => followLogs(this.docker, containerId, tty, from, onLine, signal));
   }
 
   /**
@@ -145,18 +141,15 @@ class DockerDriver implements RuntimeDriver {
     const { containerId, tty } = await this.logTarget(botId);
     // readLogs keeps its own deadline: a large log may take longer to send than a quick call, but never stalls.
     // No quick call's deadline signal, unused, whose timer would fire seconds after each read.
-    try {
-      return await readLogs(this.docker, containerId, tty, lines);
-    } catch (err) {
-      throw translateDockerError(err, botId, engineFailed);
-    }
+    return this.translated(botId, () => readLogs(this.docker, containerId, tty, lines));
   }
 
   async stats(botId: string): Promise<BotStats> {
     // Where the host's cgroup files are visible, they answer, read on demand: no engine call at all
     // once the index knows the bot runs and since when. Elsewhere the engine's stats stream does.
     const indexed = this.index.bot(botId);
-    const startedAt = indexed?.running ? indexed.startedAt : undefined;
+    // The index keeps a start time for running containers only.
+    const startedAt = indexed?.startedAt;
     if (indexed && startedAt) {
       const known = this.cgroups.recent(indexed.containerId, startedAt) ?? (await this.statsAtHand(indexed.containerId, startedAt));
       if (known) return known;
@@ -274,10 +267,15 @@ class DockerDriver implements RuntimeDriver {
     call: (abortSignal: AbortSignal) => Promise<T>,
     { failed, deadlineMs = ENGINE_DEADLINE_MS }: { failed?: Failed; deadlineMs?: number } = {},
   ): Promise<T> {
+    return this.translated(botId, () => call(AbortSignal.timeout(deadlineMs)), failed);
+  }
+
+  /** Engine work whose failure is translated at this edge. */
+  private async translated<T>(botId: string | undefined, work: () => Promise<T>, failed: Failed = engineFailed): Promise<T> {
     try {
-      return await call(AbortSignal.timeout(deadlineMs));
+      return await work();
     } catch (err) {
-      throw translateDockerError(err, botId, failed ?? engineFailed);
+      throw translateDockerError(err, botId, failed);
     }
   }
 }
