@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import Docker from 'dockerode';
 import { BASELINES } from './bench-baselines.js';
-import { cpuSeconds, post } from './bench-scale.js';
+import { cpuSeconds, percentiles, post, timed } from './bench-scale.js';
 import type { BaselineKind } from './bench-baselines.js';
 
 // The load runs on core 0 (npm run bench:ab starts this process there).
@@ -60,15 +60,7 @@ async function cpuPerRequest(pid: number, options: autocannon.Options): Promise<
 }
 
 /** p50 of `count` calls in a row over one keep-alive connection, in ms. */
-async function p50(count: number, call: () => Promise<unknown>): Promise<number> {
-  const times: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const started = performance.now();
-    await call();
-    times.push(performance.now() - started);
-  }
-  return times.sort((a, b) => a - b)[Math.floor(count / 2)] ?? 0;
-}
+const p50 = async (count: number, call: () => Promise<unknown>): Promise<number> => percentiles(await timed(count, call)).p50;
 
 const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 1 });
 const logsCall = (base: string): Promise<void> => post(base, '/api/bots/logs', JSON.stringify({ bot_id: BOT, lines: 100 }), keepAlive);

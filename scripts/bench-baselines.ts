@@ -34,6 +34,7 @@ export const BASELINES = {
     const latency = new Histogram({ name: 'request_duration_seconds', help: 'time to answer', labelNames, registers: [registry],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60] });
     const series = new Map(); const botAt = new Map(); const prefix = randomBytes(6).toString('hex'); let made = 0;
+    const identify = (ctx, botId) => { const bot = botAt.get(ctx.req.socket.remoteAddress); ctx.state.caller = bot === undefined ? 'platform' : 'bot:' + bot; ctx.state.botId = botId; };
     const app = new Koa();
     app.use(async (ctx, next) => {
       const started = performance.now(); const given = ctx.get('x-request-id');
@@ -46,15 +47,10 @@ export const BASELINES = {
       counted[0].inc(); counted[1].observe(seconds);
       logger.info({ requestId, method: ctx.method, route, path: ctx.path, status: ctx.status, ms: Math.round(seconds * 1000), caller: ctx.state.caller, botId: ctx.state.botId }, 'request');
     });
-    router.get('/api/bots/:bot_id/stats', (ctx) => {
-      const bot = botAt.get(ctx.req.socket.remoteAddress);
-      ctx.state.caller = bot === undefined ? 'platform' : 'bot:' + bot; ctx.state.botId = ctx.params.bot_id;
-      ctx.body = { ok: true, stats };
-    });
+    router.get('/api/bots/:bot_id/stats', (ctx) => { identify(ctx, ctx.params.bot_id); ctx.body = { ok: true, stats }; });
     const docker = new Docker();
     router.post('/api/bots/logs', bodyParser(), async (ctx) => {
-      const { bot_id, lines } = ctx.request.body; const bot = botAt.get(ctx.req.socket.remoteAddress);
-      ctx.state.caller = bot === undefined ? 'platform' : 'bot:' + bot; ctx.state.botId = bot_id;
+      const { bot_id, lines } = ctx.request.body; identify(ctx, bot_id);
       const framed = await docker.getContainer(bot_id).logs({ stdout: true, stderr: true, tail: lines, follow: false });
       const payloads = [];
       for (let at = 0; at + 8 <= framed.length; at += 8 + framed.readUInt32BE(at + 4)) payloads.push(framed.subarray(at + 8, at + 8 + framed.readUInt32BE(at + 4)));

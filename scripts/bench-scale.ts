@@ -91,6 +91,29 @@ export function removeEverything(benchLabel: string, networks: string, wait: boo
   return new Promise((resolve) => child.on('exit', () => resolve()));
 }
 
+/** A latency's p50 and p99 in ms, and req/s where a load measured it. */
+export type Figures = { p50: number; p99: number; rps?: number };
+const ms = (ns: bigint): number => Number(ns) / 1e6;
+export const round = (value: number, digits = 2): number => Number(value.toFixed(digits));
+
+/** The p50 and p99 of `samples`, in ms to two decimals. */
+export function percentiles(samples: number[]): Figures {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))] ?? NaN;
+  return { p50: round(at(0.5)), p99: round(at(0.99)) };
+}
+
+/** `call` made `times` times in a row; each one's time in ms. */
+export async function timed(times: number, call: () => Promise<unknown>): Promise<number[]> {
+  const samples: number[] = [];
+  for (let i = 0; i < times; i++) {
+    const start = process.hrtime.bigint();
+    await call();
+    samples.push(ms(process.hrtime.bigint() - start));
+  }
+  return samples;
+}
+
 /** A POST that resolves once the whole answer is in; rejects unless it is a 200. */
 export function post(base: string, path: string, body: string, agent: http.Agent): Promise<void> {
   return new Promise((resolve, reject) => {

@@ -26,7 +26,8 @@ import type { Availability } from './bench-ha.js';
 import { BASELINES } from './bench-baselines.js';
 import type { BaselineKind } from './bench-baselines.js';
 import { perRequest, profileOf, STAGE_ORDER, stagesOf } from './bench-profile.js';
-import { allAtOnce, cpuPercentDuring, enginePids, makeBots, post, readEachSecond, removeEverything, rssMb } from './bench-scale.js';
+import { allAtOnce, cpuPercentDuring, enginePids, makeBots, percentiles, post, readEachSecond, removeEverything, round, rssMb, timed } from './bench-scale.js';
+import type { Figures } from './bench-scale.js';
 import { SocketProxy } from '../test/helpers/socket-proxy.js';
 
 const TEST_IMAGE = 'bot-agent-testbot:latest';
@@ -48,25 +49,6 @@ const network = `bot-agent-bench-${runId}`;
 const burstNetwork = `${network}-burst`;
 const bots: string[] = [];
 
-type Figures = { p50: number; p99: number; rps?: number };
-const ms = (ns: bigint): number => Number(ns) / 1e6;
-const round = (value: number, digits = 2): number => Number(value.toFixed(digits));
-
-function percentiles(samples: number[]): Figures {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))] ?? NaN;
-  return { p50: round(at(0.5)), p99: round(at(0.99)) };
-}
-
-async function timed(times: number, call: () => Promise<unknown>): Promise<number[]> {
-  const samples: number[] = [];
-  for (let i = 0; i < times; i++) {
-    const start = process.hrtime.bigint();
-    await call();
-    samples.push(ms(process.hrtime.bigint() - start));
-  }
-  return samples;
-}
 
 async function freePort(): Promise<number> {
   const probe = createServer().listen(0, '127.0.0.1');
