@@ -7,7 +7,7 @@ import { openApiMismatch } from './openapi-check.js';
 export interface Reply {
   status: number;
   headers: Record<string, string | string[] | undefined>;
-  /** The parsed JSON body; undefined when the body was not JSON. */
+  /** The parsed JSON body; undefined when the body was not JSON, or was an event stream (not read). */
   body: Record<string, unknown> | undefined;
   text: string;
 }
@@ -44,6 +44,16 @@ export function call(server: Server, path: string, options: CallOptions = {}): P
         signal: options.signal,
       },
       (res) => {
+        const method = options.method ?? (payload === undefined ? 'GET' : 'POST');
+        const status = res.statusCode ?? 0;
+        // A live stream has no end to wait for: it is taken as answered once its headers are (openStream reads one).
+        if (String(res.headers['content-type']).startsWith('text/event-stream')) {
+          res.destroy();
+          const mismatch = method === 'HEAD' ? undefined : openApiMismatch(method, path, status, undefined, true);
+          if (mismatch) reject(new Error(`answer does not fit /openapi.json: ${mismatch}`));
+          else resolve({ status, headers: res.headers, body: undefined, text: '' });
+          return;
+        }
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
         res.on('error', reject);
@@ -55,9 +65,7 @@ export function call(server: Server, path: string, options: CallOptions = {}): P
           } catch {
             body = undefined;
           }
-          const status = res.statusCode ?? 0;
           // Every answer a test sees must be what /openapi.json promises.
-          const method = options.method ?? (payload === undefined ? 'GET' : 'POST');
           const mismatch = method === 'HEAD' ? undefined : openApiMismatch(method, path, status, body);
           if (mismatch) reject(new Error(`answer does not fit /openapi.json: ${mismatch}`));
           else resolve({ status, headers: res.headers, body, text });

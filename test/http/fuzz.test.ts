@@ -89,13 +89,16 @@ test('hostile requests never get a 5xx nor anything but the envelope, and touch 
       if (method === 'POST' && path === '/api/bots/self/restart' && reply.status === 200 && mayRestart) selfRestarts += 1;
       // 501 is no failure: what the agent does not offer (yet), said plainly.
       if (reply.status >= 500 && reply.status !== 501) throw new Error(`${method} ${path} answered ${reply.status}: ${reply.text}`);
-      // GET /metrics (Prometheus' format) and GET /openapi.json (the document itself) are the documented exceptions.
+      // GET /metrics (Prometheus' format), GET /openapi.json (the document itself) and event streams are the
+      // documented exceptions (the client takes a stream only where the document names one).
       const document = method === 'GET' && (path === '/metrics' || path === '/openapi.json') && reply.status === 200;
-      if (method !== 'HEAD' && !document && typeof reply.body?.ok !== 'boolean') {
+      const stream = String(reply.headers['content-type']).startsWith('text/event-stream');
+      if (method !== 'HEAD' && !document && !stream && typeof reply.body?.ok !== 'boolean') {
         throw new Error(`${method} ${path} answered no envelope: ${reply.text}`);
       }
     }),
-    { numRuns: RUNS },
+    // A bot following its own logs is answered a stream that does not end: it must be taken as answered, not waited out.
+    { numRuns: RUNS, examples: [[{ method: 'GET', path: `/api/bots/${SELF.id}/logs?lines=5&follow=true`, body: undefined, fromBot: true, headers: {} }]] },
   );
   // A self restart is queued once its answer is written, so every one is in the lifecycle by now.
   await agent.lifecycle.drain();
