@@ -110,6 +110,18 @@ test('/metrics counts requests by route pattern and lifecycle operations, with p
   t.notRegex(reply.text, new RegExp(BOT.id));
 });
 
+test('/metrics reports a stall of the event loop in its lag figures', async (t) => {
+  const { server } = await setUp(t);
+  await call(server, '/metrics');
+  // The loop is busy for 300 ms: the delay sample due meanwhile comes that much late.
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  const until = performance.now() + 300;
+  while (performance.now() < until);
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  const max = /^nodejs_eventloop_lag_max_seconds (\S+)$/m.exec((await call(server, '/metrics')).text)?.[1];
+  t.true(Number(max) >= 0.15, `nodejs_eventloop_lag_max_seconds ${max}`);
+});
+
 test('/metrics counts runtime errors', async (t) => {
   const { server } = await setUp(t);
   const driver = new MemoryDriver();
