@@ -3,9 +3,8 @@ import { pino } from 'pino';
 import { ConfigError, loadConfig } from './config.js';
 import { causeOf } from './errors.js';
 import type { Config } from './config.js';
-import { createApp } from './http/create-app.js';
+import { createAgent, historyPlace } from './agent.js';
 import { listen } from './http/listen.js';
-import { createRuntime } from './runtime/create-runtime.js';
 import { BatchedLines } from './log-destination.js';
 
 /**
@@ -28,6 +27,13 @@ function configOrExit(): Config {
   }
 }
 
+/** Says why the agent cannot run, in one line, and ends it. */
+function exit(why: string): never {
+  process.stderr.write(`bot-agent: ${why}\n`);
+  process.exit(1);
+}
+
+/** Reads the configuration, builds the agent (src/agent.ts), listens, and drains on SIGTERM or SIGINT. */
 async function main(): Promise<void> {
   const config = configOrExit();
   // Written asynchronously and in batches: a write per request line cost more than answering the request.
@@ -37,37 +43,17 @@ async function main(): Promise<void> {
   // serving every other bot: the process ends only on a signal.
   process.on('uncaughtException', (err) => logger.error({ err }, 'bug: uncaught exception; the agent goes on'));
   process.on('unhandledRejection', (err) => logger.error({ err }, 'bug: unhandled rejection; the agent goes on'));
-  const report = (what: string, err: unknown): void => logger.warn({ err }, what);
-  const { driver, provisioner, locks } = await createRuntime(config, report).catch((err: Error) => {
-    process.stderr.write(`bot-agent: ${err.message}\n`);
-    process.exit(1);
-  });
-  const made = (() => {
-    try {
-      return createApp({ driver, provisioner, config, logger, locks });
-    } catch (err) {
-      // The store could not be opened: say where, in one line.
-      process.stderr.write(`bot-agent: cannot keep history in AGENT_DATA_DIR=${config.dataDir}: ${(err as Error).message}\n`);
-      process.exit(1);
-    }
-  })();
-  const { app, lifecycle } = made;
-  await made.opened().catch((err: Error) => {
-    // The URL's password is not repeated.
-    const where = config.databaseUrl ? `AGENT_DATABASE_URL (${new URL(config.databaseUrl).host})` : `AGENT_DATA_DIR=${config.dataDir}`;
-    process.stderr.write(`bot-agent: cannot keep history in ${where}: ${err.message}\n`);
-    process.exit(1);
-  });
+  const agent = await createAgent(config, logger).catch((err: Error) => exit(err.message));
+  await agent.opened().catch((err: Error) => exit(`cannot keep history in ${historyPlace(config)}: ${err.message}`));
 
-  const server = await listen(app, config.host, config.port).catch((err: Error) => {
-    process.stderr.write(`bot-agent: cannot listen on ${config.host}:${config.port}: ${err.message}\n`);
-    process.exit(1);
+  const server = await listen(agent.app, config.host, config.port).catch((err: Error) => {
+    exit(`cannot listen on ${config.host}:${config.port}: ${err.message}`);
   });
   // The port bound, which AGENT_PORT=0 leaves to the system.
   logger.info({ host: config.host, port: (server.address() as AddressInfo).port }, 'bot-agent listening');
   // Whoever started the agent waits for this line: it goes out now, not with the next batch.
   logger.flush();
-  driver.ping().then(
+  agent.driver.ping().then(
     () => logger.info(`the ${config.runtime} runtime answers`),
     (err: unknown) =>
       logger.warn(
@@ -84,11 +70,11 @@ async function main(): Promise<void> {
       process.exit(0);
     }, DRAIN_MS).unref();
     const closed = new Promise((resolve) => server.close(resolve));
-    await lifecycle.drain();
+    await agent.lifecycle.drain();
     // Event and log streams never end by themselves: give other requests a moment, then cut them.
     await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 1_000))]);
     server.closeAllConnections();
-    await made.close();
+    await agent.close();
     process.exit(0);
   };
   process.once('SIGTERM', (signal) => void shutdown(signal));

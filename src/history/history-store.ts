@@ -114,12 +114,6 @@ export interface HistoryStore extends HistoryTx {
   deliveryFailed(seq: number, attempts: number, nextAtMs: number): Promise<void>;
   /** When the newest run start or end that is kept happened (ms), for a runtime that can replay what came after. */
   lastRunEventMs(): Promise<number | undefined>;
-  /**
-   * Where a store shared by several agents counts lifecycle operations, so that
-   * rate limits hold across them (a RateLimiter's shared window); undefined for
-   * a store of one agent's own.
-   */
-  readonly operationWindow?: (key: string, limit: number, windowMs: number, nowMs: number) => Promise<number | undefined>;
   close(): Promise<void>;
 }
 

@@ -1,7 +1,8 @@
 import pg from 'pg';
-import { fitJson } from '../runtime/log-tail.js';
+import { fitJson } from '../json-text.js';
 import { cursorOf, deliveryOf, eventOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
 import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, StoredEvent } from './history-store.js';
+import type { PostgresDatabase, Query } from './postgres-database.js';
 
 /** The channel every agent listens on for events another one kept. */
 const CHANNEL = 'bot_agent_events';
@@ -9,48 +10,6 @@ const CHANNEL = 'bot_agent_events';
 const RELISTEN_MS = 1_000;
 /** How many events one read of the feed takes. */
 const FEED_PAGE = 500;
-
-const SCHEMA = `
-  CREATE TABLE IF NOT EXISTS exits (
-    seq BIGSERIAL PRIMARY KEY,
-    bot_id TEXT NOT NULL,
-    at_ms BIGINT NOT NULL,
-    requested BOOLEAN NOT NULL,
-    record TEXT NOT NULL,
-    run_key TEXT UNIQUE,
-    logs TEXT NOT NULL DEFAULT ''
-  );
-  CREATE INDEX IF NOT EXISTS exits_by_bot ON exits (bot_id, seq);
-  CREATE TABLE IF NOT EXISTS events (
-    seq BIGINT PRIMARY KEY,
-    bot_id TEXT NOT NULL,
-    type TEXT NOT NULL,
-    at_ms BIGINT NOT NULL,
-    data TEXT NOT NULL,
-    run_key TEXT UNIQUE
-  );
-  CREATE INDEX IF NOT EXISTS events_by_bot ON events (bot_id, seq);
-  CREATE INDEX IF NOT EXISTS events_by_time ON events (at_ms);
-  CREATE TABLE IF NOT EXISTS event_counter (one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one), n BIGINT NOT NULL);
-  INSERT INTO event_counter (one, n) VALUES (TRUE, 0) ON CONFLICT DO NOTHING;
-  CREATE TABLE IF NOT EXISTS crash_loops (bot_id TEXT PRIMARY KEY, since_ms BIGINT NOT NULL);
-  CREATE TABLE IF NOT EXISTS deliveries (
-    seq BIGINT PRIMARY KEY,
-    bot_id TEXT NOT NULL,
-    type TEXT NOT NULL,
-    data TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    next_at_ms BIGINT NOT NULL,
-    first_at_ms BIGINT NOT NULL,
-    claimed_until_ms BIGINT NOT NULL DEFAULT 0
-  );
-  CREATE INDEX IF NOT EXISTS deliveries_by_bot ON deliveries (bot_id, seq);
-  CREATE TABLE IF NOT EXISTS forgotten (bot_id TEXT PRIMARY KEY, at_ms BIGINT NOT NULL);
-  CREATE TABLE IF NOT EXISTS operations (key TEXT NOT NULL, at_ms BIGINT NOT NULL);
-  CREATE INDEX IF NOT EXISTS operations_by_key ON operations (key, at_ms);
-`;
-
-type Query = (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
 
 /**
  * The history shared by several agents in one PostgreSQL database
@@ -62,7 +21,6 @@ type Query = (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
  * every agent reads what follows its last one.
  */
 export class PostgresHistoryStore extends WritesInTransactions implements HistoryStore {
-  private readonly pool: pg.Pool;
   private readonly ready: Promise<void>;
   private readonly listeners = new Set<(event: StoredEvent) => void>();
   private listener: pg.Client | undefined;
@@ -74,12 +32,10 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
   private closed = false;
 
   constructor(
-    private readonly url: string,
+    private readonly database: PostgresDatabase,
     private readonly report: (what: string, err: unknown) => void = () => undefined,
   ) {
     super();
-    this.pool = new pg.Pool({ connectionString: url, max: 10, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000 });
-    this.pool.on('error', (err) => this.report('a database connection failed', err));
     this.ready = this.open();
     // Whoever uses the store hears of a failure to open it; it is not also an unhandled rejection.
     this.ready.catch(() => undefined);
@@ -90,27 +46,15 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
   }
 
   private async open(): Promise<void> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
-      // Agents starting together make the tables one at a time.
-      await client.query('SELECT pg_advisory_xact_lock(8123001)');
-      await client.query(SCHEMA);
-      await client.query('COMMIT');
-      this.fed = Number((await client.query('SELECT n FROM event_counter')).rows[0]?.n ?? 0);
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+    const query = await this.database.query();
+    this.fed = Number((await query('SELECT n FROM event_counter')).rows[0]?.n ?? 0);
     await this.listen();
   }
 
   /** Listens for events kept by any agent; a lost connection is made again, and what was missed is read then. */
   private async listen(): Promise<void> {
     if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.url });
+    const client = new pg.Client({ connectionString: this.database.url });
     const again = (err: unknown): void => {
       if (this.listener !== client) return;
       this.listener = undefined;
@@ -138,7 +82,7 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     this.feeding = this.feeding.then(async () => {
       for (;;) {
         if (this.closed) return;
-        const { rows } = await this.pool.query('SELECT seq, bot_id, type, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2', [this.fed, FEED_PAGE]);
+        const { rows } = await (await this.database.query())('SELECT seq, bot_id, type, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2', [this.fed, FEED_PAGE]);
         for (const row of rows) {
           const event = eventOf(row);
           this.fed = event.seq;
@@ -158,7 +102,7 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     const listener = this.listener;
     this.listener = undefined;
     await listener?.end().catch(() => undefined);
-    await this.pool.end();
+    await this.database.close();
   }
 
   subscribe(listener: (event: StoredEvent) => void): () => void {
@@ -167,23 +111,7 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
   }
 
   transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T> {
-    return this.inTransaction((query) => work(this.txOn(query)));
-  }
-
-  private async inTransaction<T>(work: (query: Query) => Promise<T>): Promise<T> {
-    await this.ready;
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
-      const value = await work((text, values) => client.query(text, values));
-      await client.query('COMMIT');
-      return value;
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+    return this.database.inTransaction((query) => work(this.txOn(query)));
   }
 
   async exits(botId: string, limit: number): Promise<ExitRecord[]> {
@@ -256,21 +184,9 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return rows[0]?.at_ms == null ? undefined : Number(rows[0].at_ms);
   }
 
-  /** Lifecycle operations let through, counted across every agent: one agent at a time per key decides. */
-  readonly operationWindow = (key: string, limit: number, windowMs: number, nowMs: number): Promise<number | undefined> =>
-    this.inTransaction(async (query) => {
-      await query('SELECT pg_advisory_xact_lock(hashtext($1))', [key]);
-      await query('DELETE FROM operations WHERE key = $1 AND at_ms <= $2', [key, nowMs - windowMs]);
-      const { rows } = await query('SELECT at_ms FROM operations WHERE key = $1 ORDER BY at_ms LIMIT $2', [key, limit]);
-      if (rows.length >= limit) return Number(rows[0].at_ms) + windowMs - nowMs;
-      await query('INSERT INTO operations (key, at_ms) VALUES ($1, $2)', [key, nowMs]);
-      return undefined;
-    });
-
-  /** Queries on any of the pool's connections, once the tables are made. */
-  private async query(): Promise<Query> {
-    await this.ready;
-    return (text, values) => this.pool.query(text, values);
+  /** Queries on any of the pool's connections, once the schema is migrated. */
+  private query(): Promise<Query> {
+    return this.database.query();
   }
 
   private txOn(query: Query): HistoryTx {

@@ -2,9 +2,14 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import type { StatementSync } from 'node:sqlite';
-import { fitJson } from '../runtime/log-tail.js';
+import { fitJson } from '../json-text.js';
 import { cursorOf, deliveryOf, eventOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
 import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, StoredEvent } from './history-store.js';
+import { migrationsOf, SCHEMA_VERSION_TABLE } from './migrations.js';
+import type { Migration } from './migrations.js';
+
+/** The migration that gives exit records a logs column: the logs kept inside old records move there. */
+const LOGS_COLUMN_VERSION = 3;
 
 /**
  * The history of one agent in one SQLite file under AGENT_DATA_DIR
@@ -25,69 +30,67 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     super();
     if (dataDir !== ':memory:') mkdirSync(dataDir, { recursive: true });
     this.db = new DatabaseSync(dataDir === ':memory:' ? ':memory:' : join(dataDir, 'history.sqlite'));
-    this.db.exec(`
-      PRAGMA journal_mode = WAL;
-      PRAGMA synchronous = NORMAL;
-      PRAGMA busy_timeout = 2000;
-      CREATE TABLE IF NOT EXISTS exits (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        bot_id TEXT NOT NULL,
-        at_ms INTEGER NOT NULL,
-        requested INTEGER NOT NULL,
-        record TEXT NOT NULL,
-        run_key TEXT UNIQUE,
-        logs TEXT NOT NULL DEFAULT ''
-      );
-      CREATE INDEX IF NOT EXISTS exits_by_bot ON exits (bot_id, seq);
-      CREATE TABLE IF NOT EXISTS events (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        bot_id TEXT NOT NULL,
-        type TEXT NOT NULL,
-        at_ms INTEGER NOT NULL,
-        data TEXT NOT NULL,
-        run_key TEXT UNIQUE
-      );
-      CREATE INDEX IF NOT EXISTS events_by_bot ON events (bot_id, seq);
-      CREATE INDEX IF NOT EXISTS events_by_time ON events (at_ms);
-      CREATE TABLE IF NOT EXISTS crash_loops (
-        bot_id TEXT PRIMARY KEY,
-        since_ms INTEGER NOT NULL
-      );
-      CREATE TABLE IF NOT EXISTS deliveries (
-        seq INTEGER PRIMARY KEY,
-        bot_id TEXT NOT NULL,
-        type TEXT NOT NULL,
-        data TEXT NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        next_at_ms INTEGER NOT NULL,
-        first_at_ms INTEGER NOT NULL,
-        claimed_until_ms INTEGER NOT NULL DEFAULT 0
-      );
-      CREATE TABLE IF NOT EXISTS forgotten (
-        bot_id TEXT PRIMARY KEY,
-        at_ms INTEGER NOT NULL
-      );
-    `);
-    const deliveryColumns = this.db.prepare('PRAGMA table_info(deliveries)').all();
-    if (!deliveryColumns.some((column) => column.name === 'claimed_until_ms')) {
-      this.db.exec('ALTER TABLE deliveries ADD COLUMN claimed_until_ms INTEGER NOT NULL DEFAULT 0');
+    try {
+      this.db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 2000;');
+      this.migrate();
+    } catch (err) {
+      this.db.close();
+      throw err;
     }
-    this.moveLogsOutOfRecords();
   }
 
   /**
-   * Stores of earlier versions kept each record's logs inside its JSON, escaped
-   * (a control byte took six bytes) and up to 4 MiB: they move to a column of
-   * their own, bounded, and only the newest records of each bot keep them.
+   * Brings the file to the newest schema, in one transaction that holds the
+   * file's write lock: an agent sharing the folder waits, then finds it done.
+   */
+  private migrate(): void {
+    this.db.exec('BEGIN IMMEDIATE');
+    try {
+      this.db.exec(SCHEMA_VERSION_TABLE);
+      let version = Number(this.db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_version').get()?.v ?? 0);
+      const migrations = migrationsOf('sqlite');
+      if (version === 0) {
+        version = this.versionBeforeMigrations();
+        for (const migration of migrations.slice(0, version)) this.recordVersion(migration, 0);
+      }
+      for (const migration of migrations.slice(version)) {
+        this.db.exec(migration.sql);
+        if (migration.version === LOGS_COLUMN_VERSION) this.moveLogsOutOfRecords();
+        this.recordVersion(migration, Date.now());
+      }
+      this.db.exec('COMMIT');
+    } catch (err) {
+      if (this.db.isTransaction) this.db.exec('ROLLBACK');
+      throw err;
+    }
+  }
+
+  private recordVersion(migration: Migration, atMs: number): void {
+    this.db.prepare('INSERT INTO schema_version (version, name, applied_at_ms) VALUES (?, ?, ?)').run(migration.version, migration.name, atMs);
+  }
+
+  /**
+   * The version of a file made before the store kept one, read from what it
+   * holds (each shape a release wrote: see migrations/sqlite); 0 for a new file.
+   */
+  private versionBeforeMigrations(): number {
+    const has = (type: string, name: string) => this.db.prepare('SELECT 1 FROM sqlite_master WHERE type = ? AND name = ?').get(type, name) !== undefined;
+    if (!has('table', 'exits')) return 0;
+    const deliveryColumns = this.db.prepare('PRAGMA table_info(deliveries)').all();
+    if (deliveryColumns.some((column) => column.name === 'claimed_until_ms')) return 4;
+    if (has('table', 'forgotten')) return 3;
+    return has('index', 'events_by_time') ? 2 : 1;
+  }
+
+  /**
+   * Stores of the first versions kept each record's logs inside its JSON,
+   * escaped (a control byte took six bytes) and up to 4 MiB: they move to the
+   * column of their own, bounded, and only the newest records of each bot keep them.
    */
   private moveLogsOutOfRecords(): void {
-    const columns = this.db.prepare('PRAGMA table_info(exits)').all();
-    if (!columns.some((column) => column.name === 'logs')) this.db.exec("ALTER TABLE exits ADD COLUMN logs TEXT NOT NULL DEFAULT ''");
     const old = this.db.prepare("SELECT seq, bot_id FROM exits WHERE json_extract(record, '$.logs') IS NOT NULL ORDER BY seq DESC").all();
-    if (old.length === 0) return;
     const recordOf = this.db.prepare('SELECT record FROM exits WHERE seq = ?');
     const kept = new Map<string, number>();
-    this.db.exec('BEGIN IMMEDIATE');
     // One record in memory at a time: an old store may hold many of 4 MiB.
     for (const row of old) {
       const { logs, ...record } = JSON.parse(recordOf.get(row.seq as number)?.record as string) as ExitRecord;
@@ -97,7 +100,6 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
       const text = newer < EXITS_KEPT ? fitJson(logs, EXIT_LOG_BYTES) : '';
       this.statement('UPDATE exits SET record = ?, logs = ? WHERE seq = ?').run(JSON.stringify(record), text, row.seq as number);
     }
-    this.db.exec('COMMIT');
   }
 
   async opened(): Promise<void> {}

@@ -2,60 +2,46 @@ import Router from '@koa/router';
 import Koa from 'koa';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
-import type { BotLocks } from '../lifecycle/bot-locks.js';
-import { RateLimiter } from '../lifecycle/rate-limiter.js';
-import type { RuntimeDriver } from '../runtime/driver.js';
+import type { BotHistory } from '../history/bot-history.js';
+import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
+import type { RateLimiter } from '../lifecycle/rate-limiter.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
+import { access } from './access.js';
 import { adminRoutes } from './admin-routes.js';
 import { auditor } from './audit.js';
 import { botRoutes } from './bot-routes.js';
 import { envelope } from './envelope.js';
 import { healthRoutes } from './health-routes.js';
+import { historyRoutes } from './history-routes.js';
 import { jsonBody } from './json-body.js';
-import { AgentMetrics } from './metrics.js';
+import { LogFollowing } from './log-follow.js';
+import { LogReads } from './log-reads.js';
+import type { AgentMetrics } from './metrics.js';
 import { ReadLimiter } from './read-limiter.js';
 import { requestLog } from './request-log.js';
-import { BotHistory } from '../history/bot-history.js';
-import type { HistoryStore } from '../history/history-store.js';
-import { PostgresHistoryStore } from '../history/postgres-store.js';
-import { SqliteHistoryStore } from '../history/sqlite-store.js';
-import { WebhookSender } from '../history/webhook.js';
-import { access } from './access.js';
-import { historyRoutes } from './history-routes.js';
-import { LogFollowing } from './log-follow.js';
 import { StreamLimits } from './stream-limits.js';
-import { LogReads } from './log-reads.js';
 
-/** What the app reads of the configuration. */
-export type AppConfig = Pick<
-  Config,
-  'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning'
->;
+/** What the HTTP layer reads of the configuration. */
+export type HttpConfig = Pick<Config, 'adminToken' | 'readRate' | 'trustedHosts' | 'provisioning'>;
 
+/** What the routes act on, built by the agent (src/agent.ts). */
 export interface AppDeps {
   readonly driver: RuntimeDriver;
   /** Creates and removes bots; without one, those routes answer 501. */
   readonly provisioner?: Provisioner | undefined;
-  readonly config: AppConfig;
+  readonly lifecycle: BotLifecycle;
+  readonly limiter: RateLimiter;
+  readonly history: BotHistory;
+  readonly metrics: AgentMetrics;
+  readonly config: HttpConfig;
   readonly logger: Logger;
-  /** Tests shorten how long a crash-looping bot must run to recover. */
-  readonly recoverAfterMs?: number;
-  /** Serialises lifecycle operations across agents (a Lease per bot on Kubernetes); this agent's own queue alone by default. */
-  readonly locks?: BotLocks;
 }
 
-/** The agent's app and what it runs beside it. */
+/** The agent's Koa application and the routes it serves. */
 export interface App {
   readonly app: Koa;
-  /** Lifecycle operations, serialised per bot; `drain()` waits for those under way. */
-  readonly lifecycle: BotLifecycle;
-  readonly history: BotHistory;
   readonly routes: RouteEntry[];
-  /** Stops following the runtime and sending webhooks, and closes the store (after the driver). */
-  close(): Promise<void>;
-  /** Resolves once the history's store can be used; rejects when it cannot be reached. */
-  opened(): Promise<void>;
 }
 
 /**
@@ -98,44 +84,19 @@ function literalPathsFirst(router: Router): Koa.Middleware {
 /** One route the app serves, as `METHOD /path/:param`. */
 export type RouteEntry = `${string} ${string}`;
 
-/** The agent's Koa application, the lifecycle it serialises operations through, and its routes. */
-export function createApp({ driver, provisioner, config, logger, recoverAfterMs, locks }: AppDeps): App {
+/**
+ * The agent's HTTP adapter: middleware and routes mounted on what it is handed.
+ * Who may call what, read and stream limits, and the audit of lifecycle
+ * operations live here; what they act on is built in src/agent.ts.
+ */
+export function createApp({ driver, provisioner, lifecycle, limiter, history, metrics, config, logger }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
-  const lifecycle = new BotLifecycle(driver, config.restartTimeoutMs, locks);
-  const readLimiter = new ReadLimiter(config.readRate);
-  const metrics = new AgentMetrics();
-  const report = (what: string, err: unknown): void => logger.warn({ err }, what);
-  const store: HistoryStore = config.databaseUrl
-    ? new PostgresHistoryStore(config.databaseUrl, report)
-    : new SqliteHistoryStore(config.dataDir);
-  // Agents sharing a store share each bot's lifecycle budget too.
-  const limiter = new RateLimiter(config.rateLimit, config.rateWindowMs, Date.now, store.operationWindow);
-  const webhook = config.webhook && new WebhookSender(store, { ...config.webhook, report });
-  const history = new BotHistory(store, (botId) => driver.findBot(botId), {
-    recoverAfterMs,
-    report,
-    deliver: webhook !== undefined,
-    onKept: (event) => metrics.historyEvent(event),
-  });
-  // Deliveries queued by any agent sharing the store are tried as their events arrive.
-  if (webhook) history.follow(() => webhook.kick());
-  metrics.crashLoopingBots(() => store.crashLoopingCount());
-  metrics.indexedBots(() => driver.indexedBots());
-  webhook?.kick();
-  // Runs are watched once the history says since when (a runtime replays what came after).
-  const watching = history.lastSeen().then(
-    (since) => driver.observeRuns(history, since),
-    (err: unknown) => {
-      report('the history could not be read; watching runs from now', err);
-      driver.observeRuns(history, undefined);
-    },
-  );
   const audit = auditor(logger, metrics, (operation, botId, result, by) => {
     if (operation === 'restart' || operation === 'stop' || operation === 'start') void history.operationEnded(botId, operation, result, by);
   });
-  const checks = access(driver, config, readLimiter);
+  const checks = access(driver, config, new ReadLimiter(config.readRate));
   const streams = new StreamLimits();
   // One router holds every route (mounting copies their layers): a request is matched once, not once per group.
   const router = new Router().use(
@@ -151,12 +112,5 @@ export function createApp({ driver, provisioner, config, logger, recoverAfterMs,
   app.use(literalPathsFirst(router));
   app.use(router.routes()).use(allowedMethods(router));
   const routes = router.stack.flatMap((layer) => layer.methods.filter((m) => m !== 'HEAD').map((m): RouteEntry => `${m} ${layer.path}`));
-  const close = async (): Promise<void> => {
-    await watching;
-    await driver.close();
-    await webhook?.close();
-    await history.close();
-    await store.close();
-  };
-  return { app, lifecycle, history, routes, close, opened: () => store.opened() };
+  return { app, routes };
 }

@@ -1,7 +1,7 @@
 import { messages, OperationInProgress, RestartTimeout } from '../errors.js';
 import type { PowerOutcome, RuntimeDriver } from '../runtime/driver.js';
-import { localLocks } from './bot-locks.js';
-import type { BotLocks } from './bot-locks.js';
+import { localLocks } from '../runtime/bot-locks.js';
+import type { BotLocks } from '../runtime/bot-locks.js';
 import { KeyedQueue, WaitedTooLong } from './keyed-queue.js';
 
 /**

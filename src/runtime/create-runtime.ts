@@ -1,16 +1,16 @@
 import type { Config } from '../config.js';
-import type { BotLocks } from '../lifecycle/bot-locks.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
+import type { BotLocks } from './bot-locks.js';
 import { createDockerDriver } from './docker/docker-driver.js';
 import { createDockerProvisioner } from './docker/docker-provisioner.js';
 import type { FaultReporter, RuntimeDriver } from './driver.js';
 
-/** The configured runtime: its driver, and its provisioner where there is one. */
+/** The configured runtime: its driver, its provisioner, and its locks across agents where it has them. */
 export interface Runtime {
   readonly driver: RuntimeDriver;
   readonly provisioner: Provisioner | undefined;
-  /** How lifecycle operations are serialised across agents; each agent's own queue when undefined. */
-  readonly locks?: BotLocks;
+  /** Locks that serialise lifecycle operations across agents, held as `holder`; undefined where the runtime has none. */
+  readonly sharedLocks?: (holder: string) => BotLocks;
 }
 
 /**
@@ -33,20 +33,14 @@ export async function createRuntime(config: Config, report: FaultReporter): Prom
       const { botNamespace, clusterKubeConfig } = await import('./kubernetes/kube-connection.js');
       const { createKubernetesDriver } = await import('./kubernetes/kube-driver.js');
       const { createKubernetesProvisioner } = await import('./kubernetes/kube-provisioner.js');
+      const { LeaseLocks } = await import('./kubernetes/kube-leases.js');
       const kubeConfig = clusterKubeConfig();
       const namespace = botNamespace(config.namespace);
-      // Several agents share the bots only with a shared history: then a Lease per bot in operation.
-      const { LeaseLocks } = await import('../lifecycle/lease-locks.js');
       return {
         driver: createKubernetesDriver({ kubeConfig, namespace, report }),
         provisioner: createKubernetesProvisioner({ kubeConfig, namespace, agentUrl: config.botsAgentUrl }),
-        locks: config.databaseUrl ? new LeaseLocks(kubeConfig, namespace, agentIdentity()) : undefined,
+        sharedLocks: (holder) => new LeaseLocks(kubeConfig, namespace, holder),
       };
     }
   }
-}
-
-/** Who this agent is, as a Lease's holder says: its pod's name (HOSTNAME in a pod), and its process. */
-function agentIdentity(): string {
-  return `${process.env.HOSTNAME ?? 'agent'}-${process.pid}`;
 }

@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import test from 'ava';
 import { pino } from 'pino';
-import { createApp } from '../../src/http/create-app.js';
+import { assembleAgent } from '../../src/agent.js';
 import { listen } from '../../src/http/listen.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
@@ -28,7 +28,7 @@ test.before(async () => {
       done();
     },
   });
-  const { app } = createApp({
+  const { app } = assembleAgent({
     driver,
     provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' }),
     config: TEST_APP_CONFIG,
@@ -230,7 +230,7 @@ test('a removed bot takes its exit records and events with it: a new bot under i
 });
 
 test('with AGENT_PROVISIONING=off, create and remove are refused with a 403 and the listing stays', async (t) => {
-  const { app, close } = createApp({
+  const { app, close } = assembleAgent({
     driver: createDockerDriver({ dockerHost: fixture.dockerHost }),
     provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network: (await fixture.network()).name, agentUrl: 'http://agent:8000' }),
     config: { ...TEST_APP_CONFIG, provisioning: false },

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import test from 'ava';
 import { pino } from 'pino';
-import { createApp } from '../../src/http/create-app.js';
+import { assembleAgent } from '../../src/agent.js';
 import { listen } from '../../src/http/listen.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
@@ -29,7 +29,7 @@ let work: string;
 test.before(async () => {
   await fixture.ready();
   network = (await fixture.network()).name;
-  const { app } = createApp({
+  const { app } = assembleAgent({
     driver,
     provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' }),
     // Budgets wide enough that the fuzzer meets the answers it came for, not only 429s.

@@ -1,17 +1,17 @@
 import { once } from 'node:events';
 import type { Server } from 'node:http';
 import { pino } from 'pino';
-import type { AppConfig } from '../../src/http/create-app.js';
-import { createApp } from '../../src/http/create-app.js';
+import { assembleAgent } from '../../src/agent.js';
+import type { AgentConfig } from '../../src/agent.js';
 import type { BotHistory } from '../../src/history/bot-history.js';
 import type { BotLifecycle } from '../../src/lifecycle/bot-lifecycle.js';
-import type { BotLocks } from '../../src/lifecycle/bot-locks.js';
+import type { BotLocks } from '../../src/runtime/bot-locks.js';
 import { listen } from '../../src/http/listen.js';
 import type { Provisioner } from '../../src/provisioning/provisioner.js';
 import type { RuntimeDriver } from '../../src/runtime/driver.js';
 
-/** The app's configuration in tests: the contract's defaults. */
-export const TEST_APP_CONFIG: AppConfig = {
+/** The agent's configuration in tests: the contract's defaults. */
+export const TEST_APP_CONFIG: AgentConfig = {
   restartTimeoutMs: 60_000,
   adminToken: undefined,
   rateLimit: 6,
@@ -35,7 +35,7 @@ export interface TestAgent {
 }
 
 /** What a test may add to the app beyond its configuration. */
-export type TestAgentOptions = Partial<AppConfig> & { recoverAfterMs?: number; locks?: BotLocks };
+export type TestAgentOptions = Partial<AgentConfig> & { recoverAfterMs?: number; locks?: BotLocks };
 
 /** Starts the agent's app over `driver`; `host` 0.0.0.0 lets containers reach it. */
 export async function startAgent(
@@ -44,7 +44,7 @@ export async function startAgent(
   host = '127.0.0.1',
   provisioner?: Provisioner,
 ): Promise<TestAgent> {
-  const made = createApp({
+  const made = assembleAgent({
     driver,
     provisioner,
     config: { ...TEST_APP_CONFIG, ...config },

@@ -1,5 +1,5 @@
 import test from 'ava';
-import type { AppConfig } from '../../src/http/create-app.js';
+import type { AgentConfig } from '../../src/agent.js';
 import { agentFor } from '../helpers/agent.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
@@ -9,7 +9,7 @@ import { gate } from '../helpers/gate.js';
 const BOT = 'bot_1_1_a';
 const owner = { bot_id: BOT, user_id: 'user_1' };
 
-async function setUp(t: Parameters<typeof agentFor>[0], config: Partial<AppConfig> = {}) {
+async function setUp(t: Parameters<typeof agentFor>[0], config: Partial<AgentConfig> = {}) {
   const driver = new MemoryDriver();
   const bot = driver.add({ id: BOT });
   return { driver, bot, server: await agentFor(t, driver, config) };

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import test from 'ava';
 import { pino } from 'pino';
-import { createApp } from '../../src/http/create-app.js';
+import { assembleAgent } from '../../src/agent.js';
 import { listen } from '../../src/http/listen.js';
 import { call } from '../helpers/http-client.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
@@ -24,7 +24,7 @@ async function setUp(t: { teardown(fn: () => void): void }, driver: RuntimeDrive
     },
   });
   if (driver instanceof MemoryDriver) driver.add({ ...BOT, logLines: ['hello'] });
-  const { app } = createApp({
+  const { app } = assembleAgent({
     driver,
     config: { ...TEST_APP_CONFIG, adminToken: TOKEN },
     logger: pino(sink),
@@ -126,7 +126,7 @@ test('/metrics counts runtime errors', async (t) => {
   const { server } = await setUp(t);
   const driver = new MemoryDriver();
   driver.reachable = false;
-  const { app } = createApp({
+  const { app } = assembleAgent({
     driver,
     config: TEST_APP_CONFIG,
     logger: pino({ level: 'silent' }),

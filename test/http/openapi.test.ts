@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import type { Schema } from 'yup';
 import { createBotRequest, logsRequest, ownerRequest, validate } from '../../src/http/schemas.js';
 import { pino } from 'pino';
-import { createApp } from '../../src/http/create-app.js';
+import { assembleAgent } from '../../src/agent.js';
 import { openApiDocument } from '../../src/http/openapi.js';
 import { agentFor, TEST_APP_CONFIG } from '../helpers/agent.js';
 import { call } from '../helpers/http-client.js';
@@ -12,7 +12,7 @@ import { MemoryDriver } from '../helpers/memory-driver.js';
 import { openApiMismatch } from '../helpers/openapi-check.js';
 
 test('the document and the router list the same routes', (t) => {
-  const { routes } = createApp({
+  const { routes } = assembleAgent({
     driver: new MemoryDriver(),
     config: { ...TEST_APP_CONFIG, restartTimeoutMs: 1, rateLimit: 1, rateWindowMs: 1_000 },
     logger: pino({ level: 'silent' }),

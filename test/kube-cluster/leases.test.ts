@@ -4,7 +4,7 @@ import { promisify } from 'node:util';
 import test from 'ava';
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, V1MicroTime } from '@kubernetes/client-node';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { LeaseLocks, leaseName } from '../../src/lifecycle/lease-locks.js';
+import { LeaseLocks, leaseName } from '../../src/runtime/kubernetes/kube-leases.js';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import { BOT_LABEL } from '../../src/runtime/labels.js';
 import { startAgent } from '../helpers/agent.js';

@@ -1,11 +1,6 @@
 import test from 'ava';
 import { signalOf } from '../../src/history/bot-history.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from '../../src/history/crash-loop.js';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { DatabaseSync } from 'node:sqlite';
-import { EXIT_LOG_BYTES } from '../../src/history/history-store.js';
 import { SqliteHistoryStore } from '../../src/history/sqlite-store.js';
 import { storeSuite } from '../helpers/store-suite.js';
 import { GIVE_UP_MS, retryDelayMs, signatureOf } from '../../src/history/webhook.js';
@@ -44,25 +39,5 @@ test('webhook: deliveries are signed HMAC-SHA256 of the raw body; retries wait l
   t.is(retryDelayMs(30), 5 * MIN);
   t.true(GIVE_UP_MS >= 3_600_000, 'retried for at least an hour');
 });
-
-test('a store of an earlier version, with logs inside each record, is moved and bounded when opened', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'history-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const db = new DatabaseSync(join(dir, 'history.sqlite'));
-  db.exec('CREATE TABLE exits (seq INTEGER PRIMARY KEY AUTOINCREMENT, bot_id TEXT NOT NULL, at_ms INTEGER NOT NULL, requested INTEGER NOT NULL, record TEXT NOT NULL, run_key TEXT UNIQUE)');
-  const insert = db.prepare('INSERT INTO exits (bot_id, at_ms, requested, record, run_key) VALUES (?, ?, 0, ?, ?)');
-  const huge = `${'\x01'.repeat(100_000)}\nthe end\n`;
-  for (let i = 0; i < 55; i += 1) {
-    insert.run('bot_1_1_a', Date.now() - 1000 + i, JSON.stringify({ at: new Date(Date.now() - 1000 + i).toISOString(), exit_code: i, signal: null, oom_killed: false, requested: false, started_at: null, logs: huge }), `run-${i}`);
-  }
-  db.close();
-  const store = new SqliteHistoryStore(dir);
-  const exits = await store.exits('bot_1_1_a', 50);
-  t.is(exits.length, 50);
-  t.is(exits[0]!.exit_code, 54);
-  t.true(exits.every((exit) => exit.logs.endsWith('the end\n') && Buffer.byteLength(JSON.stringify(exit.logs)) - 2 <= EXIT_LOG_BYTES));
-  await store.close();
-});
-
 
 storeSuite('SQLite', async () => new SqliteHistoryStore(':memory:'));

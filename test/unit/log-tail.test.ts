@@ -1,5 +1,6 @@
 import test from 'ava';
-import { countLines, fitJson, jsonBytes, lastLines, MAX_LOG_BYTES, TailBuffer } from '../../src/runtime/log-tail.js';
+import { fitJson, jsonBytes } from '../../src/json-text.js';
+import { countLines, lastLines, MAX_LOG_BYTES, TailBuffer } from '../../src/runtime/log-tail.js';
 
 const text = (value: string) => Buffer.from(value);
 

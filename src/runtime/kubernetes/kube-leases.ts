@@ -1,7 +1,7 @@
 import { CoordinationV1Api, V1MicroTime } from '@kubernetes/client-node';
 import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
-import { apiStatus } from '../runtime/kubernetes/kube-errors.js';
-import type { BotLocks, HeldElsewhere, Inherited } from './bot-locks.js';
+import { apiStatus } from './kube-errors.js';
+import type { BotLocks, HeldElsewhere, Inherited } from '../bot-locks.js';
 
 const OPERATION_ANNOTATION = 'bot-agent/operation';
 

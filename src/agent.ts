@@ -1,0 +1,141 @@
+import type Koa from 'koa';
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import { BotHistory } from './history/bot-history.js';
+import { openStore } from './history/open-store.js';
+import { WebhookSender } from './history/webhook.js';
+import { createApp } from './http/create-app.js';
+import type { RouteEntry } from './http/create-app.js';
+import { AgentMetrics } from './http/metrics.js';
+import { BotLifecycle } from './lifecycle/bot-lifecycle.js';
+import { RateLimiter } from './lifecycle/rate-limiter.js';
+import type { Provisioner } from './provisioning/provisioner.js';
+import { localLocks } from './runtime/bot-locks.js';
+import type { BotLocks } from './runtime/bot-locks.js';
+import { createRuntime } from './runtime/create-runtime.js';
+import type { Runtime } from './runtime/create-runtime.js';
+import type { RuntimeDriver } from './runtime/driver.js';
+
+/** What the agent reads of the configuration beside the runtime's own settings. */
+export type AgentConfig = Pick<
+  Config,
+  'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning'
+>;
+
+/** A runtime already made (tests hand their own driver), and what the agent is to do with it. */
+export interface AgentParts {
+  readonly driver: RuntimeDriver;
+  /** Creates and removes bots; without one, those routes answer 501. */
+  readonly provisioner?: Provisioner | undefined;
+  /** Serialises lifecycle operations across agents; this agent's own queue per bot when undefined. */
+  readonly locks?: BotLocks | undefined;
+  readonly config: AgentConfig;
+  readonly logger: Logger;
+  /** Tests shorten how long a crash-looping bot must run to recover. */
+  readonly recoverAfterMs?: number;
+}
+
+/** The running agent: its HTTP app and what the app stands on. */
+export interface Agent {
+  readonly app: Koa;
+  readonly driver: RuntimeDriver;
+  /** Lifecycle operations, serialised per bot; `drain()` waits for those under way. */
+  readonly lifecycle: BotLifecycle;
+  readonly history: BotHistory;
+  readonly routes: RouteEntry[];
+  /** Resolves once the history's store can be used; rejects when it cannot be reached. */
+  opened(): Promise<void>;
+  /** Closes what was built, in the reverse order. */
+  close(): Promise<void>;
+}
+
+/**
+ * The whole agent as the configuration describes it: the runtime AGENT_RUNTIME
+ * names, and Leases across agents where the runtime has them and a shared
+ * database (AGENT_DATABASE_URL) says that several agents serve the same bots.
+ */
+export async function createAgent(config: Config, logger: Logger): Promise<Agent> {
+  const runtime: Runtime = await createRuntime(config, reporter(logger));
+  const shared = config.databaseUrl !== undefined && runtime.sharedLocks !== undefined;
+  const locks = shared ? runtime.sharedLocks?.(agentIdentity()) : undefined;
+  return assembleAgent({ ...runtime, locks, config, logger });
+}
+
+/**
+ * Builds, in this order, the store, the history, the webhook sender, the
+ * metrics, the rate limiter, the lifecycle, the watch of the runtime's runs
+ * and the HTTP app, over a runtime already made; `close()` undoes them in
+ * the reverse order.
+ */
+export function assembleAgent({ driver, provisioner, locks = localLocks, config, logger, recoverAfterMs }: AgentParts): Agent {
+  const report = reporter(logger);
+  const closers: (() => Promise<void>)[] = [];
+  const { store, sharedWindow } = (() => {
+    try {
+      return openStore(config, report);
+    } catch (err) {
+      throw new Error(`cannot keep history in ${historyPlace(config)}: ${(err as Error).message}`, { cause: err });
+    }
+  })();
+  closers.push(() => store.close());
+  const metrics = new AgentMetrics();
+  const webhook = config.webhook && new WebhookSender(store, { ...config.webhook, report });
+  const history = new BotHistory(store, (botId) => driver.findBot(botId), {
+    recoverAfterMs,
+    report,
+    deliver: webhook !== undefined,
+    onKept: (event) => metrics.historyEvent(event),
+  });
+  closers.push(() => history.close());
+  if (webhook) {
+    // Deliveries queued by any agent sharing the store are tried as their events arrive.
+    history.follow(() => webhook.kick());
+    webhook.kick();
+    closers.push(() => webhook.close());
+  }
+  metrics.crashLoopingBots(() => store.crashLoopingCount());
+  metrics.indexedBots(() => driver.indexedBots());
+  // Agents sharing a store share each bot's lifecycle budget too.
+  const limiter = new RateLimiter(config.rateLimit, config.rateWindowMs, Date.now, sharedWindow);
+  const lifecycle = new BotLifecycle(driver, config.restartTimeoutMs, locks);
+  // Runs are watched once the history says since when (a runtime replays what came after); closing the driver ends the watch.
+  const watching = history.lastSeen().then(
+    (since) => driver.observeRuns(history, since),
+    (err: unknown) => {
+      report('the history could not be read; watching runs from now', err);
+      driver.observeRuns(history, undefined);
+    },
+  );
+  closers.push(async () => {
+    await watching;
+    await driver.close();
+  });
+  const { app, routes } = createApp({ driver, provisioner, lifecycle, limiter, history, metrics, config, logger });
+  return {
+    app,
+    driver,
+    lifecycle,
+    history,
+    routes,
+    opened: () => store.opened(),
+    close: async () => {
+      for (const close of closers.reverse()) await close();
+    },
+  };
+}
+
+/** Where the history is kept, as a message may say it: a database URL's password is never repeated. */
+export function historyPlace(config: Pick<Config, 'dataDir' | 'databaseUrl'>): string {
+  if (config.databaseUrl === undefined) return `AGENT_DATA_DIR=${config.dataDir}`;
+  const host = URL.parse(config.databaseUrl)?.host;
+  return host ? `AGENT_DATABASE_URL (${host})` : 'AGENT_DATABASE_URL';
+}
+
+function reporter(logger: Logger): (what: string, err: unknown) => void {
+  return (what, err) => logger.warn({ err }, what);
+}
+
+/** Who this agent is, as a Lease's holder says: its pod's name (HOSTNAME in a pod), and its process. */
+function agentIdentity(): string {
+  return `${process.env.HOSTNAME ?? 'agent'}-${process.pid}`;
+}

@@ -1,0 +1,26 @@
+import type { Config } from '../config.js';
+import type { SharedWindow } from '../lifecycle/rate-limiter.js';
+import type { HistoryStore } from './history-store.js';
+import { PostgresDatabase } from './postgres-database.js';
+import { postgresOperationWindow } from './postgres-operation-window.js';
+import { PostgresHistoryStore } from './postgres-store.js';
+import { SqliteHistoryStore } from './sqlite-store.js';
+
+/** The history's store, and where a store shared by several agents counts lifecycle operations. */
+export interface OpenedStore {
+  readonly store: HistoryStore;
+  /** Undefined for one agent's own store: its rate limiter counts in memory. */
+  readonly sharedWindow: SharedWindow | undefined;
+}
+
+/**
+ * The database the configuration names: PostgreSQL when AGENT_DATABASE_URL is
+ * set (several agents share it), else SQLite under AGENT_DATA_DIR. Throws when
+ * the SQLite file cannot be opened; a PostgreSQL server that cannot be reached
+ * makes `store.opened()` reject.
+ */
+export function openStore(config: Pick<Config, 'dataDir' | 'databaseUrl'>, report: (what: string, err: unknown) => void): OpenedStore {
+  if (config.databaseUrl === undefined) return { store: new SqliteHistoryStore(config.dataDir), sharedWindow: undefined };
+  const database = new PostgresDatabase(config.databaseUrl, report);
+  return { store: new PostgresHistoryStore(database, report), sharedWindow: postgresOperationWindow(database) };
+}
