@@ -41,6 +41,14 @@ export class OperationInProgress extends AgentError {
   readonly status = 409;
 }
 
+/**
+ * A well-formed request the runtime cannot carry out as asked: an image it
+ * does not hold, more CPUs than the host has. Never malformed input (400).
+ */
+export class Unprocessable extends AgentError {
+  readonly status = 422;
+}
+
 /** The request body is larger than the agent accepts. */
 export class PayloadTooLarge extends AgentError {
   readonly status = 413;

@@ -51,6 +51,7 @@ const failureText: Record<number, string> = {
   409: '`container not found ... must be running`: the bot is stopped; or `<operation> in progress`: a stop or start waited the restart time-out behind another operation and was dropped',
   413: 'Body larger than 16 KiB',
   415: 'A body whose Content-Type is not JSON (`application/json` or `...+json`)',
+  422: 'A well-formed request the runtime cannot carry out as asked: an image it does not hold, more CPUs than the host has, a command the image lacks',
   429: 'Too many lifecycle operations on this bot, (a bot reading itself) too many reads, or too many log followers; see Retry-After',
   500: 'The runtime refused the operation (`Failed to restart bot ...`), or the agent lacks a permission',
   501: 'The runtime in use does not offer this',
@@ -99,6 +100,20 @@ const lifecycleFailures = [400, 403, 404, 413, 415, 429, 500, 503];
 /** A stop or start may also be dropped behind another operation (409 `... in progress`). */
 const powerFailures = [...lifecycleFailures, 409];
 const readFailures = [400, 403, 404, 413, 415, 429, 500, 503];
+
+/** What a client can do next with a bot it has just created: the same id and owner. */
+const createdBot = { bot_id: '$request.body#/bot_id' };
+const ownedBot = { requestBody: { bot_id: '$request.body#/bot_id', user_id: '$request.body#/user_id' } };
+const botLinks = {
+  GetBotStatus: { operationId: 'getBot', parameters: createdBot },
+  GetBotStats: { operationId: 'getBotStats', parameters: createdBot },
+  GetBotExits: { operationId: 'getBotExits', parameters: createdBot },
+  ReadBotLogs: { operationId: 'readBotLogs', requestBody: { bot_id: '$request.body#/bot_id' } },
+  StopBot: { operationId: 'stopBot', ...ownedBot },
+  StartBot: { operationId: 'startBot', ...ownedBot },
+  RestartBot: { operationId: 'restartBot', ...ownedBot },
+  RemoveBot: { operationId: 'removeBot', parameters: createdBot },
+};
 
 /** The agent's API as OpenAPI 3.1, served at /openapi.json. */
 export const openApiDocument = {
@@ -226,7 +241,16 @@ export const openApiDocument = {
     '/api/bots/self/restart': {
       post: {
         summary: 'Restart the calling bot (or, for the platform, the bot in X-Bot-ID)',
-        parameters: [{ name: 'X-Bot-ID', in: 'header', required: false, schema: ref('BotId') }],
+        parameters: [
+          {
+            name: 'X-Bot-ID',
+            in: 'header',
+            // Required of the platform, whose address names no bot; a bot calling from its own container may leave it out.
+            required: true,
+            description: 'The bot to restart. A bot calling from its own container may leave it out: its address names it.',
+            schema: ref('BotId'),
+          },
+        ],
         responses: responses(
           ok('The bot restarts (a bot calling for itself is answered first)'),
           ...lifecycleFailures,
@@ -237,6 +261,7 @@ export const openApiDocument = {
     },
     '/api/bots/restart': {
       post: {
+        operationId: 'restartBot',
         summary: 'Restart a bot; answers once it runs again',
         requestBody: { required: true, content: json(ref('OwnerRequest')) },
         responses: responses(ok('Restarted'), ...lifecycleFailures, 409, 504),
@@ -244,6 +269,7 @@ export const openApiDocument = {
     },
     '/api/bots/stop': {
       post: {
+        operationId: 'stopBot',
         summary: 'Stop a bot (idempotent)',
         requestBody: { required: true, content: json(ref('OwnerRequest')) },
         responses: responses(ok('Stopped, or already stopped'), ...powerFailures),
@@ -251,6 +277,7 @@ export const openApiDocument = {
     },
     '/api/bots/start': {
       post: {
+        operationId: 'startBot',
         summary: 'Start a bot (idempotent)',
         requestBody: { required: true, content: json(ref('OwnerRequest')) },
         responses: responses(ok('Started, or already running'), ...powerFailures),
@@ -258,6 +285,7 @@ export const openApiDocument = {
     },
     '/api/bots/logs': {
       post: {
+        operationId: 'readBotLogs',
         summary: "The last `lines` lines of a bot's stdout and stderr, at most 4 MiB (the newest whole lines)",
         requestBody: { required: true, content: json(ref('LogsRequest')) },
         responses: responses(ok('The log text', ref('Logs')), ...readFailures),
@@ -283,6 +311,7 @@ export const openApiDocument = {
     },
     '/api/bots/{bot_id}': {
       get: {
+        operationId: 'getBot',
         summary: "A bot's state, its crashes in the last hour and how its last run ended",
         parameters: [botIdParameter],
         responses: responses(ok('The status', ref('BotStatus')), 400, 403, 404, 429, 500, 503),
@@ -290,6 +319,7 @@ export const openApiDocument = {
     },
     '/api/bots/{bot_id}/exits': {
       get: {
+        operationId: 'getBotExits',
         summary: "How the bot's runs ended, newest first (the last 50 are kept, across restarts of the agent)",
         parameters: [botIdParameter, ...queryParameters(exitsQuery)],
         responses: responses(ok('The exit records', ref('Exits')), 400, 403, 404, 429, 500, 503),
@@ -313,6 +343,7 @@ export const openApiDocument = {
     },
     '/api/bots/{bot_id}/stats': {
       get: {
+        operationId: 'getBotStats',
         summary: "A running bot's CPU, memory and uptime",
         parameters: [botIdParameter],
         responses: responses(ok('The stats', ref('Stats')), 400, 403, 404, 409, 429, 500, 503),
@@ -323,7 +354,7 @@ export const openApiDocument = {
         summary: 'Create and start a bot with the full bot environment (the platform only)',
         requestBody: { required: true, content: json(ref('CreateBotRequest')) },
         responses: {
-          ...responsesWith('201', ok('Created and started'), 400, 403, 413, 415, 500, 501, 503),
+          ...responsesWith('201', { ...ok('Created and started'), links: botLinks }, 400, 403, 413, 415, 422, 500, 501, 503),
           '409': { description: 'A bot with this id exists', content: json(ref('Failure')) },
         },
       },
@@ -335,6 +366,7 @@ export const openApiDocument = {
     },
     '/api/admin/bots/{bot_id}': {
       delete: {
+        operationId: 'removeBot',
         summary: 'Remove a bot (the platform only)',
         parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }],
         responses: responses(ok('Removed'), 400, 403, 404, 500, 501, 503),

@@ -114,25 +114,25 @@ test('bad input is a 400 naming the field; an image the engine lacks is a 400', 
     t.regex(String(reply.body?.msg), msg);
   }
   const missing = await call(server, '/api/admin/bots', { body: { ...base, image: 'bot-agent-no-such-image:404' } });
-  t.is(missing.status, 400);
+  t.is(missing.status, 422, 'a well-formed request the engine cannot carry out is no malformed input');
   t.regex(String(missing.body?.msg), /image bot-agent-no-such-image:404 is not on the engine/);
 });
 
-test('what the engine refuses to run is a 400 saying why, and leaves no container behind (was a 500, then a stopped bot)', async (t) => {
-  for (const [change, msg] of [
-    [{ image: 'Bot-Agent/Upper' }, /image must be an image reference/],
-    [{ cpu_limit: 200 }, /cannot run as asked: .*CPU/i],
-    [{ command: ['/no/such/program'] }, /cannot run as asked: .*no such file/i],
-    [{ token: 'a\u0000b' }, /token must not contain a NUL/],
+test('what the engine refuses to run is a 422 saying why (malformed input a 400), and leaves no container behind (was a 500, then a stopped bot)', async (t) => {
+  for (const [change, status, msg] of [
+    [{ image: 'Bot-Agent/Upper' }, 400, /image must be an image reference/],
+    [{ cpu_limit: 200 }, 422, /cannot run as asked: .*CPU/i],
+    [{ command: ['/no/such/program'] }, 422, /cannot run as asked: .*no such file/i],
+    [{ token: 'a\u0000b' }, 400, /token must not contain a NUL/],
     // Found by schemathesis: the engine cannot read a number past int64 (it answered 500).
-    [{ memory_limit: 4.6107539383909726e24 }, /memory_limit must be a whole number of bytes from 6 MiB to 1 PiB/],
+    [{ memory_limit: 4.6107539383909726e24 }, 400, /memory_limit must be a whole number of bytes from 6 MiB to 1 PiB/],
   ] as const) {
     const id = fixture.newBotId();
     t.teardown(() => fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined));
     const body: Record<string, unknown> = { bot_id: id, user_id: 'u', image: TEST_IMAGE, template: 'telegram', token: 'x' };
     Object.assign(body, change);
     const reply = await call(server, '/api/admin/bots', { body });
-    t.is(reply.status, 400, JSON.stringify(change));
+    t.is(reply.status, status, JSON.stringify(change));
     t.regex(String(reply.body?.msg), msg, JSON.stringify(change));
     t.deepEqual(await fixture.docker.listContainers({ all: true, filters: { name: [id] } }), [], JSON.stringify(change));
   }

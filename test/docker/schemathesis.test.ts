@@ -14,6 +14,7 @@ import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisi
 import { BOT_LABEL } from '../../src/runtime/labels.js';
 import { TEST_APP_CONFIG } from '../helpers/agent.js';
 import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
+import { verdictsOf } from '../helpers/schemathesis-verdicts.js';
 
 // An OpenAPI fuzzer nobody here wrote (schemathesis, from PyPI) against the agent
 // on the real engine, with real bots among the ids it tries: no 5xx, and every
@@ -59,60 +60,63 @@ async function schemathesis(): Promise<string> {
 const tomlString = (value: string) => JSON.stringify(value);
 const tomlList = (values: string[]) => `[${values.map(tomlString).join(', ')}]`;
 
-test('schemathesis finds no 5xx and no answer the published schema does not allow', async (t) => {
+test('schemathesis, all phases, finds no failure, no error of its own and no warning: the document says what the agent enforces', async (t) => {
   const st = await schemathesis();
   const owners = ['user_1', 'user_2'];
   // A stop that comes before a just-started bot's shell has set its trap waits out the bot's grace period
   // (PID 1 ignores a signal it has no handler for): 2 s, not the engine's 10, keeps every answer well
   // within the fuzzer's response-time check.
-  const bots = await Promise.all([
+  const [acted, reader, victims] = await Promise.all([
+    Promise.all([
+      fixture.runBot({ owner: owners[0], stopTimeout: 2 }),
+      fixture.runBot({ owner: owners[1], stopTimeout: 2, script: `trap 'exit 0' TERM; i=0; while :; do i=$((i+1)); echo "line $i"; printf '\\001\\033[31m\\n'; sleep 1 & wait $!; done` }),
+      fixture.runBot({ owner: owners[0], stopTimeout: 2, start: false }),
+    ]),
+    // Never stopped: the reads always have a running bot to reach past 404 and 409.
     fixture.runBot({ owner: owners[0], stopTimeout: 2 }),
-    fixture.runBot({ owner: owners[1], stopTimeout: 2, script: `trap 'exit 0' TERM; i=0; while :; do i=$((i+1)); echo "line $i"; printf '\\001\\033[31m\\n'; sleep 1 & wait $!; done` }),
-    fixture.runBot({ owner: owners[0], stopTimeout: 2, start: false }),
+    // Made to be removed: DELETE reaches a real bot (each once) as well as ids no bot has.
+    Promise.all(Array.from({ length: 4 }, () => fixture.runBot({ owner: owners[1], stopTimeout: 2 }))),
   ]);
-  const ids = bots.map((bot) => bot.id);
   const config = join(work, 'schemathesis.toml');
-  // Real ids and owners half of the time; the rest is the fuzzer's own. DELETE
-  // would remove the real bots at once, so it only tries ids no bot has.
+  // Real ids and owners much of the time; the rest is the fuzzer's own.
   await writeFile(
     config,
     `
 request-timeout = 30.0
 max-stream-events = 2
+# A warning is a verdict too: every operation must be reached past 404 and accept data its schema allows.
+[warnings]
+fail-on = true
 [generation]
 max-examples = 30
 # A body past 16 KiB is refused before it is read: 413 is as much a refusal as 400.
 [checks.negative_data_rejection]
 expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
 [dictionaries.bots]
-values = ${tomlList(ids)}
+values = ${tomlList(acted.map((bot) => bot.id))}
+[dictionaries.readers]
+values = ${tomlList([reader.id, ...acted.map((bot) => bot.id)])}
+[dictionaries.victims]
+values = ${tomlList([...victims.map((bot) => bot.id), 'bot_1_1_gone'])}
 [dictionaries.owners]
 values = ${tomlList(owners)}
 [dictionaries.images]
 values = ${tomlList([TEST_IMAGE])}
-[dictionaries.absent]
-values = ${tomlList(['bot_1_1_gone', 'bot_2_2_absent'])}
 [parameters]
-"path.bot_id" = { dictionary = "bots", probability = 0.5 }
-"body.bot_id" = { dictionary = "bots", probability = 0.5 }
-"header.X-Bot-ID" = { dictionary = "bots", probability = 0.5 }
-"body.user_id" = { dictionary = "owners", probability = 0.5 }
+"path.bot_id" = { dictionary = "readers", probability = 0.6 }
+"body.bot_id" = { dictionary = "bots", probability = 0.6 }
+"header.X-Bot-ID" = { dictionary = "bots", probability = 0.6 }
+"body.user_id" = { dictionary = "owners", probability = 0.6 }
 "query.user_id" = { dictionary = "owners", probability = 0.5 }
-"body.image" = { dictionary = "images", probability = 0.3 }
+"body.image" = { dictionary = "images", probability = 0.9 }
 [[operations]]
 include-method = "DELETE"
-parameters = { "path.bot_id" = { dictionary = "absent", probability = 1.0 } }
-# Whether the engine holds the image, and how many CPUs it has, is no property a schema can state:
-# a create the schema allows may be a 400 that says which.
-[[operations]]
-include-path = "/api/admin/bots"
-include-method = "POST"
-checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "403", "404", "409", "429"]
-# Self restart from loopback names its bot in X-Bot-ID; without one it is the 400 the contract says
-# (the header is optional for bots, whose address names them).
-[[operations]]
-include-path = "/api/bots/self/restart"
-checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "403", "404", "409", "429"]
+parameters = { "path.bot_id" = { dictionary = "victims", probability = 1.0 } }
+# Schemathesis' own list, and 422: whether the engine holds an image, and how many CPUs the host has, is no
+# property a schema can state, so a create the schema allows may be the 422 that says which. (Set for one
+# operation alone, schemathesis 4.32 applied the list to every operation.)
+[checks.positive_data_acceptance]
+expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]
 `,
   );
   const { port } = server.address() as AddressInfo;
@@ -126,10 +130,15 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "403", "404",
       `http://127.0.0.1:${port}/openapi.json`,
       '--checks',
       'all',
+      '--phases',
+      'examples,coverage,fuzzing,stateful',
       '--max-time',
-      '90',
+      '120',
+      // One worker: CPython 3.11's AST constructor keeps its recursion depth in state its threads share, and
+      // hypothesis parses the source of strategies' lambdas from two threads at once; the race surfaced as
+      // `SystemError: AST constructor recursion depth mismatch` (python/cpython#106905), a crash of the judge.
       '--workers',
-      '2',
+      '1',
       '--seed',
       String(Date.now() % 1_000_000),
       '--report',
@@ -142,21 +151,10 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "403", "404",
   ).catch((err: { code?: number; stdout?: string; stderr?: string }) => err);
   const output = `${result.stdout ?? ''}\n${result.stderr ?? ''}`;
   if (process.env.SCHEMATHESIS_OUT) await writeFile(process.env.SCHEMATHESIS_OUT, output);
-  t.log(output.split('\n').filter((line) => /passed|failed|error|seed|Seed/i.test(line)).slice(-12).join('\n'));
+  t.log(output.split('\n').filter((line) => /passed|failed|error|warning|seed/i.test(line)).slice(-14).join('\n'));
   const summary = JSON.parse(await readFile(report, 'utf8')) as { failures: unknown[]; test_cases: { generated: number } };
   t.deepEqual(summary.failures, [], output.slice(-20_000));
-  t.deepEqual(errorsOf(output).filter((error) => !TOOL_BUG.test(error)), [], 'no request failed (a time-out is a hang)');
+  t.deepEqual(verdictsOf(output), { errors: [], warnings: [] }, output.slice(-20_000));
+  t.is((result as { code?: number }).code ?? 0, 0, 'schemathesis itself exited with success');
   t.true(summary.test_cases.generated > 200, `only ${summary.test_cases.generated} requests: the run says little`);
 });
-
-/**
- * A crash inside the judge, not an answer of the agent: hypothesis describes a strategy's lambda by
- * parsing its source, which CPython 3.11 (this machine's) sometimes refuses at depth.
- */
-const TOOL_BUG = /AST constructor recursion depth mismatch/;
-
-/** The blocks of the report's ERRORS section, one an operation. */
-function errorsOf(output: string): string[] {
-  const section = /={3,} ERRORS ={3,}\n([\s\S]*?)(?:\n={3,} [A-Z]+ ={3,}|$)/.exec(output)?.[1] ?? '';
-  return section.split(/^_{3,} /m).map((block) => block.trim()).filter((block) => block.length > 0);
-}

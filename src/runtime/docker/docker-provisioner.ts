@@ -1,5 +1,5 @@
 import Docker from 'dockerode';
-import { AlreadyExists, BadRequest, messages, NotFound, OperationFailed } from '../../errors.js';
+import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
 import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
@@ -59,10 +59,10 @@ class DockerProvisioner implements Provisioner {
       if (status === 409 && container === undefined) throw new AlreadyExists(`bot ${spec.id} exists already`);
       // The engine answers 404 for a missing image and for a missing network alike: ask which.
       if (status === 404 && !(await this.hasImage(spec.image))) {
-        throw new BadRequest(`image ${spec.image} is not on the engine: ${engineDetail(err)}`);
+        throw new Unprocessable(`image ${spec.image} is not on the engine: ${engineDetail(err)}`);
       }
       // The engine refused what the request asked for (more CPUs than the host has, a command the image lacks).
-      if (status === 400) throw new BadRequest(`bot ${spec.id} cannot run as asked: ${engineDetail(err)}`);
+      if (status === 400) throw new Unprocessable(`bot ${spec.id} cannot run as asked: ${engineDetail(err)}`);
       throw translateDockerError(err, undefined, (detail) => new OperationFailed(`Failed to create bot ${spec.id}: ${detail}`));
     }
   }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { KubeConfig, V1Deployment, V1EnvVar, V1Pod } from '@kubernetes/client-node';
-import { AlreadyExists, BadRequest, messages, NotFound, OperationFailed } from '../../errors.js';
+import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
 import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
@@ -69,7 +69,7 @@ class KubernetesProvisioner implements Provisioner {
       // Invalid (422) or malformed (400): the cluster refused what the request asked for.
       const status = apiStatus(err);
       if (status === 400 || status === 422) {
-        throw translateKubeError(err, undefined, (detail) => new BadRequest(`bot ${spec.id} cannot run as asked: ${detail}`));
+        throw translateKubeError(err, undefined, (detail) => new Unprocessable(`bot ${spec.id} cannot run as asked: ${detail}`));
       }
       throw translateKubeError(err, undefined, failed);
     }

@@ -1,0 +1,35 @@
+import { fileURLToPath } from 'node:url';
+import test from 'ava';
+import { cyclesOf, importGraph } from '../helpers/import-graph.js';
+import type { PartGraph } from '../helpers/import-graph.js';
+
+// The arrows between src's parts run one way: the HTTP adapter and the lifecycle stand on the runtime
+// drivers and the history, never the other way round (README, Architecture).
+const graph = importGraph(fileURLToPath(new URL('../../src/', import.meta.url)));
+
+test('no part of src imports, through any path, a part that imports it', (t) => {
+  t.deepEqual(cyclesOf(graph), []);
+});
+
+test('the runtime drivers and the provisioning know nothing of HTTP, the lifecycle, the history or the agent', (t) => {
+  for (const low of ['runtime/', 'provisioning/']) {
+    const above = [...(graph.get(low) ?? [])].filter((part) => ['http/', 'lifecycle/', 'history/', 'client/', 'agent.ts', 'main.ts'].includes(part));
+    t.deepEqual(above, [], `${low} imports ${above.join(', ')}`);
+  }
+});
+
+test('the agent is built in one place: main alone imports it', (t) => {
+  const builders = [...graph].filter(([, edges]) => edges.has('agent.ts')).map(([part]) => part);
+  t.deepEqual(builders, ['main.ts']);
+});
+
+test('the cycle check finds a cycle of any length, and the path that closes it', (t) => {
+  const made: PartGraph = new Map([
+    ['a/', new Set(['b/'])],
+    ['b/', new Set(['c/'])],
+    ['c/', new Set(['a/'])],
+    ['d/', new Set(['a/'])],
+  ]);
+  t.deepEqual(cyclesOf(made), ['a/ -> b/ -> c/ -> a/']);
+  t.deepEqual(cyclesOf(new Map([['a/', new Set(['b/'])], ['b/', new Set<string>()]])), []);
+});
