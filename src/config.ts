@@ -1,7 +1,7 @@
 import { object, string, ValidationError } from 'yup';
 import { wholeNumber } from './whole-number.js';
 
-/** The agent's configuration, read once at start (CONTRACT.md §5). */
+/** The agent's configuration, read once at start (docs/api.md §5). */
 export interface Config {
   readonly runtime: 'docker' | 'kubernetes';
   readonly host: string;
@@ -22,7 +22,7 @@ export interface Config {
   readonly botsAgentUrl: string;
   /** Where exit records, events and pending webhook deliveries are kept. */
   readonly dataDir: string;
-  /** A PostgreSQL database that keeps them instead, shared by several agents (CONTRACT.md §11). */
+  /** A PostgreSQL database that keeps them instead, shared by several agents (docs/api.md §11). */
   readonly databaseUrl: string | undefined;
   /** Where events are POSTed, and the key they are signed with; both or neither. */
   readonly webhook: { readonly url: string; readonly secret: string } | undefined;
@@ -32,7 +32,7 @@ export interface Config {
   readonly provisioning: boolean;
 }
 
-/** The shortest admin token the agent accepts (CONTRACT.md §4 rule 5). */
+/** The shortest admin token the agent accepts (docs/api.md §4 rule 5). */
 export const MIN_ADMIN_TOKEN = 32;
 
 /** A configuration value that cannot be used; its message names the variable. */

@@ -4,7 +4,7 @@ import { EventSourceParserStream } from 'eventsource-parser/stream';
 import type { EventSourceMessage } from 'eventsource-parser/stream';
 
 // The bot's side of bot-agent, with Node and one small event-stream parser:
-// find the agent (CONTRACT.md §7) and call it as the bot named by BOT_ID.
+// find the agent (docs/api.md §7) and call it as the bot named by BOT_ID.
 
 /** What the agent's stats answer holds. */
 export interface BotStats {
@@ -14,7 +14,7 @@ export interface BotStats {
   uptime: string;
 }
 
-/** How a run of the bot ended (CONTRACT.md §8). */
+/** How a run of the bot ended (docs/api.md §8). */
 export interface ExitRecord {
   at: string;
   exit_code: number | null;
@@ -25,7 +25,7 @@ export interface ExitRecord {
   logs: string;
 }
 
-/** What the agent knows of the bot now (CONTRACT.md §8). */
+/** What the agent knows of the bot now (docs/api.md §8). */
 export interface BotStatus {
   bot_id: string;
   user_id: string | null;
@@ -36,7 +36,7 @@ export interface BotStatus {
   last_exit: ExitRecord | null;
 }
 
-/** One event (CONTRACT.md §9); `exited` carries `exit`, `operation` its `operation`, `result` and `by`. */
+/** One event (docs/api.md §9); `exited` carries `exit`, `operation` its `operation`, `result` and `by`. */
 export interface BotEvent {
   id: string;
   type: 'started' | 'exited' | 'crash-looping' | 'recovered' | 'operation';
@@ -45,7 +45,7 @@ export interface BotEvent {
   [field: string]: unknown;
 }
 
-/** One line the bot wrote, as live logs send it (CONTRACT.md §10). */
+/** One line the bot wrote, as live logs send it (docs/api.md §10). */
 export interface LogLine {
   type: 'log';
   line: string;

@@ -13,7 +13,7 @@ const REPLAY_PAGE = 500;
  */
 const REPLAY_MARGIN_MS = 60_000;
 
-/** What a bot's records say of it at one time (CONTRACT.md §8). */
+/** What a bot's records say of it at one time (docs/api.md §8). */
 export interface BotRecord {
   readonly lastExit: ExitRecord | null;
   readonly crashLooping: boolean;
@@ -42,7 +42,7 @@ export function signalOf(exitCode: number | null): string | null {
 
 /**
  * Why bots died and what happened to them: turns the runtime's run starts and
- * ends into exit records, crash-loop states and events (CONTRACT.md §§8-9),
+ * ends into exit records, crash-loop states and events (docs/api.md §§8-9),
  * keeps them in the store, and hands each event, whichever agent kept it, to
  * those who follow. The runtime's reports are kept one after another, in the
  * order they came.

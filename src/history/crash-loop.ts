@@ -1,4 +1,4 @@
-/** CONTRACT.md §8: this many runs that ended without a request ... */
+/** docs/api.md §8: this many runs that ended without a request ... */
 export const CRASHES_FOR_LOOP = 3;
 /** ... within this window make a bot crash-looping ... */
 export const CRASH_WINDOW_MS = 10 * 60_000;

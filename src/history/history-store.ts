@@ -1,4 +1,4 @@
-/** How a run of a bot ended (CONTRACT.md §8), as answered and kept. */
+/** How a run of a bot ended (docs/api.md §8), as answered and kept. */
 export interface ExitRecord {
   readonly at: string;
   readonly exit_code: number | null;
@@ -9,7 +9,7 @@ export interface ExitRecord {
   readonly logs: string;
 }
 
-/** One event (CONTRACT.md §9): its `data` as sent, and the cursor it carries. */
+/** One event (docs/api.md §9): its `data` as sent, and the cursor it carries. */
 export interface StoredEvent {
   readonly seq: number;
   readonly botId: string;
@@ -31,7 +31,7 @@ export interface PendingDelivery {
 
 /** The last records kept per bot, whatever their age; older ones within the last hour keep only their time, for the crash count. */
 export const EXITS_KEPT = 50;
-/** The most text a record's logs take, measured as answered in JSON (CONTRACT.md §8): the newest lines are kept. */
+/** The most text a record's logs take, measured as answered in JSON (docs/api.md §8): the newest lines are kept. */
 export const EXIT_LOG_BYTES = 64 * 1024;
 /** Events kept: at least the last 1,000 and the last 24 hours ... */
 export const EVENTS_KEPT = 1_000;

@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type { HistoryStore, PendingDelivery } from './history-store.js';
 
-/** A delivery not answered 2xx within this is tried again (CONTRACT.md §9). */
+/** A delivery not answered 2xx within this is tried again (docs/api.md §9). */
 export const DELIVERY_TIMEOUT_MS = 5_000;
 /** Retries wait 1 s, 2 s, 4 s, ... up to this, ... */
 const MAX_DELAY_MS = 5 * 60_000;

@@ -5,7 +5,7 @@ import { authorize, callerOf } from './caller.js';
 import type { Caller, PlatformPolicy } from './caller.js';
 import type { ReadLimiter } from './read-limiter.js';
 
-/** Who may call what (CONTRACT.md §4), as the routes ask it. */
+/** Who may call what (docs/api.md §4), as the routes ask it. */
 export interface Access {
   /** The caller, who must be `botId` itself or the platform (when a bot is named). */
   callerFor(ctx: Context, botId: string | undefined): Promise<Caller>;

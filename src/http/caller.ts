@@ -42,7 +42,7 @@ function holdsAdminToken(authorization: string | undefined, adminToken: string |
 }
 
 /**
- * Classifies a caller (CONTRACT.md §4): an address held by a bot is that bot,
+ * Classifies a caller (docs/api.md §4): an address held by a bot is that bot,
  * whatever else the request says; then the admin token's holder is the
  * platform, and so is loopback unless a web page could have sent the request
  * (Forbidden, cross-site); anyone else is refused with Forbidden.

@@ -47,7 +47,7 @@ export interface App {
 /**
  * OPTIONS, and 405 with `Allow` for a method a known path does not serve:
  * the router answers a method it does not know at all (TRACE, ...) with 501,
- * which is no fault of the agent's (CONTRACT.md §3).
+ * which is no fault of the agent's (docs/api.md §3).
  */
 function allowedMethods(router: Router): Koa.Middleware {
   const answer = router.allowedMethods() as Koa.Middleware;

@@ -30,7 +30,7 @@ function originNamesUs(origin: string, trusted: readonly string[]): boolean {
 
 /**
  * Whether a web page in a browser on the agent's host could have sent this
- * request (CONTRACT.md §4 rule 2): its `Host` names neither loopback nor a
+ * request (docs/api.md §4 rule 2): its `Host` names neither loopback nor a
  * trusted name (DNS rebinding), or it carries an `Origin` of another site, or
  * the browser marks it `cross-site` or `same-site`. Such a request from
  * loopback is not the platform.

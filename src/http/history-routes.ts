@@ -62,7 +62,7 @@ async function streamEvents(ctx: Context, history: BotHistory, streams: StreamLi
   for (const event of waiting.splice(0)) send(event);
 }
 
-/** Status, exit records, events and live logs of bots (CONTRACT.md §§8-10). */
+/** Status, exit records, events and live logs of bots (docs/api.md §§8-10). */
 export function historyRoutes({ driver, history, access, streams }: HistoryRoutesDeps): Router {
   const router = new Router();
   const { readerFor, platformFor } = access;

@@ -14,7 +14,7 @@ function hasBody(ctx: Context): boolean {
 /**
  * Reads request bodies as JSON. A body that declares another Content-Type is a
  * 415 whatever it holds: a web page can send `text/plain` or a form to any
- * address without asking first, `application/json` it cannot (CONTRACT.md §3).
+ * address without asking first, `application/json` it cannot (docs/api.md §3).
  * A body with no Content-Type is read as JSON (bots written with plain HTTP
  * clients send none). An empty body is `{}`; one that is not JSON is a 400.
  */

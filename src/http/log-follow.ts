@@ -9,7 +9,7 @@ import type { StreamLimits } from './stream-limits.js';
 const CLOCK_SLACK_MS = 1_000;
 
 /**
- * Follows a bot's logs across its runs (CONTRACT.md §10): the current run's
+ * Follows a bot's logs across its runs (docs/api.md §10): the current run's
  * last lines and new ones; when the run ends, its `exited` event; when the
  * next run starts, every line since its start.
  */

@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import onFinished from 'on-finished';
 import { TooManyRequests } from '../errors.js';
 
-/** Logs reads of one bot in flight at once, whoever reads (CONTRACT.md §2) ... */
+/** Logs reads of one bot in flight at once, whoever reads (docs/api.md §2) ... */
 export const LOG_READS_PER_BOT = 4;
 /**
  * ... and of all bots together: the memory budget of reads. One read holds at most about 4 MiB of the

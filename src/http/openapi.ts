@@ -40,7 +40,7 @@ function queryParameters(schema: Schema) {
 }
 const json = (schema: object) => ({ 'application/json': { schema } });
 
-/** What each error status means, as CONTRACT.md §3 states it. */
+/** What each error status means, as docs/api.md §3 states it. */
 const failureText: Record<number, string> = {
   400: 'Malformed input: not JSON, a missing or ill-typed field, a bad bot id or `lines`; `msg` names the field',
   403:

@@ -19,7 +19,7 @@ export function logReadCost(lines: number): number {
 }
 
 /**
- * The reads a bot may make of itself (CONTRACT.md §2): a token bucket per bot
+ * The reads a bot may make of itself (docs/api.md §2): a token bucket per bot
  * that fills at `perSecond` and holds twice that, so that a bot may burst.
  * A read may count as more than one (a logs read of many lines: logReadCost),
  * so that what one bot makes the runtime do stays bounded, not just how often.

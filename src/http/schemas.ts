@@ -76,7 +76,7 @@ const envName = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** No process can take a NUL in its environment or arguments (the engine answers 500 for one). */
 const NO_NUL = /^[^\u0000]*$/;
 
-/** Body of the platform's create: CONTRACT.md §6's inputs, limits and extras. */
+/** Body of the platform's create: docs/api.md §6's inputs, limits and extras. */
 const MEMORY_LIMIT = 'memory_limit must be a whole number of bytes from 6 MiB to 1 PiB';
 
 export const createBotRequest = object({

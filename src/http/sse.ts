@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
 import type { StoredEvent } from '../history/history-store.js';
 
-/** A comment line this often keeps idle connections (and proxies) open (CONTRACT.md §9). */
+/** A comment line this often keeps idle connections (and proxies) open (docs/api.md §9). */
 export const HEARTBEAT_MS = 15_000;
 /**
  * Once a client's sending side has closed, it is probed at these delays and then every PROBE_MS: the
@@ -10,7 +10,7 @@ export const HEARTBEAT_MS = 15_000;
  */
 const FIRST_PROBES_MS = [0, 100, 300];
 const PROBE_MS = 1_000;
-/** A client that lets this much wait unread is cut off (CONTRACT.md §10). */
+/** A client that lets this much wait unread is cut off (docs/api.md §10). */
 export const MAX_UNREAD_BYTES = 1024 * 1024;
 /** While the streams' unread bytes in all are past their budget, a stream with more than this unread is cut. */
 const BEHIND_BYTES = 64 * 1024;

@@ -33,7 +33,7 @@ export function statsView(stats: BotStats, now: Date): StatsView {
   };
 }
 
-/** A bot's state as GET /api/bots/{bot_id} answers it (CONTRACT.md §8). */
+/** A bot's state as GET /api/bots/{bot_id} answers it (docs/api.md §8). */
 export interface BotStatusView {
   readonly bot_id: string;
   readonly user_id: string | null;

@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import { TooManyRequests } from '../errors.js';
 import { SseStream } from './sse.js';
 
-/** Streams (live logs and events) open on one bot, whoever opened them, and in all, at most (CONTRACT.md §2). */
+/** Streams (live logs and events) open on one bot, whoever opened them, and in all, at most (docs/api.md §2). */
 export const MAX_STREAMS_PER_BOT = 10;
 export const MAX_STREAMS = 200;
 /** What every stream's unread bytes may add up to: past it, the streams furthest behind are cut first. */

@@ -9,7 +9,7 @@ export type SharedWindow = (key: string, limit: number, windowMs: number, nowMs:
 /**
  * At most `limit` operations per bot and asker within any `windowMs`: a
  * sliding window of the times of the operations let through. A bot's own
- * operations and the platform's are counted apart (CONTRACT.md §2), so that
+ * operations and the platform's are counted apart (docs/api.md §2), so that
  * nothing a bot does can use up the platform's stop or restart of it. With a
  * `shared` window (agents sharing a database) the limit holds across agents.
  */

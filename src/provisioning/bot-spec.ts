@@ -41,7 +41,7 @@ export interface BotSummary {
   readonly started_at: string | undefined;
 }
 
-/** The names under which every bot receives its token (CONTRACT.md §6). */
+/** The names under which every bot receives its token (docs/api.md §6). */
 export const TOKEN_VARIABLES = [
   'BOT_TOKEN',
   'DISCORD_TOKEN',
@@ -66,7 +66,7 @@ export const PLATFORM_VARIABLES = new Set<string>([
 export const TEMPLATE_LABEL = 'bot-agent/template';
 
 /**
- * Every variable of CONTRACT.md §6 but the token ones, then the extras:
+ * Every variable of docs/api.md §6 but the token ones, then the extras:
  * `DOMAIN` only when one is assigned.
  */
 export function botEnvironment(spec: BotSpec, agentUrl: string): Record<string, string> {

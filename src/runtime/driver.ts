@@ -18,7 +18,7 @@ export interface RunStart {
   readonly key: string;
 }
 
-/** A run of a bot that ended, as the runtime tells it (CONTRACT.md §8). */
+/** A run of a bot that ended, as the runtime tells it (docs/api.md §8). */
 export interface RunEnd {
   readonly botId: string;
   readonly at: Date;

@@ -1,6 +1,6 @@
 import { fitJson } from '../json-text.js';
 
-/** The most log text one answer carries (CONTRACT.md §2), measured as it is written inside the JSON answer. */
+/** The most log text one answer carries (docs/api.md §2), measured as it is written inside the JSON answer. */
 export const MAX_LOG_BYTES = 4 * 1024 * 1024;
 
 const NEWLINE = 0x0a;
@@ -71,7 +71,7 @@ function characterStart(bytes: Buffer, at: number): number {
 }
 
 /**
- * The answer to a logs read (CONTRACT.md §2): the last `lines` lines of
+ * The answer to a logs read (docs/api.md §2): the last `lines` lines of
  * `bytes`, taking at most `maxBytes` once written in the JSON answer (newest
  * whole lines kept; a single longer line keeps its end), bytes that are not
  * UTF-8 as U+FFFD.

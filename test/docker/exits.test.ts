@@ -13,7 +13,7 @@ import { call } from '../helpers/http-client.js';
 import { openStream } from '../helpers/sse-client.js';
 import { SocketProxy } from '../helpers/socket-proxy.js';
 
-// Why a bot died (CONTRACT.md §8-9) on the real engine: each way a run can end, as its exit record says it.
+// Why a bot died (docs/api.md §8-9) on the real engine: each way a run can end, as its exit record says it.
 
 const fixture = new DockerFixture();
 let agent: TestAgent;

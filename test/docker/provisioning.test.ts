@@ -59,7 +59,7 @@ const envOf = async (id: string): Promise<Record<string, string>> =>
     }),
   );
 
-test('create makes the bot with every variable of CONTRACT §6, its labels and limits, and starts it', async (t) => {
+test('create makes the bot with every variable of docs/api.md §6, its labels and limits, and starts it', async (t) => {
   const { id, reply } = await create(t, { domain: 'bot.example.com', port: 3000, env: { LOG_LEVEL: 'debug' }, memory_limit: 64 * 1024 * 1024, cpu_limit: 0.5 });
   t.is(reply.status, 201, reply.text);
   t.like(reply.body, { ok: true });

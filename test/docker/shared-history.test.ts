@@ -10,7 +10,7 @@ import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { openStream } from '../helpers/sse-client.js';
 
 // Two agents over the real engine keeping one history in a real PostgreSQL database (AGENT_DATABASE_URL,
-// CONTRACT.md §11): whichever answers, the same records, state and events, with the same cursors, and one
+// docs/api.md §11): whichever answers, the same records, state and events, with the same cursors, and one
 // lifecycle budget per bot (2 operations a minute here).
 const fixture = new DockerFixture();
 let one: TestAgent;

@@ -9,7 +9,7 @@ import { call } from '../helpers/http-client.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
 import { openStream } from '../helpers/sse-client.js';
 
-// Events and live logs over HTTP (CONTRACT.md §§9-10): who may read them, resuming, and the limits.
+// Events and live logs over HTTP (docs/api.md §§9-10): who may read them, resuming, and the limits.
 
 const SELF = { id: 'bot_1_1_self', address: '127.0.0.7' };
 const OTHER = { id: 'bot_2_2_other', address: '127.0.0.8' };

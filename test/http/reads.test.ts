@@ -3,7 +3,7 @@ import { agentFor } from '../helpers/agent.js';
 import { call } from '../helpers/http-client.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
 
-// Reads of logs and stats: GET logs as POST's twin, and the per-bot read rate (CONTRACT.md §2).
+// Reads of logs and stats: GET logs as POST's twin, and the per-bot read rate (docs/api.md §2).
 const SELF = { id: 'bot_1_1_self', address: '127.0.0.7' };
 
 async function setUp(t: Parameters<typeof agentFor>[0], readRate = 20) {

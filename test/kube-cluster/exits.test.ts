@@ -9,7 +9,7 @@ import { openStream } from '../helpers/sse-client.js';
 import { adminKubeConfig, botDeployment, clusterHarness } from './cluster-harness.js';
 import type { RuntimeHarness } from '../behaviours/runtime-harness.js';
 
-// Why a bot died (CONTRACT.md §8-10) on the real cluster, from the agent's watch of pods.
+// Why a bot died (docs/api.md §8-10) on the real cluster, from the agent's watch of pods.
 
 let agent: TestAgent;
 let harness: RuntimeHarness;

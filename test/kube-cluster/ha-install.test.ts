@@ -19,7 +19,7 @@ import { adminKubeConfig, botDeployment, HOST_ADDRESS } from './cluster-harness.
 // The chart as operators install it for no gap: two agents sharing one history in the real PostgreSQL
 // that npm test starts (reached from pods at the bridge's address), on the real cluster. A bot calls
 // the Service for its own status every 100 ms through a helm upgrade and the deletion of each agent
-// pod in turn: none of its calls may fail (CONTRACT.md §11).
+// pod in turn: none of its calls may fail (docs/api.md §11).
 const run = promisify(execFile);
 const runId = randomBytes(3).toString('hex');
 const namespace = `ha-${runId}`;

@@ -8,7 +8,7 @@ import { TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { adminKubeConfig, clusterHarness } from './cluster-harness.js';
 
-// CONTRACT §4 rule 4 on the real cluster: an address names a bot only when exactly one running pod,
+// docs/api.md §4 rule 4 on the real cluster: an address names a bot only when exactly one running pod,
 // not being deleted and not on the host's network, holds it.
 function botPod(id: string, options: { hostNetwork?: boolean; graceS?: number } = {}): V1Pod {
   return {

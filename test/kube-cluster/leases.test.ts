@@ -16,7 +16,7 @@ import { objectName } from '../../src/runtime/kubernetes/kube-provisioner.js';
 import { adminKubeConfig, agentKubeConfig, botDeployment } from './cluster-harness.js';
 
 // Two agents on the real cluster, as two replicas of the chart with a database are: each bot's lifecycle
-// operations are serialised across them by a coordination.k8s.io Lease (CONTRACT.md §11), under the
+// operations are serialised across them by a coordination.k8s.io Lease (docs/api.md §11), under the
 // chart's Role for that case.
 const run = promisify(execFile);
 const runId = randomBytes(3).toString('hex');

@@ -17,7 +17,7 @@ const IMAGE = 'bot-agent-testbot:provisioning';
 
 // Provisioning on the real cluster, as the chart's ServiceAccount: the platform
 // creates a bot through the agent, and its Deployment and Secret really run it,
-// with the whole bot environment of CONTRACT §6 inside the pod.
+// with the whole bot environment of docs/api.md §6 inside the pod.
 test('a bot created through the agent runs, with every bot variable inside its pod, and is removed again', async (t) => {
   const { harness, namespace, agentConfig } = await clusterHarness();
   const provisioner = createKubernetesProvisioner({ kubeConfig: agentConfig, namespace, agentUrl: 'http://agent:8000' });

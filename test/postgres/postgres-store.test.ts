@@ -7,7 +7,7 @@ import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { storeSuite, waitFor } from '../helpers/store-suite.js';
 
 // The history in a real PostgreSQL server (Debian's, started by scripts/postgres.sh in npm test): the same
-// suite as SQLite's, then what only a store shared by several agents must do (CONTRACT.md §11).
+// suite as SQLite's, then what only a store shared by several agents must do (docs/api.md §11).
 const urls = new WeakMap<HistoryStore, string>();
 const windows = new WeakMap<HistoryStore, SharedWindow>();
 async function openStore(shared?: HistoryStore): Promise<HistoryStore> {

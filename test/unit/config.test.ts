@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import test from 'ava';
 import { ConfigError, loadConfig } from '../../src/config.js';
 
-test('defaults follow CONTRACT.md §5', (t) => {
+test('defaults follow docs/api.md §5', (t) => {
   t.deepEqual(loadConfig({}), {
     runtime: 'docker',
     host: '0.0.0.0',

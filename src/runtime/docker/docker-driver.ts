@@ -33,7 +33,7 @@ class DockerDriver implements RuntimeDriver {
   private readonly index: DockerBotIndex;
   private readonly statsFeed: DockerStatsFeed;
   private readonly cgroups: CgroupStats;
-  /** Addresses no running bot held at the last look (CONTRACT.md §4: a stranger is refused) ... */
+  /** Addresses no running bot held at the last look (docs/api.md §4: a stranger is refused) ... */
   private readonly strangers = new LRUCache<string, true>({ max: 10_000, ttl: STRANGER_MS });
   /** ... and the look-up under way, which every address that misses the index meanwhile shares. */
   private runningBots: Promise<ContainerInfo[]> | undefined;

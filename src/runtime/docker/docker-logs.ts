@@ -121,7 +121,7 @@ const FIRST_TAIL = Math.ceil(MAX_LOG_BYTES / ENTRY_BYTES) + 1;
 
 /**
  * The answer to a logs read of a container: its last `lines` lines, bounded
- * as CONTRACT.md §2 says. The engine stores a line longer than 16 KiB as
+ * as docs/api.md §2 says. The engine stores a line longer than 16 KiB as
  * several entries, so its `tail` counts entries, not lines; and it reads and
  * decodes every entry a tail asks for, however few bytes the answer keeps. So
  * a read asks for at most FIRST_TAIL entries first, then for as many more as

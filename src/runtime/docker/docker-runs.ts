@@ -53,7 +53,7 @@ export class DockerRunWatcher {
     const containerId = event.Actor?.ID;
     const attributes = event.Actor?.Attributes ?? {};
     const botId = attributes[BOT_LABEL];
-    // A bot is the container named by its id that carries its label (CONTRACT.md §1).
+    // A bot is the container named by its id that carries its label (docs/api.md §1).
     if (event.Type !== 'container' || !containerId || !botId || attributes.name !== botId) return;
     const at = new Date(event.timeNano !== undefined ? event.timeNano / 1e6 : Date.now());
     const key = `docker:${containerId}:${event.timeNano ?? at.getTime()}`;

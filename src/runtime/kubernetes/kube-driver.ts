@@ -388,7 +388,7 @@ function rolledOut(deployment: V1Deployment, generation: number): boolean {
 }
 
 /**
- * The bot whose pod holds `address` (CONTRACT.md §4 rule 4): exactly one running pod not being deleted
+ * The bot whose pod holds `address` (docs/api.md §4 rule 4): exactly one running pod not being deleted
  * holds it, and no pod on the host's network (which shares the node's address with everything there).
  */
 export function botHolding(pods: readonly V1Pod[], address: string): string | undefined {

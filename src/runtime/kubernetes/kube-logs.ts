@@ -21,7 +21,7 @@ const LIMIT_MARGIN = 64 * 1024;
 const SILENCE_DEADLINE_MS = 1_500;
 
 /**
- * The container's last `lines` lines, bounded as CONTRACT.md §2 says. One
+ * The container's last `lines` lines, bounded as docs/api.md §2 says. One
  * call with `limitBytes` answers almost every read; but limitBytes keeps the
  * oldest bytes of the tail, so when the answer reaches it, the tail is
  * streamed instead, keeping only its newest bytes.

@@ -25,7 +25,7 @@ interface PodRuns {
 }
 
 /**
- * Turns a watch of the bots' pods into run starts and ends (CONTRACT.md §8):
+ * Turns a watch of the bots' pods into run starts and ends (docs/api.md §8):
  * a container's `lastState.terminated` after the kubelet restarted it (its
  * previous run's lines), `state.terminated` of one that ended, and a pod
  * deleted (a stop, a rollout) while its container ran. Ends of deleted pods
