@@ -50,31 +50,31 @@ const addressOf = async (id: string): Promise<string> => {
 test('the index follows the engine: a bot started later is known by its address, and forgotten once stopped', async (t) => {
   const index = new DockerBotIndex(fixture.docker);
   t.teardown(() => index.close());
-  t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
+  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined), 'the index never came up');
   const bot = await fixture.runBot();
   const address = await addressOf(bot.id);
-  t.true(await eventually(() => index.botAt(address)?.botId === bot.id));
-  t.like(index.bot(bot.id), { running: true, tty: false });
+  t.true(await eventually(() => index.byIndex('address', address)?.[0]?.botId === bot.id));
+  t.like(index.byIndex('bot', bot.id)?.[0], { running: true, tty: false });
   await bot.container.stop({ t: 1 });
-  t.true(await eventually(() => index.botAt(address) === undefined));
-  t.true(await eventually(() => index.bot(bot.id)?.running === false));
-  t.deepEqual(index.bot(bot.id)?.addresses, []);
+  t.true(await eventually(() => index.byIndex('address', address)?.length === 0));
+  t.true(await eventually(() => index.byIndex('bot', bot.id)?.[0]?.running === false));
+  t.deepEqual(index.byIndex('bot', bot.id)?.[0]?.addresses, []);
 });
 
 test('a burst of starts is taken in one container at a time: the index lists no container again, and knows each', async (t) => {
   const { index, listed } = await indexBehindProxy(t);
   const bots = await Promise.all(Array.from({ length: 12 }, () => fixture.runBot({ start: false })));
-  t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
+  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined), 'the index never came up');
   // Let the inspections of other tests' containers that changed during its first listing pass.
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   const before = listed();
   await Promise.all(bots.map((bot) => bot.container.start()));
   const addresses = await Promise.all(bots.map((bot) => addressOf(bot.id)));
-  t.true(await eventually(() => bots.every((bot, i) => index.botAt(addresses[i]!)?.botId === bot.id && index.bot(bot.id)?.startedAt !== undefined)));
+  t.true(await eventually(() => bots.every((bot, i) => index.byIndex('address', addresses[i]!)?.[0]?.botId === bot.id && index.byIndex('bot', bot.id)?.[0]?.startedAt !== undefined)));
   await Promise.all(bots.slice(0, 6).map((bot) => bot.container.stop({ t: 1 })));
-  t.true(await eventually(() => bots.slice(0, 6).every((bot, i) => index.botAt(addresses[i]!) === undefined && index.bot(bot.id)?.running === false)));
-  t.true(bots.slice(6).every((bot, i) => index.botAt(addresses[i + 6]!)?.botId === bot.id));
-  t.true(index.size() >= bots.length, `the index holds ${index.size()} bots`);
+  t.true(await eventually(() => bots.slice(0, 6).every((bot, i) => index.byIndex('address', addresses[i]!)?.length === 0 && index.byIndex('bot', bot.id)?.[0]?.running === false)));
+  t.true(bots.slice(6).every((bot, i) => index.byIndex('address', addresses[i + 6]!)?.[0]?.botId === bot.id));
+  t.true(index.count('bot') >= bots.length, `the index holds ${index.count('bot')} bots`);
   // One list more at most: under the other tests' load the engine may miss a ping and the event stream
   // is opened (and the index listed) again. A list per event would be dozens.
   t.true(listed() - before <= 1, `${listed() - before} container lists for 12 starts and 6 stops`);
@@ -84,11 +84,11 @@ test('starts while the index is listed are inspected one by one after the list, 
   // The index's list held long enough for the starts (and their events) to fall within it.
   const { index, listed } = await indexBehindProxy(t, { pattern: /^GET \S*\/containers\/json/, ms: 2_000 });
   const bots = await Promise.all(Array.from({ length: 6 }, () => fixture.runBot({ start: false })));
-  index.botAt('10.255.255.254');
+  index.byIndex('address', '10.255.255.254');
   t.true(await eventually(() => listed() === 1), 'the index never listed');
   await Promise.all(bots.map((bot) => bot.container.start()));
   const addresses = await Promise.all(bots.map((bot) => addressOf(bot.id)));
-  t.true(await eventually(() => bots.every((bot, i) => index.botAt(addresses[i]!)?.botId === bot.id && index.bot(bot.id)?.startedAt !== undefined)));
+  t.true(await eventually(() => bots.every((bot, i) => index.byIndex('address', addresses[i]!)?.[0]?.botId === bot.id && index.byIndex('bot', bot.id)?.[0]?.startedAt !== undefined)));
   t.is(listed(), 1);
 });
 
@@ -96,11 +96,11 @@ test('a container removed between the list and its inspection is left out: the i
   const gone = await fixture.runBot({ start: false });
   // The listed container's inspection held until after its removal, so that the engine answers it 404.
   const { index, listed } = await indexBehindProxy(t, { pattern: new RegExp(`^GET \\S*/containers/${gone.container.id}/json`), ms: 1_500 });
-  index.botAt('10.255.255.254');
+  index.byIndex('address', '10.255.255.254');
   t.true(await eventually(() => listed() === 1), 'the index never listed');
   await gone.container.remove({ force: true });
-  t.true(await eventually(() => index.botAt('10.255.255.254') !== null, 10_000), 'the index never came up');
-  t.is(index.bot(gone.id), undefined);
+  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined, 10_000), 'the index never came up');
+  t.is(index.byIndex('bot', gone.id)?.[0], undefined);
   // A failed list would be taken again a second later.
   await new Promise((resolve) => setTimeout(resolve, 1_500));
   t.is(listed(), 1);
@@ -109,12 +109,12 @@ test('a container removed between the list and its inspection is left out: the i
 const droppedInspections = test.macro(async (t, drops: number) => {
   const { proxy, index, listed } = await indexBehindProxy(t);
   const bot = await fixture.runBot({ start: false });
-  t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
+  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined), 'the index never came up');
   for (let i = 0; i < drops; i++) proxy.dropOnce(new RegExp(`^GET \\S*/containers/${bot.container.id}/json`));
   const before = listed();
   await bot.container.start();
   const address = await addressOf(bot.id);
-  t.true(await eventually(() => index.botAt(address)?.botId === bot.id), 'the bot was never indexed');
+  t.true(await eventually(() => index.byIndex('address', address)?.[0]?.botId === bot.id), 'the bot was never indexed');
   t.is(proxy.dropped, drops);
   t.is(listed() - before, 0);
 });
@@ -128,10 +128,10 @@ test('a burst of starts on a slow engine is inspected a few containers at a time
   const { proxy, index } = await indexBehindProxy(t, { pattern: /^GET \S*\/containers\/[0-9a-f]+\/json/, ms: 1_000 });
   // Few enough not to slow the engine that other test files share.
   const bots = await Promise.all(Array.from({ length: 20 }, () => fixture.runBot({ start: false })));
-  t.true(await eventually(() => index.botAt('10.255.255.254') !== null, 60_000), 'the index never came up');
+  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined, 60_000), 'the index never came up');
   await Promise.all(bots.map((bot) => bot.container.start()));
   const addresses = await Promise.all(bots.map((bot) => addressOf(bot.id)));
-  t.true(await eventually(() => bots.every((bot, i) => index.botAt(addresses[i]!)?.botId === bot.id), 15_000), 'not every bot was indexed');
+  t.true(await eventually(() => bots.every((bot, i) => index.byIndex('address', addresses[i]!)?.[0]?.botId === bot.id), 15_000), 'not every bot was indexed');
   // 16 inspections, the event stream, and a list or ping besides; 20 starts and their network connects unqueued would be ~40.
   // (Requests, not connections: under load a client closes answered connections late.)
   t.log(`${proxy.peakInFlight} requests under way at once, ${proxy.peakConnections} connections`);
@@ -141,13 +141,13 @@ test('a burst of starts on a slow engine is inspected a few containers at a time
 test('a list after a lost event stream waits for the inspections still under way: together a few at a time', async (t) => {
   const { proxy, index } = await indexBehindProxy(t, { pattern: /^GET \S*\/containers\/[0-9a-f]+\/json/, ms: 2_000 });
   const bots = await Promise.all(Array.from({ length: 20 }, () => fixture.runBot({ start: false })));
-  t.true(await eventually(() => index.botAt('10.255.255.254') !== null, 60_000), 'the index never came up');
+  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined, 60_000), 'the index never came up');
   await Promise.all(bots.map((bot) => bot.container.start()));
   // The queue's inspections are held at the proxy; the engine ends the event stream meanwhile, and the index lists again.
   t.true(await eventually(() => proxy.underWay >= 16, 15_000, 10), `the starts' inspections were never under way (${proxy.underWay})`);
   t.is(proxy.dropConnections(/^GET \S*\/events/), 1);
   const addresses = await Promise.all(bots.map((bot) => addressOf(bot.id)));
-  t.true(await eventually(() => bots.every((bot, i) => index.botAt(addresses[i]!)?.botId === bot.id), 30_000), 'not every bot was indexed');
+  t.true(await eventually(() => bots.every((bot, i) => index.byIndex('address', addresses[i]!)?.[0]?.botId === bot.id), 30_000), 'not every bot was indexed');
   t.true(proxy.requests.filter((line) => /^GET \S*\/containers\/json/.test(line)).length >= 2, 'the index did not list again');
   // 16 inspections, the new event stream, the list and a ping; the queue's 16 and the list's 16 at once would be ~35.
   t.log(`${proxy.peakInFlight} requests under way at once`);
@@ -158,12 +158,12 @@ test('the index keeps each running bot\'s start time, read again when it restart
   const index = new DockerBotIndex(fixture.docker);
   t.teardown(() => index.close());
   const bot = await fixture.runBot();
-  t.true(await eventually(() => index.bot(bot.id)?.startedAt === undefined ? false : true));
+  t.true(await eventually(() => index.byIndex('bot', bot.id)?.[0]?.startedAt === undefined ? false : true));
   const startedMs = (bot: TestBot): Promise<number> => fixture.startedAt(bot).then((iso) => new Date(iso).getTime());
-  t.is(index.bot(bot.id)?.startedAt?.getTime(), await startedMs(bot));
+  t.is(index.byIndex('bot', bot.id)?.[0]?.startedAt?.getTime(), await startedMs(bot));
   await bot.container.restart({ t: 1 });
   const restartedMs = await startedMs(bot);
-  t.true(await eventually(() => index.bot(bot.id)?.startedAt?.getTime() === restartedMs), 'the index kept the old start time');
+  t.true(await eventually(() => index.byIndex('bot', bot.id)?.[0]?.startedAt?.getTime() === restartedMs), 'the index kept the old start time');
 });
 
 test('the index knows no container without the bot label', async (t) => {
@@ -171,9 +171,9 @@ test('the index knows no container without the bot label', async (t) => {
   t.teardown(() => index.close());
   const stranger = await fixture.runBot({ labelled: false });
   const address = await addressOf(stranger.id);
-  t.true(await eventually(() => index.botAt(address) !== null));
-  t.is(index.botAt(address), undefined);
-  t.is(index.bot(stranger.id), undefined);
+  t.true(await eventually(() => index.byIndex('address', address) !== undefined));
+  t.deepEqual(index.byIndex('address', address), []);
+  t.is(index.byIndex('bot', stranger.id)?.[0], undefined);
 });
 
 test('a bot started just before its first call is identified', async (t) => {

@@ -102,11 +102,11 @@ test('the identity index goes dark while its event stream is down, and is rebuil
     index.close();
     await proxy.close();
   });
-  t.true(await eventually(() => index.botAt('10.255.255.254') !== null), 'the index never came up');
+  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined), 'the index never came up');
   proxy.cut();
-  t.true(await eventually(() => index.botAt('10.255.255.254') === null), 'the index kept answering without its stream');
+  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') === undefined), 'the index kept answering without its stream');
   const bot = await fixture.runBot();
   const address = Object.values((await bot.container.inspect()).NetworkSettings.Networks)[0]?.IPAddress ?? '';
   proxy.restore();
-  t.true(await eventually(() => index.botAt(address)?.botId === bot.id), 'the index was not rebuilt');
+  t.true(await eventually(() => index.byIndex('address', address)?.[0]?.botId === bot.id), 'the index was not rebuilt');
 });

@@ -28,7 +28,7 @@ async function liveIndex(t: ExecutionContext) {
   const faults: string[] = [];
   const index = new DockerBotIndex(docker, (what) => faults.push(what));
   t.teardown(() => index.close());
-  t.true(await eventually(() => index.botAt('10.0.0.1') !== null), 'the index never came up');
+  t.true(await eventually(() => index.byIndex('address', '10.0.0.1') !== undefined), 'the index never came up');
   return { index, streams, faults };
 }
 
@@ -39,14 +39,14 @@ test('events no handler expects are reported and skipped; the index stays live',
   }
   t.true(await eventually(() => faults.length > 0));
   t.true(faults.every((what) => /could not handle/.test(what)), faults.join('; '));
-  t.is(index.botAt('10.0.0.1'), undefined, 'the index went dark');
+  t.deepEqual(index.byIndex('address', '10.0.0.1'), [], 'the index went dark');
 });
 
 test('a stream that ends is reported once and reopened', async (t) => {
   const { index, streams, faults } = await liveIndex(t);
   streams[0]?.end();
   streams[0]?.resume();
-  t.true(await eventually(() => streams.length === 2 && index.botAt('10.0.0.1') !== null, 5_000), 'not reopened');
+  t.true(await eventually(() => streams.length === 2 && index.byIndex('address', '10.0.0.1') !== undefined, 5_000), 'not reopened');
   t.is(faults.length, 1, faults.join('; '));
   t.regex(faults[0] ?? '', /lost the engine event stream/);
 });

@@ -53,7 +53,7 @@ class DockerDriver implements RuntimeDriver {
   }
 
   indexedBots(): number {
-    return this.index.size();
+    return this.index.count('bot');
   }
 
   async findBot(botId: string): Promise<BotInfo> {
@@ -92,7 +92,7 @@ class DockerDriver implements RuntimeDriver {
    * every container per request.
    */
   async botAtAddress(address: string): Promise<string | undefined> {
-    const indexed = this.index.botAt(address);
+    const indexed = this.index.byIndex('address', address)?.[0];
     if (indexed) return indexed.botId;
     // No container holds a loopback address.
     if (isLoopback(address) || this.strangers.has(address)) return undefined;
@@ -147,7 +147,7 @@ class DockerDriver implements RuntimeDriver {
   async stats(botId: string): Promise<BotStats> {
     // Where the host's cgroup files are visible, they answer, read on demand: no engine call at all
     // once the index knows the bot runs and since when. Elsewhere the engine's stats stream does.
-    const indexed = this.index.bot(botId);
+    const indexed = this.index.byIndex('bot', botId)?.[0];
     // The index keeps a start time for running containers only.
     const startedAt = indexed?.startedAt;
     if (indexed && startedAt) {
@@ -193,7 +193,7 @@ class DockerDriver implements RuntimeDriver {
     const window = { since: since && new Date(since.getTime() + 1), until: new Date(until.getTime() + 1) };
     for (let attempt = 1; ; attempt += 1) {
       try {
-        const indexed = this.index.bot(botId);
+        const indexed = this.index.byIndex('bot', botId)?.[0];
         const tty =
           indexed?.containerId === containerId
             ? indexed.tty
@@ -211,7 +211,7 @@ class DockerDriver implements RuntimeDriver {
 
   /** The container whose logs are the bot's, and whether it has a TTY. */
   private async logTarget(botId: string): Promise<{ containerId: string; tty: boolean }> {
-    const indexed = this.index.bot(botId);
+    const indexed = this.index.byIndex('bot', botId)?.[0];
     if (indexed) return indexed;
     const info = await this.inspectBot(botId);
     return { containerId: info.Id, tty: info.Config.Tty };

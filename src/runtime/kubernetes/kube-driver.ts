@@ -9,7 +9,7 @@ import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { followPodLogs, readPodLogs } from './kube-logs.js';
 import { KubeRunWatcher } from './kube-runs.js';
-import { WatchedObjects } from './kube-watched.js';
+import { KubeObjectCache } from './kube-object-cache.js';
 import { botStatsFromMetrics, nodeAllocatable, podLimits } from './kube-stats.js';
 import type { Capacity, PodMetrics } from './kube-stats.js';
 
@@ -51,8 +51,8 @@ class KubernetesDriver implements RuntimeDriver {
   private readonly kubeConfig: KubeConfig;
   private readonly report: FaultReporter;
   /** The bots' Deployments and pods, watched: look-ups, identities and waits read them, not the API server. */
-  private readonly deployments: WatchedObjects<V1Deployment>;
-  private readonly watchedPods: WatchedObjects<V1Pod>;
+  private readonly deployments: KubeObjectCache<V1Deployment>;
+  private readonly watchedPods: KubeObjectCache<V1Pod>;
   private readonly metrics: LRUCache<string, PodMetrics>;
   private readonly unknownAddresses: LRUCache<string, Promise<void>>;
   private readonly nodes: LRUCache<string, Capacity>;
@@ -65,7 +65,7 @@ class KubernetesDriver implements RuntimeDriver {
     this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
     this.namespace = namespace;
     const botOf = (object: V1Deployment | V1Pod): string | undefined => object.metadata?.labels?.[BOT_LABEL];
-    this.deployments = new WatchedObjects(
+    this.deployments = new KubeObjectCache(
       kubeConfig,
       `/apis/apps/v1/namespaces/${namespace}/deployments`,
       () => this.apps.listNamespacedDeployment({ namespace, labelSelector: BOT_LABEL }),
@@ -74,7 +74,7 @@ class KubernetesDriver implements RuntimeDriver {
       "the bots' Deployments",
       this.report,
     );
-    this.watchedPods = new WatchedObjects(
+    this.watchedPods = new KubeObjectCache(
       kubeConfig,
       `/api/v1/namespaces/${namespace}/pods`,
       () => this.core.listNamespacedPod({ namespace, labelSelector: BOT_LABEL }),
@@ -94,7 +94,7 @@ class KubernetesDriver implements RuntimeDriver {
   /** The API server answers, and the first sync of the watches of the bots' Deployments and pods is over (readiness). */
   async ping(): Promise<void> {
     await this.api(undefined, (options) => this.apps.listNamespacedDeployment({ namespace: this.namespace, limit: 1 }, options));
-    if (!this.deployments.settledOnce || !this.watchedPods.settledOnce) {
+    if (!this.deployments.synced || !this.watchedPods.synced) {
       throw new RuntimeUnavailable(`${messages.runtimeUnavailable('kubernetes')}: the watches of the bots' Deployments and pods are not synced yet`);
     }
   }
@@ -132,7 +132,7 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   async botAtAddress(address: string): Promise<string | undefined> {
-    let watched = this.watchedPods.find('address', address);
+    let watched = this.watchedPods.byIndex('address', address);
     if (watched?.length === 0 && this.podsAwaitAddress()) {
       // A pod may call before the kubelet has reported its address: while a bot's pod has none yet, wait a little
       // for the watch to learn it, once per address however many calls come (a stranger's next calls within seconds
@@ -143,7 +143,7 @@ class KubernetesDriver implements RuntimeDriver {
         this.unknownAddresses.set(address, learning);
       }
       await learning;
-      watched = this.watchedPods.find('address', address);
+      watched = this.watchedPods.byIndex('address', address);
     }
     if (watched) return botHolding(watched, address);
     const pods = await this.api(undefined, (options) =>
@@ -153,13 +153,13 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   private podsAwaitAddress(): boolean {
-    return (this.watchedPods.find('awaiting', 'address')?.length ?? 0) > 0;
+    return (this.watchedPods.byIndex('awaiting', 'address')?.length ?? 0) > 0;
   }
 
   /** Resolves once the watch holds a pod at `address`, or no pod awaits its address any more, or NEW_POD_GRACE_MS later. */
   private async learnAddress(address: string): Promise<void> {
     const deadline = Date.now() + NEW_POD_GRACE_MS;
-    while (this.watchedPods.find('address', address)?.length === 0 && this.podsAwaitAddress() && Date.now() < deadline) {
+    while (this.watchedPods.byIndex('address', address)?.length === 0 && this.podsAwaitAddress() && Date.now() < deadline) {
       await this.watchedPods.nextChange(deadline - Date.now());
     }
   }
@@ -239,7 +239,7 @@ class KubernetesDriver implements RuntimeDriver {
 
   /** The bot's Deployment as the watch has it; asked of the API server while the watch is not open, or for a bot it has not seen yet. */
   private async knownDeployment(botId: string): Promise<V1Deployment> {
-    return this.deployments.find('bot', botId)?.[0] ?? this.deployment(botId);
+    return this.deployments.byIndex('bot', botId)?.[0] ?? this.deployment(botId);
   }
 
   /** The bot's Deployment as the API server has it now, for operations that change it. */
@@ -253,7 +253,7 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   private async pods(botId: string): Promise<V1Pod[]> {
-    const watched = this.watchedPods.find('bot', botId);
+    const watched = this.watchedPods.byIndex('bot', botId);
     if (watched) return watched;
     const list = await this.api(botId, (options) =>
       this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: `${BOT_LABEL}=${botId}` }, options),

@@ -2,7 +2,7 @@ import type { V1ContainerStateTerminated, V1Pod } from '@kubernetes/client-node'
 import type { FaultReporter, RunObserver } from '../driver.js';
 import { BOT_ID_PATTERN, BOT_LABEL } from '../labels.js';
 import { signalName } from '../signal-names.js';
-import type { WatchedObjects } from './kube-watched.js';
+import type { KubeObjectCache } from './kube-object-cache.js';
 
 /** The lines of a run an exit record keeps. */
 const EXIT_LOG_LINES = 100;
@@ -42,7 +42,7 @@ export class KubeRunWatcher {
   ) {}
 
   /** Follows the watched pods: when their watch first lists them, runs it reports again are recorded once (by their keys). */
-  watch(pods: WatchedObjects<V1Pod>): void {
+  watch(pods: KubeObjectCache<V1Pod>): void {
     const guarded = (what: string, handle: (pod: V1Pod) => void) => (pod: V1Pod) => {
       try {
         handle(pod);

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ListWatch, Watch } from '@kubernetes/client-node';
 import type { KubeConfig, KubernetesObject, ListPromise } from '@kubernetes/client-node';
 import type { FaultReporter } from '../driver.js';
+import type { IndexedCache } from '../indexed-cache.js';
 
 /** How long after a broken watch it is opened again; also the longest wait between a watch's normal end and the next. */
 const REOPEN_MS = 1_000;
@@ -12,9 +13,9 @@ type Handler<T> = (object: T) => void;
  * A local copy of one kind of object (the bots' Deployments, or their pods),
  * kept current by client-node's ListWatch, with indexes by what the driver
  * looks objects up by (a bot id, a pod IP). It answers only while its watch is
- * open; otherwise `find` says so and the caller asks the API server.
+ * open; otherwise `byIndex` says so and the caller asks the API server.
  */
-export class WatchedObjects<T extends KubernetesObject> {
+export class KubeObjectCache<T extends KubernetesObject> implements IndexedCache<T, string> {
   private readonly informer: ListWatch<T>;
   /** index → key → uid → object */
   private readonly indexes = new Map<string, Map<string, Map<string, T>>>();
@@ -89,12 +90,12 @@ export class WatchedObjects<T extends KubernetesObject> {
    * the watch failed (then answers come from look-ups). An agent starting up is
    * not ready before: its first answers would all be look-ups.
    */
-  get settledOnce(): boolean {
+  get synced(): boolean {
     return this.settled;
   }
 
   /** The objects filed under `key` in `index`, or undefined when the copy is not current. */
-  find(index: string, key: string): T[] | undefined {
+  byIndex(index: string, key: string): T[] | undefined {
     if (!this.current) return undefined;
     return [...(this.indexes.get(index)?.get(key)?.values() ?? [])];
   }
