@@ -338,7 +338,7 @@ export const openApiDocument = {
       get: {
         summary: "Every bot's events as Server-Sent Events (the platform only)",
         parameters: [lastEventId, ...queryParameters(eventsQuery)],
-        responses: responses({ description: 'The event stream', content: eventStream }, 400, 403),
+        responses: responses({ description: 'The event stream', content: eventStream }, 400, 403, 429),
       },
     },
     '/api/bots/{bot_id}/stats': {

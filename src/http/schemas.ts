@@ -76,6 +76,9 @@ const envName = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** No process can take a NUL in its environment or arguments (the engine answers 500 for one). */
 const NO_NUL = /^[^\u0000]*$/;
 
+/** The image the document's example names (a platform's own registry). */
+export const EXAMPLE_IMAGE = 'registry.example.com/bots/telegram:1';
+
 /** Body of the platform's create: docs/api.md §6's inputs, limits and extras. */
 const MEMORY_LIMIT = 'memory_limit must be a whole number of bytes from 6 MiB to 1 PiB';
 
@@ -87,19 +90,21 @@ export const createBotRequest = object({
     .typeError('image must be a string')
     .required('image is required')
     .max(255, 'image must be at most 255 characters')
-    .matches(IMAGE_REFERENCE, 'image must be an image reference (lower-case name, optional :tag and @digest), e.g. registry.example.com/bot:1'),
+    .matches(IMAGE_REFERENCE, 'image must be an image reference (lower-case name, optional :tag and @digest), e.g. registry.example.com/bot:1')
+    .meta({ jsonSchema: { examples: [EXAMPLE_IMAGE] } }),
   template: string()
     .strict()
     .typeError('template must be a string')
     .required('template is required')
-    .matches(/^[a-z0-9][a-z0-9_-]{0,31}$/, 'template must be lower-case letters, digits, - or _, e.g. telegram'),
+    .matches(/^[a-z0-9][a-z0-9_-]{0,31}$/, 'template must be lower-case letters, digits, - or _, e.g. telegram')
+    .meta({ jsonSchema: { examples: ['telegram'] } }),
   token: string()
     .strict()
     .typeError('token must be a string')
     .required('token is required')
     .max(4096, 'token is too long')
     .matches(NO_NUL, 'token must not contain a NUL character')
-    .meta({ jsonSchema: { description: 'Set as BOT_TOKEN and every alias; never answered back nor logged' } }),
+    .meta({ jsonSchema: { description: 'Set as BOT_TOKEN and every alias; never answered back nor logged', examples: ['123456:telegram-bot-token'] } }),
   domain: string()
     .strict()
     .typeError('domain must be a string')
@@ -134,13 +139,20 @@ export const createBotRequest = object({
     .typeError(MEMORY_LIMIT)
     .integer(MEMORY_LIMIT)
     .min(6 * 1024 * 1024, MEMORY_LIMIT)
-    .max(2 ** 50, MEMORY_LIMIT),
-  cpu_limit: number().strict().typeError('cpu_limit must be a number of CPUs').positive('cpu_limit must be above 0').max(256, 'cpu_limit is too high'),
+    .max(2 ** 50, MEMORY_LIMIT)
+    .meta({ jsonSchema: { examples: [256 * 1024 * 1024] } }),
+  cpu_limit: number()
+    .strict()
+    .typeError('cpu_limit must be a number of CPUs')
+    .positive('cpu_limit must be above 0')
+    .max(256, 'cpu_limit is too high')
+    .meta({ jsonSchema: { examples: [0.5] } }),
   command: array(string().strict().typeError('command must be a list of strings').required().matches(NO_NUL, 'command must not contain a NUL character'))
     .strict()
     .typeError('command must be a list of strings')
     .min(1, 'command must not be empty')
-    .max(64, 'command is too long'),
+    .max(64, 'command is too long')
+    .meta({ jsonSchema: { examples: [['sh', '-c', 'exec python -m bot']] } }),
 }).typeError(jsonObject);
 
 /** The query of the platform's listing. */

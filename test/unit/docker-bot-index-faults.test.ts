@@ -10,8 +10,10 @@ import { eventually } from '../helpers/eventually.js';
 // reported once, not once a reconnect.
 function engineWithEvents() {
   const streams: PassThrough[] = [];
+  const asked: Array<{ since?: string }> = [];
   const docker = {
-    getEvents: async () => {
+    getEvents: async (options: { since?: string }) => {
+      asked.push(options);
       const stream = new PassThrough();
       streams.push(stream);
       return stream;
@@ -19,17 +21,17 @@ function engineWithEvents() {
     listContainers: async () => [],
     ping: async () => 'OK',
   } as unknown as Docker;
-  return { docker, streams };
+  return { docker, streams, asked };
 }
 
 /** An index over such a stream, live (answering) before the test goes on; its faults kept. */
 async function liveIndex(t: ExecutionContext) {
-  const { docker, streams } = engineWithEvents();
+  const { docker, streams, asked } = engineWithEvents();
   const faults: string[] = [];
   const index = new DockerBotIndex(docker, (what) => faults.push(what));
   t.teardown(() => index.close());
   t.true(await eventually(() => index.byIndex('address', '10.0.0.1') !== undefined), 'the index never came up');
-  return { index, streams, faults };
+  return { index, streams, faults, asked };
 }
 
 test('events no handler expects are reported and skipped; the index stays live', async (t) => {
@@ -49,4 +51,17 @@ test('a stream that ends is reported once and reopened', async (t) => {
   t.true(await eventually(() => streams.length === 2 && index.byIndex('address', '10.0.0.1') !== undefined, 5_000), 'not reopened');
   t.is(faults.length, 1, faults.join('; '));
   t.regex(faults[0] ?? '', /lost the engine event stream/);
+});
+
+test('a run watcher that comes after a caller opened the stream still gets every event since its start: the stream is opened again from then', async (t) => {
+  const { index, streams, faults, asked } = await liveIndex(t);
+  t.is(asked[0]?.since, undefined, 'opened for a caller, before any run watcher');
+  const heard: string[] = [];
+  index.watch((event) => heard.push(event.Action ?? ''), new Date(1_700_000_000_123));
+  t.true(await eventually(() => asked.length === 2 && index.byIndex('address', '10.0.0.1') !== undefined), 'not opened again');
+  t.regex(asked[1]?.since ?? '', /^1700000000\.123/);
+  t.true(streams[0]?.destroyed, 'the first stream was let go');
+  streams[1]?.write('{"Type":"container","Action":"die","Actor":{"ID":"abc","Attributes":{}}}\n');
+  t.true(await eventually(() => heard.includes('die')));
+  t.deepEqual(faults, [], 'opening it again is no fault');
 });

@@ -50,6 +50,8 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
   private listing = false;
   /** Containers an event named while the index was listed whole: the list may predate the event, so each is inspected after it. */
   private changedWhileListing = new Set<string>();
+  /** Counts listings begun: only the newest is filed. */
+  private listings = 0;
   /** Containers that started since the last listing, whose start time must be read again. */
   private startedSince = new Set<string>();
 
@@ -166,6 +168,7 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
       filters: { label: [BOT_LABEL] },
       abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS),
     });
+    const listing = ++this.listings;
     const known = this.byContainer;
     const restarted = this.startedSince;
     this.startedSince = new Set();
@@ -173,6 +176,8 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     const bots = await Promise.all(
       containers.map((container) => this.indexed(container, restarted.has(container.Id) ? undefined : known.get(container.Id))),
     );
+    // A listing begun later (the stream was opened again meanwhile) is newer: this one is not filed.
+    if (listing !== this.listings) return;
     this.byAddress = new Map();
     this.byBotId = new Map();
     this.byContainer = new Map();

@@ -47,6 +47,8 @@ export class DockerEventStream {
   private closed = false;
   private reconnect: NodeJS.Timeout | undefined;
   private watchdog: NodeJS.Timeout | undefined;
+  /** Counts subscriptions: one that a newer one replaced is dropped when it comes back. */
+  private attempts = 0;
   /** The time of the newest event seen (ns), so that a new subscription replays what it missed. */
   private lastEventNano: number | undefined;
 
@@ -69,7 +71,16 @@ export class DockerEventStream {
    */
   listen(listener: (event: EngineEvent) => void, since: Date | undefined): void {
     this.listeners.push(listener);
-    if (since && !this.started) this.lastEventNano = since.getTime() * 1e6;
+    if (since === undefined) return;
+    const sinceNano = since.getTime() * 1e6;
+    if (!this.started) {
+      this.lastEventNano = sinceNano;
+      return;
+    }
+    // Opened before this listener came (a caller was identified first): events between `since` and now
+    // would never reach it. The stream is opened again from `since`, and what it replays is listed again.
+    this.lastEventNano = Math.min(this.lastEventNano ?? sinceNano, sinceNano);
+    this.reopen();
   }
 
   start(): void {
@@ -96,7 +107,20 @@ export class DockerEventStream {
     }
   }
 
+  /** Drops the stream, and any subscription under way, and subscribes again at once. */
+  private reopen(): void {
+    const events = this.events;
+    this.events = undefined;
+    this.current = false;
+    events?.destroy?.();
+    this.handlers.lost();
+    clearTimeout(this.reconnect);
+    this.reconnect = undefined;
+    void this.subscribe();
+  }
+
   private async subscribe(): Promise<void> {
+    const attempt = ++this.attempts;
     try {
       // A deadline on the subscribing only: the signal must not end the stream later.
       const subscribing = new AbortController();
@@ -105,6 +129,11 @@ export class DockerEventStream {
       const events = await signalled(this.docker)
         .getEvents({ filters: { type: ['container', 'network'] }, since, abortSignal: subscribing.signal })
         .finally(() => clearTimeout(deadline));
+      if (attempt !== this.attempts || this.closed) {
+        // A newer subscription took its place meanwhile.
+        events.destroy?.();
+        return;
+      }
       this.events = events;
       eachJsonLine<EngineEvent>(
         events,
@@ -121,7 +150,7 @@ export class DockerEventStream {
         this.failing = false;
       }
     } catch (err) {
-      this.lost(this.events, err);
+      if (attempt === this.attempts) this.lost(this.events, err);
     }
   }
 
