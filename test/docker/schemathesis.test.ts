@@ -105,6 +105,8 @@ values = ${tomlList(acted.map((bot) => bot.id))}
 values = ${tomlList([reader.id, ...acted.map((bot) => bot.id)])}
 [dictionaries.victims]
 values = ${tomlList([...victims.map((bot) => bot.id), 'bot_1_1_gone'])}
+[dictionaries.fresh]
+values = ${tomlList(Array.from({ length: 100 }, (_, i) => `bot_9_${i}_fuzz${process.pid}`))}
 [dictionaries.owners]
 values = ${tomlList(owners)}
 [dictionaries.images]
@@ -124,6 +126,12 @@ values = [0.5, 1]
 [[operations]]
 include-method = "DELETE"
 parameters = { "path.bot_id" = { dictionary = "victims", probability = 1.0 } }
+# A create names ids no bot has (hypothesis' own are the same few, taken after their first create), and CPUs
+# this host has: what the schema cannot know of a host is not what the fuzzer came to find.
+[[operations]]
+include-path = "/api/admin/bots"
+include-method = "POST"
+parameters = { "body.bot_id" = { dictionary = "fresh", probability = 0.9 }, "body.cpu_limit" = { dictionary = "cpus", probability = 1.0 } }
 # Schemathesis' own list, and 422: whether the engine holds an image, and how many CPUs the host has, is no
 # property a schema can state, so a create the schema allows may be the 422 that says which. (Set for one
 # operation alone, schemathesis 4.32 applied the list to every operation.)
