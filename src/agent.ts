@@ -19,7 +19,7 @@ import type { RuntimeDriver } from './runtime/driver.js';
 /** What the agent reads of the configuration beside the runtime's own settings. */
 export type AgentConfig = Pick<
   Config,
-  'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning'
+  'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform'
 >;
 
 /** A runtime already made (tests hand their own driver), and what the agent is to do with it. */

@@ -30,10 +30,15 @@ export interface Config {
   readonly trustedHosts: readonly string[];
   /** Whether the admin API may create and remove bots. */
   readonly provisioning: boolean;
+  /** Whether a loopback caller (127.0.0.1 or ::1, no web page's request) is the platform. */
+  readonly loopbackPlatform: boolean;
 }
 
 /** The shortest admin token the agent accepts (docs/api.md §4 rule 5). */
 export const MIN_ADMIN_TOKEN = 32;
+
+/** Whether a value, when given, is a URL that can be read. */
+const readable = (value: string | undefined): boolean => value === undefined || URL.canParse(value);
 
 /** A configuration value that cannot be used; its message names the variable. */
 export class ConfigError extends Error {}
@@ -60,11 +65,18 @@ const env = object({
   AGENT_READ_RATE: wholeNumber('AGENT_READ_RATE', 1, 10_000, 'reads a second').default(20),
   AGENT_BOTS_NETWORK: string().matches(/^[\w][\w.-]{0,127}$/, 'AGENT_BOTS_NETWORK must be a Docker network name'),
   AGENT_DATA_DIR: string().default('./data'),
-  AGENT_DATABASE_URL: string().matches(
-    /^postgres(ql)?:\/\/\S+$/,
-    'AGENT_DATABASE_URL must be a PostgreSQL URL, e.g. postgres://user:password@host:5432/database',
-  ),
-  AGENT_WEBHOOK_URL: string().matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_WEBHOOK_URL must be an http:// or https:// URL'),
+  AGENT_DATABASE_URL: string()
+    .matches(/^postgres(ql)?:\/\/\S+$/, 'AGENT_DATABASE_URL must be a PostgreSQL URL, e.g. postgres://user:password@host:5432/database')
+    // Its value is never repeated: it holds a password.
+    .test('url', 'AGENT_DATABASE_URL cannot be read as a URL: percent-encode / # ? @ and : in its user and password (%2F %23 %3F %40 %3A)', readable),
+  AGENT_WEBHOOK_URL: string()
+    .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_WEBHOOK_URL must be an http:// or https:// URL')
+    .test('url', 'AGENT_WEBHOOK_URL cannot be read as a URL', readable)
+    .test(
+      'credentials',
+      'AGENT_WEBHOOK_URL must not carry a user or password (fetch refuses such a URL, and it would reach the log): the receiver checks each delivery by its X-Bot-Agent-Signature, signed with AGENT_WEBHOOK_SECRET',
+      (url) => url === undefined || (URL.parse(url)?.username === '' && URL.parse(url)?.password === ''),
+    ),
   AGENT_WEBHOOK_SECRET: string().when('AGENT_WEBHOOK_URL', {
     is: (url: string | undefined) => url !== undefined,
     then: (secret) => secret.required('AGENT_WEBHOOK_SECRET is required when AGENT_WEBHOOK_URL is set: it signs each delivery'),
@@ -74,6 +86,7 @@ const env = object({
     'AGENT_TRUSTED_HOSTS must be host names separated by commas, e.g. agent.internal,platform.local',
   ),
   AGENT_PROVISIONING: string().oneOf(['on', 'off'] as const, 'AGENT_PROVISIONING must be on or off').default('on'),
+  AGENT_LOOPBACK_PLATFORM: string().oneOf(['on', 'off'] as const, 'AGENT_LOOPBACK_PLATFORM must be on or off').default('on'),
   AGENT_BOTS_AGENT_URL: string()
     .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_BOTS_AGENT_URL must be an http:// or https:// URL')
     .default('http://agent:8000'),
@@ -117,6 +130,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
           .filter((host) => host !== ''),
       ),
       provisioning: values.AGENT_PROVISIONING === 'on',
+      loopbackPlatform: values.AGENT_LOOPBACK_PLATFORM === 'on',
     });
   } catch (err) {
     if (err instanceof ValidationError) throw new ConfigError(err.errors[0] ?? err.message);

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context } from 'koa';
 import { Forbidden, messages } from '../errors.js';
-import { isLoopback } from '../loopback.js';
+import { isHostItself } from '../loopback.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { isCrossSite } from './cross-site.js';
 import type { RequestOrigin } from './cross-site.js';
@@ -22,6 +22,8 @@ export interface CallerEvidence extends Partial<RequestOrigin> {
 export interface PlatformPolicy {
   readonly adminToken: string | undefined;
   readonly trustedHosts: readonly string[];
+  /** Whether the host itself (127.0.0.1, ::1) is the platform; off where only the token should be. */
+  readonly loopbackPlatform: boolean;
 }
 
 /** The address as the runtime reports it: IPv4-mapped IPv6 (`::ffff:10.0.0.2`) becomes plain IPv4. */
@@ -44,15 +46,17 @@ function holdsAdminToken(authorization: string | undefined, adminToken: string |
 /**
  * Classifies a caller (docs/api.md §4): an address held by a bot is that bot,
  * whatever else the request says; then the admin token's holder is the
- * platform, and so is loopback unless a web page could have sent the request
- * (Forbidden, cross-site); anyone else is refused with Forbidden.
+ * platform, and so is the host itself (127.0.0.1, ::1; not a proxy's hop
+ * from elsewhere in 127/8) while AGENT_LOOPBACK_PLATFORM is on, unless a web
+ * page could have sent the request (Forbidden, cross-site); anyone else is
+ * refused with Forbidden.
  */
 export async function identifyCaller(evidence: CallerEvidence, driver: RuntimeDriver, policy: PlatformPolicy): Promise<Caller> {
   const address = evidence.address === undefined ? undefined : plainAddress(evidence.address);
   const botId = address === undefined ? undefined : await driver.botAtAddress(address);
   if (botId !== undefined) return { kind: 'bot', botId };
   if (holdsAdminToken(evidence.authorization, policy.adminToken)) return { kind: 'platform' };
-  if (address !== undefined && isLoopback(address)) {
+  if (address !== undefined && policy.loopbackPlatform && isHostItself(address)) {
     const origin = { host: evidence.host, origin: evidence.origin, fetchSite: evidence.fetchSite };
     if (isCrossSite(origin, policy.trustedHosts)) throw new Forbidden(messages.crossSite);
     return { kind: 'platform' };

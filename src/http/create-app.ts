@@ -23,7 +23,7 @@ import { requestLog } from './request-log.js';
 import { StreamLimits } from './stream-limits.js';
 
 /** What the HTTP layer reads of the configuration. */
-export type HttpConfig = Pick<Config, 'adminToken' | 'readRate' | 'trustedHosts' | 'provisioning'>;
+export type HttpConfig = Pick<Config, 'adminToken' | 'readRate' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform'>;
 
 /** What the routes act on, built by the agent (src/agent.ts). */
 export interface AppDeps {

@@ -22,6 +22,7 @@ export const TEST_APP_CONFIG: AgentConfig = {
   webhook: undefined,
   trustedHosts: [],
   provisioning: true,
+  loopbackPlatform: true,
 };
 
 /** A running agent on a free port, for one test file. */

@@ -142,14 +142,25 @@ test('a bot naming itself with a user_id that is not its owner is a 403', async 
 test('a stopped bot\'s address is no longer that bot', async (t) => {
   const { self, server } = await setUp(t);
   self.running = false;
-  // The address now falls back to what it is: loopback, so the platform.
+  // The address now falls back to what it is: a 127/8 address other than the host's own, so nobody
+  // (no longer the bot, which would be told it may manage only itself).
   const reply = await call(server, '/api/bots/logs', { body: { bot_id: OTHER.id }, from: SELF.address });
-  t.is(reply.status, 200);
+  t.is(reply.status, 403);
+  t.regex(String(reply.body?.msg), /neither a bot, nor the platform/);
+});
+
+test("a connection from a service mesh's hop (127.0.0.6) naming localhost reads nothing and acts on nothing", async (t) => {
+  const { server } = await setUp(t);
+  for (const [path, body] of [['/api/bots/logs', { bot_id: OTHER.id }], ['/api/bots/stop', { bot_id: OTHER.id, user_id: 'user_1' }]] as const) {
+    const reply = await call(server, path, { body, from: '127.0.0.6', headers: { host: 'localhost' } });
+    t.is(reply.status, 403, path);
+  }
+  t.is((await call(server, '/api/bots/logs', { body: { bot_id: OTHER.id }, from: '127.0.0.1' })).status, 200, 'the host itself is the platform');
 });
 
 // Callers that are neither bots nor loopback cannot be made over loopback, so the
 // classification is tested directly; no traffic leaves the machine.
-const policy = (adminToken: string | undefined, trustedHosts: string[] = []) => ({ adminToken, trustedHosts });
+const policy = (adminToken: string | undefined, trustedHosts: string[] = [], loopbackPlatform = true) => ({ adminToken, trustedHosts, loopbackPlatform });
 
 const driverWithBot = (): MemoryDriver => {
   const driver = new MemoryDriver();
@@ -186,12 +197,26 @@ test('a bot is identified by its address, IPv4-mapped or not', async (t) => {
   }
 });
 
-test('loopback in IPv4, IPv4-mapped and IPv6 form is the platform', async (t) => {
-  for (const address of ['127.0.0.1', '127.9.9.9', '::ffff:127.0.0.1', '::1']) {
+test('the host itself, in IPv4, IPv4-mapped and IPv6 form, is the platform', async (t) => {
+  for (const address of ['127.0.0.1', '::ffff:127.0.0.1', '::1']) {
     t.deepEqual(await identifyCaller({ address, authorization: undefined }, driverWithBot(), policy(undefined)), {
       kind: 'platform',
     });
   }
+});
+
+test("another 127/8 address is a proxy's hop (a service mesh's sidecar hands connections over from 127.0.0.6): nobody, whatever Host it names", async (t) => {
+  for (const address of ['127.0.0.6', '127.9.9.9', '::ffff:127.0.0.6']) {
+    const error = await t.throwsAsync(identifyCaller({ address, authorization: undefined, host: 'localhost' }, driverWithBot(), policy(undefined)));
+    t.is((error as { status?: number }).status, 403, address);
+  }
+  t.deepEqual(await identifyCaller({ address: '127.0.0.6', authorization: 'Bearer token-1' }, driverWithBot(), policy('token-1')), { kind: 'platform' }, 'the token still is');
+});
+
+test('with AGENT_LOOPBACK_PLATFORM=off the host itself is nobody; the token is the platform', async (t) => {
+  const error = await t.throwsAsync(identifyCaller({ address: '127.0.0.1', authorization: undefined, host: 'localhost' }, driverWithBot(), policy(undefined, [], false)));
+  t.is((error as { status?: number }).status, 403);
+  t.deepEqual(await identifyCaller({ address: '::1', authorization: 'Bearer token-1' }, driverWithBot(), policy('token-1', [], false)), { kind: 'platform' });
 });
 
 test('loopback is the platform only for what no web page could send (Host, Origin, Sec-Fetch-Site)', async (t) => {

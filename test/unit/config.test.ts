@@ -21,12 +21,14 @@ test('defaults follow docs/api.md §5', (t) => {
     webhook: undefined,
     trustedHosts: [],
     provisioning: true,
+    loopbackPlatform: true,
   });
 });
 
 test('trusted hosts are a comma-separated list, read in lower case; provisioning can be turned off', (t) => {
   t.deepEqual(loadConfig({ AGENT_TRUSTED_HOSTS: 'Agent.Internal, platform.local' }).trustedHosts, ['agent.internal', 'platform.local']);
   t.false(loadConfig({ AGENT_PROVISIONING: 'off' }).provisioning);
+  t.false(loadConfig({ AGENT_LOOPBACK_PLATFORM: 'off' }).loopbackPlatform);
 });
 
 test('an admin token of 32 characters is taken, a shorter one refused', (t) => {
@@ -91,7 +93,28 @@ const bad: Array<[string, string]> = [
   ['AGENT_TRUSTED_HOSTS', 'http://agent:8000'],
   ['AGENT_PROVISIONING', 'false'],
   ['AGENT_DATABASE_URL', 'mysql://agent@db/history'],
+  ['AGENT_LOOPBACK_PLATFORM', 'no'],
 ];
+
+test('a secret in a URL never reaches a message: a webhook URL with credentials is refused, a database URL that cannot be read is named, not shown', (t) => {
+  for (const [name, value] of [
+    ['AGENT_WEBHOOK_URL', 'https://hook-user:hook-p4ssword@platform.example/hooks'],
+    ['AGENT_DATABASE_URL', 'postgres://agent:p4ss/word#x@db.internal:5432/history'],
+  ] as const) {
+    const error = t.throws(() => loadConfig({ [name]: value, AGENT_WEBHOOK_SECRET: 'k' }), { instanceOf: ConfigError });
+    t.true(error.message.startsWith(name), error.message);
+    t.notRegex(error.message, /p4ss/, 'the password was repeated');
+  }
+  t.regex(t.throws(() => loadConfig({ AGENT_WEBHOOK_URL: 'https://u:p4ss@platform.example/', AGENT_WEBHOOK_SECRET: 'k' }))!.message, /must not carry a user or password/);
+  const run = spawnSync(process.execPath, ['--import=tsx', 'src/main.ts'], {
+    env: { ...process.env, AGENT_DATABASE_URL: 'postgres://agent:p4ss/word?x@db.internal/history' },
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+  t.is(run.status, 1);
+  t.regex(run.stderr, /^bot-agent: AGENT_DATABASE_URL cannot be read as a URL/);
+  t.notRegex(run.stderr + run.stdout, /p4ss/);
+});
 
 for (const [name, value] of bad) {
   test(`${name}=${value} is refused with a message naming ${name}`, (t) => {
