@@ -116,15 +116,15 @@ test('values.schema.json refuses bad values', async (t) => {
   }
 });
 
-test('the agent pods are annotated for Prometheus unless told not to', async (t) => {
+test('the agent pods are annotated for Prometheus unless told not to, and never get a service mesh sidecar', async (t) => {
   const annotations = async (set: Record<string, string>) =>
     (byKind(await renderChart('bots', set), 'Deployment')[0] as any).spec.template.metadata.annotations;
   t.like(await annotations({}), { 'prometheus.io/scrape': 'true', 'prometheus.io/port': '8000', 'prometheus.io/path': '/metrics' });
-  t.is(await annotations({ 'metrics.scrapeAnnotations': 'false' }), undefined);
+  t.deepEqual(await annotations({ 'metrics.scrapeAnnotations': 'false' }), { 'sidecar.istio.io/inject': 'false', 'linkerd.io/inject': 'disabled' });
   t.like(await annotations({ 'metrics.scrapeAnnotations': 'false', 'podAnnotations.team': 'bots' }), { team: 'bots' });
 });
 
-test('the data folder is a PersistentVolumeClaim by default (one pod at a time: Recreate), an emptyDir when persistence is off; a webhook takes its secret from a Secret', async (t) => {
+test('the data folder is a PersistentVolumeClaim by default (one pod at a time: Recreate), an emptyDir when persistence is off; a webhook takes its URL and its key from a Secret', async (t) => {
   const mountOf = (objects: KubeObject[]) => {
     const pod = (byKind(objects, 'Deployment')[0] as unknown as Deployment).spec!.template.spec!;
     const mount = pod.containers[0]!.volumeMounts?.find((m) => m.mountPath === '/var/lib/bot-agent');
@@ -139,7 +139,6 @@ test('the data folder is a PersistentVolumeClaim by default (one pod at a time: 
 
   const kept = await renderChart('bots', {
     'persistence.size': '2Gi',
-    'webhook.url': 'https://platform.example/hooks',
     'webhook.existingSecret': 'hook-key',
   });
   validateAll(t, kept);
@@ -148,7 +147,9 @@ test('the data folder is a PersistentVolumeClaim by default (one pod at a time: 
   t.deepEqual((byKind(kept, 'Deployment')[0] as unknown as Deployment).spec!.strategy, { type: 'Recreate' });
   t.deepEqual(mountOf(kept).volume, { name: 'data', persistentVolumeClaim: { claimName: claim.metadata.name } });
   t.like(mountOf(kept).env.find((e) => e.name === 'AGENT_WEBHOOK_SECRET'), { valueFrom: { secretKeyRef: { name: 'hook-key', key: 'secret' } } });
-  await t.throwsAsync(renderChart('bots', { 'webhook.url': 'https://platform.example/hooks' }), { message: /webhook.existingSecret is required/ });
+  t.like(mountOf(kept).env.find((e) => e.name === 'AGENT_WEBHOOK_URL'), { valueFrom: { secretKeyRef: { name: 'hook-key', key: 'url' } } });
+  t.false(JSON.stringify(kept).includes('platform.example'), 'no URL in a plain value');
+  await t.throwsAsync(renderChart('bots', { 'webhook.url': 'https://platform.example/hooks' }), { message: /webhook.url is no longer read/ });
 });
 
 test('with a database: two agents by default, rolled one at a time, spread, kept by a disruption budget, each pausing before it stops; no claim', async (t) => {
@@ -171,4 +172,24 @@ test('with a database: two agents by default, rolled one at a time, spread, kept
   t.deepEqual(budget.spec.selector.matchLabels, spec.selector.matchLabels);
   t.is((byKind(await renderChart('bots', { 'database.existingSecret': 'history-db', replicaCount: '3' }), 'Deployment')[0] as unknown as Deployment).spec!.replicas, 3);
   t.is(byKind(await renderChart(), 'PodDisruptionBudget').length, 0, 'one agent: no budget, which would block every drain');
+});
+
+test('the Role follows what is on: without provisioning no create or delete of Deployments or Secrets; the agent is told', async (t) => {
+  const roleOf = async (set: Record<string, string>) => {
+    const objects = await renderChart('bots', set);
+    const role = byKind(objects, 'Role')[0] as unknown as Role;
+    const env = (byKind(objects, 'Deployment')[0] as unknown as Deployment).spec!.template.spec!.containers[0]!.env ?? [];
+    const verbs = (resource: string) => role.rules!.filter((rule) => rule.resources?.includes(resource)).flatMap((rule) => rule.verbs);
+    return { deployments: verbs('deployments'), secrets: verbs('secrets'), env };
+  };
+  const on = await roleOf({});
+  t.true(on.deployments.includes('create') && on.deployments.includes('delete'));
+  t.deepEqual(on.secrets, ['create', 'delete']);
+  t.falsy(on.env.find((e) => e.name === 'AGENT_PROVISIONING'));
+  const off = await roleOf({ provisioning: 'false' });
+  t.deepEqual(off.deployments, ['list', 'watch', 'patch']);
+  t.deepEqual(off.secrets, []);
+  t.like(off.env.find((e) => e.name === 'AGENT_PROVISIONING'), { value: 'off' });
+  const token = await roleOf({ loopbackPlatform: 'false' });
+  t.like(token.env.find((e) => e.name === 'AGENT_LOOPBACK_PLATFORM'), { value: 'off' });
 });

@@ -207,10 +207,10 @@ test.serial('a webhook receiver gets every event of a bot, in order, none missin
   // Pods reach the test's receiver at the bridge's address.
   const hooks = await webhookReceiver(0, secret, { holdFirst: true, host: HOST_ADDRESS });
   t.teardown(() => void hooks.server.close());
-  await core.createNamespacedSecret({ namespace, body: { metadata: { name: 'hooks' }, stringData: { secret } } });
+  await core.createNamespacedSecret({ namespace, body: { metadata: { name: 'hooks' }, stringData: { secret, url: hooks.url } } });
   await helm(
     'upgrade', 'rel', CHART, '--namespace', namespace, '--kubeconfig', kubeconfig, '--reuse-values',
-    '--set', `webhook.url=${hooks.url}`, '--set', 'webhook.existingSecret=hooks', '--set', 'webhook.key=secret', '--wait', '--timeout', '3m',
+    '--set', 'webhook.existingSecret=hooks', '--set', 'webhook.key=secret', '--wait', '--timeout', '3m',
   );
   // The old agents gone too: until then they record events as well, and, configured without the webhook, queue none.
   const onlyNewAgents = async () =>
