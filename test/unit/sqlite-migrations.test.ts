@@ -6,7 +6,7 @@ import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import { EXIT_LOG_BYTES } from '../../src/history/history-store.js';
 import { migrationsOf } from '../../src/history/migrations.js';
-import { SqliteHistoryStore } from '../../src/history/sqlite-store.js';
+import { OLDEST_PENDING, SqliteHistoryStore } from '../../src/history/sqlite-store.js';
 
 // Every shape of history.sqlite a release wrote (test/fixtures/sqlite-vN.sql, copied from those releases),
 // opened by this agent: migrated to the same schema a new file gets, its records still there.
@@ -105,4 +105,15 @@ test('a migration that fails leaves the file as it was: nothing half applied', a
   const before = schemaOf(dir);
   t.throws(() => new SqliteHistoryStore(dir), { message: /deliveries_by_bot/ });
   t.deepEqual(schemaOf(dir), before);
+});
+
+test("the webhook queue finds each bot's oldest pending delivery by index, not by scanning the queue once a row", (t) => {
+  const dir = folder(t);
+  const store = new SqliteHistoryStore(dir);
+  t.teardown(() => store.close());
+  const db = new DatabaseSync(join(dir, 'history.sqlite'), { readOnly: true });
+  t.teardown(() => db.close());
+  // What claimDeliveries and nextDeliveryAt ask on every pump, while a receiver that is down lets the queue grow.
+  const plan = db.prepare(`EXPLAIN QUERY PLAN ${OLDEST_PENDING}`).all().map((row) => String(row.detail));
+  t.deepEqual(plan, ['SCAN deliveries USING COVERING INDEX deliveries_by_bot'], 'one pass over the index, no sort of the queue');
 });
