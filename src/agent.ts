@@ -62,10 +62,10 @@ export async function createAgent(config: Config, logger: Logger): Promise<Agent
 }
 
 /**
- * Builds, in this order, the store, the history, the webhook sender, the
- * metrics, the rate limiter, the lifecycle, the watch of the runtime's runs
+ * Builds, in this order, the store, the metrics, the webhook sender, the
+ * history, the rate limiter, the lifecycle, the watch of the runtime's runs
  * and the HTTP app, over a runtime already made; `close()` undoes them in
- * the reverse order.
+ * the reverse order (the watch and the driver first, the store last).
  */
 export function assembleAgent({ driver, provisioner, locks = localLocks, config, logger, recoverAfterMs }: AgentParts): Agent {
   const report = reporter(logger);
@@ -119,7 +119,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, config,
     routes,
     opened: () => store.opened(),
     close: async () => {
-      for (const close of closers.reverse()) await close();
+      for (const close of [...closers].reverse()) await close();
     },
   };
 }
