@@ -58,6 +58,22 @@ async function schemathesis(): Promise<string> {
   return stdout.trim().split('\n').at(-1) ?? '';
 }
 
+/** schemathesis 4.32's warnings shown by default, but for the schema mismatch (see the create's configuration). */
+const CREATE_WARNINGS = [
+  'missing_auth',
+  'missing_test_data',
+  'base_url_mismatch',
+  'missing_deserializer',
+  'unused_openapi_auth',
+  'unsupported_regex',
+  'method_not_allowed',
+  'constants_extraction',
+  'unmatched_filter',
+  'unresolvable_reference',
+  'rate_limited',
+  'dictionary_mismatch',
+  'timeout_units',
+];
 const tomlString = (value: string) => JSON.stringify(value);
 const tomlList = (values: string[]) => `[${values.map(tomlString).join(', ')}]`;
 
@@ -127,11 +143,14 @@ values = [0.5, 1]
 include-method = "DELETE"
 parameters = { "path.bot_id" = { dictionary = "victims", probability = 1.0 } }
 # A create names ids no bot has (hypothesis' own are the same few, taken after their first create), and CPUs
-# this host has: what the schema cannot know of a host is not what the fuzzer came to find.
+# this host has. Whether the engine holds the image and the command's program is no property a schema can
+# state: a phase whose few creates all named a program busybox lacks read as a schema mismatch, so that one
+# warning is left out for this operation alone; the test checks instead that schema-valid creates made bots.
 [[operations]]
 include-path = "/api/admin/bots"
 include-method = "POST"
-parameters = { "body.bot_id" = { dictionary = "fresh", probability = 0.9 }, "body.cpu_limit" = { dictionary = "cpus", probability = 1.0 } }
+parameters = { "body.bot_id" = { dictionary = "fresh", probability = 0.5 }, "body.cpu_limit" = { dictionary = "cpus", probability = 1.0 } }
+warnings = { display = ${tomlList(CREATE_WARNINGS)}, fail-on = true }
 # Schemathesis' own list, and 422: whether the engine holds an image, and how many CPUs the host has, is no
 # property a schema can state, so a create the schema allows may be the 422 that says which. (Set for one
 # operation alone, schemathesis 4.32 applied the list to every operation.)
@@ -176,6 +195,9 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
   t.deepEqual(summary.failures, [], output.slice(-20_000));
   t.deepEqual(verdictsOf(output), { errors: [], warnings: [] }, output.slice(-20_000));
   t.is((result as { code?: number }).code ?? 0, 0, 'schemathesis itself exited with success');
+  const fuzzerMade = await fixture.docker.listContainers({ all: true, filters: { network: [network], label: [BOT_LABEL] } });
+  const ours = new Set([...acted, reader, ...victims].map((bot) => bot.id));
+  t.true(fuzzerMade.some((container) => !ours.has(container.Labels[BOT_LABEL] ?? '')), 'no create the schema allows made a bot');
   for (const phase of ['Examples', 'Coverage', 'Fuzzing', 'Stateful']) t.regex(output, new RegExp(`^\\s+✅ ${phase}$`, 'm'), `the ${phase} phase did not run to the end`);
   t.true(summary.test_cases.generated > 200, `only ${summary.test_cases.generated} requests: the run says little`);
 });

@@ -75,6 +75,8 @@ test('a bot created through the agent runs, with every bot variable inside its p
   t.is(spec?.automountServiceAccountToken, false);
   t.like(spec?.securityContext, { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
   t.like(spec?.containers[0]?.securityContext, { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+  // Never unbounded on the node's disk, never scheduled as free.
+  t.like(spec?.containers[0]?.resources, { requests: { cpu: '50m', memory: String(64 * 1024 * 1024), 'ephemeral-storage': '64Mi' }, limits: { 'ephemeral-storage': '1Gi' } });
   t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
   t.true(await eventually(async () => (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.length === 0, 60_000, 500));
 });

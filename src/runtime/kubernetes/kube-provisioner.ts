@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
-import type { KubeConfig, V1Deployment, V1EnvVar, V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig, V1Deployment, V1EnvVar, V1Pod, V1ResourceRequirements } from '@kubernetes/client-node';
 import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
 import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
@@ -116,9 +116,6 @@ class KubernetesProvisioner implements Provisioner {
       name: variable,
       valueFrom: { secretKeyRef: { name: `${name}-token`, key: TOKEN_KEY } },
     }));
-    const limits: Record<string, string> = {};
-    if (spec.memoryLimitBytes !== undefined) limits.memory = String(spec.memoryLimitBytes);
-    if (spec.cpuLimit !== undefined) limits.cpu = `${Math.round(spec.cpuLimit * 1000)}m`;
     return {
       apiVersion: 'apps/v1',
       kind: 'Deployment',
@@ -144,7 +141,7 @@ class KubernetesProvisioner implements Provisioner {
                 image: spec.image,
                 command: spec.command ? [...spec.command] : undefined,
                 env: [...plain, ...secret],
-                resources: Object.keys(limits).length > 0 ? { limits } : undefined,
+                resources: botResources(spec),
                 securityContext: { allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] } },
               },
             ],
@@ -173,4 +170,27 @@ function summaryOf(deployment: V1Deployment, pods: V1Pod[]): BotSummary {
 /** Provisioning on Kubernetes, in the bots' namespace. */
 export function createKubernetesProvisioner(options: KubernetesProvisionerOptions): Provisioner {
   return new KubernetesProvisioner(options);
+}
+
+/** What a bot asks of its node when the platform names no limit: the scheduler counts it, and eviction ranks it. */
+const DEFAULT_REQUESTS = { cpuMillis: 50, memoryBytes: 64 * 1024 * 1024 };
+/** The node's disk a bot may fill (its writable layer, its logs, emptyDirs): past it, the kubelet evicts the pod, not the node's other pods. */
+export const BOT_EPHEMERAL_STORAGE = '1Gi';
+
+/**
+ * A provisioned bot's resources: the limits the platform asked for, requests
+ * that never exceed them (so that a bot without limits is still scheduled by
+ * what it uses, not as free), and always a bound on the node's disk.
+ */
+export function botResources(spec: Pick<BotSpec, 'memoryLimitBytes' | 'cpuLimit'>): V1ResourceRequirements {
+  const cpuLimitMillis = spec.cpuLimit === undefined ? undefined : Math.max(1, Math.round(spec.cpuLimit * 1000));
+  const limits: Record<string, string> = { 'ephemeral-storage': BOT_EPHEMERAL_STORAGE };
+  if (spec.memoryLimitBytes !== undefined) limits.memory = String(spec.memoryLimitBytes);
+  if (cpuLimitMillis !== undefined) limits.cpu = `${cpuLimitMillis}m`;
+  const requests = {
+    cpu: `${Math.min(DEFAULT_REQUESTS.cpuMillis, cpuLimitMillis ?? Infinity)}m`,
+    memory: String(Math.min(DEFAULT_REQUESTS.memoryBytes, spec.memoryLimitBytes ?? Infinity)),
+    'ephemeral-storage': '64Mi',
+  };
+  return { requests, limits };
 }
