@@ -174,7 +174,7 @@ test('with a database: two agents by default, rolled one at a time, spread, kept
   t.is(byKind(await renderChart(), 'PodDisruptionBudget').length, 0, 'one agent: no budget, which would block every drain');
 });
 
-test('the Role follows what is on: without provisioning no create or delete of Deployments or Secrets; the agent is told', async (t) => {
+test('the Role follows what is on: without provisioning no create or delete of Deployments or Secrets; the agent is told; loopback is no platform unless asked', async (t) => {
   const roleOf = async (set: Record<string, string>) => {
     const objects = await renderChart('bots', set);
     const role = byKind(objects, 'Role')[0] as unknown as Role;
@@ -190,6 +190,6 @@ test('the Role follows what is on: without provisioning no create or delete of D
   t.deepEqual(off.deployments, ['list', 'watch', 'patch']);
   t.deepEqual(off.secrets, []);
   t.like(off.env.find((e) => e.name === 'AGENT_PROVISIONING'), { value: 'off' });
-  const token = await roleOf({ loopbackPlatform: 'false' });
-  t.like(token.env.find((e) => e.name === 'AGENT_LOOPBACK_PLATFORM'), { value: 'off' });
+  t.like(on.env.find((e) => e.name === 'AGENT_LOOPBACK_PLATFORM'), { value: 'off' }, 'on a cluster the platform is the token by default');
+  t.falsy((await roleOf({ loopbackPlatform: 'true' })).env.find((e) => e.name === 'AGENT_LOOPBACK_PLATFORM'));
 });

@@ -38,11 +38,15 @@ async function createBot(id: string): Promise<V1Pod> {
   return pod;
 }
 
-/** The agent's answer to the platform (a call from loopback inside the agent's pod) at `path`. */
-async function askAsPlatform(path: string): Promise<{ status: number; body: Record<string, unknown> }> {
+/** The admin token the chart is installed with: on a cluster the platform is the token, not loopback. */
+const adminToken = randomBytes(24).toString('hex');
+
+/** The agent's answer to a call from inside the agent's own pod at `path`: the platform's, with the token (null: without). */
+async function askAsPlatform(path: string, token: string | null = adminToken): Promise<{ status: number; body: Record<string, unknown> }> {
   const agent = await runningPod('app.kubernetes.io/name=bot-agent');
   if (!agent) throw new Error('no agent pod runs');
-  const script = `fetch('http://127.0.0.1:8000${path}').then(async (r) => console.log(JSON.stringify({ status: r.status, body: await r.json() })))`;
+  const headers = token === null ? '{}' : JSON.stringify({ authorization: `Bearer ${token}` });
+  const script = `fetch('http://127.0.0.1:8000${path}', { headers: ${headers} }).then(async (r) => console.log(JSON.stringify({ status: r.status, body: await r.json() })))`;
   return JSON.parse(await execInPod(admin, namespace, agent.metadata?.name ?? '', ['node', '-e', script], 'agent')) as { status: number; body: Record<string, unknown> };
 }
 
@@ -53,9 +57,12 @@ const callFromBot = (pod: V1Pod, request: Parameters<typeof httpFromPod>[4]) =>
 test.before(async () => {
   await buildAgentImage(`${image.repository}:${image.tag}`);
   await run('bash', ['scripts/kube/images.sh', `${image.repository}:${image.tag}`, TEST_IMAGE]);
+  await core.createNamespace({ body: { metadata: { name: namespace } } });
+  await core.createNamespacedSecret({ namespace, body: { metadata: { name: 'agent-admin' }, stringData: { token: adminToken } } });
   await helm(
-    'install', 'rel', CHART, '--namespace', namespace, '--create-namespace', '--kubeconfig', process.env.BOT_AGENT_KUBECONFIG ?? '',
+    'install', 'rel', CHART, '--namespace', namespace, '--kubeconfig', process.env.BOT_AGENT_KUBECONFIG ?? '',
     '--set', `image.repository=${image.repository}`, '--set-string', `image.tag=${image.tag}`, '--set', 'image.pullPolicy=Never',
+    '--set', 'adminToken.existingSecret=agent-admin', '--set', 'adminToken.key=token',
     '--wait', '--timeout', '3m',
   );
   // No cluster DNS here: bots use the Service's cluster IP where they would use the name `agent`.
@@ -98,6 +105,9 @@ test.serial('the default install keeps exit records across its pod being deleted
   const id = `bot_4_4_${runId}`;
   await apps.createNamespacedDeployment({ namespace, body: botDeployment(id, { script: 'echo "run of $HOSTNAME"; sleep 1; exit 3' }) });
   const exitsNow = async () => (await askAsPlatform(`/api/bots/${id}/exits?limit=50`)).body.exits as Array<{ at: string; exit_code: number }>;
+  // By default the chart makes the token the platform: loopback inside the pod (and a port-forward) is nobody.
+  const untokened = await askAsPlatform(`/api/bots/${id}/exits?limit=50`, null);
+  t.is(untokened.status, 403, JSON.stringify(untokened.body));
   let before: Array<{ at: string; exit_code: number }> = [];
   t.true(await eventually(async () => (before = await exitsNow()).length >= 2, 90_000, 1_000), 'the crash-looping bot has two records');
   t.like(before[0], { exit_code: 3 });
