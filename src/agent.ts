@@ -16,6 +16,11 @@ import { createRuntime } from './runtime/create-runtime.js';
 import type { Runtime } from './runtime/create-runtime.js';
 import type { RuntimeDriver } from './runtime/driver.js';
 
+/** The longest a lifecycle call waits for the shared rate limit before counting in this agent alone. */
+const SHARED_WINDOW_TIMEOUT_MS = 1_000;
+/** How long the agent then counts alone before it asks the database again. */
+const SHARED_WINDOW_AWAY_MS = 5_000;
+
 /** What the agent reads of the configuration beside the runtime's own settings. */
 export type AgentConfig = Pick<
   Config,
@@ -85,7 +90,9 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, config,
     report,
     deliver: webhook !== undefined,
     onKept: (event) => metrics.historyEvent(event),
+    spoolDir: config.dataDir === ':memory:' ? undefined : config.dataDir,
   });
+  metrics.historyStore(() => store.reachable, history.spool);
   closers.push(() => history.close());
   if (webhook) {
     // Deliveries queued by any agent sharing the store are tried as their events arrive.
@@ -96,7 +103,12 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, config,
   metrics.crashLoopingBots(() => store.crashLoopingCount());
   metrics.indexedBots(() => driver.indexedBots());
   // Agents sharing a store share each bot's lifecycle budget too.
-  const limiter = new RateLimiter(config.rateLimit, config.rateWindowMs, Date.now, sharedWindow);
+  const limiter = new RateLimiter(
+    config.rateLimit,
+    config.rateWindowMs,
+    Date.now,
+    sharedWindow && { window: sharedWindow, timeoutMs: SHARED_WINDOW_TIMEOUT_MS, awayMs: SHARED_WINDOW_AWAY_MS, report },
+  );
   const lifecycle = new BotLifecycle(driver, config.restartTimeoutMs, locks);
   // Runs are watched once the history says since when (a runtime replays what came after); closing the driver ends the watch.
   const watching = history.lastSeen().then(

@@ -86,6 +86,11 @@ export class RuntimeUnavailable extends AgentError {
   readonly status = 503;
 }
 
+/** The history's store (its database) does not answer: reads of records and events wait for it. */
+export class HistoryUnavailable extends AgentError {
+  readonly status = 503;
+}
+
 /** A restart outlasted the restart time-out; it still runs to its end. */
 export class RestartTimeout extends AgentError {
   readonly status = 504;

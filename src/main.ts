@@ -27,6 +27,10 @@ function configOrExit(): Config {
   }
 }
 
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
 /** Says why the agent cannot run, in one line, and ends it. */
 function exit(why: string): never {
   process.stderr.write(`bot-agent: ${why}\n`);
@@ -44,7 +48,10 @@ async function main(): Promise<void> {
   process.on('uncaughtException', (err) => logger.error({ err }, 'bug: uncaught exception; the agent goes on'));
   process.on('unhandledRejection', (err) => logger.error({ err }, 'bug: unhandled rejection; the agent goes on'));
   const agent = await createAgent(config, logger).catch((err: Error) => exit(err.message));
-  await agent.opened().catch((err: Error) => exit(`cannot keep history in ${historyPlace(config)}: ${err.message}`));
+  // A database away at start is an outage like any other: the agent serves, and what it must record waits in its spool.
+  await agent.opened().catch((err: unknown) =>
+    logger.warn({ error: messageOf(err) }, `the history in ${historyPlace(config)} does not answer; the agent serves, and what it records waits in the spool`),
+  );
 
   const server = await listen(agent.app, config.host, config.port).catch((err: Error) => {
     exit(`cannot listen on ${config.host}:${config.port}: ${err.message}`);

@@ -1,9 +1,13 @@
+import { HistoryUnavailable } from '../errors.js';
 import type { BotInfo, RunEnd, RunObserver, RunStart } from '../runtime/driver.js';
 import { signalName } from '../runtime/signal-names.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from './crash-loop.js';
+import { HistorySpool } from './history-spool.js';
 import { HOUR_MS } from './history-store.js';
 import type { ExitRecord, HistoryStore, HistoryTx, StoredEvent } from './history-store.js';
 
+/** What a read of the history answers while its store is away. */
+const HISTORY_AWAY = "the history's database does not answer: status and exit records wait for it (restart, stop, start, logs and stats still answer)";
 /** How many kept events one read of the store hands to a stream that resumes. */
 const REPLAY_PAGE = 500;
 /**
@@ -23,6 +27,31 @@ export interface BotRecord {
 /** Who asked for a lifecycle operation, as the `operation` event says. */
 export type OperationCaller = 'bot' | 'platform';
 
+/** A write the history owes its store, as data: what the spool keeps while the store is away. */
+export type HistoryWrite =
+  | { readonly kind: 'started'; readonly botId: string; readonly key: string; readonly startedAtMs: number }
+  | {
+      readonly kind: 'ended';
+      readonly botId: string;
+      readonly key: string;
+      readonly atMs: number;
+      readonly exitCode: number | null;
+      readonly signal: string | null;
+      readonly oomKilled: boolean;
+      readonly requested: boolean;
+      readonly startedAtMs: number | null;
+      readonly logs: string;
+    }
+  | { readonly kind: 'operation'; readonly botId: string; readonly operation: 'restart' | 'stop' | 'start'; readonly result: string; readonly by: OperationCaller; readonly atMs: number }
+  | { readonly kind: 'recovery'; readonly botId: string; readonly atMs: number };
+
+/** What each kind of write keeps, as a log line says it. */
+const WHAT: Record<HistoryWrite['kind'], string> = { started: 'a run start', ended: 'a run end', operation: 'an operation', recovery: 'a recovery' };
+/** How often the spool is tried again while the store is away. */
+const SPOOL_RETRY_MS = 1_000;
+/** The most the spool holds (JSON bytes, on disk and in memory): at 64 KiB of logs an exit, 512 exits or far more events. */
+export const SPOOL_MAX_BYTES = 32 * 1024 * 1024;
+
 export interface BotHistoryOptions {
   /** How long a crash-looping bot must run without crashing to recover; tests shorten it. */
   readonly recoverAfterMs?: number;
@@ -32,6 +61,8 @@ export interface BotHistoryOptions {
   readonly onKept?: (event: StoredEvent) => void;
   /** Where faults of the history's own work are reported. */
   readonly report?: (what: string, err: unknown) => void;
+  /** Where the spool of writes waiting for the store is kept (AGENT_DATA_DIR); in memory when undefined. */
+  readonly spoolDir?: string | undefined;
 }
 
 /** The signal whose number is `exitCode - 128`, as a shell reports it. */
@@ -56,6 +87,9 @@ export class BotHistory implements RunObserver {
   private readonly unsubscribe: () => void;
   /** The end of the last write begun: writes are kept in the order they were asked for. */
   private writes: Promise<void> = Promise.resolve();
+  /** The writes that wait for the store to answer again, in order. */
+  readonly spool: HistorySpool<HistoryWrite>;
+  private spoolRetry: NodeJS.Timeout | undefined;
   private closed = false;
 
   constructor(
@@ -64,6 +98,9 @@ export class BotHistory implements RunObserver {
     private readonly options: BotHistoryOptions = {},
   ) {
     this.recoverAfterMs = options.recoverAfterMs ?? RECOVER_AFTER_MS;
+    this.spool = new HistorySpool(options.spoolDir, SPOOL_MAX_BYTES, options.report);
+    // What an agent stopped during an outage left waiting is written before anything new.
+    if (this.spool.size > 0) this.retrySpoolSoon(0);
     this.unsubscribe = store.subscribe((event) => {
       for (const follower of this.followers) follower(event);
     });
@@ -96,70 +133,50 @@ export class BotHistory implements RunObserver {
     return ms === undefined ? undefined : new Date(ms - REPLAY_MARGIN_MS);
   }
 
+  /** When the bot's last run ended as far as the history knows: the spool first, then the store (undefined while it is away). */
   async lastEnd(botId: string): Promise<Date | undefined> {
     await this.writes;
-    const at = (await this.store.exits(botId, 1))[0]?.at;
+    let spooled: number | undefined;
+    for (const write of this.spool.waiting()) if (write.kind === 'ended' && write.botId === botId) spooled = write.atMs;
+    if (spooled !== undefined) return new Date(spooled);
+    const at = (await this.store.exits(botId, 1).catch(() => []))[0]?.at;
     return at === undefined ? undefined : new Date(at);
   }
 
   started(run: RunStart): Promise<void> {
-    return this.write('a run start', async () => {
-      if (await this.isForgotten(run.botId, run.startedAt)) return;
-      this.runs.set(run.botId, run.startedAt.getTime());
-      const startedAt = run.startedAt.toISOString();
-      await this.keep((tx, kept) => this.append(tx, kept, run.botId, 'started', run.startedAt, { started_at: startedAt }, run.key));
-      if (await this.store.isCrashLooping(run.botId)) void this.checkRecovery(run.botId);
-    });
+    return this.write({ kind: 'started', botId: run.botId, key: run.key, startedAtMs: run.startedAt.getTime() });
   }
 
   ended(run: RunEnd): Promise<void> {
-    return this.write('a run end', async () => {
-      if (await this.isForgotten(run.botId, run.startedAt ?? run.at)) return;
-      if (this.runs.get(run.botId) === run.startedAt?.getTime() || !run.startedAt) this.runs.delete(run.botId);
-      const record: ExitRecord = {
-        at: run.at.toISOString(),
-        exit_code: run.exitCode,
-        signal: run.signal ?? signalOf(run.exitCode),
-        oom_killed: run.oomKilled,
-        requested: run.requested && !run.oomKilled,
-        started_at: run.startedAt?.toISOString() ?? null,
-        logs: run.logs,
-      };
-      await this.keep(async (tx, kept) => {
-        if (!(await tx.addExit(run.botId, record, run.key))) return;
-        const { logs: _logs, ...exit } = record;
-        await this.append(tx, kept, run.botId, 'exited', run.at, { exit }, run.key);
-        if (record.requested) return;
-        const crashes = await tx.crashesSince(run.botId, run.at.getTime() - CRASH_WINDOW_MS);
-        if (!isCrashLooping(crashes, run.at.getTime()) || !(await tx.startCrashLoop(run.botId, run.at.getTime()))) return;
-        await this.append(tx, kept, run.botId, 'crash-looping', run.at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
-      });
+    return this.write({
+      kind: 'ended',
+      botId: run.botId,
+      key: run.key,
+      atMs: run.at.getTime(),
+      exitCode: run.exitCode,
+      signal: run.signal ?? null,
+      oomKilled: run.oomKilled,
+      requested: run.requested,
+      startedAtMs: run.startedAt?.getTime() ?? null,
+      logs: run.logs,
     });
   }
 
   /** A lifecycle operation through the agent ended; a stop ends a crash loop. */
   operationEnded(botId: string, operation: 'restart' | 'stop' | 'start', result: string, by: OperationCaller): Promise<void> {
-    return this.write('an operation', async () => {
-      const now = new Date();
-      await this.keep(async (tx, kept) => {
-        await this.append(tx, kept, botId, 'operation', now, { operation, result, by });
-        if (operation === 'stop' && result === 'ok') await this.recover(tx, kept, botId, now);
-      });
-    });
+    return this.write({ kind: 'operation', botId, operation, result, by, atMs: Date.now() });
   }
 
   /** The bot's last exit, crash-loop state and crashes in the hour before `now`. */
   async record(botId: string, now: Date): Promise<BotRecord> {
-    const [exits, crashLooping, crashes] = await Promise.all([
-      this.store.exits(botId, 1),
-      this.store.isCrashLooping(botId),
-      this.store.crashesSince(botId, now.getTime() - HOUR_MS),
-    ]);
+    const [exits, crashLooping, crashes] = await this.reading(() =>
+      Promise.all([this.store.exits(botId, 1), this.store.isCrashLooping(botId), this.store.crashesSince(botId, now.getTime() - HOUR_MS)]),
+    );
     return { lastExit: exits[0] ?? null, crashLooping, crashesLastHour: crashes.length };
   }
 
   exits(botId: string, limit: number): Promise<ExitRecord[]> {
-    return this.store.exits(botId, limit);
+    return this.reading(() => this.store.exits(botId, limit));
   }
 
   /**
@@ -177,6 +194,7 @@ export class BotHistory implements RunObserver {
   /** Stops following the store; resolves once the writes asked for so far are kept. */
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.spoolRetry);
     for (const timer of this.recoveries.values()) clearTimeout(timer);
     this.recoveries.clear();
     this.followers.clear();
@@ -202,7 +220,7 @@ export class BotHistory implements RunObserver {
     if (at === undefined || this.closed) return;
     const now = Date.now();
     if (at <= now) {
-      await this.write('a recovery', () => this.keep((tx, kept) => this.recover(tx, kept, botId, new Date(now))));
+      await this.write({ kind: 'recovery', botId, atMs: now });
       return;
     }
     this.recoveries.set(botId, setTimeout(() => void this.checkRecovery(botId), at - now + 50).unref());
@@ -243,15 +261,116 @@ export class BotHistory implements RunObserver {
   }
 
   /** Whether the bot was removed after a run that began at `began`: that run was the removed bot's. */
-  private async isForgotten(botId: string, began: Date): Promise<boolean> {
+  private async isForgotten(botId: string, beganMs: number): Promise<boolean> {
     const at = await this.store.forgottenAt(botId);
-    return at !== undefined && began.getTime() <= at;
+    return at !== undefined && beganMs <= at;
   }
 
-  /** Runs `work` after the writes asked for before it; a fault is reported, not thrown. */
-  private write(what: string, work: () => Promise<void>): Promise<void> {
-    const next = this.writes.then(work).catch((err: unknown) => this.options.report?.(`the history could not keep ${what}`, err));
+  /** Reads of the store; while it is away, a 503 that says so. */
+  private async reading<T>(read: () => Promise<T>): Promise<T> {
+    try {
+      return await read();
+    } catch (err) {
+      if (!this.store.isAway(err)) throw err;
+      throw new HistoryUnavailable(HISTORY_AWAY, { cause: err });
+    }
+  }
+
+  /**
+   * Keeps `write` after the writes asked for before it. While the store is away
+   * (and until what waits is written) it waits in the spool; any other fault
+   * is reported, not thrown.
+   */
+  private write(write: HistoryWrite): Promise<void> {
+    const next = this.writes.then(async () => {
+      if (this.spool.size === 0) {
+        try {
+          await this.apply(write);
+          return;
+        } catch (err) {
+          if (!this.store.isAway(err)) {
+            this.options.report?.(`the history could not keep ${WHAT[write.kind]}`, err);
+            return;
+          }
+          this.options.report?.('the history store is away: what it must keep waits in the spool until it answers', err);
+        }
+      }
+      if (!this.spool.add(write)) this.options.report?.(`the history spool is full: ${WHAT[write.kind]} of bot ${write.botId} is lost`, undefined);
+      this.retrySpoolSoon(SPOOL_RETRY_MS);
+    });
     this.writes = next;
     return next;
+  }
+
+  private retrySpoolSoon(afterMs: number): void {
+    if (this.spoolRetry !== undefined || this.closed) return;
+    this.spoolRetry = setTimeout(() => {
+      this.spoolRetry = undefined;
+      this.writes = this.writes.then(() => this.writeSpool());
+    }, afterMs);
+  }
+
+  /** Writes what waits in the spool, oldest first, until all is written or the store is away again. */
+  private async writeSpool(): Promise<void> {
+    for (let write = this.spool.first(); write !== undefined && !this.closed; write = this.spool.first()) {
+      try {
+        await this.apply(write);
+      } catch (err) {
+        if (this.store.isAway(err)) {
+          this.retrySpoolSoon(SPOOL_RETRY_MS);
+          return;
+        }
+        this.options.report?.(`the history could not keep ${WHAT[write.kind]}`, err);
+      }
+      this.spool.shift();
+    }
+  }
+
+  /** Keeps one write in the store; throws what the store threw. */
+  private async apply(write: HistoryWrite): Promise<void> {
+    switch (write.kind) {
+      case 'started': {
+        if (await this.isForgotten(write.botId, write.startedAtMs)) return;
+        this.runs.set(write.botId, write.startedAtMs);
+        const at = new Date(write.startedAtMs);
+        await this.keep((tx, kept) => this.append(tx, kept, write.botId, 'started', at, { started_at: at.toISOString() }, write.key));
+        if (await this.store.isCrashLooping(write.botId)) void this.checkRecovery(write.botId);
+        return;
+      }
+      case 'ended': {
+        if (await this.isForgotten(write.botId, write.startedAtMs ?? write.atMs)) return;
+        if (this.runs.get(write.botId) === write.startedAtMs || write.startedAtMs === null) this.runs.delete(write.botId);
+        const at = new Date(write.atMs);
+        const record: ExitRecord = {
+          at: at.toISOString(),
+          exit_code: write.exitCode,
+          signal: write.signal ?? signalOf(write.exitCode),
+          oom_killed: write.oomKilled,
+          requested: write.requested && !write.oomKilled,
+          started_at: write.startedAtMs === null ? null : new Date(write.startedAtMs).toISOString(),
+          logs: write.logs,
+        };
+        await this.keep(async (tx, kept) => {
+          if (!(await tx.addExit(write.botId, record, write.key))) return;
+          const { logs: _logs, ...exit } = record;
+          await this.append(tx, kept, write.botId, 'exited', at, { exit }, write.key);
+          if (record.requested) return;
+          const crashes = await tx.crashesSince(write.botId, write.atMs - CRASH_WINDOW_MS);
+          if (!isCrashLooping(crashes, write.atMs) || !(await tx.startCrashLoop(write.botId, write.atMs))) return;
+          await this.append(tx, kept, write.botId, 'crash-looping', at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
+        });
+        return;
+      }
+      case 'operation': {
+        const at = new Date(write.atMs);
+        await this.keep(async (tx, kept) => {
+          await this.append(tx, kept, write.botId, 'operation', at, { operation: write.operation, result: write.result, by: write.by });
+          if (write.operation === 'stop' && write.result === 'ok') await this.recover(tx, kept, write.botId, at);
+        });
+        return;
+      }
+      case 'recovery':
+        await this.keep((tx, kept) => this.recover(tx, kept, write.botId, new Date(write.atMs)));
+    }
   }
 }

@@ -92,8 +92,12 @@ export interface HistoryTx {
  * history (AGENT_DATABASE_URL). Writes that belong together run in one transaction.
  */
 export interface HistoryStore extends HistoryTx {
-  /** Resolves once the store can be used (its tables made); rejects when it cannot be reached. */
+  /** Resolves once the store can be used (its tables made); rejects while it cannot be reached (a later call tries again). */
   opened(): Promise<void>;
+  /** Whether the store's last statement reached it. */
+  readonly reachable: boolean;
+  /** Whether `err`, thrown by the store, says it is away for now (a write may succeed later), not that it refused the write for good. */
+  isAway(err: unknown): boolean;
   /** Runs `work` in one transaction: all of its writes are kept, or none. */
   transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T>;
   /** Kept events after `seq`, oldest first, of one bot or of all. */

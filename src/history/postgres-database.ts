@@ -7,6 +7,44 @@ export type Query = (text: string, values?: unknown[]) => Promise<pg.QueryResult
 
 /** The advisory lock agents starting together take, so that one migrates and the others find it done. */
 const MIGRATION_LOCK = 8123001;
+/**
+ * No statement, and no wait for a connection, outlasts these: a server that is
+ * stopped, frozen or cut off fails a query within seconds, not when TCP gives up.
+ */
+const CONNECT_TIMEOUT_MS = 2_000;
+const QUERY_TIMEOUT_MS = 5_000;
+/** A transaction left open by an agent that froze is ended by the server, its locks freed. */
+const IDLE_IN_TRANSACTION_MS = 10_000;
+/** How soon after failing to open the database a caller tries again. */
+const REOPEN_AFTER_MS = 1_000;
+
+/** The settings of every connection the agent makes: its pool's and its listener's. */
+export function connectionSettings(url: string): pg.ClientConfig {
+  return {
+    connectionString: url,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    query_timeout: QUERY_TIMEOUT_MS,
+    statement_timeout: QUERY_TIMEOUT_MS,
+    lock_timeout: QUERY_TIMEOUT_MS,
+    idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+  };
+}
+
+/**
+ * Whether `err` says the database is away (not reached, not answering in time,
+ * shutting down, out of resources, or a transaction it aborted and that may run
+ * again), rather than that it refused this statement for good.
+ */
+export function isDatabaseAway(err: unknown): boolean {
+  return !answered(err) || /^40/.test((err as pg.DatabaseError).code ?? '');
+}
+
+/** Whether the server answered `err` (it runs and is not shutting down, out of resources or too slow). */
+function answered(err: unknown): boolean {
+  return err instanceof pg.DatabaseError && !/^(08|53|57|58)/.test(err.code ?? '');
+}
 
 /**
  * The PostgreSQL database several agents share (AGENT_DATABASE_URL): a pool of
@@ -14,34 +52,44 @@ const MIGRATION_LOCK = 8123001;
  */
 export class PostgresDatabase {
   readonly pool: pg.Pool;
-  private readonly ready: Promise<void>;
+  /** Whether the last statement, or the last try to open, reached the server. */
+  up = false;
+  private ready: Promise<void>;
+  private openedOnce = false;
+  private failedAt = 0;
 
   constructor(
     readonly url: string,
     report: (what: string, err: unknown) => void = () => undefined,
   ) {
-    this.pool = new pg.Pool({ connectionString: url, max: 10, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000 });
+    this.pool = new pg.Pool({ ...connectionSettings(url), max: 10, idleTimeoutMillis: 30_000 });
     this.pool.on('error', (err) => report('a database connection failed', err));
-    this.ready = this.inTransactionNow((query) => migrate(query));
-    // Whoever uses the database hears of a failure to open it; it is not also an unhandled rejection.
-    this.ready.catch(() => undefined);
+    this.ready = this.open();
   }
 
-  /** Resolves once the schema is migrated; rejects when the database cannot be reached. */
+  /**
+   * Resolves once the schema is migrated; rejects while the database cannot be
+   * reached. A later call tries again: an agent started while the database
+   * was away opens it once it answers.
+   */
   opened(): Promise<void> {
+    if (!this.openedOnce && this.failedAt > 0 && Date.now() - this.failedAt >= REOPEN_AFTER_MS) {
+      this.failedAt = 0;
+      this.ready = this.open();
+    }
     return this.ready;
   }
 
   /** Queries on any of the pool's connections, once the schema is migrated. */
   async query(): Promise<Query> {
-    await this.ready;
-    return (text, values) => this.pool.query(text, values);
+    await this.opened();
+    return (text, values) => this.noted(this.pool.query(text, values));
   }
 
   /** Runs `work` in one transaction, once the schema is migrated: all of its writes are kept, or none. */
   async inTransaction<T>(work: (query: Query) => Promise<T>): Promise<T> {
-    await this.ready;
-    return this.inTransactionNow(work);
+    await this.opened();
+    return this.noted(this.inTransactionNow(work));
   }
 
   async close(): Promise<void> {
@@ -49,18 +97,48 @@ export class PostgresDatabase {
     await this.pool.end();
   }
 
+  private open(): Promise<void> {
+    const opening = this.noted(this.inTransactionNow((query) => migrate(query))).then(
+      () => {
+        this.openedOnce = true;
+      },
+      (err: unknown) => {
+        this.failedAt = Date.now();
+        throw err;
+      },
+    );
+    // Whoever uses the database hears of a failure to open it; it is not also an unhandled rejection.
+    opening.catch(() => undefined);
+    return opening;
+  }
+
+  /** Notes from a statement's outcome whether the database is up. */
+  private async noted<T>(statement: Promise<T>): Promise<T> {
+    try {
+      const value = await statement;
+      this.up = true;
+      return value;
+    } catch (err) {
+      this.up = answered(err);
+      throw err;
+    }
+  }
+
   private async inTransactionNow<T>(work: (query: Query) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
+    let broken: unknown;
     try {
       await client.query('BEGIN');
       const value = await work((text, values) => client.query(text, values));
       await client.query('COMMIT');
       return value;
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
+      // A connection that failed or did not answer is dropped, never handed out again; the server then ends its transaction.
+      if (!(err instanceof pg.DatabaseError)) broken = err;
+      else await client.query('ROLLBACK').catch((rollbackErr: unknown) => (broken = rollbackErr));
       throw err;
     } finally {
-      client.release();
+      client.release(broken === undefined ? undefined : broken instanceof Error ? broken : true);
     }
   }
 }

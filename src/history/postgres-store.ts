@@ -2,12 +2,15 @@ import pg from 'pg';
 import { fitJson } from '../json-text.js';
 import { cursorOf, deliveryOf, eventOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
 import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, StoredEvent } from './history-store.js';
+import { connectionSettings, isDatabaseAway } from './postgres-database.js';
 import type { PostgresDatabase, Query } from './postgres-database.js';
 
 /** The channel every agent listens on for events another one kept. */
 const CHANNEL = 'bot_agent_events';
 /** How long the listening connection waits before it connects again after it was lost. */
 const RELISTEN_MS = 1_000;
+/** How often the listening connection is checked with a round trip. */
+const LISTEN_CHECK_MS = 5_000;
 /** How many events one read of the feed takes. */
 const FEED_PAGE = 500;
 
@@ -21,59 +24,81 @@ const FEED_PAGE = 500;
  * every agent reads what follows its last one.
  */
 export class PostgresHistoryStore extends WritesInTransactions implements HistoryStore {
-  private readonly ready: Promise<void>;
   private readonly listeners = new Set<(event: StoredEvent) => void>();
   private listener: pg.Client | undefined;
-  /** The cursor of the last event handed to subscribers. */
-  private fed = 0;
+  /** The cursor of the last event handed to subscribers; undefined until the feed first reached the database. */
+  private fed: number | undefined;
   private feeding: Promise<void> = Promise.resolve();
   private relisten: NodeJS.Timeout | undefined;
   private writes = 0;
   private closed = false;
+  /** Whether the loss of the feed was reported: once an outage, not once a second. */
+  private feedLost = false;
+  private readonly listening: Promise<void>;
+  private heard: () => void = () => undefined;
 
   constructor(
     private readonly database: PostgresDatabase,
     private readonly report: (what: string, err: unknown) => void = () => undefined,
   ) {
     super();
-    this.ready = this.open();
-    // Whoever uses the store hears of a failure to open it; it is not also an unhandled rejection.
-    this.ready.catch(() => undefined);
+    this.listening = new Promise((resolve) => (this.heard = resolve));
+    void this.listen();
   }
 
-  opened(): Promise<void> {
-    return this.ready;
+  /**
+   * Resolves once the schema is migrated and the feed of other agents' events
+   * listens; rejects while the database is away (a later call tries again).
+   */
+  async opened(): Promise<void> {
+    await this.database.opened();
+    await this.listening;
   }
 
-  private async open(): Promise<void> {
-    const query = await this.database.query();
-    this.fed = Number((await query('SELECT n FROM event_counter')).rows[0]?.n ?? 0);
-    await this.listen();
+  get reachable(): boolean {
+    return this.database.up;
   }
 
-  /** Listens for events kept by any agent; a lost connection is made again, and what was missed is read then. */
+  isAway(err: unknown): boolean {
+    return isDatabaseAway(err);
+  }
+
+  /**
+   * Listens for events kept by any agent. The connection is checked with a
+   * round trip every LISTEN_CHECK_MS: one lost without a word (its host gone, an
+   * idle time-out on the way) is noticed within seconds. A lost connection is
+   * made again, and what was missed meanwhile is read then.
+   */
   private async listen(): Promise<void> {
     if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.database.url });
+    const client = new pg.Client(connectionSettings(this.database.url));
+    let check: NodeJS.Timeout | undefined;
     const again = (err: unknown): void => {
+      clearInterval(check);
       if (this.listener !== client) return;
       this.listener = undefined;
       client.end().catch(() => undefined);
       if (this.closed) return;
-      this.report('the database event feed was lost; listening again', err);
-      this.relisten = setTimeout(() => void this.listen().catch((e: unknown) => again(e)), RELISTEN_MS);
+      if (!this.feedLost) this.report('the database event feed was lost; listening again', err);
+      this.feedLost = true;
+      this.relisten = setTimeout(() => void this.listen(), RELISTEN_MS);
     };
     this.listener = client;
     client.on('error', again);
     client.on('end', () => again(new Error('connection ended')));
     client.on('notification', () => this.feed());
     try {
+      await this.database.opened();
       await client.connect();
       await client.query(`LISTEN ${CHANNEL}`);
+      if (this.fed === undefined) this.fed = Number((await client.query('SELECT n FROM event_counter')).rows[0]?.n ?? 0);
     } catch (err) {
       again(err);
       return;
     }
+    check = setInterval(() => void client.query('SELECT 1').catch(again), LISTEN_CHECK_MS).unref();
+    this.feedLost = false;
+    this.heard();
     this.feed();
   }
 
@@ -81,7 +106,7 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
   private feed(): void {
     this.feeding = this.feeding.then(async () => {
       for (;;) {
-        if (this.closed) return;
+        if (this.closed || this.fed === undefined) return;
         const { rows } = await (await this.database.query())('SELECT seq, bot_id, type, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2', [this.fed, FEED_PAGE]);
         for (const row of rows) {
           const event = eventOf(row);
@@ -97,7 +122,6 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     this.closed = true;
     clearTimeout(this.relisten);
     this.listeners.clear();
-    await this.ready.catch(() => undefined);
     await this.feeding;
     const listener = this.listener;
     this.listener = undefined;
@@ -110,8 +134,16 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return () => this.listeners.delete(listener);
   }
 
+  /**
+   * Every writing transaction takes the event counter's row first: one lock
+   * order for all (the counter, then the rows it writes), so that no two
+   * transactions, of one agent or two, ever wait on each other in a cycle.
+   */
   transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T> {
-    return this.database.inTransaction((query) => work(this.txOn(query)));
+    return this.database.inTransaction(async (query) => {
+      await query('SELECT n FROM event_counter FOR UPDATE');
+      return work(this.txOn(query));
+    });
   }
 
   async exits(botId: string, limit: number): Promise<ExitRecord[]> {

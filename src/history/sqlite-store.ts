@@ -18,6 +18,11 @@ export const OLDEST_PENDING = 'SELECT MIN(seq) AS seq FROM deliveries GROUP BY b
 /** The migration that gives exit records a logs column: the logs kept inside old records move there. */
 const LOGS_COLUMN_VERSION = 3;
 
+/** SQLite's primary result codes for faults that may pass (sqlite.org/rescode.html). */
+const SQLITE_BUSY = 5;
+const SQLITE_IOERR = 10;
+const SQLITE_FULL = 13;
+
 /**
  * The history of one agent in one SQLite file under AGENT_DATA_DIR
  * (node:sqlite: nothing to install, no server to run). Every statement is
@@ -110,6 +115,15 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
   }
 
   async opened(): Promise<void> {}
+
+  /** The file is this agent's own: it is there whenever the agent is. */
+  readonly reachable = true;
+
+  /** A file another agent holds locked, a disk full or failing: a write that may succeed later. */
+  isAway(err: unknown): boolean {
+    const code = ((err as { errcode?: unknown } | null)?.errcode as number | undefined) ?? -1;
+    return [SQLITE_BUSY, SQLITE_IOERR, SQLITE_FULL].includes(code & 0xff);
+  }
 
   async close(): Promise<void> {
     await this.queue;

@@ -69,14 +69,26 @@ export class AgentMetrics {
     this.gauge('bot_agent_crash_looping_bots', 'Bots in the crash-looping state (3 or more unrequested ends within 10 minutes)', count);
   }
 
-  /** A gauge whose value is read from `read` when scraped. */
+  /** Whether the history's database answers, and what waits for it in the spool. */
+  historyStore(up: () => boolean, spool: { readonly size: number; readonly waitingBytes: number; readonly dropped: number }): void {
+    this.gauge('bot_agent_database_up', "1 while the history's store answers, 0 while it is away (writes then wait in the spool)", () => (up() ? 1 : 0));
+    this.gauge('bot_agent_history_spool_writes', 'Writes of exit records, events and deliveries waiting in the spool for the store to answer', () => spool.size);
+    this.gauge('bot_agent_history_spool_bytes', 'Bytes of JSON waiting in the spool (bounded; past the bound new writes are dropped)', () => spool.waitingBytes);
+    this.gauge('bot_agent_history_spool_dropped_writes', 'Writes lost since the agent started because the spool was full', () => spool.dropped);
+  }
+
+  /** A gauge whose value is read from `read` when scraped; a read that fails (a store away) leaves the last value. */
   private gauge(name: string, help: string, read: () => number | Promise<number>): void {
     new Gauge({
       name,
       help,
       registers: [this.registry],
       async collect() {
-        this.set(await read());
+        try {
+          this.set(await read());
+        } catch {
+          // The last value stands; the scrape still answers.
+        }
       },
     });
   }

@@ -55,7 +55,7 @@ const failureText: Record<number, string> = {
   429: 'Too many lifecycle operations on this bot, (a bot reading itself) too many reads, or too many log followers; see Retry-After',
   500: 'The runtime refused the operation (`Failed to restart bot ...`), or the agent lacks a permission',
   501: 'The runtime in use does not offer this',
-  503: '`runtime unavailable`: the container runtime cannot be reached',
+  503: "`runtime unavailable`: the container runtime cannot be reached; or (status, exit records) `database does not answer`: the history's database is away",
   504: '`timeout during restart`: the restart goes on',
 };
 

@@ -102,3 +102,28 @@ test('two agents counting lifecycle operations: the limit holds across both, not
   const atOnce = await Promise.all([window(one, 200_000), window(other, 200_000), window(one, 200_000)]);
   t.is(atOnce.filter((wait) => wait === undefined).length, 2, 'asked at once, two of three let through');
 });
+
+test("a stop's event and a crash loop's end on one agent, a recovery on the other, 200 times at once: one lock order, no deadlock, no event lost", async (t) => {
+  const [one, other] = await pair(t);
+  const botId = 'bot_1_1_lockorder';
+  const event = (type: string) => (id: string) => JSON.stringify({ id, type });
+  for (let round = 0; round < 200; round += 1) {
+    await one.startCrashLoop(botId, round);
+    const outcomes = await Promise.allSettled([
+      // A stop (BotHistory.operationEnded): its event, then the end of the crash loop.
+      one.transaction(async (tx) => {
+        await tx.appendEvent(botId, 'operation', round, event('operation'));
+        if (await tx.endCrashLoop(botId)) await tx.appendEvent(botId, 'recovered', round, event('recovered'));
+      }),
+      // A recovery: the end of the crash loop, then its event.
+      other.transaction(async (tx) => {
+        if (await tx.endCrashLoop(botId)) await tx.appendEvent(botId, 'recovered', round, event('recovered'));
+      }),
+    ]);
+    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+    if (failed) return t.fail(`round ${round}: ${String((failed as PromiseRejectedResult).reason)}`);
+  }
+  const events = await one.eventsAfter(0, botId, 1_000);
+  t.is(events.filter((kept) => kept.type === 'operation').length, 200);
+  t.is(events.filter((kept) => kept.type === 'recovered').length, 200, 'each crash loop ended once, and said so once');
+});
