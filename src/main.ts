@@ -27,6 +27,12 @@ function configOrExit(): Config {
   }
 }
 
+/** The password of AGENT_DATABASE_URL, as the server gets it (percent-decoded). */
+function databasePassword(url: string | undefined): string | undefined {
+  const password = url === undefined ? undefined : URL.parse(url)?.password;
+  return password ? decodeURIComponent(password) : undefined;
+}
+
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -42,7 +48,8 @@ async function main(): Promise<void> {
   const config = configOrExit();
   // Written asynchronously and in batches: a write per request line cost more than answering the request.
   // Lines go out once 8 KiB are waiting, or within a second; what is left is written at exit.
-  const logger = pino({ base: { runtime: config.runtime } }, new BatchedLines(1, LOG_BATCH_CHARS, LOG_FLUSH_MS));
+  const secrets = [config.adminToken, config.webhook?.secret, databasePassword(config.databaseUrl)];
+  const logger = pino({ base: { runtime: config.runtime } }, new BatchedLines(1, LOG_BATCH_CHARS, LOG_FLUSH_MS, secrets));
   // Every stream handler is guarded; should a bug still throw outside a request, it is logged and the agent goes on
   // serving every other bot: the process ends only on a signal.
   process.on('uncaughtException', (err) => logger.error({ err }, 'bug: uncaught exception; the agent goes on'));

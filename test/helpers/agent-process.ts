@@ -70,13 +70,20 @@ export async function webhookReceiver(
   return { server, received, refusedCount: () => refused, url: `http://${host}:${(server.address() as AddressInfo).port}/hook`, held };
 }
 
-/** The agent as operators run it (src/main.ts), on a free loopback port, with `env` added to this process's. */
-export async function runAgentProcess(env: Record<string, string>): Promise<{ process: ChildProcess; port: number; output(): string }> {
+/**
+ * The agent as operators run it (src/main.ts), on a free loopback port, with `env` added to this process's.
+ * `output()` is what it wrote to stdout (its log), and with `captureStderr` to stderr too.
+ */
+export async function runAgentProcess(
+  env: Record<string, string>,
+  { captureStderr = false }: { captureStderr?: boolean } = {},
+): Promise<{ process: ChildProcess; port: number; output(): string }> {
   const child = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
     env: { ...process.env, AGENT_HOST: '127.0.0.1', AGENT_PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'pipe', captureStderr ? 'pipe' : 'inherit'],
   });
   let output = '';
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout!.on('data', (chunk: Buffer) => {
       output += chunk.toString('utf8');

@@ -60,3 +60,18 @@ test('a full batch goes out at once; a short one within its flush time, while th
   );
   t.is(short.child.exitCode, null, 'the writer still runs');
 });
+
+test('secrets never reach the log: as written, escaped in JSON, percent-encoded; short ones are left alone', async (t) => {
+  const script = `
+    import { pino } from 'pino';
+    import { BatchedLines } from './src/log-destination.ts';
+    const logger = pino({}, new BatchedLines(1, 1_000_000, 3_600_000, ['pa/ss"w#rd', 'admin-token-123', 'ab', undefined]));
+    logger.warn({ err: new Error('connect to postgres://u:pa%2Fss%22w%23rd@db failed') }, 'token admin-token-123 and pa/ss"w#rd; ab stays');
+    process.exit(0);`;
+  const child = spawn(process.execPath, ['--import=tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let text = '';
+  for await (const chunk of child.stdout) text += String(chunk);
+  t.notRegex(text, /pa\/ss|pa%2Fss|admin-token-123/);
+  t.regex(text, /token \*\*\* and \*\*\*; ab stays/);
+  t.regex(text, /postgres:\/\/u:\*\*\*@db/);
+});
