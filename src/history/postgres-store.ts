@@ -9,8 +9,9 @@ import type { PostgresDatabase, Query } from './postgres-database.js';
 const CHANNEL = 'bot_agent_events';
 /** How long the listening connection waits before it connects again after it was lost. */
 const RELISTEN_MS = 1_000;
-/** How often the listening connection is checked with a round trip. */
-const LISTEN_CHECK_MS = 5_000;
+/** How often the listening connection is checked with a round trip, and how soon it must answer (any of its queries). */
+const LISTEN_CHECK_MS = 3_000;
+const LISTEN_CHECK_TIMEOUT_MS = 2_000;
 /** How many events one read of the feed takes. */
 const FEED_PAGE = 500;
 
@@ -30,6 +31,7 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
   private fed: number | undefined;
   private feeding: Promise<void> = Promise.resolve();
   private relisten: NodeJS.Timeout | undefined;
+  private refeed: NodeJS.Timeout | undefined;
   private writes = 0;
   private closed = false;
   /** Whether the loss of the feed was reported: once an outage, not once a second. */
@@ -71,7 +73,7 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
    */
   private async listen(): Promise<void> {
     if (this.closed) return;
-    const client = new pg.Client(connectionSettings(this.database.url));
+    const client = new pg.Client({ ...connectionSettings(this.database.url), query_timeout: LISTEN_CHECK_TIMEOUT_MS });
     let check: NodeJS.Timeout | undefined;
     const again = (err: unknown): void => {
       clearInterval(check);
@@ -107,7 +109,10 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     this.feeding = this.feeding.then(async () => {
       for (;;) {
         if (this.closed || this.fed === undefined) return;
-        const { rows } = await (await this.database.query())('SELECT seq, bot_id, type, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2', [this.fed, FEED_PAGE]);
+        // Over the listening connection, known to answer (checked every LISTEN_CHECK_MS), else the pool's.
+        const listener = this.listener;
+        const query: Query = listener ? (text, values) => listener.query(text, values) : await this.database.query();
+        const { rows } = await query('SELECT seq, bot_id, type, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2', [this.fed, FEED_PAGE]);
         for (const row of rows) {
           const event = eventOf(row);
           this.fed = event.seq;
@@ -115,12 +120,20 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
         }
         if (rows.length < FEED_PAGE) return;
       }
-    }).catch((err: unknown) => this.report('the database event feed could not be read', err));
+    }).catch((err: unknown) => {
+      // Read again soon: no notification may come to wake it for what was missed.
+      if (!this.feedLost) this.report('the database event feed could not be read; reading again', err);
+      this.refeed ??= setTimeout(() => {
+        this.refeed = undefined;
+        this.feed();
+      }, RELISTEN_MS);
+    });
   }
 
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.relisten);
+    clearTimeout(this.refeed);
     this.listeners.clear();
     await this.feeding;
     const listener = this.listener;

@@ -44,8 +44,9 @@ test.before(async () => {
     restartTimeoutMs: RESTART_DEADLINE_MS,
     recoverAfterMs: 3_600_000,
   });
-  // Dies after a second, every run; the engine starts it again (with its back-off) whatever the agent does.
-  crasher = await fixture.runBot({ script: 'echo "run at $(date +%s)"; sleep 1; exit 3', restartPolicy: 'always' });
+  // Dies after 11 s, every run; the engine starts it again whatever the agent does, at once (a run of 10 s or more
+  // resets the engine's back-off): two or three runs end in each outage.
+  crasher = await fixture.runBot({ script: 'echo "run at $(date +%s)"; sleep 11; exit 3', restartPolicy: 'always' });
   worker = await fixture.runBot();
 });
 
@@ -162,7 +163,11 @@ test.serial('PostgreSQL stopped for 30 s: every call answers in time, and afterw
     async () => {
       await server.stop();
       // An agent that starts while the database is away starts and serves.
-      const late = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl, rateLimit: 1_000 });
+      const late = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), {
+        databaseUrl,
+        rateLimit: 1_000,
+        webhook: { url: receiver.url, secret: SECRET },
+      });
       t.teardown(late.close);
       t.is((await call(late.server, `/api/bots/${worker.id}/stats`)).status, 200);
       t.is(await metric(late, 'bot_agent_database_up'), 0);

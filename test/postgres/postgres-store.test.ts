@@ -5,6 +5,8 @@ import type { SharedWindow } from '../../src/lifecycle/rate-limiter.js';
 import { gate } from '../helpers/gate.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { storeSuite, waitFor } from '../helpers/store-suite.js';
+import { TcpBlackhole } from '../helpers/tcp-blackhole.js';
+import { eventually } from '../helpers/eventually.js';
 
 // The history in a real PostgreSQL server (Debian's, started by scripts/postgres.sh in npm test): the same
 // suite as SQLite's, then what only a store shared by several agents must do (docs/api.md §11).
@@ -126,4 +128,28 @@ test("a stop's event and a crash loop's end on one agent, a recovery on the othe
   const events = await one.eventsAfter(0, botId, 1_000);
   t.is(events.filter((kept) => kept.type === 'operation').length, 200);
   t.is(events.filter((kept) => kept.type === 'recovered').length, 200, 'each crash loop ended once, and said so once');
+});
+
+test("an agent whose connections die without a word (its database's host gone, an idle time-out on the way) notices, listens again and hears what it missed", async (t) => {
+  const url = new URL(await freshDatabase());
+  const blackhole = new TcpBlackhole({ host: url.hostname, port: Number(url.port) });
+  const relayed = new URL(url);
+  relayed.port = String(await blackhole.start());
+  const { store: cutOff } = openHistory({ databaseUrl: relayed.toString(), dataDir: ':memory:' }, () => undefined);
+  const { store: other } = openHistory({ databaseUrl: url.toString(), dataDir: ':memory:' }, () => undefined);
+  t.teardown(async () => {
+    await blackhole.close();
+    await Promise.all([cutOff.close(), other.close()]);
+  });
+  await Promise.all([cutOff.opened(), other.opened()]);
+  const heard: StoredEvent[] = [];
+  cutOff.subscribe((event) => heard.push(event));
+  const append = () => other.appendEvent('bot_1_1_cut', 'operation', Date.now(), (id) => JSON.stringify({ id }));
+  // Heard while the connections pass: the feed listens, and has nothing more to read.
+  const before = await append();
+  t.true(await eventually(() => heard.some((event) => event.seq === before?.seq), 5_000, 20));
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  blackhole.cut();
+  const kept = await append();
+  t.true(await eventually(() => heard.some((event) => event.seq === kept?.seq), 20_000, 50), 'the event reached the agent whose connections were cut');
 });
