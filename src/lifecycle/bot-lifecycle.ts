@@ -1,7 +1,7 @@
 import { messages, OperationInProgress, RestartTimeout } from '../errors.js';
 import type { PowerOutcome, RuntimeDriver } from '../runtime/driver.js';
 import { localLocks } from '../runtime/bot-locks.js';
-import type { BotLocks } from '../runtime/bot-locks.js';
+import type { BotLocks, Inherited } from '../runtime/bot-locks.js';
 import { KeyedQueue, WaitedTooLong } from './keyed-queue.js';
 
 /**
@@ -33,9 +33,9 @@ export class BotLifecycle {
           this.locks.hold(
             botId,
             'restart',
-            // A restart left by an agent that died mid-way is finished, not begun again.
-            (inherited) => this.driver.restart(botId, inherited?.operation === 'restart' ? inherited.begun : undefined),
-            () => undefined,
+            // A restart left by an agent that died mid-way is finished, not begun again; one older than a restart may take is done again.
+            (inherited) => this.driver.restart(botId, this.unfinishedRestart(inherited)),
+            { joined: () => undefined, waitMs: this.restartTimeoutMs },
           ),
         )
         .finally(() => this.restarts.delete(botId));
@@ -75,11 +75,17 @@ export class BotLifecycle {
 
   private async power(botId: string, operation: string, act: () => Promise<PowerOutcome>): Promise<PowerOutcome> {
     try {
-      return await this.queue.run(botId, operation, () => this.locks.hold(botId, operation, act), this.restartTimeoutMs);
+      return await this.queue.run(botId, operation, () => this.locks.hold(botId, operation, act, { waitMs: this.restartTimeoutMs }), this.restartTimeoutMs);
     } catch (err) {
       if (err instanceof WaitedTooLong) throw new OperationInProgress(messages.inProgress(err.running, botId, this.restartTimeoutMs));
       throw err;
     }
+  }
+
+  /** When the restart a dead agent left began, if it is one to finish: begun within the restart time-out. */
+  private unfinishedRestart(inherited: Inherited | undefined): Date | undefined {
+    if (inherited?.operation !== 'restart') return undefined;
+    return Date.now() - inherited.begun.getTime() < this.restartTimeoutMs ? inherited.begun : undefined;
   }
 
   /** Resolves once every operation started so far has ended. */

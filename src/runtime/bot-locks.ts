@@ -16,10 +16,18 @@ export interface Inherited {
  * operation (`joined` given), it waits for that one to end and returns `joined()`
  * instead (a restart asked of two agents at once restarts the bot once). When
  * the lock is taken over from an agent that died holding it, `work` is told what
- * that agent was doing, so that it can finish it rather than do it again.
+ * that agent was doing, so that it can finish it rather than do it again. An
+ * agent that can no longer hold the lock stops waiting for `work` with a 503.
  */
 export interface BotLocks {
-  hold<T>(botId: string, operation: string, work: (inherited?: Inherited) => Promise<T>, joined?: () => T): Promise<T>;
+  hold<T>(botId: string, operation: string, work: (inherited?: Inherited) => Promise<T>, options?: HoldOptions<T>): Promise<T>;
+}
+
+export interface HoldOptions<T> {
+  /** The same operation under way elsewhere: its end is this one's answer. */
+  readonly joined?: () => T;
+  /** The longest to wait for another agent's operation; past it, OperationInProgress (409). */
+  readonly waitMs?: number;
 }
 
 /** One agent: its own queue per bot serialises already. */

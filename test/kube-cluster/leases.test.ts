@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import test from 'ava';
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, V1MicroTime } from '@kubernetes/client-node';
-import type { KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
+import { OperationInProgress, RuntimeUnavailable } from '../../src/errors.js';
 import { LeaseLocks, leaseName } from '../../src/runtime/kubernetes/kube-leases.js';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import { BOT_LABEL } from '../../src/runtime/labels.js';
@@ -12,6 +13,8 @@ import type { TestAgent } from '../helpers/agent.js';
 import { TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
+import { openStream } from '../helpers/sse-client.js';
+import { TcpRelay } from '../helpers/tcp-relay.js';
 import { objectName } from '../../src/runtime/kubernetes/kube-provisioner.js';
 import { adminKubeConfig, agentKubeConfig, botDeployment } from './cluster-harness.js';
 
@@ -62,9 +65,9 @@ const generationOf = async (id: string): Promise<number> =>
 const restartThrough = (agent: TestAgent, id: string) =>
   call(agent.server, '/api/bots/restart', { method: 'POST', body: { bot_id: id, user_id: 'user_1' } });
 
-/** The lease an agent that died mid-restart of `id` left: taken now, never renewed, expiring in 3 s. */
-async function leaseOfDeadAgent(id: string): Promise<void> {
-  const now = new V1MicroTime();
+/** The lease an agent that died mid-restart of `id` left `agoMs` ago: never renewed since, expiring 3 s after it is first seen. */
+async function leaseOfDeadAgent(id: string, agoMs = 0): Promise<void> {
+  const now = new V1MicroTime(Date.now() - agoMs);
   await leases.createNamespacedLease({
     namespace,
     body: {
@@ -142,4 +145,121 @@ test.serial("a stop through one agent waits for another's restart of the same bo
   t.true(replicasWhileRestarting.length > 0);
   t.true(replicasWhileRestarting.every((replicas) => replicas === 1), `the stop scaled the bot mid-restart: ${replicasWhileRestarting.join(' ')}`);
   t.is((await apps.readNamespacedDeployment({ name: objectName(id), namespace })).spec?.replicas, 0, 'stopped after the restart');
+});
+
+/** Who held a bot's lock when, by the test's clock. */
+interface Acting {
+  readonly who: string;
+  readonly from: number;
+  to: number;
+}
+
+function overlaps(acts: Acting[]): boolean {
+  return acts.some((one, i) => acts.slice(i + 1).some((other) => one.from < other.to && other.from < one.to));
+}
+
+test.serial("an agent whose clock is 30 s off never takes a live Lease: no stamp of another agent's clock is compared with its own", async (t) => {
+  const id = `bot_${process.pid}_clock_${runId}`;
+  const acts: Acting[] = [];
+  // The holder's clock is 30 s behind, the other's 30 s ahead: by their stamps the lease expired long ago.
+  const behind = new LeaseLocks(agentConfig, namespace, 'agent-behind', { durationS: 3, renewMs: 1_000, pollMs: 100, callMs: 5_000 }, () => Date.now() - 30_000);
+  const ahead = new LeaseLocks(agentConfig, namespace, 'agent-ahead', undefined, () => Date.now() + 30_000);
+  let release = (): void => undefined;
+  const holding = behind.hold(id, 'stop', async () => {
+    const act = { who: 'behind', from: Date.now(), to: Infinity };
+    acts.push(act);
+    await new Promise<void>((resolve) => (release = resolve));
+    act.to = Date.now();
+  });
+  t.true(await eventually(() => acts.length === 1, 10_000, 20));
+  // Asked while the holder lives (renewing every second), past its 3 s lease: refused at its own deadline.
+  const refused = await t.throwsAsync(
+    ahead.hold(id, 'start', async () => void acts.push({ who: 'ahead', from: Date.now(), to: Date.now() }), { waitMs: 6_000 }),
+    { instanceOf: OperationInProgress },
+  );
+  t.regex(refused.message, /stop in progress/);
+  release();
+  await holding;
+  t.deepEqual(acts.map((act) => act.who), ['behind']);
+  t.true(await eventually(async () => (await leases.listNamespacedLease({ namespace })).items.every((lease) => lease.metadata?.name !== leaseName(id)), 5_000, 100));
+});
+
+test.serial("an agent cut off from the API server mid-operation stops acting (503) before another takes its Lease", async (t) => {
+  const id = `bot_${process.pid}_cut_${runId}`;
+  const relay = new TcpRelay({ host: new URL(agentConfig.getCurrentCluster()!.server).hostname, port: Number(new URL(agentConfig.getCurrentCluster()!.server).port) });
+  const port = await relay.start();
+  t.teardown(() => relay.close());
+  const relayed = new KubeConfig();
+  relayed.loadFromOptions({
+    clusters: [{ ...agentConfig.getCurrentCluster()!, name: 'local', server: `https://127.0.0.1:${port}` }],
+    users: [agentConfig.getCurrentUser()!],
+    contexts: [{ name: 'agent', cluster: 'local', user: agentConfig.getCurrentUser()!.name }],
+    currentContext: 'agent',
+  });
+  const timings = { durationS: 6, renewMs: 1_000, pollMs: 100, callMs: 2_000 };
+  const frozen = new LeaseLocks(relayed, namespace, 'agent-frozen', timings);
+  const other = new LeaseLocks(agentConfig, namespace, 'agent-other', timings);
+  const acts: Acting[] = [];
+  let answered: number | undefined;
+  const holding = frozen
+    .hold(id, 'stop', async () => {
+      const act = { who: 'frozen', from: Date.now(), to: Infinity };
+      acts.push(act);
+      // The stop's own work would go on; what matters is that the agent stops waiting for it, and says so.
+      await new Promise((resolve) => setTimeout(resolve, 60_000));
+    })
+    .finally(() => (answered = Date.now()));
+  t.true(await eventually(() => acts.length === 1, 10_000, 20));
+  relay.freeze();
+  let othersTurn = (): void => undefined;
+  const taking = other.hold(
+    id,
+    'start',
+    async () => {
+      acts.push({ who: 'other', from: Date.now(), to: Date.now() });
+      await new Promise<void>((resolve) => (othersTurn = resolve));
+    },
+    { waitMs: 30_000 },
+  );
+  await t.throwsAsync(holding, { instanceOf: RuntimeUnavailable, message: /could not renew the Lease/ });
+  // The frozen agent stopped acting when it could no longer say it held the lease.
+  acts[0]!.to = answered!;
+  t.true(await eventually(() => acts.length === 2, 30_000, 20));
+  t.false(overlaps(acts), JSON.stringify(acts));
+  t.true(acts[1]!.from - acts[0]!.to > 1_000, 'the other took the lease a margin after the holder stopped');
+  // What the frozen agent sent meanwhile arrives now: the other's lease is left alone.
+  relay.thaw();
+  await new Promise((resolve) => setTimeout(resolve, 3_000));
+  const lease = await leases.readNamespacedLease({ name: leaseName(id), namespace });
+  t.is(lease.spec?.holderIdentity, 'agent-other');
+  othersTurn();
+  await taking;
+});
+
+test.serial('a restart an hour after its agent died mid-way is done again, not taken as done: the pod is really replaced and a `started` event follows', async (t) => {
+  const [survivor] = agents.length > 0 ? agents : [await agentNamed('agent-a')];
+  const id = await runningBot();
+  // An hour ago an agent took the lease, asked for the rollout (50 minutes ago here: a later restart) and died; the rollout has long finished.
+  await apps.patchNamespacedDeployment(
+    {
+      name: objectName(id),
+      namespace,
+      body: { spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date(Date.now() - 3_000_000).toISOString() } } } } },
+    },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
+  const podNames = async () =>
+    (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.filter((pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp).map((pod) => pod.metadata?.name);
+  t.true(await eventually(async () => (await podNames()).length === 1 && (await apps.readNamespacedDeployment({ name: objectName(id), namespace })).status?.updatedReplicas === 1, 60_000, 250));
+  await new Promise((resolve) => setTimeout(resolve, 2_000));
+  const [before] = await podNames();
+  await leaseOfDeadAgent(id, 3_600_000);
+  const events = await openStream(survivor!.server, `/api/bots/${id}/events`);
+  t.teardown(() => events.close());
+  const generation = await generationOf(id);
+  const reply = await restartThrough(survivor!, id);
+  t.is(reply.status, 200, reply.text);
+  t.is(await generationOf(id), generation + 1, 'rolled out again');
+  t.true(await eventually(async () => (await podNames()).every((name) => name !== before) && (await podNames()).length === 1, 60_000, 250), 'the pod was replaced');
+  await events.next((event) => event.event === 'started', 30_000);
 });

@@ -5,7 +5,7 @@ import type { SharedWindow } from '../../src/lifecycle/rate-limiter.js';
 import { gate } from '../helpers/gate.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { storeSuite, waitFor } from '../helpers/store-suite.js';
-import { TcpBlackhole } from '../helpers/tcp-blackhole.js';
+import { TcpRelay } from '../helpers/tcp-relay.js';
 import { eventually } from '../helpers/eventually.js';
 
 // The history in a real PostgreSQL server (Debian's, started by scripts/postgres.sh in npm test): the same
@@ -132,13 +132,13 @@ test("a stop's event and a crash loop's end on one agent, a recovery on the othe
 
 test("an agent whose connections die without a word (its database's host gone, an idle time-out on the way) notices, listens again and hears what it missed", async (t) => {
   const url = new URL(await freshDatabase());
-  const blackhole = new TcpBlackhole({ host: url.hostname, port: Number(url.port) });
+  const relay = new TcpRelay({ host: url.hostname, port: Number(url.port) });
   const relayed = new URL(url);
-  relayed.port = String(await blackhole.start());
+  relayed.port = String(await relay.start());
   const { store: cutOff } = openHistory({ databaseUrl: relayed.toString(), dataDir: ':memory:' }, () => undefined);
   const { store: other } = openHistory({ databaseUrl: url.toString(), dataDir: ':memory:' }, () => undefined);
   t.teardown(async () => {
-    await blackhole.close();
+    await relay.close();
     await Promise.all([cutOff.close(), other.close()]);
   });
   await Promise.all([cutOff.opened(), other.opened()]);
@@ -149,7 +149,7 @@ test("an agent whose connections die without a word (its database's host gone, a
   const before = await append();
   t.true(await eventually(() => heard.some((event) => event.seq === before?.seq), 5_000, 20));
   await new Promise((resolve) => setTimeout(resolve, 200));
-  blackhole.cut();
+  relay.cut();
   const kept = await append();
   t.true(await eventually(() => heard.some((event) => event.seq === kept?.seq), 20_000, 50), 'the event reached the agent whose connections were cut');
 });
