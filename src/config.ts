@@ -32,6 +32,8 @@ export interface Config {
   readonly provisioning: boolean;
   /** Whether a loopback caller (127.0.0.1 or ::1, no web page's request) is the platform. */
   readonly loopbackPlatform: boolean;
+  /** Connections one address may hold open at once (the host itself is not counted). */
+  readonly connectionsPerAddress: number;
 }
 
 /** The shortest admin token the agent accepts (docs/api.md §4 rule 5). */
@@ -87,6 +89,7 @@ const env = object({
   ),
   AGENT_PROVISIONING: string().oneOf(['on', 'off'] as const, 'AGENT_PROVISIONING must be on or off').default('on'),
   AGENT_LOOPBACK_PLATFORM: string().oneOf(['on', 'off'] as const, 'AGENT_LOOPBACK_PLATFORM must be on or off').default('on'),
+  AGENT_CONNECTIONS_PER_ADDRESS: wholeNumber('AGENT_CONNECTIONS_PER_ADDRESS', 1, 65_536, 'connections').default(64),
   AGENT_BOTS_AGENT_URL: string()
     .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_BOTS_AGENT_URL must be an http:// or https:// URL')
     .default('http://agent:8000'),
@@ -131,6 +134,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       ),
       provisioning: values.AGENT_PROVISIONING === 'on',
       loopbackPlatform: values.AGENT_LOOPBACK_PLATFORM === 'on',
+      connectionsPerAddress: values.AGENT_CONNECTIONS_PER_ADDRESS,
     });
   } catch (err) {
     if (err instanceof ValidationError) throw new ConfigError(err.errors[0] ?? err.message);

@@ -4,6 +4,7 @@ import { ConfigError, loadConfig } from './config.js';
 import { causeOf } from './errors.js';
 import type { Config } from './config.js';
 import { createAgent, historyPlace } from './agent.js';
+import { DEFAULT_CONNECTION_LIMITS } from './http/connection-limits.js';
 import { listen } from './http/listen.js';
 import { BatchedLines } from './log-destination.js';
 
@@ -60,7 +61,8 @@ async function main(): Promise<void> {
     logger.warn({ error: messageOf(err) }, `the history in ${historyPlace(config)} does not answer; the agent serves, and what it records waits in the spool`),
   );
 
-  const server = await listen(agent.app, config.host, config.port).catch((err: Error) => {
+  const limits = { ...DEFAULT_CONNECTION_LIMITS, perAddress: config.connectionsPerAddress };
+  const server = await listen(agent.app, config.host, config.port, limits).catch((err: Error) => {
     exit(`cannot listen on ${config.host}:${config.port}: ${err.message}`);
   });
   // The port bound, which AGENT_PORT=0 leaves to the system.

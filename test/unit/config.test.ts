@@ -22,6 +22,7 @@ test('defaults follow docs/api.md §5', (t) => {
     trustedHosts: [],
     provisioning: true,
     loopbackPlatform: true,
+    connectionsPerAddress: 64,
   });
 });
 
@@ -29,6 +30,8 @@ test('trusted hosts are a comma-separated list, read in lower case; provisioning
   t.deepEqual(loadConfig({ AGENT_TRUSTED_HOSTS: 'Agent.Internal, platform.local' }).trustedHosts, ['agent.internal', 'platform.local']);
   t.false(loadConfig({ AGENT_PROVISIONING: 'off' }).provisioning);
   t.false(loadConfig({ AGENT_LOOPBACK_PLATFORM: 'off' }).loopbackPlatform);
+  t.is(loadConfig({ AGENT_CONNECTIONS_PER_ADDRESS: '200' }).connectionsPerAddress, 200);
+  t.throws(() => loadConfig({ AGENT_CONNECTIONS_PER_ADDRESS: '0' }), { instanceOf: ConfigError, message: /^AGENT_CONNECTIONS_PER_ADDRESS/ });
 });
 
 test('an admin token of 32 characters is taken, a shorter one refused', (t) => {
