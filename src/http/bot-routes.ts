@@ -35,9 +35,9 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
   const { callerFor, readerFor } = access;
 
   /** The bot's last `lines` log lines, within the bound on reads at once; none costs no runtime call. */
-  async function logsOf(ctx: Context, botId: string, lines: number): Promise<string> {
+  async function logsOf(ctx: Context, caller: Caller, botId: string, lines: number): Promise<string> {
     if (lines === 0) return '';
-    await logReads.enter(ctx, botId);
+    await logReads.enter(ctx, botId, caller.kind === 'bot');
     return driver.logs(botId, lines);
   }
 
@@ -111,19 +111,19 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
 
   router.post('/logs', async (ctx) => {
     const { bot_id, lines = DEFAULT_LOG_LINES } = logsBody(ctx.request.body);
-    await readerFor(ctx, bot_id, logReadCost(lines));
-    ctx.body = { ok: true, logs: await logsOf(ctx, bot_id, lines) };
+    const caller = await readerFor(ctx, bot_id, logReadCost(lines));
+    ctx.body = { ok: true, logs: await logsOf(ctx, caller, bot_id, lines) };
   });
 
   router.get('/:bot_id/logs', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
     const { lines = DEFAULT_LOG_LINES, follow } = validateQuery(logsQuery, ctx.query);
-    await readerFor(ctx, botId, logReadCost(lines));
+    const caller = await readerFor(ctx, botId, logReadCost(lines));
     if (follow === 'true') {
-      await logFollowing.follow(ctx, botId, lines);
+      await logFollowing.follow(ctx, botId, lines, caller.kind === 'bot');
       return;
     }
-    ctx.body = { ok: true, logs: await logsOf(ctx, botId, lines) };
+    ctx.body = { ok: true, logs: await logsOf(ctx, caller, botId, lines) };
   });
 
   router.get('/:bot_id/stats', async (ctx) => {

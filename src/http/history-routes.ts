@@ -36,8 +36,15 @@ function resumeCursor(ctx: Context, after: string | undefined): number | undefin
  * events that arrive while the kept ones are sent wait, and are sent after
  * them unless already sent.
  */
-async function streamEvents(ctx: Context, history: BotHistory, streams: StreamLimits, botId: string | undefined, cursor: number | undefined): Promise<void> {
-  const stream = streams.open(ctx, botId);
+async function streamEvents(
+  ctx: Context,
+  history: BotHistory,
+  streams: StreamLimits,
+  botId: string | undefined,
+  cursor: number | undefined,
+  byBot = false,
+): Promise<void> {
+  const stream = streams.open(ctx, botId, byBot);
   const waiting: StoredEvent[] = [];
   let replaying = true;
   let lastSent = cursor ?? 0;
@@ -96,9 +103,9 @@ export function historyRoutes({ driver, history, access, streams }: HistoryRoute
     const botId = botIdInPath(ctx.params.bot_id);
     const { after } = validateQuery(eventsQuery, ctx.query);
     const cursor = resumeCursor(ctx, after);
-    await readerFor(ctx, botId);
+    const caller = await readerFor(ctx, botId);
     await driver.findBot(botId);
-    await streamEvents(ctx, history, streams, botId, cursor);
+    await streamEvents(ctx, history, streams, botId, cursor, caller.kind === 'bot');
   });
 
   router.get('/api/events', async (ctx) => {

@@ -91,9 +91,9 @@ export class LogFollowing {
   ) {}
 
   /** Checks that the bot exists and a stream's place is free, then streams; errors before the stream are the envelope's. */
-  async follow(ctx: Context, botId: string, lines: number): Promise<void> {
+  async follow(ctx: Context, botId: string, lines: number, byBot: boolean): Promise<void> {
     await this.driver.findBot(botId);
-    const stream = this.streams.open(ctx, botId);
+    const stream = this.streams.open(ctx, botId, byBot);
     void followAcrossRuns(stream, this.driver, this.history, botId, lines)
       .catch(() => undefined)
       .finally(() => stream.close());

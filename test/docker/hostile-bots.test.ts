@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
-import { LOG_READS_PER_BOT } from '../../src/http/log-reads.js';
+import { BOT_LOG_SEND_MS, LOG_READS_IN_ALL, LOG_READS_PER_BOT, PLATFORM_LOG_READS } from '../../src/http/log-reads.js';
 import { MAX_STREAMS_PER_BOT } from '../../src/http/stream-limits.js';
 import { MAX_LOG_BYTES } from '../../src/runtime/log-tail.js';
 import { startAgent } from '../helpers/agent.js';
@@ -9,6 +9,7 @@ import type { TestAgent } from '../helpers/agent.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
+import { rawRequest } from '../helpers/raw-http.js';
 import { SocketProxy } from '../helpers/socket-proxy.js';
 import { openStream } from '../helpers/sse-client.js';
 
@@ -141,4 +142,36 @@ test.serial('a crash-looping bot that prints control bytes keeps small exit reco
   const status = await call(agent.server, `/api/bots/${bot.id}`);
   t.is(status.status, 200);
   t.true(Buffer.byteLength(status.text) <= 70 * 1024, `a status of ${Buffer.byteLength(status.text)} bytes`);
+});
+
+/**
+ * A bot that prints 100 lines of 42,000 control bytes (25 MB once in JSON), then asks for its own 1,000 last lines
+ * `reads` times at once and never takes the answers (nc's output goes to a pipe nobody reads).
+ */
+const NEVER_READS = `
+i=0; while [ $i -lt 100 ]; do head -c 42000 /dev/zero | tr '\\000' '\\001'; echo; i=$((i+1)); done
+sleep 1
+k=0; while [ $k -lt "$4" ]; do (printf '%s' "$3"; sleep 120) | nc "$1" "$2" | sleep 120 & k=$((k+1)); done
+exec sleep 1000`;
+
+test.serial(`two bots that never take their logs answers hold at most ${LOG_READS_IN_ALL - PLATFORM_LOG_READS} places: the platform still reads, and each place is free again within ${BOT_LOG_SEND_MS / 1000} s`, async (t) => {
+  const hog = async (reads: number) => {
+    const id = fixture.newBotId();
+    const request = rawRequest({ method: 'POST', path: '/api/bots/logs', body: { bot_id: id, lines: 1_000 } });
+    return fixture.runBot({ id, script: NEVER_READS, args: [target.host, String(target.port), request, String(reads)] });
+  };
+  const quiet = await fixture.runBot({ script: 'echo hello; sleep 1000' });
+  // Before, the two took all 6 places (4 and 2) until each answer had left or 30 s passed.
+  await Promise.all([hog(LOG_READS_PER_BOT), hog(LOG_READS_PER_BOT)]);
+  // Once they hold their places (their 25 MB answers stuck in sockets nobody reads): the platform reads another bot.
+  await new Promise((resolve) => setTimeout(resolve, 3_000));
+  const platform = await Promise.all(
+    Array.from({ length: PLATFORM_LOG_READS }, () => call(agent.server, '/api/bots/logs', { body: { bot_id: quiet.id, lines: 10 } })),
+  );
+  t.deepEqual(platform.map((reply) => reply.status), Array.from({ length: PLATFORM_LOG_READS }, () => 200));
+  t.is(platform[0]?.body?.logs, 'hello\n');
+  // A third bot's own read is answered once the stuck answers are cut off.
+  const reader = await fixture.runBot({ script: 'echo mine; sleep 1000' });
+  const own = { method: 'POST', path: '/api/bots/logs', body: { bot_id: reader.id, lines: 1 } };
+  t.true(await eventually(async () => (await fixture.httpFromBot(reader, target, own)).status === 200, BOT_LOG_SEND_MS + 5_000, 500));
 });
