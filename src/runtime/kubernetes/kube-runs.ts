@@ -108,13 +108,15 @@ export class KubeRunWatcher {
     this.seen(pod);
     const runs = this.pods.get(uid);
     this.pods.delete(uid);
-    // Deleted while its container ran, and no end was seen: the deletion ended it.
-    if (runs?.running && !runs.ended.has(`run:${runs.running.toISOString()}`)) {
+    // Deleted while its container ran, and no end was seen: the deletion ended it. Its key is the run's own, as its end
+    // seen by another agent has: one run, one record, whichever agent saw what.
+    const runKey = runs?.running && `run:${runs.running.toISOString()}`;
+    if (runs && runKey && !runs.ended.has(runKey)) {
       const at = new Date();
       const startedAt = runs.running;
       this.inOrder(runs, async () => {
         const logs = (await runs.linesAtDeletion) ?? '';
-        await this.observer.ended({ botId, at, exitCode: null, oomKilled: false, requested: true, startedAt, logs, key: `kube:${uid}:deleted:${startedAt.toISOString()}` });
+        await this.observer.ended({ botId, at, exitCode: null, oomKilled: false, requested: true, startedAt, logs, key: `kube:${uid}:${runKey}` });
       });
     }
   }

@@ -1,0 +1,48 @@
+import { EventEmitter } from 'node:events';
+import test from 'ava';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { RunEnd, RunObserver } from '../../src/runtime/driver.js';
+import type { KubeObjectCache } from '../../src/runtime/kubernetes/kube-object-cache.js';
+import { KubeRunWatcher } from '../../src/runtime/kubernetes/kube-runs.js';
+import { BOT_LABEL } from '../../src/runtime/labels.js';
+
+const BOT = 'bot_1_1_twoviews';
+const STARTED = '2026-11-26T08:00:00Z';
+
+function pod(state: Record<string, unknown>, deleting = false): V1Pod {
+  return {
+    metadata: { name: 'bot-pod', uid: 'pod-uid-1', labels: { [BOT_LABEL]: BOT }, ...(deleting ? { deletionTimestamp: new Date() } : {}) },
+    status: { containerStatuses: [{ name: 'bot', image: 'x', imageID: 'x', ready: false, restartCount: 0, state }] },
+  } as V1Pod;
+}
+
+/** One agent's watch of the pods, reporting the run ends it saw. */
+function agent(ends: RunEnd[]): EventEmitter {
+  const observer: RunObserver = {
+    started: async () => undefined,
+    ended: async (run) => void ends.push(run),
+    lastEnd: async () => undefined,
+  };
+  const pods = new EventEmitter();
+  new KubeRunWatcher(observer, async () => 'last line\n', () => 'bot', () => undefined).watch(pods as unknown as KubeObjectCache<V1Pod>);
+  return pods;
+}
+
+test("one run of a deleted pod is one key, whether an agent saw its container end or only the pod's deletion (its watch re-listed meanwhile)", async (t) => {
+  const ends: RunEnd[] = [];
+  const running = pod({ running: { startedAt: new Date(STARTED) } });
+  // The first agent saw everything: the run, its end during the deletion, then the deletion.
+  const one = agent(ends);
+  one.emit('add', running);
+  const ended = pod({ terminated: { startedAt: new Date(STARTED), finishedAt: new Date(), exitCode: 0 } }, true);
+  one.emit('update', ended);
+  one.emit('delete', ended);
+  // The other's watch re-listed while the pod was deleted: it last saw the run, then only its deletion.
+  const other = agent(ends);
+  other.emit('add', running);
+  other.emit('delete', pod({ running: { startedAt: new Date(STARTED) } }, true));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.is(ends.length, 2, 'each agent reports the end it saw');
+  t.is(ends[0]?.key, ends[1]?.key, 'under one key: the store keeps it once');
+  t.is(ends[0]?.key, `kube:pod-uid-1:run:${new Date(STARTED).toISOString()}`);
+});
