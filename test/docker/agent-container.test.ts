@@ -42,7 +42,7 @@ test.serial('the image runs the project\'s Node as a non-root user, and its heal
   const info = await agent.inspect();
   t.is((await fixture.exec({ id: 'agent', container: agent }, 'node --version')).trim(), `v${(await readFile('.node-version', 'utf8')).trim()}`);
   t.is(info.Config.User, 'node');
-  t.deepEqual(info.Config.Entrypoint, ['node', '--max-semi-space-size=2', '--heap-growing-percent=30', '--no-allocation-site-pretenuring', 'dist/main.js']);
+  t.deepEqual(info.Config.Entrypoint, ['node', '--max-semi-space-size=2', '--heap-growing-percent=30', '--no-allocation-site-pretenuring', 'dist/agent.mjs']);
   t.true(
     await eventually(async () => (await agent.inspect()).State.Health?.Status === 'healthy', 60_000, 500),
     'the HEALTHCHECK never passed',

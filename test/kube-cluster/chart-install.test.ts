@@ -126,3 +126,61 @@ test.serial('the default install keeps exit records across its pod being deleted
   t.deepEqual(after.slice(after.length - before.length), before);
   await apps.deleteNamespacedDeployment({ namespace, name: botDeployment(id).metadata?.name ?? '' });
 });
+
+/**
+ * A bot that asks the agent for its own status every 100 ms, through the Service, and prints each call's
+ * outcome with the time it began (/proc/uptime: centiseconds; busybox's date has no sub-second field).
+ */
+const CALLER = `
+while :; do
+  at=$(cut -d' ' -f1 /proc/uptime)
+  status=$(printf 'GET /api/bots/%s HTTP/1.1\\r\\nHost: agent\\r\\nConnection: close\\r\\n\\r\\n' "$2" | nc -w 2 "$1" 8000 | head -n 1)
+  case "$status" in "HTTP/1.1 200"*) echo "$at ok" ;; *) echo "$at FAIL" ;; esac
+  sleep 0.1
+done`;
+
+/** The longest time the caller found no agent: from its last answered call before failures to its first answered after, less a call's usual interval. */
+function longestOutageMs(lines: string[]): { outageMs: number; failed: number } {
+  const calls = lines.map((line) => line.split(' ')).map(([at, outcome]) => ({ at: Number(at) * 1000, ok: outcome === 'ok' }));
+  const oks = calls.filter((call) => call.ok).map((call) => call.at);
+  const intervals = oks.slice(1).map((at, i) => at - (oks[i] ?? at)).sort((a, b) => a - b);
+  const usual = intervals[Math.floor(intervals.length / 2)] ?? 0;
+  let longest = 0;
+  for (let i = 1; i < oks.length; i += 1) longest = Math.max(longest, (oks[i] ?? 0) - (oks[i - 1] ?? 0) - usual);
+  return { outageMs: Math.round(longest), failed: calls.filter((call) => !call.ok).length };
+}
+
+test.serial("one agent replaced (its pod deleted, then a helm upgrade) leaves bots without an agent at most 3 s", async (t) => {
+  const id = `bot_5_5_${runId}`;
+  await apps.createNamespacedDeployment({ namespace, body: botDeployment(id, { script: CALLER, args: [agentAddress, id] }) });
+  let caller: V1Pod | undefined;
+  t.true(await eventually(async () => (caller = await runningPod(`${BOT_LABEL}=${id}`)) !== undefined, 60_000, 250));
+  const lines = async () => (await core.readNamespacedPodLog({ namespace, name: caller?.metadata?.name ?? '', container: 'bot' })).split('\n').filter(Boolean);
+  t.true(await eventually(async () => (await lines()).filter((line) => line.endsWith(' ok')).length >= 10, 60_000, 500), 'its calls are answered');
+  const outages: Record<string, { outageMs: number; failed: number }> = {};
+  const through = async (what: string, replace: () => Promise<unknown>) => {
+    const before = (await lines()).length;
+    const old = await runningPod('app.kubernetes.io/name=bot-agent');
+    await replace();
+    t.true(
+      await eventually(async () => {
+        const now = await runningPod('app.kubernetes.io/name=bot-agent');
+        return now !== undefined && now.metadata?.name !== old?.metadata?.name && (now.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+      }, 120_000, 250),
+      `${what}: a new agent pod became ready`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    outages[what] = longestOutageMs((await lines()).slice(Math.max(0, before - 5)));
+
+  };
+  await through('pod deleted', async () => core.deleteNamespacedPod({ namespace, name: (await runningPod('app.kubernetes.io/name=bot-agent'))?.metadata?.name ?? '' }));
+  await through('helm upgrade', () =>
+    helm(
+      'upgrade', 'rel', CHART, '--namespace', namespace, '--kubeconfig', process.env.BOT_AGENT_KUBECONFIG ?? '', '--reuse-values',
+      '--set-string', `podAnnotations.rolled=${Date.now()}`, '--wait', '--timeout', '3m',
+    ),
+  );
+  t.log(Object.entries(outages).map(([what, { outageMs, failed }]) => `${what}: without an agent ${outageMs} ms (${failed} calls failed)`).join('; '));
+  for (const [what, { outageMs }] of Object.entries(outages)) t.true(outageMs <= 3_000, `${what}: ${outageMs} ms without an agent`);
+  await apps.deleteNamespacedDeployment({ namespace, name: botDeployment(id).metadata?.name ?? '' });
+});

@@ -166,7 +166,7 @@ async function agentProcessOf(pod: V1Pod): Promise<number[]> {
       readFile(`/proc/${entry}/cgroup`, 'utf8').catch(() => ''),
       readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => ''),
     ]);
-    if ((cgroup.includes(uid) || cgroup.includes(uid.replaceAll('-', '_'))) && command.includes('dist/main.js')) found.push(Number(entry));
+    if ((cgroup.includes(uid) || cgroup.includes(uid.replaceAll('-', '_'))) && command.includes('dist/agent.mjs')) found.push(Number(entry));
   }
   return found;
 }

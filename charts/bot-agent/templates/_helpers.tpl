@@ -39,3 +39,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "bot-agent.claimed" -}}
 {{- if and .Values.persistence.enabled (not .Values.database.existingSecret) }}true{{ end -}}
 {{- end -}}
+
+{{- /*
+The preStop pause: the old pod keeps answering while the Service stops sending it calls, which
+serves only when another pod answers them. Under Recreate (one pod and its claim) nothing else
+does: the pause would only make bots wait longer for the new pod, so there is none.
+*/ -}}
+{{- define "bot-agent.preStopSeconds" -}}
+{{- if include "bot-agent.claimed" . }}0{{ else }}{{ .Values.preStopSeconds | int }}{{ end -}}
+{{- end -}}
