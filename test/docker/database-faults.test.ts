@@ -52,8 +52,8 @@ test.before(async () => {
 
 test.after.always(async () => {
   server.thaw();
-  await server.start().catch(() => undefined);
   await agent?.close();
+  await server.stop().catch(() => undefined);
   receiver?.server.close();
   await fixture.cleanup();
 });
