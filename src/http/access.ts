@@ -2,6 +2,7 @@ import type { Context } from 'koa';
 import { Forbidden, messages } from '../errors.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { authorize, callerOf } from './caller.js';
+import { platformConnection } from './connection-limits.js';
 import type { Caller, PlatformPolicy } from './caller.js';
 import type { ReadLimiter } from './read-limiter.js';
 
@@ -18,6 +19,7 @@ export interface Access {
 export function access(driver: RuntimeDriver, policy: PlatformPolicy, readLimiter: ReadLimiter): Access {
   const callerFor = async (ctx: Context, botId: string | undefined): Promise<Caller> => {
     const caller = await callerOf(ctx, driver, policy);
+    if (caller.kind === 'platform') platformConnection(ctx.req.socket);
     if (botId !== undefined) {
       ctx.state.botId = botId;
       authorize(caller, botId);
@@ -34,6 +36,7 @@ export function access(driver: RuntimeDriver, policy: PlatformPolicy, readLimite
     async platformFor(ctx, refusal = messages.platformOnlyEvents) {
       const caller = await callerOf(ctx, driver, policy);
       if (caller.kind !== 'platform') throw new Forbidden(refusal);
+      platformConnection(ctx.req.socket);
     },
   };
 }

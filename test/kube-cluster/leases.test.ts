@@ -147,6 +147,22 @@ test.serial("a stop through one agent waits for another's restart of the same bo
   t.is((await apps.readNamespacedDeployment({ name: objectName(id), namespace })).spec?.replicas, 0, 'stopped after the restart');
 });
 
+/** The agent's credentials, reaching the API server through a relay the test can freeze (test/helpers/tcp-relay.ts). */
+async function relayedAgentConfig(t: { teardown(fn: () => Promise<void>): void }): Promise<{ relay: TcpRelay; relayed: KubeConfig }> {
+  const server = new URL(agentConfig.getCurrentCluster()!.server);
+  const relay = new TcpRelay({ host: server.hostname, port: Number(server.port) });
+  const port = await relay.start();
+  t.teardown(() => relay.close());
+  const relayed = new KubeConfig();
+  relayed.loadFromOptions({
+    clusters: [{ ...agentConfig.getCurrentCluster()!, name: 'local', server: `https://127.0.0.1:${port}` }],
+    users: [agentConfig.getCurrentUser()!],
+    contexts: [{ name: 'agent', cluster: 'local', user: agentConfig.getCurrentUser()!.name }],
+    currentContext: 'agent',
+  });
+  return { relay, relayed };
+}
+
 /** Who held a bot's lock when, by the test's clock. */
 interface Acting {
   readonly who: string;
@@ -186,16 +202,7 @@ test.serial("an agent whose clock is 30 s off never takes a live Lease: no stamp
 
 test.serial("an agent cut off from the API server mid-operation stops acting (503) before another takes its Lease", async (t) => {
   const id = `bot_${process.pid}_cut_${runId}`;
-  const relay = new TcpRelay({ host: new URL(agentConfig.getCurrentCluster()!.server).hostname, port: Number(new URL(agentConfig.getCurrentCluster()!.server).port) });
-  const port = await relay.start();
-  t.teardown(() => relay.close());
-  const relayed = new KubeConfig();
-  relayed.loadFromOptions({
-    clusters: [{ ...agentConfig.getCurrentCluster()!, name: 'local', server: `https://127.0.0.1:${port}` }],
-    users: [agentConfig.getCurrentUser()!],
-    contexts: [{ name: 'agent', cluster: 'local', user: agentConfig.getCurrentUser()!.name }],
-    currentContext: 'agent',
-  });
+  const { relay, relayed } = await relayedAgentConfig(t);
   const timings = { durationS: 6, renewMs: 1_000, pollMs: 100, callMs: 2_000 };
   const frozen = new LeaseLocks(relayed, namespace, 'agent-frozen', timings);
   const other = new LeaseLocks(agentConfig, namespace, 'agent-other', timings);
@@ -263,3 +270,61 @@ test.serial('a restart an hour after its agent died mid-way is done again, not t
   t.true(await eventually(async () => (await podNames()).every((name) => name !== before) && (await podNames()).length === 1, 60_000, 250), 'the pod was replaced');
   await events.next((event) => event.event === 'started', 30_000);
 });
+
+/** A bot whose process ignores SIGTERM: a stop waits its whole grace period for the pod to go. */
+const STUBBORN = "trap '' TERM; while :; do sleep 1; done";
+
+test.serial("the API server frozen for 20 s in the middle of one agent's stop, another agent asked to start the bot: each answers by its deadline, and the second acts only after the first stopped", async (t) => {
+  const { relay, relayed } = await relayedAgentConfig(t);
+  const deadlines = { restartTimeoutMs: 30_000 };
+  const frozenAgent = await startAgent(createKubernetesDriver({ kubeConfig: relayed, namespace }), { ...deadlines, locks: new LeaseLocks(relayed, namespace, 'agent-frozen') });
+  const otherAgent = await startAgent(createKubernetesDriver({ kubeConfig: agentConfig, namespace }), { ...deadlines, locks: new LeaseLocks(agentConfig, namespace, 'agent-other') });
+  t.teardown(async () => {
+    relay.thaw();
+    await frozenAgent.close();
+    await otherAgent.close();
+  });
+  const id = `bot_${process.pid}_${++bots}_${runId}`;
+  await apps.createNamespacedDeployment({ namespace, body: botDeployment(id, { script: STUBBORN, graceS: 25 }) });
+  const ready = async (agent: TestAgent) => (await call(agent.server, `/api/bots/${id}`)).body?.bot !== undefined;
+  t.true(await eventually(async () => (await ready(frozenAgent)) && (await ready(otherAgent)) && (await botRunning(id)), 60_000, 250), 'both agents see the bot run');
+
+  // What the API server applied, as the test sees it directly: the bot's wanted replicas, and when they changed.
+  const replicas: Array<{ at: number; replicas: number }> = [];
+  let watching = true;
+  const watch = (async () => {
+    while (watching) {
+      const now = (await apps.readNamespacedDeployment({ name: objectName(id), namespace })).spec?.replicas ?? -1;
+      if (replicas.at(-1)?.replicas !== now) replicas.push({ at: Date.now(), replicas: now });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  })();
+  const owner = { bot_id: id, user_id: 'user_1' };
+  const timed = async (agent: TestAgent, operation: string) => {
+    const reply = await call(agent.server, `/api/bots/${operation}`, { method: 'POST', body: owner });
+    return { ...reply, answeredAt: Date.now() };
+  };
+  const stopping = timed(frozenAgent, 'stop');
+  // In the middle of the stop: its scale applied, the pod still in its 25 s grace period.
+  t.true(await eventually(() => replicas.at(-1)?.replicas === 0, 10_000, 20));
+  relay.freeze();
+  const frozenAt = Date.now();
+  setTimeout(() => relay.thaw(), 20_000);
+  const starting = timed(otherAgent, 'start');
+  const [stop, start] = await Promise.all([stopping, starting]);
+  watching = false;
+  await watch;
+  t.log(`stop ${stop.status} after ${stop.answeredAt - frozenAt} ms of the freeze; start ${start.status} after ${start.answeredAt - frozenAt} ms; replicas ${replicas.map((r) => `${r.replicas}@${r.at - frozenAt}`).join(' ')}`);
+  t.is(stop.status, 503, stop.text);
+  t.regex(String(stop.body?.msg), /runtime unavailable/);
+  t.is(start.status, 200, start.text);
+  t.true(stop.answeredAt - frozenAt < deadlines.restartTimeoutMs && start.answeredAt - frozenAt < deadlines.restartTimeoutMs + 5_000, 'each call ends by its deadline');
+  const started = replicas.find((change) => change.replicas === 1 && change.at > frozenAt);
+  t.truthy(started, 'the other agent started the bot');
+  t.true(started!.at > stop.answeredAt, 'the other agent acted only once the frozen one had stopped acting');
+  t.true(await eventually(() => botRunning(id), 60_000, 250), 'the bot runs');
+});
+
+async function botRunning(id: string): Promise<boolean> {
+  return (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.some((pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp);
+}

@@ -64,3 +64,30 @@ test("a crash of the judge's own is an error, one per operation", (t) => {
   t.is(errors.length, 2);
   t.true(errors.every((error) => error.includes('Runtime Error')));
 });
+
+const MISMATCH = (operations: string[]) => `
+=================================== WARNINGS ===================================
+
+Schema validation mismatch: ${operations.length} operation mostly rejected generated data due to validation errors, indicating schema constraints don't match API validation
+
+${operations.map((operation) => `  - ${operation}`).join('\n')}
+
+💡 Check your schema constraints - API validation may be stricter than documented
+
+=================================== SUMMARY ====================================
+
+Warnings:
+  ⚠️ Schema validation mismatch: ${operations.length} operation mostly rejected generated data
+
+Test cases:
+  704 generated, 704 passed
+`;
+
+test('a warning may be excused for the operations named, and only for them', (t) => {
+  const excused = { 'Schema validation mismatch': ['POST /api/admin/bots'] };
+  t.deepEqual(verdictsOf(MISMATCH(['POST /api/admin/bots']), excused).warnings, []);
+  t.deepEqual(verdictsOf(MISMATCH(['POST /api/admin/bots', 'POST /api/bots/stop']), excused).warnings, [
+    '⚠️ Schema validation mismatch: 2 operation mostly rejected generated data',
+  ]);
+  t.deepEqual(verdictsOf(MISMATCH(['POST /api/admin/bots'])).warnings, ['⚠️ Schema validation mismatch: 1 operation mostly rejected generated data']);
+});
