@@ -89,6 +89,8 @@ export class BotHistory implements RunObserver {
   private writes: Promise<void> = Promise.resolve();
   /** The writes that wait for the store to answer again, in order. */
   readonly spool: HistorySpool<HistoryWrite>;
+  /** The newest run end of each bot that waits in the spool (cleared once the spool is written). */
+  private readonly spooledEnds = new Map<string, number>();
   private spoolRetry: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -100,6 +102,7 @@ export class BotHistory implements RunObserver {
     this.recoverAfterMs = options.recoverAfterMs ?? RECOVER_AFTER_MS;
     this.spool = new HistorySpool(options.spoolDir, SPOOL_MAX_BYTES, options.report);
     // What an agent stopped during an outage left waiting is written before anything new.
+    for (const write of this.spool.waiting()) this.noteSpooled(write);
     if (this.spool.size > 0) this.retrySpoolSoon(0);
     this.unsubscribe = store.subscribe((event) => {
       for (const follower of this.followers) follower(event);
@@ -136,8 +139,7 @@ export class BotHistory implements RunObserver {
   /** When the bot's last run ended as far as the history knows: the spool first, then the store (undefined while it is away). */
   async lastEnd(botId: string): Promise<Date | undefined> {
     await this.writes;
-    let spooled: number | undefined;
-    for (const write of this.spool.waiting()) if (write.kind === 'ended' && write.botId === botId) spooled = write.atMs;
+    const spooled = this.spooledEnds.get(botId);
     if (spooled !== undefined) return new Date(spooled);
     const at = (await this.store.exits(botId, 1).catch(() => []))[0]?.at;
     return at === undefined ? undefined : new Date(at);
@@ -295,7 +297,8 @@ export class BotHistory implements RunObserver {
           this.options.report?.('the history store is away: what it must keep waits in the spool until it answers', err);
         }
       }
-      if (!this.spool.add(write)) this.options.report?.(`the history spool is full: ${WHAT[write.kind]} of bot ${write.botId} is lost`, undefined);
+      if (this.spool.add(write)) this.noteSpooled(write);
+      else this.options.report?.(`the history spool is full: ${WHAT[write.kind]} of bot ${write.botId} is lost`, undefined);
       this.retrySpoolSoon(SPOOL_RETRY_MS);
     });
     this.writes = next;
@@ -324,6 +327,11 @@ export class BotHistory implements RunObserver {
       }
       this.spool.shift();
     }
+    if (this.spool.size === 0) this.spooledEnds.clear();
+  }
+
+  private noteSpooled(write: HistoryWrite): void {
+    if (write.kind === 'ended') this.spooledEnds.set(write.botId, Math.max(write.atMs, this.spooledEnds.get(write.botId) ?? 0));
   }
 
   /** Keeps one write in the store; throws what the store threw. */
