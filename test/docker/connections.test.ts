@@ -10,6 +10,7 @@ import type { EventStream } from '../helpers/sse-client.js';
 
 // One address holding thousands of idle or half-sent connections, as a bot could (docs/api.md §2): the agent
 // as operators run it keeps 64 of them, closes half-sent requests within seconds, stays small and answers others.
+// One test at a time: 10,000 sockets in this process would hold up the other tests' own clients.
 const HOLDERS = 10_000;
 
 /** An address of this host other than loopback (a bridge's): a caller the agent counts per address, as a bot. */
@@ -60,7 +61,7 @@ function socketsOf(pid: number): number {
   return count;
 }
 
-test('one address holding 10,000 idle connections: the agent keeps at most 64 of them, stays under 256 MiB and answers others', async (t) => {
+test.serial('one address holding 10,000 idle connections: the agent keeps at most 64 of them, stays under 256 MiB and answers others', async (t) => {
   const host = hostAddress();
   const agent = await runAgentProcess({ AGENT_HOST: '0.0.0.0', AGENT_DATA_DIR: ':memory:', DOCKER_HOST: 'unix:///nonexistent.sock' });
   t.teardown(() => agent.process.kill('SIGKILL'));
@@ -95,7 +96,7 @@ test('one address holding 10,000 idle connections: the agent keeps at most 64 of
   t.is(again.status, 200);
 });
 
-test('a request whose headers never end is closed within the 10 s the agent gives them, not held for minutes', async (t) => {
+test.serial('a request whose headers never end is closed within the 10 s the agent gives them, not held for minutes', async (t) => {
   const host = hostAddress();
   const agent = await runAgentProcess({ AGENT_HOST: '0.0.0.0', AGENT_DATA_DIR: ':memory:', DOCKER_HOST: 'unix:///nonexistent.sock' });
   t.teardown(() => agent.process.kill('SIGKILL'));
@@ -114,7 +115,7 @@ test('a request whose headers never end is closed within the 10 s the agent give
   t.regex(answer, /^HTTP\/1.1 408/);
 });
 
-test("the platform's connections do not count against its address: 100 event streams with its token from one address stay open", async (t) => {
+test.serial("the platform's connections do not count against its address: 100 event streams with its token from one address stay open", async (t) => {
   const host = hostAddress();
   const token = 'platform-token-0123456789abcdef0123456789';
   // The real engine: a caller from a bridge's address is asked of it first (is it a bot?), then taken for the platform by its token.

@@ -82,7 +82,9 @@ export function openStream(
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
         res.on('end', () => {
-          stream.body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+          // Node's own answers (a 408, a 400 of its parser) have no body: the status says it all.
+          const text = Buffer.concat(chunks).toString('utf8');
+          stream.body = text === '' ? undefined : (JSON.parse(text) as Record<string, unknown>);
           resolve(stream);
         });
         return;
