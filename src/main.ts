@@ -31,7 +31,13 @@ function configOrExit(): Config {
 /** The password of AGENT_DATABASE_URL, as the server gets it (percent-decoded). */
 function databasePassword(url: string | undefined): string | undefined {
   const password = url === undefined ? undefined : URL.parse(url)?.password;
-  return password ? decodeURIComponent(password) : undefined;
+  if (!password) return undefined;
+  try {
+    return decodeURIComponent(password);
+  } catch {
+    // Not a valid escape (a stray %): the password as written.
+    return password;
+  }
 }
 
 function messageOf(err: unknown): string {
