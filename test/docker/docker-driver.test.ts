@@ -36,8 +36,9 @@ test('restart gives the bot its grace period: it saves its state on SIGTERM', as
   t.regex(String(logs.body?.logs), /saved state/);
 });
 
-// stdout and stderr in turns, a pause between writes so that the engine stores them in that order.
-const TALKER = 'for i in $(seq 1 30); do echo out$i; usleep 20000; echo err$i >&2; usleep 20000; done; exec sleep 1000';
+// stdout and stderr in turns, a pause between writes so that the engine stores them in that order. The engine
+// reads the two pipes apart, so under load a 20 ms pause was once too short (err28 stored before out28).
+const TALKER = 'for i in $(seq 1 30); do echo out$i; usleep 100000; echo err$i >&2; usleep 100000; done; exec sleep 1000';
 
 test('logs interleave stdout and stderr in time order, without stream framing', async (t) => {
   const bot = await fixture.runBot({ script: TALKER });

@@ -27,13 +27,23 @@ const TOKEN = 'schemathesis-admin-token-0123456789abcdef';
 let server: Server;
 let network: string;
 let work: string;
+/** Creates the engine carried out: the stateful phase follows the 201's links, so it removes what it made. */
+const created: string[] = [];
 
 test.before(async () => {
   await fixture.ready();
   network = (await fixture.network()).name;
+  const provisioner = createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' });
   const { app } = assembleAgent({
     driver,
-    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' }),
+    provisioner: {
+      list: (owner) => provisioner.list(owner),
+      remove: (botId) => provisioner.remove(botId),
+      create: async (spec) => {
+        await provisioner.create(spec);
+        created.push(spec.id);
+      },
+    },
     // Budgets wide enough that the fuzzer meets the answers it came for, not only 429s.
     config: { ...TEST_APP_CONFIG, adminToken: TOKEN, rateLimit: 100_000, readRate: 100_000, restartTimeoutMs: 20_000 },
     logger: pino({ level: 'silent' }),
@@ -180,7 +190,7 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
       '--workers',
       '1',
       '--seed',
-      String(Date.now() % 1_000_000),
+      process.env.SCHEMATHESIS_SEED ?? String(Date.now() % 1_000_000),
       '--report',
       'json',
       '--report-json-path',
@@ -200,9 +210,7 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
   t.deepEqual(verdicts, { errors: [], warnings: [] }, output.slice(-20_000));
   const failedOnExcusedWarningsAlone = verdictsOf(output).warnings.length > 0 && /Warnings fail the run/.test(output);
   t.true(((result as { code?: number }).code ?? 0) === 0 || failedOnExcusedWarningsAlone, 'schemathesis itself exited with success');
-  const fuzzerMade = await fixture.docker.listContainers({ all: true, filters: { network: [network], label: [BOT_LABEL] } });
-  const ours = new Set([...acted, reader, ...victims].map((bot) => bot.id));
-  t.true(fuzzerMade.some((container) => !ours.has(container.Labels[BOT_LABEL] ?? '')), 'no create the schema allows made a bot');
+  t.true(created.length > 0, 'no create the schema allows made a bot');
   for (const phase of ['Examples', 'Coverage', 'Fuzzing', 'Stateful']) t.regex(output, new RegExp(`^\\s+✅ ${phase}$`, 'm'), `the ${phase} phase did not run to the end`);
   t.true(summary.test_cases.generated > 200, `only ${summary.test_cases.generated} requests: the run says little`);
 });

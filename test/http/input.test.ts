@@ -43,7 +43,6 @@ const badBodies: Array<[string, string, unknown, RegExp]> = [
   ['restart', 'an array body', [BOT], /request body must be a JSON object/],
   ['restart', 'malformed JSON', '{"bot_id": ', /request body must be a JSON object/],
   ['restart', 'a JSON string', '"bot_1_1_a"', /request body must be a JSON object/],
-  ['restart', 'a __proto__ key', `{"bot_id":"${BOT}","user_id":"u","__proto__":{"x":1}}`, /request body/],
 ];
 
 for (const [route, what, body, msg] of badBodies) {
@@ -126,6 +125,19 @@ test('keys named after Object.prototype members are ignored, not a crash', async
     const reply = await call(server, '/api/bots/logs', { body: `{"bot_id":"${BOT}","${key}":{}}` });
     t.is(reply.status, 200, key);
   }
+});
+
+// schemathesis sent one: the parser's default refused such a body as if it were no JSON at all.
+test('a __proto__ key, at any depth, is dropped like any unknown field: the call is served and nothing is polluted', async (t) => {
+  const { driver, server } = await setUp(t);
+  const bodies = [
+    `{"__proto__":{"polluted":true},"bot_id":"${BOT}","user_id":"user_1"}`,
+    `{"extra":{"__proto__":{"polluted":true}},"bot_id":"${BOT}","user_id":"user_1"}`,
+    `{"constructor":{"prototype":{"polluted":true}},"bot_id":"${BOT}","user_id":"user_1"}`,
+  ];
+  for (const body of bodies) t.is((await call(server, '/api/bots/stop', { body })).status, 200, body);
+  t.is(driver.lifecycleCalls.filter((name) => name.startsWith('stop')).length, bodies.length);
+  t.is(({} as { polluted?: boolean }).polluted, undefined);
 });
 
 test('a logs body that passed is remembered by its bot id and lines alone: any other body is checked again, and a refused one is never kept', async (t) => {

@@ -49,14 +49,15 @@ test('a query parameter a path does not take is a 400 naming it, not silently ig
 });
 
 test('a bot reading itself past its read rate gets 429 with Retry-After; the platform is not limited', async (t) => {
-  const { server } = await setUp(t, 5);
+  // One read a second: the burst's reads, however slow on a loaded machine, end before a token comes back.
+  const { server } = await setUp(t, 1);
   const reads = [
     () => call(server, '/api/bots/logs', { body: { bot_id: SELF.id }, from: SELF.address }),
     () => call(server, `/api/bots/${SELF.id}/logs`, { from: SELF.address }),
     () => call(server, `/api/bots/${SELF.id}/stats`, { from: SELF.address }),
   ];
   // A burst of twice the rate passes, whichever reads make it up.
-  for (let i = 0; i < 10; i += 1) t.is((await reads[i % 3]!()).status, 200, `read ${i + 1}`);
+  for (let i = 0; i < 2; i += 1) t.is((await reads[i % 3]!()).status, 200, `read ${i + 1}`);
   // Over the limit at once, by every path; each 429 comes when its Retry-After has passed.
   const started = Date.now();
   const refused = await Promise.all(reads.map((read) => read()));
