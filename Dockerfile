@@ -15,7 +15,7 @@ COPY package.json package-lock.json npm-ca.pe[m] ./
 RUN if [ -f npm-ca.pem ]; then export NODE_EXTRA_CA_CERTS="$PWD/npm-ca.pem"; fi \
  && npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
-COPY scripts/bundle.sh ./scripts/
+COPY scripts/bundle.sh scripts/build-console.ts ./scripts/
 COPY src ./src
 RUN npm run build && npm run bundle && npm prune --omit=dev --no-audit --no-fund
 

@@ -4,6 +4,7 @@ import type { Config } from './config.js';
 import { BotHistory } from './history/bot-history.js';
 import { openStore } from './history/open-store.js';
 import { WebhookSender } from './history/webhook.js';
+import { loadConsole } from './http/console-assets.js';
 import { createApp } from './http/create-app.js';
 import type { RouteEntry } from './http/create-app.js';
 import { AgentMetrics } from './http/metrics.js';
@@ -15,6 +16,8 @@ import type { BotLocks } from './runtime/bot-locks.js';
 import { createRuntime } from './runtime/create-runtime.js';
 import type { Runtime } from './runtime/create-runtime.js';
 import type { RuntimeDriver } from './runtime/driver.js';
+import { StatsSamples } from './stats/stats-samples.js';
+import type { StatsSamplesOptions } from './stats/stats-samples.js';
 
 /** The longest a lifecycle call waits for the shared rate limit before counting in this agent alone. */
 const SHARED_WINDOW_TIMEOUT_MS = 1_000;
@@ -38,6 +41,8 @@ export interface AgentParts {
   readonly logger: Logger;
   /** Tests shorten how long a crash-looping bot must run to recover. */
   readonly recoverAfterMs?: number;
+  /** How the console's CPU and memory samples are taken; 'off': never (tests that count runtime calls). */
+  readonly statsSamples?: StatsSamplesOptions | 'off';
 }
 
 /** The running agent: its HTTP app and what the app stands on. */
@@ -72,7 +77,7 @@ export async function createAgent(config: Config, logger: Logger): Promise<Agent
  * and the HTTP app, over a runtime already made; `close()` undoes them in
  * the reverse order (the watch and the driver first, the store last).
  */
-export function assembleAgent({ driver, provisioner, locks = localLocks, config, logger, recoverAfterMs }: AgentParts): Agent {
+export function assembleAgent({ driver, provisioner, locks = localLocks, config, logger, recoverAfterMs, statsSamples = {} }: AgentParts): Agent {
   const report = reporter(logger);
   const closers: (() => Promise<void>)[] = [];
   const { store, sharedWindow } = (() => {
@@ -122,7 +127,11 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, config,
     await watching;
     await driver.close();
   });
-  const { app, routes } = createApp({ driver, provisioner, lifecycle, limiter, history, metrics, config, logger });
+  const samples = new StatsSamples(driver, statsSamples === 'off' ? {} : statsSamples);
+  if (statsSamples !== 'off') samples.start();
+  closers.push(() => samples.close());
+  metrics.statsSamples(samples);
+  const { app, routes } = createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, console: loadConsole(), config, logger });
   return {
     app,
     driver,

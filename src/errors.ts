@@ -124,6 +124,10 @@ export const messages = {
   platformOnly: 'forbidden: only the platform (loopback or admin token) may create, list or remove bots',
   provisioningOff: 'forbidden: provisioning is off on this agent (AGENT_PROVISIONING=off): bots are created and removed elsewhere',
   platformOnlyEvents: "forbidden: only the platform (loopback or admin token) may read every bot's events; a bot reads its own at /api/bots/{bot_id}/events",
+  consoleForBots: "forbidden: the console is the platform's; a bot may manage only itself, through the API",
+  platformOnlyConsole: 'forbidden: only the platform (loopback, admin token or console session) may read this',
+  noSessions: 'forbidden: console sessions need AGENT_ADMIN_TOKEN to be set; on loopback the console needs none',
+  wrongToken: 'forbidden: that is not the admin token',
   noSelfId: 'bot identifier not found; pass it in the X-Bot-ID header',
   restartTimeout: (botId: string, ms: number) =>
     `timeout during restart of bot ${botId} after ${ms} ms; the restart goes on, retry later or raise your time-out`,

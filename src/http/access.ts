@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
 import { Forbidden, messages } from '../errors.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
-import { authorize, callerOf } from './caller.js';
+import { authorize, callerOf, plainAddress } from './caller.js';
 import { platformConnection } from './connection-limits.js';
 import type { Caller, PlatformPolicy } from './caller.js';
 import type { ReadLimiter } from './read-limiter.js';
@@ -14,6 +14,8 @@ export interface Access {
   readerFor(ctx: Context, botId: string, cost?: number): Promise<Caller>;
   /** The caller of what only the platform may do (every bot's events, provisioning); Forbidden, saying `refusal`, for anyone else. */
   platformFor(ctx: Context, refusal?: string): Promise<void>;
+  /** Refuses a bot (Forbidden): the console's page and assets are anyone's else, since they hold no bot's data. */
+  notABot(ctx: Context): Promise<void>;
 }
 
 export function access(driver: RuntimeDriver, policy: PlatformPolicy, readLimiter: ReadLimiter): Access {
@@ -37,6 +39,10 @@ export function access(driver: RuntimeDriver, policy: PlatformPolicy, readLimite
       const caller = await callerOf(ctx, driver, policy);
       if (caller.kind !== 'platform') throw new Forbidden(refusal);
       platformConnection(ctx.req.socket);
+    },
+    async notABot(ctx) {
+      const address = ctx.req.socket.remoteAddress;
+      if (address !== undefined && (await driver.botAtAddress(plainAddress(address))) !== undefined) throw new Forbidden(messages.consoleForBots);
     },
   };
 }

@@ -5,6 +5,8 @@ import { isHostItself } from '../loopback.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { isCrossSite } from './cross-site.js';
 import type { RequestOrigin } from './cross-site.js';
+import { SESSION_COOKIE } from './console-session.js';
+import type { ConsoleSessions } from './console-session.js';
 
 /** Who is calling: a bot (which may manage only itself) or the platform (which may manage any bot). */
 export type Caller = { readonly kind: 'bot'; readonly botId: string } | { readonly kind: 'platform' };
@@ -16,6 +18,8 @@ export type Caller = { readonly kind: 'bot'; readonly botId: string } | { readon
 export interface CallerEvidence extends Partial<RequestOrigin> {
   readonly address: string | undefined;
   readonly authorization: string | undefined;
+  /** Whether the request carries a console session the agent signed, unexpired and not ended. */
+  readonly session?: boolean;
 }
 
 /** Who counts as the platform besides loopback: the admin token's holder; and the further names loopback callers may use. */
@@ -24,6 +28,8 @@ export interface PlatformPolicy {
   readonly trustedHosts: readonly string[];
   /** Whether the host itself (127.0.0.1, ::1) is the platform; off where only the token should be. */
   readonly loopbackPlatform: boolean;
+  /** Checks the console's session cookies; none: no session counts. */
+  readonly sessions?: ConsoleSessions | undefined;
 }
 
 /** The address as the runtime reports it: IPv4-mapped IPv6 (`::ffff:10.0.0.2`) becomes plain IPv4. */
@@ -46,19 +52,21 @@ function holdsAdminToken(authorization: string | undefined, adminToken: string |
 /**
  * Classifies a caller (docs/api.md §4): an address held by a bot is that bot,
  * whatever else the request says; then the admin token's holder is the
- * platform, and so is the host itself (127.0.0.1, ::1; not a proxy's hop
- * from elsewhere in 127/8) while AGENT_LOOPBACK_PLATFORM is on, unless a web
- * page could have sent the request (Forbidden, cross-site); anyone else is
- * refused with Forbidden.
+ * platform, and so is a console session's holder, or the host itself
+ * (127.0.0.1, ::1; not a proxy's hop from elsewhere in 127/8) while
+ * AGENT_LOOPBACK_PLATFORM is on, unless a web page of another site could have
+ * sent the request (a session then counts for nothing; loopback is Forbidden,
+ * cross-site); anyone else is refused with Forbidden.
  */
 export async function identifyCaller(evidence: CallerEvidence, driver: RuntimeDriver, policy: PlatformPolicy): Promise<Caller> {
   const address = evidence.address === undefined ? undefined : plainAddress(evidence.address);
   const botId = address === undefined ? undefined : await driver.botAtAddress(address);
   if (botId !== undefined) return { kind: 'bot', botId };
   if (holdsAdminToken(evidence.authorization, policy.adminToken)) return { kind: 'platform' };
+  const crossSite = isCrossSite({ host: evidence.host, origin: evidence.origin, fetchSite: evidence.fetchSite }, policy.trustedHosts);
+  if (evidence.session === true && !crossSite) return { kind: 'platform' };
   if (address !== undefined && policy.loopbackPlatform && isHostItself(address)) {
-    const origin = { host: evidence.host, origin: evidence.origin, fetchSite: evidence.fetchSite };
-    if (isCrossSite(origin, policy.trustedHosts)) throw new Forbidden(messages.crossSite);
+    if (crossSite) throw new Forbidden(messages.crossSite);
     return { kind: 'platform' };
   }
   throw new Forbidden(messages.stranger);
@@ -84,6 +92,7 @@ export async function callerOf(ctx: Context, driver: RuntimeDriver, policy: Plat
       host: headers.host,
       origin: headers.origin,
       fetchSite: headerValue(headers['sec-fetch-site']),
+      session: policy.sessions?.valid(ctx.cookies.get(SESSION_COOKIE)) ?? false,
     },
     driver,
     policy,

@@ -7,10 +7,14 @@ import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
+import type { StatsSamples } from '../stats/stats-samples.js';
 import { access } from './access.js';
 import { adminRoutes } from './admin-routes.js';
 import { auditor } from './audit.js';
 import { botRoutes } from './bot-routes.js';
+import type { ConsoleFiles } from './console-assets.js';
+import { consoleRoutes } from './console-routes.js';
+import { ConsoleSessions } from './console-session.js';
 import { envelope } from './envelope.js';
 import { healthRoutes } from './health-routes.js';
 import { historyRoutes } from './history-routes.js';
@@ -34,6 +38,10 @@ export interface AppDeps {
   readonly limiter: RateLimiter;
   readonly history: BotHistory;
   readonly metrics: AgentMetrics;
+  /** Every running bot's recent CPU and memory, for the console. */
+  readonly samples: StatsSamples;
+  /** The built console; undefined where it was not built. */
+  readonly console?: ConsoleFiles | undefined;
   readonly config: HttpConfig;
   readonly logger: Logger;
 }
@@ -89,14 +97,15 @@ export type RouteEntry = `${string} ${string}`;
  * Who may call what, read and stream limits, and the audit of lifecycle
  * operations live here; what they act on is built in src/agent.ts.
  */
-export function createApp({ driver, provisioner, lifecycle, limiter, history, metrics, config, logger }: AppDeps): App {
+export function createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, console: files, config, logger }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
   const audit = auditor(logger, metrics, (operation, botId, result, by) => {
     if (operation === 'restart' || operation === 'stop' || operation === 'start') void history.operationEnded(botId, operation, result, by);
   });
-  const checks = access(driver, config, new ReadLimiter(config.readRate));
+  const sessions = new ConsoleSessions(config.adminToken);
+  const checks = access(driver, { ...config, sessions }, new ReadLimiter(config.readRate));
   const streams = new StreamLimits();
   // One router holds every route (mounting copies their layers): a request is matched once, not once per group.
   const router = new Router().use(
@@ -104,6 +113,7 @@ export function createApp({ driver, provisioner, lifecycle, limiter, history, me
     botRoutes({ driver, lifecycle, limiter, access: checks, audit, logFollowing: new LogFollowing(driver, history, streams), logReads: new LogReads() }).routes(),
     historyRoutes({ driver, history, access: checks, streams }).routes(),
     adminRoutes({ driver, provisioner, access: checks, audit, history, provisioning: config.provisioning }).routes(),
+    consoleRoutes({ driver, provisioner, history, samples, sessions, access: checks, trustedHosts: config.trustedHosts, files }).routes(),
   );
 
   app.use(requestLog(logger, metrics));

@@ -69,6 +69,12 @@ export class AgentMetrics {
     this.gauge('bot_agent_crash_looping_bots', 'Bots in the crash-looping state (3 or more unrequested ends within 10 minutes)', count);
   }
 
+  /** What the console's samples of CPU and memory hold. */
+  statsSamples(samples: { readonly bots: number; readonly bytes: number }): void {
+    this.gauge('bot_agent_stats_sampled_bots', 'Bots with CPU and memory samples of the last 15 minutes kept for the console', () => samples.bots);
+    this.gauge('bot_agent_stats_sample_bytes', "Bytes the samples' arrays take", () => samples.bytes);
+  }
+
   /** Whether the history's database answers, and what waits for it in the spool. */
   historyStore(up: () => boolean, spool: { readonly size: number; readonly waitingBytes: number; readonly dropped: number }): void {
     this.gauge('bot_agent_database_up', "1 while the history's store answers, 0 while it is away (writes then wait in the spool)", () => (up() ? 1 : 0));

@@ -1,6 +1,6 @@
 import { convertSchema } from '@sodaru/yup-to-json-schema';
 import type { Schema, SchemaDescription } from 'yup';
-import { createBotRequest, eventsQuery, exitsQuery, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId } from './schemas.js';
+import { createBotRequest, eventsQuery, exitsQuery, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -115,6 +115,60 @@ const botLinks = {
   RemoveBot: { operationId: 'removeBot', parameters: createdBot },
 };
 
+const exitRecordFields = {
+  at: { type: 'string', description: 'ISO 8601: when the run ended' },
+  exit_code: { type: ['integer', 'null'] },
+  signal: { type: ['string', 'null'], examples: ['SIGKILL'] },
+  oom_killed: { type: 'boolean' },
+  requested: { type: 'boolean', description: 'a stop, restart, kill or delete (through the agent or the runtime) ended it' },
+  started_at: { type: ['string', 'null'] },
+};
+const exitRecord = {
+  type: 'object',
+  required: [...Object.keys(exitRecordFields), 'logs'],
+  additionalProperties: false,
+  properties: { ...exitRecordFields, logs: { type: 'string', description: 'the last (up to 100) lines of that run, captured when it ended' } },
+};
+/** An exit record without its lines, as the console's table carries the last one. */
+const exitSummary = { type: 'object', required: Object.keys(exitRecordFields), additionalProperties: false, properties: exitRecordFields };
+
+/** A successful answer: `ok` and one field. */
+const answer = (field: string, schema: object) => ({
+  type: 'object',
+  required: ['ok', field],
+  additionalProperties: false,
+  properties: { ok: { const: true }, [field]: schema },
+});
+
+/** A bot's status as GET /api/bots/{bot_id} answers it (docs/api.md §8). */
+const statusFields = {
+  bot_id: ref('BotId'),
+  user_id: { type: ['string', 'null'] },
+  state: { enum: ['running', 'stopped', 'exited', 'crash-looping'] },
+  started_at: { type: ['string', 'null'] },
+  uptime: { type: ['string', 'null'], pattern: '^\\d+h \\d+m$' },
+  crashes_last_hour: { type: 'integer', minimum: 0 },
+  last_exit: { oneOf: [ref('ExitRecord'), { type: 'null' }] },
+};
+
+/** A bot as the console's table shows it (docs/api.md §12): its status, and more. */
+const fleetFields = {
+  ...statusFields,
+  template: { type: ['string', 'null'] },
+  restarts_last_hour: { type: 'integer', minimum: 0, description: 'runs that ended in the last hour, requested or not' },
+  last_exit: { oneOf: [exitSummary, { type: 'null' }] },
+  sparkline: {
+    type: 'object',
+    description: 'the samples of GET /api/bots/{bot_id}/stats/history, as two arrays',
+    required: ['cpu_percent', 'memory_bytes'],
+    additionalProperties: false,
+    properties: {
+      cpu_percent: { type: 'array', items: { type: 'number', minimum: 0 } },
+      memory_bytes: { type: 'array', items: { type: 'number', minimum: 0 } },
+    },
+  },
+};
+
 /** The agent's API as OpenAPI 3.1, served at /openapi.json. */
 export const openApiDocument = {
   openapi: '3.1.0',
@@ -131,103 +185,68 @@ export const openApiDocument = {
       BotId: { ...jsonSchemaOf(pathBotId), examples: ['bot_12_34_abc'] },
       OwnerRequest: jsonSchemaOf(ownerRequest),
       LogsRequest: jsonSchemaOf(logsRequest),
-      Message: {
+      Message: answer('message', { type: 'string' }),
+      Logs: answer('logs', { type: 'string' }),
+      Stats: answer('stats', {
         type: 'object',
-        required: ['ok', 'message'],
-        properties: { ok: { const: true }, message: { type: 'string' } },
-        additionalProperties: false,
-      },
-      Logs: {
-        type: 'object',
-        required: ['ok', 'logs'],
-        properties: { ok: { const: true }, logs: { type: 'string' } },
-        additionalProperties: false,
-      },
-      Stats: {
-        type: 'object',
-        required: ['ok', 'stats'],
+        required: ['cpu_percent', 'memory_usage', 'memory_percent', 'uptime'],
         additionalProperties: false,
         properties: {
-          ok: { const: true },
-          stats: {
-            type: 'object',
-            required: ['cpu_percent', 'memory_usage', 'memory_percent', 'uptime'],
-            additionalProperties: false,
-            properties: {
-              cpu_percent: { type: 'number', minimum: 0 },
-              memory_usage: { type: 'string', pattern: '^\\d+\\.\\d\\d MB$' },
-              memory_percent: { type: 'number', minimum: 0 },
-              uptime: { type: 'string', pattern: '^\\d+h \\d+m$' },
-            },
-          },
+          cpu_percent: { type: 'number', minimum: 0 },
+          memory_usage: { type: 'string', pattern: '^\\d+\\.\\d\\d MB$' },
+          memory_percent: { type: 'number', minimum: 0 },
+          uptime: { type: 'string', pattern: '^\\d+h \\d+m$' },
         },
-      },
+      }),
       CreateBotRequest: jsonSchemaOf(createBotRequest),
-      BotList: {
-        type: 'object',
-        required: ['ok', 'bots'],
-        additionalProperties: false,
-        properties: {
-          ok: { const: true },
-          bots: {
-            type: 'array',
-            items: {
-              type: 'object',
-              required: ['bot_id', 'state'],
-              additionalProperties: false,
-              properties: {
-                bot_id: ref('BotId'),
-                user_id: { type: 'string' },
-                template: { type: 'string' },
-                state: { enum: ['running', 'stopped'] },
-                started_at: { type: 'string', description: 'ISO 8601 time' },
-              },
-            },
+      BotList: answer('bots', {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['bot_id', 'state'],
+          additionalProperties: false,
+          properties: {
+            bot_id: ref('BotId'),
+            user_id: { type: 'string' },
+            template: { type: 'string' },
+            state: { enum: ['running', 'stopped'] },
+            started_at: { type: 'string', description: 'ISO 8601 time' },
           },
         },
-      },
-      ExitRecord: {
+      }),
+      ExitRecord: exitRecord,
+      BotStatus: answer('bot', {
         type: 'object',
-        required: ['at', 'exit_code', 'signal', 'oom_killed', 'requested', 'started_at', 'logs'],
+        required: Object.keys(statusFields),
         additionalProperties: false,
-        properties: {
-          at: { type: 'string', description: 'ISO 8601: when the run ended' },
-          exit_code: { type: ['integer', 'null'] },
-          signal: { type: ['string', 'null'], examples: ['SIGKILL'] },
-          oom_killed: { type: 'boolean' },
-          requested: { type: 'boolean', description: 'a stop, restart, kill or delete (through the agent or the runtime) ended it' },
-          started_at: { type: ['string', 'null'] },
-          logs: { type: 'string', description: 'the last (up to 100) lines of that run, captured when it ended' },
-        },
-      },
-      BotStatus: {
-        type: 'object',
-        required: ['ok', 'bot'],
-        additionalProperties: false,
-        properties: {
-          ok: { const: true },
-          bot: {
-            type: 'object',
-            required: ['bot_id', 'user_id', 'state', 'started_at', 'uptime', 'crashes_last_hour', 'last_exit'],
-            additionalProperties: false,
-            properties: {
-              bot_id: ref('BotId'),
-              user_id: { type: ['string', 'null'] },
-              state: { enum: ['running', 'stopped', 'exited', 'crash-looping'] },
-              started_at: { type: ['string', 'null'] },
-              uptime: { type: ['string', 'null'], pattern: '^\\d+h \\d+m$' },
-              crashes_last_hour: { type: 'integer', minimum: 0 },
-              last_exit: { oneOf: [ref('ExitRecord'), { type: 'null' }] },
-            },
+        properties: statusFields,
+      }),
+      Exits: answer('exits', { type: 'array', items: ref('ExitRecord'), maxItems: 50 }),
+      StatsHistory: answer('samples', {
+        type: 'array',
+        description: 'the last 15 minutes, oldest first, one sample each 15 s',
+        maxItems: 61,
+        items: {
+          type: 'object',
+          required: ['at', 'cpu_percent', 'memory_bytes'],
+          additionalProperties: false,
+          properties: {
+            at: { type: 'string', description: 'ISO 8601 time of the sample' },
+            cpu_percent: { type: 'number', minimum: 0 },
+            memory_bytes: { type: 'number', minimum: 0 },
           },
         },
-      },
-      Exits: {
-        type: 'object',
-        required: ['ok', 'exits'],
-        additionalProperties: false,
-        properties: { ok: { const: true }, exits: { type: 'array', items: ref('ExitRecord'), maxItems: 50 } },
-      },
+      }),
+      Fleet: answer('bots', {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: [...Object.keys(fleetFields)],
+          additionalProperties: false,
+          properties: fleetFields,
+        },
+      }),
+      SessionRequest: jsonSchemaOf(sessionRequest),
       Failure: {
         type: 'object',
         required: ['ok', 'msg'],
@@ -347,6 +366,52 @@ export const openApiDocument = {
         summary: "A running bot's CPU, memory and uptime",
         parameters: [botIdParameter],
         responses: responses(ok('The stats', ref('Stats')), 400, 403, 404, 409, 429, 500, 503),
+      },
+    },
+    '/api/bots/{bot_id}/stats/history': {
+      get: {
+        operationId: 'getBotStatsHistory',
+        summary: "A bot's CPU and memory of the last 15 minutes, sampled every 15 s and kept in memory (the platform only)",
+        parameters: [botIdParameter],
+        responses: responses(ok('The samples', ref('StatsHistory')), 400, 403, 404, 500, 503),
+      },
+    },
+    '/api/console/fleet': {
+      get: {
+        summary: "Every bot's status, with its restarts in the last hour and its CPU and memory samples: the console's table (the platform only)",
+        responses: responses(ok('The bots', ref('Fleet')), 403, 500, 501, 503),
+      },
+    },
+    '/api/session': {
+      post: {
+        summary: 'Exchange the admin token for a console session: an HttpOnly, SameSite=Strict cookie valid 12 hours',
+        requestBody: { required: true, content: json(ref('SessionRequest')) },
+        responses: responses(ok('The session cookie is set'), 400, 403, 413, 415),
+      },
+      delete: {
+        summary: 'End the console session the cookie carries',
+        responses: responses(ok('Ended')),
+      },
+    },
+    '/': {
+      get: {
+        summary: 'The operator\'s console, to a browser asking for text/html (never to a bot)',
+        responses: {
+          '200': { description: 'The console page', content: { 'text/html': { schema: { type: 'string' } } } },
+          '403': { description: 'A bot asked for it', content: json(ref('Failure')) },
+          '404': { description: 'Not asked for as text/html, or the console was not built', content: json(ref('Failure')) },
+        },
+      },
+    },
+    '/console/{file}': {
+      get: {
+        summary: "The console's scripts and styles, named by their content's hash and cached for good (never to a bot)",
+        parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
+        responses: {
+          '200': { description: 'The file', content: { 'text/javascript': { schema: { type: 'string' } }, 'text/css': { schema: { type: 'string' } } } },
+          '403': { description: 'A bot asked for it', content: json(ref('Failure')) },
+          '404': { description: 'No such file', content: json(ref('Failure')) },
+        },
       },
     },
     '/api/admin/bots': {

@@ -158,6 +158,11 @@ export const createBotRequest = object({
 /** The query of the platform's listing. */
 export const listBotsQuery = object({ user_id: userId.optional() }).typeError('bad query');
 
+/** Body of POST /api/session: the admin token, typed once into the console. */
+export const sessionRequest = object({
+  token: string().strict().typeError('token must be a string').required('token is required').max(1024, 'token must be at most 1024 characters'),
+}).typeError(jsonObject);
+
 /** The X-Bot-ID header of self restart; absent is allowed. */
 export const selfRestartHeader = botIdSchema('X-Bot-ID').optional();
 

@@ -10,7 +10,7 @@ export interface StatsView {
   uptime: string;
 }
 
-const round2 = (value: number): number => Math.round(value * 100) / 100;
+export const round2 = (value: number): number => Math.round(value * 100) / 100;
 
 /** A duration as whole hours and minutes, e.g. `27h 3m`. */
 export function formatUptime(ms: number): string {

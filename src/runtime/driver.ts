@@ -93,6 +93,9 @@ export interface RuntimeDriver {
   /** How many bots the driver's index (Docker) or watch (Kubernetes) holds; 0 while it is being built. */
   indexedBots(): number;
 
+  /** The ids of the bots the index or watch holds running now; none while it is being built. */
+  runningBots(): string[];
+
   /** The bot with this id. Throws NotFound. */
   findBot(botId: string): Promise<BotInfo>;
 

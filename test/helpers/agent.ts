@@ -9,6 +9,7 @@ import type { BotLocks } from '../../src/runtime/bot-locks.js';
 import { listen } from '../../src/http/listen.js';
 import type { Provisioner } from '../../src/provisioning/provisioner.js';
 import type { RuntimeDriver } from '../../src/runtime/driver.js';
+import type { StatsSamplesOptions } from '../../src/stats/stats-samples.js';
 
 /** The agent's configuration in tests: the contract's defaults. */
 export const TEST_APP_CONFIG: AgentConfig = {
@@ -36,12 +37,13 @@ export interface TestAgent {
 }
 
 /** What a test may add to the app beyond its configuration. */
-export type TestAgentOptions = Partial<AgentConfig> & { recoverAfterMs?: number; locks?: BotLocks };
+export type TestAgentOptions = Partial<AgentConfig> & { recoverAfterMs?: number; locks?: BotLocks; statsSamples?: StatsSamplesOptions | 'off' };
 
 /** Starts the agent's app over `driver`; `host` 0.0.0.0 lets containers reach it. */
 export async function startAgent(
   driver: RuntimeDriver,
-  { recoverAfterMs, locks, ...config }: TestAgentOptions = {},
+  // Off unless asked for: the samples' reads would show among the runtime calls a test counts.
+  { recoverAfterMs, locks, statsSamples = 'off', ...config }: TestAgentOptions = {},
   host = '127.0.0.1',
   provisioner?: Provisioner,
 ): Promise<TestAgent> {
@@ -52,6 +54,7 @@ export async function startAgent(
     logger: pino({ level: 'silent' }),
     recoverAfterMs,
     locks,
+    statsSamples,
   });
   const server = await listen(made.app, host, 0);
   return {

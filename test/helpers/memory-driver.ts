@@ -62,6 +62,10 @@ export class MemoryDriver implements RuntimeDriver {
     return this.bots.size;
   }
 
+  runningBots(): string[] {
+    return [...this.bots.values()].filter((bot) => bot.running).map((bot) => bot.id);
+  }
+
   async findBot(botId: string): Promise<BotInfo> {
     const bot = this.get('findBot', botId);
     return { id: bot.id, ownerId: bot.ownerId, running: bot.running, startedAt: bot.running ? bot.startedAt : undefined };

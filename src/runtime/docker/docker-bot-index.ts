@@ -87,6 +87,12 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     return index === 'address' ? this.byAddress.size : this.byBotId.size;
   }
 
+  /** The ids of the bots whose container runs; none while the index is not current. */
+  running(): string[] {
+    if (!this.stream.open) return [];
+    return [...this.byBotId.values()].filter(([bot]) => bot.running).map(([bot]) => bot.botId);
+  }
+
   get synced(): boolean {
     return this.listedOnce || this.failedOnce;
   }

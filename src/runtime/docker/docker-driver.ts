@@ -36,7 +36,7 @@ class DockerDriver implements RuntimeDriver {
   /** Addresses no running bot held at the last look (docs/api.md §4: a stranger is refused) ... */
   private readonly strangers = new LRUCache<string, true>({ max: 10_000, ttl: STRANGER_MS });
   /** ... and the look-up under way, which every address that misses the index meanwhile shares. */
-  private runningBots: Promise<ContainerInfo[]> | undefined;
+  private runningListing: Promise<ContainerInfo[]> | undefined;
 
   constructor(
     private readonly docker: Docker,
@@ -54,6 +54,10 @@ class DockerDriver implements RuntimeDriver {
 
   indexedBots(): number {
     return this.index.count('bot');
+  }
+
+  runningBots(): string[] {
+    return this.index.running();
   }
 
   async findBot(botId: string): Promise<BotInfo> {
@@ -96,10 +100,10 @@ class DockerDriver implements RuntimeDriver {
     if (indexed) return indexed.botId;
     // No container holds a loopback address.
     if (isLoopback(address) || this.strangers.has(address)) return undefined;
-    this.runningBots ??= this.engine(undefined, (abortSignal) =>
+    this.runningListing ??= this.engine(undefined, (abortSignal) =>
       this.docker.listContainers({ filters: { label: [BOT_LABEL], status: ['running'] }, abortSignal }),
-    ).finally(() => (this.runningBots = undefined));
-    const holder = (await this.runningBots).find((container) => holdsAddress(container, address));
+    ).finally(() => (this.runningListing = undefined));
+    const holder = (await this.runningListing).find((container) => holdsAddress(container, address));
     const botId = holder?.Labels[BOT_LABEL];
     if (botId !== undefined && holder?.Names.includes(`/${botId}`)) return botId;
     this.strangers.set(address, true);

@@ -103,6 +103,10 @@ class KubernetesDriver implements RuntimeDriver {
     return this.deployments.count('bot');
   }
 
+  runningBots(): string[] {
+    return this.watchedPods.keysOf('bot').filter((botId) => this.watchedPods.byIndex('bot', botId)?.some(isRunning));
+  }
+
   async findBot(botId: string): Promise<BotInfo> {
     const deployment = await this.knownDeployment(botId);
     const pod = desiredReplicas(deployment) > 0 ? await this.runningPod(botId) : undefined;
@@ -264,7 +268,7 @@ class KubernetesDriver implements RuntimeDriver {
   /** The bot's newest pod that runs and is not being deleted. */
   private async runningPod(botId: string): Promise<V1Pod | undefined> {
     const pods = await this.pods(botId);
-    return newest(pods.filter((pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp));
+    return newest(pods.filter(isRunning));
   }
 
   private async scale(botId: string, deployment: V1Deployment, replicas: number): Promise<V1Deployment> {
@@ -357,6 +361,11 @@ function desiredReplicas(deployment: V1Deployment): number {
 
 function nameOf(object: { metadata?: { name?: string } }): string {
   return object.metadata?.name ?? '';
+}
+
+/** A pod that runs and is not being deleted. */
+function isRunning(pod: V1Pod): boolean {
+  return pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp;
 }
 
 function newest(pods: V1Pod[]): V1Pod | undefined {

@@ -100,6 +100,11 @@ export class KubeObjectCache<T extends KubernetesObject> implements IndexedCache
     return [...(this.indexes.get(index)?.get(key)?.values() ?? [])];
   }
 
+  /** The keys `index` has, none when the copy is not current. */
+  keysOf(index: string): string[] {
+    return this.current ? [...(this.indexes.get(index)?.keys() ?? [])] : [];
+  }
+
   /** How many keys `index` has, or 0 when the copy is not current. */
   count(index: string): number {
     return this.current ? (this.indexes.get(index)?.size ?? 0) : 0;

@@ -1,0 +1,62 @@
+import type { BotStatus, ExitRecord } from '../client/wire.js';
+
+/** A refusal or failure of the agent, with its status and its own words. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Calls the agent's API from the page: same origin, the session cookie (if any) goes along. */
+export async function api<T>(path: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
+  const response = await fetch(path, {
+    method: init.method ?? 'GET',
+    credentials: 'same-origin',
+    headers: init.body === undefined ? { accept: 'application/json' } : { accept: 'application/json', 'content-type': 'application/json' },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+  });
+  const answer = (await response.json().catch(() => ({ ok: false, msg: `${response.status} ${response.statusText}` }))) as T & { ok: boolean; msg?: string };
+  if (!response.ok || !answer.ok) throw new ApiError(response.status, answer.msg ?? `${response.status}`);
+  return answer;
+}
+
+/** What a refused operation means, in plain words. */
+export function plainWords(err: unknown): string {
+  if (!(err instanceof ApiError)) return `The agent could not be reached: ${String((err as Error)?.message ?? err)}`;
+  if (err.status === 429) return `Too many operations on this bot just now: wait a minute and try again. (${err.message})`;
+  if (err.status === 409) return `The bot is busy or not in a state for this: ${err.message}`;
+  if (err.status === 403) return `Not allowed: ${err.message}`;
+  if (err.status === 504) return `It is taking longer than the agent waits; it goes on: ${err.message}`;
+  return err.message;
+}
+
+export type { BotEvent, BotStatus, ExitRecord } from '../client/wire.js';
+
+/** A bot as the console's table shows it (GET /api/console/fleet). */
+export type FleetBot = Omit<BotStatus, 'last_exit'> & {
+  template: string | null;
+  restarts_last_hour: number;
+  last_exit: ExitSummary | null;
+  sparkline: { cpu_percent: number[]; memory_bytes: number[] };
+};
+
+/** An exit record without its lines, as the table carries it. */
+export type ExitSummary = Omit<ExitRecord, 'logs'>;
+
+/** How a run ended, in a few words. */
+export function exitReason(exit: ExitSummary | null): string {
+  if (!exit) return '—';
+  const parts = [exit.exit_code === null ? 'no code' : `code ${exit.exit_code}`];
+  if (exit.signal) parts.push(exit.signal);
+  if (exit.oom_killed) parts.push('out of memory');
+  parts.push(exit.requested ? 'asked for' : 'crashed');
+  return parts.join(', ');
+}
+
+export const megabytes = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+
+/** A time as the operator's clock shows it. */
+export const clock = (iso: string): string => new Date(iso).toLocaleString();

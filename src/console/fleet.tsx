@@ -1,0 +1,198 @@
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { api, exitReason, megabytes } from './api.js';
+import type { BotStatus, FleetBot } from './api.js';
+import { Sparkline } from './sparkline.js';
+import { useEvents } from './use-events.js';
+
+const ROW_HEIGHT = 44;
+/** Rows drawn beyond those in sight, above and below, so that scrolling never shows a gap. */
+const OVERSCAN = 10;
+/** The samples' pace: the table is read again as often. */
+const REFRESH_MS = 15_000;
+
+type SortKey = 'bot_id' | 'user_id' | 'state' | 'uptime' | 'cpu' | 'memory' | 'restarts_last_hour' | 'crashes_last_hour' | 'last_exit';
+const STATES = ['all', 'running', 'crash-looping', 'exited', 'stopped'] as const;
+
+const last = (values: number[]): number | undefined => values[values.length - 1];
+
+function sortValue(bot: FleetBot, key: SortKey): string | number {
+  switch (key) {
+    case 'cpu':
+      return last(bot.sparkline.cpu_percent) ?? -1;
+    case 'memory':
+      return last(bot.sparkline.memory_bytes) ?? -1;
+    case 'uptime':
+      return bot.started_at ? -Date.parse(bot.started_at) : -Infinity;
+    case 'last_exit':
+      return bot.last_exit ? Date.parse(bot.last_exit.at) : 0;
+    case 'state':
+      return STATES.indexOf(bot.state);
+    default:
+      return bot[key] ?? '';
+  }
+}
+
+/** Every bot in one table: sorted, filtered, searched, drawn only where it is seen, and kept current by the events. */
+export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean }) {
+  const [bots, setBots] = useState<Map<string, FleetBot>>(new Map());
+  const [loaded, setLoaded] = useState(false);
+  const [failure, setFailure] = useState<string>();
+  const [search, setSearch] = useState('');
+  const [stateFilter, setStateFilter] = useState<(typeof STATES)[number]>('all');
+  const [sort, setSort] = useState<{ key: SortKey; descending: boolean }>({ key: 'bot_id', descending: false });
+  const [scrollTop, setScrollTop] = useState(0);
+  const [viewHeight, setViewHeight] = useState(600);
+  const scroller = useRef<HTMLDivElement>(null);
+
+  const load = async () => {
+    try {
+      const { bots: listed } = await api<{ bots: FleetBot[] }>('/api/console/fleet');
+      setBots(new Map(listed.map((bot) => [bot.bot_id, bot])));
+      setFailure(undefined);
+      setLoaded(true);
+    } catch (err) {
+      if (!onForbidden(err)) setFailure((err as Error).message);
+    }
+  };
+
+  useEffect(() => {
+    void load();
+    const timer = setInterval(() => void load(), REFRESH_MS);
+    return () => clearInterval(timer);
+  }, []);
+
+  // An event changes one bot: its row is read again at once, a burst of a bot's events once.
+  const pending = useRef(new Set<string>());
+  useEvents('/api/events', (event) => {
+    if (pending.current.has(event.bot_id)) return;
+    pending.current.add(event.bot_id);
+    setTimeout(async () => {
+      pending.current.delete(event.bot_id);
+      try {
+        const { bot } = await api<{ bot: BotStatus }>(`/api/bots/${encodeURIComponent(event.bot_id)}`);
+        setBots((current) => {
+          const known = current.get(bot.bot_id);
+          if (!known) {
+            void load();
+            return current;
+          }
+          const next = new Map(current);
+          const { last_exit, ...status } = bot;
+          next.set(bot.bot_id, { ...known, ...status, last_exit, restarts_last_hour: known.restarts_last_hour + (event.type === 'exited' ? 1 : 0) });
+          return next;
+        });
+      } catch {
+        // Removed meanwhile: the next reading of the table drops it.
+      }
+    }, 200);
+  });
+
+  useEffect(() => {
+    const element = scroller.current;
+    if (!element) return;
+    const observer = new ResizeObserver(() => setViewHeight(element.clientHeight));
+    observer.observe(element);
+    return () => observer.disconnect();
+  }, [loaded]);
+
+  const shown = useMemo(() => {
+    const needle = search.trim().toLowerCase();
+    const rows = [...bots.values()].filter(
+      (bot) =>
+        (stateFilter === 'all' || bot.state === stateFilter) &&
+        (needle === '' || bot.bot_id.toLowerCase().includes(needle) || (bot.user_id ?? '').toLowerCase().includes(needle)),
+    );
+    const sign = sort.descending ? -1 : 1;
+    return rows.sort((a, b) => {
+      const [x, y] = [sortValue(a, sort.key), sortValue(b, sort.key)];
+      return (x < y ? -1 : x > y ? 1 : a.bot_id < b.bot_id ? -1 : 1) * sign;
+    });
+  }, [bots, search, stateFilter, sort]);
+
+  const first = Math.max(0, Math.floor(scrollTop / ROW_HEIGHT) - OVERSCAN);
+  const end = Math.min(shown.length, Math.ceil((scrollTop + viewHeight) / ROW_HEIGHT) + OVERSCAN);
+  const crashLooping = [...bots.values()].filter((bot) => bot.state === 'crash-looping').length;
+
+  const header = (key: SortKey, label: string) => (
+    <th scope="col" aria-sort={sort.key === key ? (sort.descending ? 'descending' : 'ascending') : 'none'}>
+      <button type="button" class="sort" onClick={() => setSort({ key, descending: sort.key === key ? !sort.descending : false })}>
+        {label}
+        <span aria-hidden="true">{sort.key === key ? (sort.descending ? ' ▾' : ' ▴') : ''}</span>
+      </button>
+    </th>
+  );
+
+  return (
+    <section aria-labelledby="fleet-title">
+      <div class="toolbar">
+        <h1 id="fleet-title">
+          Bots <span class="count">{shown.length === bots.size ? bots.size : `${shown.length} of ${bots.size}`}</span>
+          {crashLooping > 0 && <span class="badge crash-looping">{crashLooping} crash-looping</span>}
+        </h1>
+        <label>
+          Search <input type="search" value={search} placeholder="bot id or owner" onInput={(e) => setSearch(e.currentTarget.value)} />
+        </label>
+        <label>
+          State{' '}
+          <select value={stateFilter} onChange={(e) => setStateFilter(e.currentTarget.value as (typeof STATES)[number])}>
+            {STATES.map((state) => (
+              <option value={state}>{state}</option>
+            ))}
+          </select>
+        </label>
+      </div>
+      {failure && (
+        <p class="failure" role="alert">
+          {failure}
+        </p>
+      )}
+      {!loaded && !failure && <p>Loading…</p>}
+      {loaded && (
+        <div class="scroller" ref={scroller} tabIndex={0} aria-label="The bots" onScroll={(e) => setScrollTop(e.currentTarget.scrollTop)}>
+          <table class="fleet" aria-rowcount={shown.length + 1}>
+            <thead>
+              <tr>
+                {header('bot_id', 'Bot')}
+                {header('user_id', 'Owner')}
+                {header('state', 'State')}
+                {header('uptime', 'Uptime')}
+                {header('cpu', 'CPU')}
+                {header('memory', 'Memory')}
+                {header('restarts_last_hour', 'Restarts 1 h')}
+                {header('crashes_last_hour', 'Crashes 1 h')}
+                {header('last_exit', 'Last exit')}
+              </tr>
+            </thead>
+            <tbody>
+              {first > 0 && <tr class="spacer" style={{ height: `${first * ROW_HEIGHT}px` }} aria-hidden="true" />}
+              {shown.slice(first, end).map((bot, i) => (
+                <tr key={bot.bot_id} class={`row ${bot.state}`} aria-rowindex={first + i + 2} data-bot={bot.bot_id}>
+                  <td>
+                    <a href={`#/bots/${encodeURIComponent(bot.bot_id)}`}>{bot.bot_id}</a>
+                  </td>
+                  <td>{bot.user_id ?? '—'}</td>
+                  <td>
+                    <span class={`badge ${bot.state}`}>{bot.state}</span>
+                  </td>
+                  <td>{bot.uptime ?? '—'}</td>
+                  <td class="number">
+                    <Sparkline values={bot.sparkline.cpu_percent} label="CPU" /> {bot.state === 'running' ? `${(last(bot.sparkline.cpu_percent) ?? 0).toFixed(1)} %` : '—'}
+                  </td>
+                  <td class="number">
+                    <Sparkline values={bot.sparkline.memory_bytes} label="Memory" />{' '}
+                    {bot.state === 'running' && last(bot.sparkline.memory_bytes) !== undefined ? megabytes(last(bot.sparkline.memory_bytes)!) : '—'}
+                  </td>
+                  <td class="number">{bot.restarts_last_hour}</td>
+                  <td class="number">{bot.crashes_last_hour}</td>
+                  <td>{exitReason(bot.last_exit)}</td>
+                </tr>
+              ))}
+              {end < shown.length && <tr class="spacer" style={{ height: `${(shown.length - end) * ROW_HEIGHT}px` }} aria-hidden="true" />}
+            </tbody>
+          </table>
+          {shown.length === 0 && <p class="empty">No bot matches.</p>}
+        </div>
+      )}
+    </section>
+  );
+}

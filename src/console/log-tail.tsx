@@ -1,0 +1,140 @@
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { exitReason } from './api.js';
+import type { ExitSummary } from './api.js';
+
+/** A line of the tail: what the bot wrote, or the mark of a run's end. */
+interface TailLine {
+  readonly n: number;
+  readonly text: string;
+  readonly kind: 'stdout' | 'stderr' | 'exit';
+}
+
+/** The most lines the page keeps; older ones leave. */
+const KEEP = 5_000;
+/** Lines the tail begins with. */
+const FIRST_LINES = 200;
+
+/**
+ * The bot's live logs: the agent's `follow=true` stream (docs/api.md §10), which
+ * goes on across restarts and marks each run's end. Paused, it keeps what comes
+ * and shows it on resume. The filter is a regular expression; the download is
+ * what is shown.
+ */
+export function LogTail({ botId }: { botId: string }) {
+  const [lines, setLines] = useState<TailLine[]>([]);
+  const [paused, setPaused] = useState(false);
+  const [filter, setFilter] = useState('');
+  const [connection, setConnection] = useState('connecting');
+  const counter = useRef(0);
+  const waiting = useRef<TailLine[]>([]);
+  const pausedRef = useRef(paused);
+  pausedRef.current = paused;
+  const view = useRef<HTMLPreElement>(null);
+
+  useEffect(() => {
+    setLines([]);
+    let source: EventSource | undefined;
+    let retry: ReturnType<typeof setTimeout> | undefined;
+    let flush: ReturnType<typeof setTimeout> | undefined;
+    const add = (line: Omit<TailLine, 'n'>) => {
+      waiting.current.push({ ...line, n: (counter.current += 1) });
+      // Lines that arrive together are drawn together.
+      flush ??= setTimeout(() => {
+        flush = undefined;
+        if (pausedRef.current) return;
+        const arrived = waiting.current.splice(0);
+        setLines((shown) => [...shown, ...arrived].slice(-KEEP));
+      }, 50);
+    };
+    const open = (first: number) => {
+      source = new EventSource(`/api/bots/${encodeURIComponent(botId)}/logs?follow=true&lines=${first}`, { withCredentials: true });
+      source.onopen = () => setConnection('live');
+      source.addEventListener('log', (message: MessageEvent<string>) => {
+        const { line, stream } = JSON.parse(message.data) as { line: string; stream: 'stdout' | 'stderr' };
+        add({ text: line, kind: stream });
+      });
+      source.addEventListener('exited', (message: MessageEvent<string>) => {
+        const event = JSON.parse(message.data) as { at: string; exit?: ExitSummary };
+        add({ text: `── the run ended ${new Date(event.at).toLocaleTimeString()}: ${exitReason(event.exit ?? null)} ──`, kind: 'exit' });
+      });
+      // The stream has no cursor: rather than the browser's own retry (which would send the first lines
+      // again), it is opened anew for what comes from now on.
+      source.onerror = () => {
+        source?.close();
+        setConnection('reconnecting');
+        retry = setTimeout(() => open(0), 2_000);
+      };
+    };
+    open(FIRST_LINES);
+    return () => {
+      source?.close();
+      clearTimeout(retry);
+      clearTimeout(flush);
+    };
+  }, [botId]);
+
+  useEffect(() => {
+    if (paused) return;
+    const arrived = waiting.current.splice(0);
+    if (arrived.length > 0) setLines((shown) => [...shown, ...arrived].slice(-KEEP));
+  }, [paused]);
+
+  const pattern = useMemo(() => {
+    if (filter === '') return undefined;
+    try {
+      return new RegExp(filter, 'i');
+    } catch {
+      return null;
+    }
+  }, [filter]);
+  const shown = pattern ? lines.filter((line) => line.kind === 'exit' || pattern.test(line.text)) : lines;
+
+  useEffect(() => {
+    const element = view.current;
+    if (element && !paused) element.scrollTop = element.scrollHeight;
+  }, [shown.length, paused]);
+
+  const download = () => {
+    const blob = new Blob([shown.map((line) => line.text).join('\n') + '\n'], { type: 'text/plain' });
+    const link = document.createElement('a');
+    link.href = URL.createObjectURL(blob);
+    link.download = `${botId}-logs.txt`;
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(link.href), 1_000);
+  };
+
+  return (
+    <div class="tail">
+      <div class="toolbar">
+        <button type="button" aria-pressed={paused} onClick={() => setPaused(!paused)}>
+          {paused ? 'Resume' : 'Pause'}
+        </button>
+        <label>
+          Filter{' '}
+          <input
+            type="text"
+            value={filter}
+            placeholder="regular expression"
+            aria-invalid={pattern === null}
+            onInput={(e) => setFilter(e.currentTarget.value)}
+          />
+        </label>
+        {pattern === null && <span class="failure">not a regular expression</span>}
+        <button type="button" onClick={download}>
+          Download
+        </button>
+        <span class="connection" data-testid="connection">
+          {paused ? `paused, ${waiting.current.length} waiting` : connection}
+        </span>
+      </div>
+      <pre class="log" ref={view} tabIndex={0} aria-label="Log lines" data-testid="log">
+        {shown.map((line) => (
+          <span key={line.n} class={`line ${line.kind}`}>
+            {line.text}
+            {'\n'}
+          </span>
+        ))}
+      </pre>
+    </div>
+  );
+}

@@ -1,0 +1,154 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { Forbidden, messages, NotFound, NotImplemented } from '../errors.js';
+import type { BotHistory } from '../history/bot-history.js';
+import type { ExitRecord } from '../history/history-store.js';
+import type { Provisioner } from '../provisioning/provisioner.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
+import type { StatsSamples } from '../stats/stats-samples.js';
+import type { Access } from './access.js';
+import type { ConsoleAsset, ConsoleFiles } from './console-assets.js';
+import { SESSION_COOKIE, SESSION_MS } from './console-session.js';
+import type { ConsoleSessions } from './console-session.js';
+import { isCrossSite } from './cross-site.js';
+import { botIdInPath, sessionRequest, validate } from './schemas.js';
+import { round2, statusView } from './stats-view.js';
+
+export interface ConsoleRoutesDeps {
+  readonly driver: RuntimeDriver;
+  readonly provisioner: Provisioner | undefined;
+  readonly history: BotHistory;
+  readonly samples: StatsSamples;
+  readonly sessions: ConsoleSessions;
+  readonly access: Access;
+  readonly trustedHosts: readonly string[];
+  /** The built console; undefined when it was not built (its page then says how to build it). */
+  readonly files: ConsoleFiles | undefined;
+}
+
+/** No inline script or style, nothing from elsewhere, never in a frame (docs/api.md §12). */
+const CONTENT_SECURITY_POLICY = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+/** How many bots' records the fleet reads at once. */
+const FLEET_READS = 16;
+const HOUR_MS = 60 * 60 * 1000;
+
+function serve(ctx: Context, file: ConsoleAsset, cache: string): void {
+  ctx.set('Content-Security-Policy', CONTENT_SECURITY_POLICY);
+  ctx.set('X-Content-Type-Options', 'nosniff');
+  ctx.set('Referrer-Policy', 'no-referrer');
+  ctx.set('Cache-Control', cache);
+  ctx.vary('Accept-Encoding');
+  ctx.type = file.type;
+  if (ctx.acceptsEncodings('gzip', 'identity') === 'gzip') {
+    ctx.set('Content-Encoding', 'gzip');
+    ctx.body = file.gzipped;
+  } else {
+    ctx.body = file.body;
+  }
+}
+
+function withoutLogs({ logs: _logs, ...exit }: ExitRecord): Omit<ExitRecord, 'logs'> {
+  return exit;
+}
+
+/** Runs `work` over `items`, `limit` at a time, keeping their order. */
+async function mapLimited<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    for (let i = next++; i < items.length; i = next++) results[i] = await work(items[i]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+/**
+ * The operator's console (docs/api.md §12): its page and assets, the session
+ * that lets a browser be the platform, every bot's status at once for its
+ * table, and the samples its charts draw.
+ */
+export function consoleRoutes({ driver, provisioner, history, samples, sessions, access, trustedHosts, files }: ConsoleRoutesDeps): Router {
+  const router = new Router();
+
+  router.get('/', async (ctx, next) => {
+    // Only a browser asking for a page gets it; an API client's GET / stays the 404 it was.
+    if (ctx.accepts('json', 'html') !== 'html') return next();
+    await access.notABot(ctx);
+    if (!files) throw new NotFound('the console was not built: run npm run build');
+    serve(ctx, files.page, 'no-cache');
+  });
+
+  router.get('/console/:file', async (ctx) => {
+    await access.notABot(ctx);
+    const file = files?.assets.get(ctx.params.file ?? '');
+    if (!file) throw new NotFound(`not found: no console file ${ctx.params.file ?? ''}`);
+    // Names carry a hash of their content: a new build is a new name.
+    serve(ctx, file, 'public, max-age=31536000, immutable');
+  });
+
+  router.post('/api/session', async (ctx) => {
+    const { token } = validate(sessionRequest, ctx.request.body);
+    await access.notABot(ctx);
+    const { host, origin } = ctx.req.headers;
+    if (isCrossSite({ host, origin, fetchSite: ctx.get('sec-fetch-site') || undefined }, trustedHosts)) throw new Forbidden(messages.crossSite);
+    if (!sessions.available) throw new Forbidden(messages.noSessions);
+    if (!sessions.holdsToken(token)) throw new Forbidden(messages.wrongToken);
+    // Behind a proxy that ended TLS, the page itself came over HTTPS.
+    const secure = ctx.secure || ctx.get('x-forwarded-proto').split(',')[0]?.trim() === 'https';
+    ctx.cookies.secure = secure;
+    ctx.cookies.set(SESSION_COOKIE, sessions.issue(), { httpOnly: true, sameSite: 'strict', secure, path: '/', maxAge: SESSION_MS, overwrite: true });
+    ctx.body = { ok: true, message: 'session started' };
+  });
+
+  router.delete('/api/session', (ctx) => {
+    sessions.end(ctx.cookies.get(SESSION_COOKIE));
+    ctx.cookies.set(SESSION_COOKIE, null, { path: '/', overwrite: true });
+    ctx.body = { ok: true, message: 'session ended' };
+  });
+
+  router.get('/api/bots/:bot_id/stats/history', async (ctx) => {
+    const botId = botIdInPath(ctx.params.bot_id);
+    await access.platformFor(ctx, messages.platformOnlyConsole);
+    await driver.findBot(botId);
+    ctx.body = {
+      ok: true,
+      samples: samples.samples(botId).map((sample) => ({ at: new Date(sample.at).toISOString(), cpu_percent: round2(sample.cpuPercent), memory_bytes: sample.memoryBytes })),
+    };
+  });
+
+  router.get('/api/console/fleet', async (ctx) => {
+    await access.platformFor(ctx, messages.platformOnlyConsole);
+    if (!provisioner) throw new NotImplemented(`listing bots is not available on the ${driver.runtime} runtime`);
+    const bots = await provisioner.list(undefined);
+    const now = new Date();
+    ctx.body = {
+      ok: true,
+      bots: await mapLimited(bots, FLEET_READS, async (bot) => {
+        const [record, exits] = await Promise.all([history.record(bot.bot_id, now), history.exits(bot.bot_id, 50)]);
+        const info = { id: bot.bot_id, ownerId: bot.user_id, running: bot.state === 'running', startedAt: bot.started_at === undefined ? undefined : new Date(bot.started_at) };
+        const { last_exit, ...status } = statusView(info, record, now);
+        const kept = samples.samples(bot.bot_id);
+        return {
+          ...status,
+          template: bot.template ?? null,
+          restarts_last_hour: exits.filter((exit) => Date.parse(exit.at) > now.getTime() - HOUR_MS).length,
+          // The last exit without its lines: a thousand bots' lines are no table's business.
+          last_exit: last_exit && withoutLogs(last_exit),
+          sparkline: { cpu_percent: kept.map((sample) => round2(sample.cpuPercent)), memory_bytes: kept.map((sample) => sample.memoryBytes) },
+        };
+      }),
+    };
+  });
+
+  return router;
+}

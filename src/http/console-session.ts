@@ -1,0 +1,66 @@
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/** The cookie that carries a console session. */
+export const SESSION_COOKIE = 'bot_agent_session';
+/** How long a session lasts (docs/api.md §12). */
+export const SESSION_MS = 12 * 60 * 60 * 1000;
+
+const digest = (value: string): Buffer => createHash('sha256').update(value).digest();
+
+/**
+ * Console sessions (docs/api.md §12): the admin token, typed once, buys a
+ * cookie `<expiry>.<nonce>.<HMAC>` signed with a key derived from that token.
+ * Every agent that holds the same token checks it without shared state, and a
+ * new token ends every session. An ended session is refused by this agent
+ * until it expires.
+ */
+export class ConsoleSessions {
+  private readonly key: Buffer | undefined;
+  /** Sessions ended before their expiry, by value, with that expiry. */
+  private readonly ended = new Map<string, number>();
+
+  constructor(
+    private readonly adminToken: string | undefined,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.key = adminToken === undefined ? undefined : digest(`bot-agent console session\0${adminToken}`);
+  }
+
+  /** Whether sessions can be had at all: only where an admin token is set. */
+  get available(): boolean {
+    return this.key !== undefined;
+  }
+
+  /** Whether `token` is the admin token, in a time that does not depend on how much of it is right. */
+  holdsToken(token: string): boolean {
+    return this.adminToken !== undefined && timingSafeEqual(digest(token), digest(this.adminToken));
+  }
+
+  /** A new session's cookie value. */
+  issue(): string {
+    const body = `${this.now() + SESSION_MS}.${randomBytes(16).toString('base64url')}`;
+    return `${body}.${this.sign(body)}`;
+  }
+
+  /** Whether `value` is a session this agent's token signed, not expired and not ended. */
+  valid(value: string | undefined): boolean {
+    if (value === undefined || this.key === undefined || this.ended.has(value)) return false;
+    const [expiry, nonce, signature, ...rest] = value.split('.');
+    if (expiry === undefined || nonce === undefined || signature === undefined || rest.length > 0) return false;
+    const expected = Buffer.from(this.sign(`${expiry}.${nonce}`));
+    const given = Buffer.from(signature);
+    return given.length === expected.length && timingSafeEqual(given, expected) && Number(expiry) > this.now();
+  }
+
+  /** Ends the session, for this agent, until it would have expired. */
+  end(value: string | undefined): void {
+    if (!this.valid(value)) return;
+    const now = this.now();
+    for (const [ended, expiry] of this.ended) if (expiry <= now) this.ended.delete(ended);
+    this.ended.set(value!, Number(value!.split('.')[0]));
+  }
+
+  private sign(body: string): string {
+    return createHmac('sha256', this.key!).update(body).digest('base64url');
+  }
+}

@@ -1,0 +1,254 @@
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { createServer, get } from 'node:http';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import test from 'ava';
+import type { Browser, Page } from 'playwright-core';
+import { pino } from 'pino';
+import { assembleAgent } from '../../src/agent.js';
+import type { Agent } from '../../src/agent.js';
+import { listen } from '../../src/http/listen.js';
+import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
+import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
+import { accessibilityViolations, launchChromium, watchPage } from '../helpers/browser.js';
+import { TEST_APP_CONFIG } from '../helpers/agent.js';
+import { DockerFixture, IDLE_BOT } from '../helpers/docker-fixture.js';
+import type { TestBot } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+
+// The operator's console in a real Chromium (Debian's, driven by playwright-core), against the agent on the
+// real engine: what an operator sees and does, checked on the engine afterwards.
+const fixture = new DockerFixture();
+const TOKEN = 'console-admin-token-0123456789abcdef0123';
+let browser: Browser;
+const agents: { agent: Agent; server: Server }[] = [];
+
+async function startAgent(config: Partial<typeof TEST_APP_CONFIG> = {}): Promise<{ url: string; port: number }> {
+  const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
+  const network = (await fixture.network()).name;
+  const agent = assembleAgent({
+    driver,
+    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' }),
+    config: { ...TEST_APP_CONFIG, ...config },
+    logger: pino({ level: 'silent' }),
+    statsSamples: { intervalMs: 1_000 },
+  });
+  // On every address: the bots' containers reach it through their network's gateway.
+  const server = await listen(agent.app, '0.0.0.0', 0);
+  agents.push({ agent, server });
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, port };
+}
+
+let loopback: { url: string; port: number };
+
+test.before(async () => {
+  await fixture.ready();
+  [browser, loopback] = await Promise.all([launchChromium(), startAgent()]);
+});
+
+test.after.always(async () => {
+  await browser?.close();
+  for (const { agent, server } of agents) {
+    server.closeAllConnections();
+    server.close();
+    await agent.close();
+  }
+  await fixture.cleanup();
+});
+
+/** A bot that idles until /tmp/crash exists, then (and at every start after) says its last words and exits 3. */
+const CRASHER = `[ -f /tmp/crash ] && { echo "last words of run $(date +%s%N)"; exit 3; }; while [ ! -f /tmp/crash ]; do sleep 0.1; done; echo "last words of run $(date +%s%N)"; exit 3`;
+
+/** Writes a line to the bot's own stdout, as the bot itself would. */
+const say = (bot: TestBot, line: string) => fixture.exec(bot, `echo '${line}' > /proc/1/fd/1`);
+
+async function openFleet(page: Page, url: string): Promise<void> {
+  await page.goto(`${url}/`);
+  // Other test files' bots share the engine: the search keeps this file's in view.
+  await page.getByLabel('Search').fill(fixture.runId);
+}
+
+const row = (page: Page, bot: TestBot) => page.locator(`tr[data-bot="${bot.id}"]`);
+
+test.serial('the fleet lists the running bots; a bot that begins crash-looping shows it within 5 s, unreloaded, and its timeline shows the exit code and its last line', async (t) => {
+  const [idle, crasher] = await Promise.all([fixture.runBot(), fixture.runBot({ script: CRASHER, restartPolicy: 'always' })]);
+  const page = await browser.newPage();
+  const problems = watchPage(page);
+  await openFleet(page, loopback.url);
+  await row(page, idle).locator('.badge.running').waitFor();
+  await row(page, crasher).locator('.badge.running').waitFor();
+
+  await fixture.exec(crasher, 'touch /tmp/crash');
+  const began = Date.now();
+  await row(page, crasher).locator('.badge.crash-looping').waitFor({ timeout: 15_000 });
+  const shownAfter = Date.now() - began;
+  t.log(`crash-looping shown ${shownAfter} ms after the first crash was caused`);
+  // The engine's restart back-off puts the third crash about 0.7 s after the first.
+  t.true(shownAfter < 5_000, `shown after ${shownAfter} ms`);
+
+  await row(page, crasher).getByRole('link').click();
+  const newest = page.locator('ol.timeline li.crash').first();
+  await newest.waitFor();
+  // The bot goes on crashing: newer records come on top while the test reads this one.
+  const at = await newest.locator('time').getAttribute('datetime');
+  const crash = page.locator(`ol.timeline li.crash:has(time[datetime="${at}"])`);
+  t.regex(await crash.locator('summary').innerText(), /code 3, crashed/);
+  await crash.locator('summary').click();
+  await crash.locator('pre').waitFor();
+  t.regex(await crash.locator('pre').innerText(), /last words of run \d+/);
+  t.deepEqual(problems, []);
+  await page.close();
+});
+
+test.serial('a line the bot prints appears in the live tail within 1 s; the tail follows the bot across a restart made with the page\'s button; stop and start from the page change the real container', async (t) => {
+  const bot = await fixture.runBot({ script: IDLE_BOT.replace('; while', '; echo first run; while') });
+  const page = await browser.newPage();
+  const problems = watchPage(page);
+  await page.goto(`${loopback.url}/#/bots/${bot.id}`);
+  const log = page.getByTestId('log');
+  await log.getByText('first run').waitFor();
+
+  await say(bot, 'printed while the page was open');
+  const printed = Date.now();
+  await log.getByText('printed while the page was open').waitFor({ timeout: 5_000 });
+  const tailDelay = Date.now() - printed;
+  t.log(`a new line reached the tail ${tailDelay} ms after it was written`);
+  t.true(tailDelay < 1_000, `${tailDelay} ms`);
+
+  const before = await fixture.startedAt(bot);
+  await page.getByRole('button', { name: 'Restart', exact: true }).click();
+  await page.getByRole('button', { name: 'Yes, restart' }).click();
+  await page.getByTestId('answer').getByText(/restarted/i).waitFor({ timeout: 30_000 });
+  t.not(await fixture.startedAt(bot), before, 'the container was not restarted');
+  await log.getByText(/the run ended/).waitFor({ timeout: 5_000 });
+  await say(bot, 'printed by the second run');
+  await log.getByText('printed by the second run').waitFor({ timeout: 5_000 });
+  const text = await log.innerText();
+  t.true(text.indexOf('printed while the page was open') < text.indexOf('the run ended'), text);
+  t.true(text.indexOf('the run ended') < text.indexOf('printed by the second run'), text);
+
+  await page.getByRole('button', { name: 'Stop', exact: true }).click();
+  await page.getByRole('button', { name: 'Yes, stop' }).click();
+  await page.getByTestId('answer').getByText(/stopped/i).waitFor({ timeout: 30_000 });
+  t.false(await fixture.running(bot), 'the container still runs after Stop');
+  await page.getByTestId('state').getByText('stopped').waitFor();
+
+  await page.getByRole('button', { name: 'Start', exact: true }).click();
+  await page.getByRole('button', { name: 'Yes, start' }).click();
+  await page.getByTestId('answer').getByText(/started/i).waitFor({ timeout: 30_000 });
+  t.true(await fixture.running(bot), 'the container does not run after Start');
+  t.deepEqual(problems, []);
+  await page.close();
+});
+
+test.serial('with a token set, the page asks for it and refuses a wrong one; a page of another site cannot use the session; a bot asking for the page gets 403', async (t) => {
+  const guarded = await startAgent({ adminToken: TOKEN, loopbackPlatform: false });
+  const bot = await fixture.runBot();
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  // The page's own 403s before the token is given are how it learns to ask for it.
+  const problems = watchPage(page, { expected: [/^403 GET .*\/api\/(console\/fleet|events)/, /^403 POST .*\/api\/session/, /status of 403/] });
+  await page.goto(`${guarded.url}/`);
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  await page.getByLabel('Admin token').fill('not-the-token-0123456789abcdef0123456');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('alert').getByText(/not the admin token/).waitFor();
+  await page.getByLabel('Admin token').fill(TOKEN);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByLabel('Search').fill(fixture.runId);
+  await row(page, bot).waitFor();
+  const [cookie] = await context.cookies(guarded.url);
+  t.like(cookie, { name: 'bot_agent_session', httpOnly: true, sameSite: 'Strict', path: '/' });
+  t.true(cookie!.expires * 1000 - Date.now() > 11.9 * 3600 * 1000);
+
+  // Another site (localhost is not 127.0.0.1's site) in the same browser, which holds the session.
+  const foreign = createServer((_request, response) => response.end('<!doctype html><title>elsewhere</title><h1>elsewhere</h1>'));
+  await new Promise<void>((resolve) => foreign.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => foreign.close());
+  const elsewhere = await context.newPage();
+  await elsewhere.goto(`http://localhost:${(foreign.address() as AddressInfo).port}/`);
+  const attempts = await elsewhere.evaluate(async (agent) => {
+    const read = await fetch(`${agent}/api/console/fleet`, { credentials: 'include' }).then(
+      (response) => `read ${response.status}`,
+      (err: Error) => `read refused: ${err.name}`,
+    );
+    // A form-like POST needs no preflight; the browser sends it with the cookie only were it same-site.
+    const act = await fetch(`${agent}/api/bots/stop`, { method: 'POST', mode: 'no-cors', credentials: 'include', body: '{}' }).then(
+      () => 'sent',
+      (err: Error) => `refused: ${err.name}`,
+    );
+    return { read, act };
+  }, guarded.url);
+  t.is(attempts.read, 'read refused: TypeError', 'the foreign page read the fleet');
+  t.true(await fixture.running(bot));
+
+  // The cookie itself, sent by a page of another site (a browser that ignored SameSite): refused.
+  const session = `${cookie!.name}=${cookie!.value}`;
+  // node:http, since fetch leaves out a Host of its own.
+  const asked = (headers: Record<string, string>) =>
+    new Promise<number>((resolve, reject) => {
+      get(`${guarded.url}/api/console/fleet`, { headers: { cookie: session, ...headers } }, (response) => {
+        response.resume();
+        resolve(response.statusCode ?? 0);
+      }).on('error', reject);
+    });
+  t.is(await asked({}), 200);
+  t.is(await asked({ origin: 'https://evil.example' }), 403);
+  t.is(await asked({ 'sec-fetch-site': 'cross-site' }), 403);
+  t.is(await asked({ host: 'rebound.evil.example' }), 403);
+
+  const target = { host: (await fixture.network()).gateway, port: guarded.port };
+  const asBot = await fixture.httpFromBot(bot, target, { method: 'GET', path: '/', headers: { accept: 'text/html' } });
+  t.is(asBot.status, 403, asBot.raw);
+  t.regex(String(asBot.body?.msg), /console is the platform's/);
+  const assetAsBot = await fixture.httpFromBot(bot, target, { method: 'GET', path: '/console/nothing.js' });
+  t.is(assetAsBot.status, 403, assetAsBot.raw);
+  const fleetAsBot = await fixture.httpFromBot(bot, target, { method: 'GET', path: '/api/console/fleet', headers: { cookie: session } });
+  t.is(fleetAsBot.status, 403, fleetAsBot.raw);
+
+  // Signed out: the same cookie is nobody.
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  t.is(await asked({}), 403);
+  t.deepEqual(problems, []);
+  await context.close();
+});
+
+test.serial('no console error, no failed request, no serious accessibility finding; the bundle is small; screenshots for the README', async (t) => {
+  const bots = await Promise.all([fixture.runBot({ owner: 'user_7' }), fixture.runBot({ owner: 'user_8', script: "trap 'exit 0' TERM; i=0; while :; do i=$((i+1)); echo \"tick $i: all is well\"; sleep 0.5; done" })]);
+  const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
+  const problems = watchPage(page);
+  await openFleet(page, loopback.url);
+  await row(page, bots[1]).waitFor();
+  // The sparklines need a few samples (one a second here).
+  t.true(await eventually(async () => (await row(page, bots[1]).locator('polyline').count()) === 2, 20_000), 'no sparklines');
+  t.deepEqual(await accessibilityViolations(page), [], 'fleet');
+  await page.screenshot({ path: 'docs/images/console-fleet.png' });
+  await row(page, bots[1]).getByRole('link').click();
+  await page.getByTestId('log').getByText('tick').first().waitFor();
+  await page.locator('.charts figure canvas').first().waitFor();
+  t.deepEqual(await accessibilityViolations(page), [], 'one bot');
+  await page.screenshot({ path: 'docs/images/console-bot.png', fullPage: true });
+  await page.goto(`${loopback.url}/#/events`);
+  await page.getByRole('heading', { name: 'Events' }).waitFor();
+  t.deepEqual(await accessibilityViolations(page), [], 'events');
+  // A phone's width: nothing wider than the screen but the table's own scroller.
+  await page.setViewportSize({ width: 390, height: 800 });
+  await page.goto(`${loopback.url}/`);
+  await page.getByLabel('Search').waitFor();
+  const { scrollWidth, innerWidth } = await page.evaluate('({ scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth })') as { scrollWidth: number; innerWidth: number };
+  t.true(scrollWidth <= innerWidth + 1, `the page is ${scrollWidth} px wide on a ${innerWidth} px screen`);
+  t.deepEqual(problems, []);
+
+  const folder = 'dist/console';
+  const files = [join(folder, 'index.html'), ...(await readdir(join(folder, 'assets'))).map((name) => join(folder, 'assets', name))];
+  let gzipped = 0;
+  for (const file of files) gzipped += gzipSync(await readFile(file), { level: 9 }).length;
+  const raw = (await Promise.all(files.map((file) => stat(file)))).reduce((sum, { size }) => sum + size, 0);
+  t.log(`the console: ${files.length} files, ${(raw / 1024).toFixed(1)} KB, ${(gzipped / 1024).toFixed(1)} KB gzipped (target: under 150 KB)`);
+  t.true(gzipped < 150 * 1024);
+  await page.close();
+});

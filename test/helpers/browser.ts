@@ -1,0 +1,46 @@
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import type { Browser, Page } from 'playwright-core';
+import { chromium } from 'playwright-core';
+
+/** Debian's Chromium (scripts/chromium.sh, which npm test runs first); playwright-core's own downloads cannot work here. */
+export function launchChromium(): Promise<Browser> {
+  const executablePath = process.env.BOT_AGENT_CHROMIUM ?? '/usr/bin/chromium';
+  // --no-sandbox: the tests run as root, which Chromium's sandbox refuses.
+  return chromium.launch({ executablePath, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+}
+
+/** What went wrong in a page while a test used it: console errors, uncaught exceptions, failed requests. */
+export function watchPage(page: Page, { expected = [] }: { expected?: RegExp[] } = {}): string[] {
+  const problems: string[] = [];
+  const unexpected = (text: string) => !expected.some((pattern) => pattern.test(text));
+  page.on('console', (message) => {
+    if (message.type() === 'error' && unexpected(message.text())) problems.push(`console error: ${message.text()}`);
+  });
+  page.on('pageerror', (err) => problems.push(`uncaught: ${err.message}`));
+  page.on('requestfailed', (request) => {
+    const failure = request.failure()?.errorText ?? '';
+    // A stream the page closed itself (leaving a bot's page) is no failure.
+    if (failure === 'net::ERR_ABORTED' && /\/(events|logs)\b/.test(request.url())) return;
+    if (unexpected(`${request.url()} ${failure}`)) problems.push(`request failed: ${request.method()} ${request.url()} ${failure}`);
+  });
+  page.on('response', (response) => {
+    const line = `${response.status()} ${response.request().method()} ${response.url()}`;
+    if (response.status() >= 400 && unexpected(line)) problems.push(`answered ${line}`);
+  });
+  return problems;
+}
+
+/** axe-core's serious and critical findings on the page as it is now. */
+export async function accessibilityViolations(page: Page): Promise<string[]> {
+  const source = await readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+  // Evaluated through the DevTools protocol, which the page's Content-Security-Policy does not govern.
+  await page.evaluate(source);
+  const violations = await page.evaluate(async () => {
+    const axe = (globalThis as unknown as { axe: { run(): Promise<{ violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] }> } }).axe;
+    return (await axe.run()).violations;
+  });
+  return violations
+    .filter((violation) => violation.impact === 'serious' || violation.impact === 'critical')
+    .map((violation) => `${violation.impact} ${violation.id}: ${violation.help} (${violation.nodes.map((node) => node.target.join(' ')).join(', ')})`);
+}

@@ -1,0 +1,82 @@
+import test from 'ava';
+import type { BotStats } from '../../src/runtime/driver.js';
+import { StatsSamples } from '../../src/stats/stats-samples.js';
+
+/** Running bots whose readings say how many times each was read; `failing` ones throw. */
+function fakeDriver(running: string[], failing = new Set<string>()) {
+  const reads = new Map<string, number>();
+  let inFlight = 0;
+  let mostAtOnce = 0;
+  return {
+    running,
+    reads,
+    get mostAtOnce() {
+      return mostAtOnce;
+    },
+    runningBots: () => [...running],
+    async stats(botId: string): Promise<BotStats> {
+      inFlight += 1;
+      mostAtOnce = Math.max(mostAtOnce, inFlight);
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      inFlight -= 1;
+      if (failing.has(botId)) throw new Error('not running any more');
+      const n = (reads.get(botId) ?? 0) + 1;
+      reads.set(botId, n);
+      return { cpuPercent: n, memoryBytes: n * 1024, memoryPercent: 0, startedAt: new Date(0) };
+    },
+  };
+}
+
+test('every running bot is read each round; samples come oldest first, only those of the last 15 minutes', async (t) => {
+  let now = 1_000_000;
+  const driver = fakeDriver(['bot_1_1_a', 'bot_1_1_b']);
+  const samples = new StatsSamples(driver, { intervalMs: 15_000, keepMs: 15 * 60_000, now: () => now });
+  for (let round = 0; round < 100; round += 1) {
+    now += 15_000;
+    await samples.sample();
+  }
+  const kept = samples.samples('bot_1_1_a');
+  // 15 minutes at one sample each 15 s: the last 60 rounds are within the span.
+  t.is(kept.length, 60);
+  t.deepEqual(
+    kept.map((sample) => sample.cpuPercent),
+    Array.from({ length: 60 }, (_, i) => 41 + i),
+  );
+  t.true(kept.every((sample, i) => i === 0 || sample.at > kept[i - 1]!.at));
+  t.is(kept.at(-1)!.memoryBytes, 100 * 1024);
+  t.deepEqual(samples.samples('bot_1_1_unknown'), []);
+  t.is(samples.bots, 2);
+  t.is(samples.bytes, 2 * 61 * 20);
+});
+
+test('a bot that stopped keeps its samples until they are older than the span, then is forgotten', async (t) => {
+  let now = 0;
+  const driver = fakeDriver(['bot_1_1_a', 'bot_1_1_b']);
+  const samples = new StatsSamples(driver, { intervalMs: 1_000, keepMs: 10_000, now: () => now });
+  await samples.sample();
+  driver.running.splice(driver.running.indexOf('bot_1_1_b'), 1);
+  now += 5_000;
+  await samples.sample();
+  t.is(samples.samples('bot_1_1_b').length, 1);
+  now += 6_000;
+  await samples.sample();
+  t.deepEqual(samples.samples('bot_1_1_b'), []);
+  t.is(samples.bots, 1, 'the stopped bot still holds its ring');
+});
+
+test('bounded: reads at once at most the concurrency, bots at most maxBots; a failed read is skipped, not kept', async (t) => {
+  const bots = Array.from({ length: 200 }, (_, i) => `bot_1_${i}_x`);
+  const driver = fakeDriver(bots, new Set(['bot_1_7_x']));
+  const samples = new StatsSamples(driver, { concurrency: 8, maxBots: 150 });
+  await samples.sample();
+  t.is(driver.mostAtOnce, 8);
+  t.is(samples.bots, 150);
+  t.deepEqual(samples.samples('bot_1_7_x'), []);
+});
+
+test('a round asked for while one is under way is that round: each bot is read once', async (t) => {
+  const driver = fakeDriver(['bot_1_1_a']);
+  const samples = new StatsSamples(driver);
+  await Promise.all([samples.sample(), samples.sample(), samples.sample()]);
+  t.is(driver.reads.get('bot_1_1_a'), 1);
+});
