@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -134,6 +134,8 @@ values = ${tomlList([...victims.map((bot) => bot.id), 'bot_1_1_gone'])}
 # Few: each create that runs makes a container the engine restarts while the rest of the suite runs.
 [dictionaries.fresh]
 values = ${tomlList(Array.from({ length: 5 }, (_, i) => `bot_9_${i}_fuzz${process.pid}`))}
+[dictionaries.console]
+values = ${tomlList(await readdir('dist/console/assets'))}
 [dictionaries.owners]
 values = ${tomlList(owners)}
 [dictionaries.images]
@@ -150,6 +152,15 @@ values = [0.5, 1]
 "query.user_id" = { dictionary = "owners", probability = 0.5 }
 "body.image" = { dictionary = "images", probability = 0.9 }
 "body.cpu_limit" = { dictionary = "cpus", probability = 0.8 }
+# The console's page is served to a browser that asks for HTML (an API client's GET / stays 404), and its
+# files by the names the build gave them (others are 404).
+[[operations]]
+include-path = "/"
+include-method = "GET"
+headers = { Accept = "text/html" }
+[[operations]]
+include-path = "/console/{file}"
+parameters = { "path.file" = { dictionary = "console", probability = 0.8 } }
 [[operations]]
 include-method = "DELETE"
 parameters = { "path.bot_id" = { dictionary = "victims", probability = 1.0 } }

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
-import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { PersistentVolumeClaim, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { CHART, helm, renderChart } from '../helpers/helm.js';
@@ -18,6 +18,7 @@ const models: Record<string, new (data: never) => { validate(): void }> = {
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
+  'networking.k8s.io/v1/Ingress': Ingress,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
 };
 
@@ -197,4 +198,23 @@ test('the Role follows what is on: without provisioning no create or delete of D
   t.like(off.env.find((e) => e.name === 'AGENT_PROVISIONING'), { value: 'off' });
   t.like(on.env.find((e) => e.name === 'AGENT_LOOPBACK_PLATFORM'), { value: 'off' }, 'on a cluster the platform is the token by default');
   t.falsy((await roleOf({ loopbackPlatform: 'true' })).env.find((e) => e.name === 'AGENT_LOOPBACK_PLATFORM'));
+});
+
+test("the console's Ingress, when asked for: under its host, which the agent then trusts for sessions; never without a host or the token", async (t) => {
+  const objects = await renderChart('bots', {
+    'console.ingress.enabled': 'true',
+    'console.ingress.host': 'bots.example.com',
+    'console.ingress.tlsSecret': 'bots-tls',
+    'console.hosts[0]': 'agent.internal',
+    'adminToken.existingSecret': 'agent-token',
+  });
+  validateAll(t, objects);
+  const [ingress] = byKind(objects, 'Ingress') as unknown as Ingress[];
+  t.like(ingress?.spec?.rules?.[0], { host: 'bots.example.com', http: { paths: [{ path: '/', backend: { service: { name: 'agent', port: { name: 'http' } } } }] } });
+  t.deepEqual(ingress?.spec?.tls, [{ hosts: ['bots.example.com'], secretName: 'bots-tls' }]);
+  const env = (byKind(objects, 'Deployment')[0] as unknown as Deployment).spec!.template.spec!.containers[0]!.env ?? [];
+  t.like(env.find((e) => e.name === 'AGENT_TRUSTED_HOSTS'), { value: 'agent.internal,bots.example.com' });
+  t.deepEqual(byKind(await renderChart(), 'Ingress'), [], 'no Ingress by default');
+  await t.throwsAsync(renderChart('bots', { 'console.ingress.enabled': 'true', 'adminToken.existingSecret': 'agent-token' }), { message: /console.ingress.host is required/ });
+  await t.throwsAsync(renderChart('bots', { 'console.ingress.enabled': 'true', 'console.ingress.host': 'bots.example.com' }), { message: /needs adminToken.existingSecret/ });
 });
