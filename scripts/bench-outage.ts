@@ -3,7 +3,7 @@
 // against a server of this script's own (scripts/postgres.sh in its own folder, on port 55434).
 // Prints the figures and writes them into BENCHMARKS.md between its markers (npm run bench keeps them).
 // Run as root, with the engine up: npm run bench:outage
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +14,7 @@ import { createDockerDriver } from '../src/runtime/docker/docker-driver.js';
 import { TEST_APP_CONFIG } from '../test/helpers/agent.js';
 import { DockerFixture } from '../test/helpers/docker-fixture.js';
 import { OwnPostgres } from '../test/helpers/postgres.js';
-import { OUTAGE_BEGIN, OUTAGE_END, outageSection } from './bench-sections.js';
+import { writeSection } from './bench-sections.js';
 
 const RESTARTS = 15;
 
@@ -78,18 +78,13 @@ async function main(): Promise<void> {
     ...rows.map(([what, figures]) => `| ${what} | ${RESTARTS} | ${figures.p50} | ${figures.p99} | ${figures.max} | ${figures.failed} |`),
   ].join('\n');
   const section = [
-    OUTAGE_BEGIN,
     '## Restarts while PostgreSQL is away',
     '',
     `Made by \`npm run bench:outage\` on ${new Date().toISOString().slice(0, 10)}: one agent over the real engine, its history in PostgreSQL (a server of its own on loopback), ${RESTARTS} restarts of one bot one after another, each timed from the request to the answer. While the database is away the rate limit is counted in the agent (the shared window is asked for at most 1 s, then left alone for 5 s) and what the restart records waits in the spool.`,
     '',
     table,
-    OUTAGE_END,
   ].join('\n');
-  console.log(section);
-  const current = existsSync('BENCHMARKS.md') ? readFileSync('BENCHMARKS.md', 'utf8') : '# Benchmarks\n';
-  const kept = outageSection();
-  writeFileSync('BENCHMARKS.md', kept ? current.replace(kept, section) : `${current.trimEnd()}\n\n${section}\n`);
+  console.log(writeSection('outage', section));
 }
 
 await main();

@@ -1,13 +1,35 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 
-/** Where npm run bench:outage writes its section of BENCHMARKS.md; npm run bench keeps it when it writes the rest. */
-export const OUTAGE_BEGIN = '<!-- bench:outage -->';
-export const OUTAGE_END = '<!-- /bench:outage -->';
+/** The sections of BENCHMARKS.md that a script of their own writes (npm run bench:<name>); npm run bench keeps them. */
+export const OWN_SECTIONS = ['outage', 'console'] as const;
+export type SectionName = (typeof OWN_SECTIONS)[number];
 
-/** The outage section of the BENCHMARKS.md there is now, with its markers; empty when there is none. */
-export function outageSection(): string {
-  const current = existsSync('BENCHMARKS.md') ? readFileSync('BENCHMARKS.md', 'utf8') : '';
-  const begin = current.indexOf(OUTAGE_BEGIN);
-  const end = current.indexOf(OUTAGE_END);
-  return begin >= 0 && end > begin ? current.slice(begin, end + OUTAGE_END.length) : '';
+const markers = (name: SectionName) => ({ begin: `<!-- bench:${name} -->`, end: `<!-- /bench:${name} -->` });
+
+function current(): string {
+  return existsSync('BENCHMARKS.md') ? readFileSync('BENCHMARKS.md', 'utf8') : '';
+}
+
+/** The named section of the BENCHMARKS.md there is now, with its markers; empty when there is none. */
+export function section(name: SectionName, text = current()): string {
+  const { begin, end } = markers(name);
+  const from = text.indexOf(begin);
+  const to = text.indexOf(end);
+  return from >= 0 && to > from ? text.slice(from, to + end.length) : '';
+}
+
+/** Every section a script of its own wrote, to be kept by whatever rewrites the rest of the file. */
+export function ownSections(): string[] {
+  const text = current();
+  return OWN_SECTIONS.map((name) => section(name, text)).filter((kept) => kept !== '');
+}
+
+/** Writes the named section, `body` between its markers, in place of the one there is, else at the end. */
+export function writeSection(name: SectionName, body: string): string {
+  const { begin, end } = markers(name);
+  const written = `${begin}\n${body.trim()}\n${end}`;
+  const text = current() || '# Benchmarks\n';
+  const kept = section(name, text);
+  writeFileSync('BENCHMARKS.md', kept ? text.replace(kept, written) : `${text.trimEnd()}\n\n${written}\n`);
+  return written;
 }

@@ -29,7 +29,7 @@ import { perRequest, profileOf, STAGE_ORDER, stagesOf } from './bench-profile.js
 import { allAtOnce, cpuPercentDuring, enginePids, makeBots, percentiles, post, readEachSecond, removeEverything, round, rssMb, timed } from './bench-scale.js';
 import type { Figures } from './bench-scale.js';
 import { SocketProxy } from '../test/helpers/socket-proxy.js';
-import { outageSection } from './bench-sections.js';
+import { ownSections } from './bench-sections.js';
 
 const TEST_IMAGE = 'bot-agent-testbot:latest';
 /** The phase (bot count) in which one bot floods the agent with reads. */
@@ -812,9 +812,9 @@ async function main(): Promise<void> {
       ]),
     ];
     const markdown = report(machine, phases, scale!, checks, kube, history, availability, profile!);
-    // The section npm run bench:outage wrote stays.
-    const outage = outageSection();
-    writeFileSync('BENCHMARKS.md', outage ? `${markdown.trimEnd()}\n\n${outage}\n` : markdown);
+    // The sections npm run bench:outage and bench:console wrote stay.
+    const kept = ownSections();
+    writeFileSync('BENCHMARKS.md', kept.length > 0 ? `${markdown.trimEnd()}\n\n${kept.join('\n\n')}\n` : markdown);
     writeFileSync('BENCHMARKS.json', `${JSON.stringify({ machine, bots: LARGE, phases, scale, profile, history, kubernetes: kube, availability, peakRssMb: round(rssMb, 1), targets: checks }, null, 2)}\n`);
     process.stdout.write(markdown);
   } catch (err) {

@@ -52,6 +52,8 @@ export interface Agent {
   /** Lifecycle operations, serialised per bot; `drain()` waits for those under way. */
   readonly lifecycle: BotLifecycle;
   readonly history: BotHistory;
+  /** The console's samples of every running bot's CPU and memory. */
+  readonly samples: StatsSamples;
   readonly routes: RouteEntry[];
   /** Resolves once the history's store can be used; rejects when it cannot be reached. */
   opened(): Promise<void>;
@@ -137,6 +139,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, config,
     driver,
     lifecycle,
     history,
+    samples,
     routes,
     opened: () => store.opened(),
     close: async () => {

@@ -1,8 +1,9 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { Forbidden, messages, NotFound, NotImplemented } from '../errors.js';
+import { Forbidden, messages, NotFound, RuntimeUnavailable } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { ExitRecord } from '../history/history-store.js';
+import type { BotSummary } from '../provisioning/bot-spec.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { StatsSamples } from '../stats/stats-samples.js';
@@ -55,6 +56,11 @@ function serve(ctx: Context, file: ConsoleAsset, cache: string): void {
   } else {
     ctx.body = file.body;
   }
+}
+
+async function listing(provisioner: Provisioner | undefined, runtime: string): Promise<BotSummary[]> {
+  if (!provisioner) throw new RuntimeUnavailable(`${messages.runtimeUnavailable(runtime)}: its index of bots is being built`);
+  return provisioner.list(undefined);
 }
 
 function withoutLogs({ logs: _logs, ...exit }: ExitRecord): Omit<ExitRecord, 'logs'> {
@@ -128,8 +134,9 @@ export function consoleRoutes({ driver, provisioner, history, samples, sessions,
 
   router.get('/api/console/fleet', async (ctx) => {
     await access.platformFor(ctx, messages.platformOnlyConsole);
-    if (!provisioner) throw new NotImplemented(`listing bots is not available on the ${driver.runtime} runtime`);
-    const bots = await provisioner.list(undefined);
+    // From the driver's index, without a call to the runtime (a listing inspects every container); the
+    // provisioner's listing asks the runtime while the index is being built.
+    const bots = driver.listedBots() ?? (await listing(provisioner, driver.runtime));
     const now = new Date();
     ctx.body = {
       ok: true,

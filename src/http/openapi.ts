@@ -379,7 +379,7 @@ export const openApiDocument = {
     '/api/console/fleet': {
       get: {
         summary: "Every bot's status, with its restarts in the last hour and its CPU and memory samples: the console's table (the platform only)",
-        responses: responses(ok('The bots', ref('Fleet')), 403, 500, 501, 503),
+        responses: responses(ok('The bots', ref('Fleet')), 403, 500, 503),
       },
     },
     '/api/session': {

@@ -1,3 +1,5 @@
+import type { BotSummary } from '../provisioning/bot-spec.js';
+
 /** A bot as the runtime sees it; no runtime's own types cross this seam. */
 export interface BotInfo {
   /** The bot id, e.g. `bot_12_34_abc`. */
@@ -95,6 +97,12 @@ export interface RuntimeDriver {
 
   /** The ids of the bots the index or watch holds running now; none while it is being built. */
   runningBots(): string[];
+
+  /**
+   * Every bot the index or watch holds, as the platform's listing shows it, without a call to the
+   * runtime; undefined while it is being built or its stream is down (the provisioner's listing asks).
+   */
+  listedBots(): BotSummary[] | undefined;
 
   /** The bot with this id. Throws NotFound. */
   findBot(botId: string): Promise<BotInfo>;

@@ -83,7 +83,7 @@ export class StatsSamples {
 
   constructor(
     private readonly driver: Pick<RuntimeDriver, 'runningBots' | 'stats'>,
-    { intervalMs = 15_000, keepMs = 15 * 60_000, concurrency = 32, maxBots = 20_000, now = Date.now }: StatsSamplesOptions = {},
+    { intervalMs = 15_000, keepMs = 15 * 60_000, concurrency = 100, maxBots = 20_000, now = Date.now }: StatsSamplesOptions = {},
   ) {
     this.intervalMs = intervalMs;
     this.keepMs = keepMs;

@@ -130,6 +130,25 @@ test.serial('a line the bot prints appears in the live tail within 1 s; the tail
   t.true(text.indexOf('printed while the page was open') < text.indexOf('the run ended'), text);
   t.true(text.indexOf('the run ended') < text.indexOf('printed by the second run'), text);
 
+  // The filter keeps the lines it matches (and the marks of runs' ends); the download is what is shown.
+  await page.getByLabel('Filter').fill('print(ed)? by the SECOND');
+  await log.getByText('printed while the page was open').waitFor({ state: 'detached' });
+  const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download' }).click()]);
+  t.is(download.suggestedFilename(), `${bot.id}-logs.txt`);
+  const downloaded = await readFile(await download.path(), 'utf8');
+  t.regex(downloaded, /the run ended[^\n]*\nprinted by the second run\n$/);
+  t.notRegex(downloaded, /first run|page was open/);
+  await page.getByLabel('Filter').fill('(unclosed');
+  await page.getByText('not a regular expression').waitFor();
+  await page.getByLabel('Filter').fill('');
+  // Paused, the tail holds what comes and shows it on resume.
+  await page.getByRole('button', { name: 'Pause' }).click();
+  await say(bot, 'printed while paused');
+  await page.waitForTimeout(500);
+  t.notRegex(await log.innerText(), /printed while paused/);
+  await page.getByRole('button', { name: 'Resume' }).click();
+  await log.getByText('printed while paused').waitFor({ timeout: 5_000 });
+
   await page.getByRole('button', { name: 'Stop', exact: true }).click();
   await page.getByRole('button', { name: 'Yes, stop' }).click();
   await page.getByTestId('answer').getByText(/stopped/i).waitFor({ timeout: 30_000 });
@@ -223,6 +242,8 @@ test.serial('no console error, no failed request, no serious accessibility findi
   const problems = watchPage(page);
   await openFleet(page, loopback.url);
   await row(page, bots[1]).waitFor();
+  // Owners come from the bots' labels, as the driver's index holds them.
+  t.is(await row(page, bots[0]).locator('td').nth(1).innerText(), 'user_7');
   // The sparklines need a few samples (one a second here).
   t.true(await eventually(async () => (await row(page, bots[1]).locator('polyline').count()) === 2, 20_000), 'no sparklines');
   t.deepEqual(await accessibilityViolations(page), [], 'fleet');
@@ -234,6 +255,8 @@ test.serial('no console error, no failed request, no serious accessibility findi
   await page.screenshot({ path: 'docs/images/console-bot.png', fullPage: true });
   await page.goto(`${loopback.url}/#/events`);
   await page.getByRole('heading', { name: 'Events' }).waitFor();
+  // The kept events first: this bot's start is among them, with a link to it.
+  await page.locator('ol.events li.started').getByRole('link', { name: bots[1].id }).waitFor();
   t.deepEqual(await accessibilityViolations(page), [], 'events');
   // A phone's width: nothing wider than the screen but the table's own scroller.
   await page.setViewportSize({ width: 390, height: 800 });

@@ -1,5 +1,6 @@
 import { messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../src/errors.js';
 import { EventEmitter, once } from 'node:events';
+import type { BotSummary } from '../../src/provisioning/bot-spec.js';
 import type { BotInfo, BotStats, LogLine, LogsFrom, PowerOutcome, RunObserver, RuntimeDriver } from '../../src/runtime/driver.js';
 
 /** A bot held by MemoryDriver. */
@@ -60,6 +61,16 @@ export class MemoryDriver implements RuntimeDriver {
 
   indexedBots(): number {
     return this.bots.size;
+  }
+
+  listedBots(): BotSummary[] {
+    return [...this.bots.values()].map((bot) => ({
+      bot_id: bot.id,
+      user_id: bot.ownerId,
+      template: undefined,
+      state: bot.running ? 'running' : 'stopped',
+      started_at: bot.running ? bot.startedAt.toISOString() : undefined,
+    }));
   }
 
   runningBots(): string[] {

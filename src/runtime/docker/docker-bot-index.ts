@@ -2,7 +2,8 @@ import type Docker from 'dockerode';
 import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
 import type { FaultReporter } from '../driver.js';
 import type { IndexedCache } from '../indexed-cache.js';
-import { BOT_LABEL } from '../labels.js';
+import { TEMPLATE_LABEL } from '../../provisioning/bot-spec.js';
+import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { DockerEventStream } from './docker-events.js';
 import type { EngineEvent } from './docker-events.js';
 import { engineStatus } from './docker-errors.js';
@@ -15,6 +16,9 @@ export interface IndexedBot {
   readonly containerId: string;
   readonly botId: string;
   readonly running: boolean;
+  /** Its owner and template, from its labels. */
+  readonly ownerId: string | undefined;
+  readonly template: string | undefined;
   readonly addresses: readonly string[];
   /** Whether the container has a TTY (so its logs carry no stream framing). */
   readonly tty: boolean;
@@ -91,6 +95,12 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
   running(): string[] {
     if (!this.stream.open) return [];
     return [...this.byBotId.values()].filter(([bot]) => bot.running).map(([bot]) => bot.botId);
+  }
+
+  /** Every bot the index holds; undefined while it is not current. */
+  all(): IndexedBot[] | undefined {
+    if (!this.stream.open) return undefined;
+    return [...this.byBotId.values()].map(([bot]) => bot);
   }
 
   get synced(): boolean {
@@ -196,10 +206,11 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     if (botId === undefined || !container.Names.includes(`/${botId}`)) return undefined;
     const running = container.State === 'running';
     const addresses = running ? addressesOf(container.NetworkSettings?.Networks) : [];
+    const [ownerId, template] = [container.Labels[OWNER_LABEL], container.Labels[TEMPLATE_LABEL]];
     // TTY never changes, and the start time only when the container starts: inspect
     // a container when it is new, started again, or seen running for the first time.
     if (known && (known.running || !running)) {
-      return { containerId: container.Id, botId, running, addresses, tty: known.tty, startedAt: running ? known.startedAt : undefined };
+      return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: known.tty, startedAt: running ? known.startedAt : undefined };
     }
     let info: ContainerInspectInfo;
     try {
@@ -210,7 +221,7 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
       throw err;
     }
     const startedAt = running ? new Date(info.State.StartedAt) : undefined;
-    return { containerId: container.Id, botId, running, addresses, tty: info.Config.Tty, startedAt };
+    return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: info.Config.Tty, startedAt };
   }
 }
 
@@ -229,5 +240,6 @@ function indexedFrom(info: ContainerInspectInfo): IndexedBot | undefined {
   if (botId === undefined || info.Name !== `/${botId}`) return undefined;
   const running = info.State.Running && !info.State.Paused;
   const addresses = running ? addressesOf(info.NetworkSettings?.Networks) : [];
-  return { containerId: info.Id, botId, running, addresses, tty: info.Config.Tty, startedAt: running ? new Date(info.State.StartedAt) : undefined };
+  const [ownerId, template] = [info.Config.Labels?.[OWNER_LABEL], info.Config.Labels?.[TEMPLATE_LABEL]];
+  return { containerId: info.Id, botId, running, ownerId, template, addresses, tty: info.Config.Tty, startedAt: running ? new Date(info.State.StartedAt) : undefined };
 }

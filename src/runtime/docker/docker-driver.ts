@@ -2,6 +2,7 @@ import Docker from 'dockerode';
 import { LRUCache } from 'lru-cache';
 import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
 import { messages, NotFound, NotRunning, OperationFailed } from '../../errors.js';
+import type { BotSummary } from '../../provisioning/bot-spec.js';
 import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunObserver, RuntimeDriver } from '../driver.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { isLoopback } from '../../loopback.js';
@@ -58,6 +59,16 @@ class DockerDriver implements RuntimeDriver {
 
   runningBots(): string[] {
     return this.index.running();
+  }
+
+  listedBots(): BotSummary[] | undefined {
+    return this.index.all()?.map((bot) => ({
+      bot_id: bot.botId,
+      user_id: bot.ownerId,
+      template: bot.template,
+      state: bot.running ? 'running' : 'stopped',
+      started_at: bot.startedAt?.toISOString(),
+    }));
   }
 
   async findBot(botId: string): Promise<BotInfo> {

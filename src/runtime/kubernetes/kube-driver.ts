@@ -4,12 +4,14 @@ import { LRUCache } from 'lru-cache';
 import { withDeadline } from './kube-deadline.js';
 import type { CallOptions } from './kube-deadline.js';
 import { AgentError, messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../errors.js';
+import type { BotSummary } from '../../provisioning/bot-spec.js';
 import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunObserver, RuntimeDriver } from '../driver.js';
 import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { followPodLogs, readPodLogs } from './kube-logs.js';
 import { KubeRunWatcher } from './kube-runs.js';
 import { KubeObjectCache } from './kube-object-cache.js';
+import { summaryOf } from './kube-provisioner.js';
 import { botStatsFromMetrics, nodeAllocatable, podLimits } from './kube-stats.js';
 import type { Capacity, PodMetrics } from './kube-stats.js';
 
@@ -103,8 +105,15 @@ class KubernetesDriver implements RuntimeDriver {
     return this.deployments.count('bot');
   }
 
+  listedBots(): BotSummary[] | undefined {
+    const [podKeys, deploymentKeys] = [this.watchedPods.keysOf('bot'), this.deployments.keysOf('bot')];
+    if (podKeys === undefined || deploymentKeys === undefined) return undefined;
+    const pods = podKeys.flatMap((botId) => this.watchedPods.byIndex('bot', botId) ?? []);
+    return deploymentKeys.flatMap((botId) => this.deployments.byIndex('bot', botId) ?? []).map((deployment) => summaryOf(deployment, pods));
+  }
+
   runningBots(): string[] {
-    return this.watchedPods.keysOf('bot').filter((botId) => this.watchedPods.byIndex('bot', botId)?.some(isRunning));
+    return (this.watchedPods.keysOf('bot') ?? []).filter((botId) => this.watchedPods.byIndex('bot', botId)?.some(isRunning));
   }
 
   async findBot(botId: string): Promise<BotInfo> {

@@ -100,9 +100,9 @@ export class KubeObjectCache<T extends KubernetesObject> implements IndexedCache
     return [...(this.indexes.get(index)?.get(key)?.values() ?? [])];
   }
 
-  /** The keys `index` has, none when the copy is not current. */
-  keysOf(index: string): string[] {
-    return this.current ? [...(this.indexes.get(index)?.keys() ?? [])] : [];
+  /** The keys `index` has, or undefined when the copy is not current. */
+  keysOf(index: string): string[] | undefined {
+    return this.current ? [...(this.indexes.get(index)?.keys() ?? [])] : undefined;
   }
 
   /** How many keys `index` has, or 0 when the copy is not current. */

@@ -152,7 +152,8 @@ class KubernetesProvisioner implements Provisioner {
   }
 }
 
-function summaryOf(deployment: V1Deployment, pods: V1Pod[]): BotSummary {
+/** A bot's Deployment and the pods of the bots, as the platform's listing shows the bot. */
+export function summaryOf(deployment: V1Deployment, pods: V1Pod[]): BotSummary {
   const botId = deployment.metadata?.labels?.[BOT_LABEL] ?? '';
   const running = pods.find(
     (pod) => pod.metadata?.labels?.[BOT_LABEL] === botId && pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp,
