@@ -10,6 +10,7 @@ import type { RouteEntry } from './http/create-app.js';
 import { AgentMetrics } from './http/metrics.js';
 import { BotLifecycle } from './lifecycle/bot-lifecycle.js';
 import { RateLimiter } from './lifecycle/rate-limiter.js';
+import type { BotTokens } from './identity/bot-tokens.js';
 import type { Provisioner } from './provisioning/provisioner.js';
 import { localLocks } from './runtime/bot-locks.js';
 import type { BotLocks } from './runtime/bot-locks.js';
@@ -27,7 +28,7 @@ const SHARED_WINDOW_AWAY_MS = 5_000;
 /** What the agent reads of the configuration beside the runtime's own settings. */
 export type AgentConfig = Pick<
   Config,
-  'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform'
+  'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity'
 >;
 
 /** A runtime already made (tests hand their own driver), and what the agent is to do with it. */
@@ -37,6 +38,8 @@ export interface AgentParts {
   readonly provisioner?: Provisioner | undefined;
   /** Serialises lifecycle operations across agents; this agent's own queue per bot when undefined. */
   readonly locks?: BotLocks | undefined;
+  /** Signs and verifies the bots' tokens (Docker); none: no token names a bot. */
+  readonly botTokens?: BotTokens | undefined;
   readonly config: AgentConfig;
   readonly logger: Logger;
   /** Tests shorten how long a crash-looping bot must run to recover. */
@@ -79,7 +82,7 @@ export async function createAgent(config: Config, logger: Logger): Promise<Agent
  * and the HTTP app, over a runtime already made; `close()` undoes them in
  * the reverse order (the watch and the driver first, the store last).
  */
-export function assembleAgent({ driver, provisioner, locks = localLocks, config, logger, recoverAfterMs, statsSamples = {} }: AgentParts): Agent {
+export function assembleAgent({ driver, provisioner, locks = localLocks, botTokens, config, logger, recoverAfterMs, statsSamples = {} }: AgentParts): Agent {
   const report = reporter(logger);
   const closers: (() => Promise<void>)[] = [];
   const { store, sharedWindow } = (() => {
@@ -133,7 +136,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, config,
   if (statsSamples !== 'off') samples.start();
   closers.push(() => samples.close());
   metrics.statsSamples(samples);
-  const { app, routes } = createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, console: loadConsole(), config, logger });
+  const { app, routes } = createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, botTokens, console: loadConsole(), config, logger });
   return {
     app,
     driver,

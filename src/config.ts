@@ -34,7 +34,12 @@ export interface Config {
   readonly loopbackPlatform: boolean;
   /** Connections one address may hold open at once (the host itself is not counted). */
   readonly connectionsPerAddress: number;
+  /** What names a bot: its address, its token (`Authorization: Bot`), or both, which must agree (docs/api.md §4). */
+  readonly identity: Identity;
 }
+
+/** What names a bot (AGENT_IDENTITY). */
+export type Identity = 'address' | 'token' | 'address+token';
 
 /** The shortest admin token the agent accepts (docs/api.md §4 rule 5). */
 export const MIN_ADMIN_TOKEN = 32;
@@ -89,6 +94,18 @@ const env = object({
   ),
   AGENT_PROVISIONING: string().oneOf(['on', 'off'] as const, 'AGENT_PROVISIONING must be on or off').default('on'),
   AGENT_LOOPBACK_PLATFORM: string().oneOf(['on', 'off'] as const, 'AGENT_LOOPBACK_PLATFORM must be on or off').default('on'),
+  AGENT_IDENTITY: string()
+    .oneOf(['address', 'token', 'address+token'] as const, 'AGENT_IDENTITY must be address, token or address+token')
+    .default('address')
+    .when('AGENT_RUNTIME', {
+      is: 'kubernetes',
+      then: (identity) =>
+        identity.test(
+          'kubernetes',
+          'AGENT_IDENTITY must be address on kubernetes in this release: ServiceAccount tokens (TokenReview) are not verified yet',
+          (value) => value === 'address',
+        ),
+    }),
   AGENT_CONNECTIONS_PER_ADDRESS: wholeNumber('AGENT_CONNECTIONS_PER_ADDRESS', 1, 65_536, 'connections').default(64),
   AGENT_BOTS_AGENT_URL: string()
     .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_BOTS_AGENT_URL must be an http:// or https:// URL')
@@ -135,6 +152,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       provisioning: values.AGENT_PROVISIONING === 'on',
       loopbackPlatform: values.AGENT_LOOPBACK_PLATFORM === 'on',
       connectionsPerAddress: values.AGENT_CONNECTIONS_PER_ADDRESS,
+      identity: values.AGENT_IDENTITY,
     });
   } catch (err) {
     if (err instanceof ValidationError) throw new ConfigError(err.errors[0] ?? err.message);

@@ -128,6 +128,10 @@ export const messages = {
   platformOnlyConsole: 'forbidden: only the platform (loopback, admin token or console session) may read this',
   noSessions: 'forbidden: console sessions need AGENT_ADMIN_TOKEN to be set; on loopback the console needs none',
   wrongToken: 'forbidden: that is not the admin token',
+  botTokenRequired: 'forbidden: this agent names a bot by its address and its token: send Authorization: Bot <PLATFORM_AGENT_TOKEN>',
+  botTokenOtherBot: 'forbidden: the bot token names another bot than the address it comes from',
+  botTokenAway: 'forbidden: the bot token comes from an address no bot holds, and this agent wants both to agree',
+  botTokensOff: 'forbidden: this agent verifies no bot tokens on its runtime',
   noSelfId: 'bot identifier not found; pass it in the X-Bot-ID header',
   restartTimeout: (botId: string, ms: number) =>
     `timeout during restart of bot ${botId} after ${ms} ms; the restart goes on, retry later or raise your time-out`,

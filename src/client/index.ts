@@ -94,6 +94,8 @@ export class BotAgentClient {
     readonly botId: string,
     private readonly userId: string | undefined,
     private readonly timeoutMs: number,
+    /** PLATFORM_AGENT_TOKEN, sent as `Authorization: Bot <token>` where the agent names bots by token (docs/api.md §4). */
+    private readonly token: string | undefined,
   ) {}
 
   /** A client for this bot; fails clearly when BOT_ID is not set. */
@@ -102,7 +104,7 @@ export class BotAgentClient {
     const botId = env.BOT_ID;
     if (!botId) throw new BotAgentError('BOT_ID is not set: the agent manages only the bot that names itself', undefined);
     const agentUrl = options.agentUrl ?? (await findAgent(options));
-    return new BotAgentClient(agentUrl, botId, env.USER_ID, options.timeoutMs ?? 90_000);
+    return new BotAgentClient(agentUrl, botId, env.USER_ID, options.timeoutMs ?? 90_000, env.PLATFORM_AGENT_TOKEN || undefined);
   }
 
   /** Restarts this bot; the answer comes before the restart, which then ends this process. */
@@ -249,8 +251,9 @@ export class BotAgentClient {
   }
 
   private async send(path: string, init: RequestInit): Promise<Response> {
+    const headers = this.token === undefined ? init.headers : { ...(init.headers as Record<string, string>), Authorization: `Bot ${this.token}` };
     try {
-      return await fetch(`${this.agentUrl}${path}`, init);
+      return await fetch(`${this.agentUrl}${path}`, { ...init, headers });
     } catch (err) {
       throw new BotAgentError(
         `cannot reach the agent at ${this.agentUrl} (${(err as Error).message}): check that the agent is running, ` +

@@ -2,6 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { Forbidden, messages, NotImplemented } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
+import type { BotTokens } from '../identity/bot-tokens.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
@@ -18,10 +19,12 @@ export interface AdminRoutesDeps {
   readonly history: BotHistory;
   /** False (AGENT_PROVISIONING=off): create and remove are refused; listing stays. */
   readonly provisioning: boolean;
+  /** Signs the bots' tokens (Docker); none: the token route answers 501. */
+  readonly botTokens?: BotTokens | undefined;
 }
 
 /** Creating, listing and removing bots: the platform's alone (loopback or the admin token), never a bot's. */
-export function adminRoutes({ driver, provisioner, access, audit, history, provisioning: provisioningOn }: AdminRoutesDeps): Router {
+export function adminRoutes({ driver, provisioner, access, audit, history, botTokens, provisioning: provisioningOn }: AdminRoutesDeps): Router {
   const router = new Router({ prefix: '/api/admin/bots' });
 
   async function platformOnly(ctx: Context): Promise<Provisioner> {
@@ -64,6 +67,15 @@ export function adminRoutes({ driver, provisioner, access, audit, history, provi
     const { user_id } = validateQuery(listBotsQuery, ctx.query);
     const provisioning = await platformOnly(ctx);
     ctx.body = { ok: true, bots: await provisioning.list(user_id) };
+  });
+
+  // The token of a bot the platform makes itself, for its PLATFORM_AGENT_TOKEN: asked for before the bot exists.
+  router.post('/:bot_id/token', async (ctx) => {
+    const botId = botIdInPath(ctx.params.bot_id);
+    await access.platformFor(ctx, messages.platformOnly);
+    if (!botTokens) throw new NotImplemented(`the ${driver.runtime} runtime's bots present tokens of its own (docs/api.md §4)`);
+    ctx.state.botId = botId;
+    ctx.body = { ok: true, token: botTokens.sign(botId) };
   });
 
   router.delete('/:bot_id', async (ctx) => {

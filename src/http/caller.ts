@@ -2,6 +2,9 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context } from 'koa';
 import { Forbidden, messages } from '../errors.js';
 import { isHostItself } from '../loopback.js';
+import type { Identity } from '../config.js';
+import { BadBotToken } from '../identity/bot-tokens.js';
+import type { BotTokens } from '../identity/bot-tokens.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { isCrossSite } from './cross-site.js';
 import type { RequestOrigin } from './cross-site.js';
@@ -30,6 +33,10 @@ export interface PlatformPolicy {
   readonly loopbackPlatform: boolean;
   /** Checks the console's session cookies; none: no session counts. */
   readonly sessions?: ConsoleSessions | undefined;
+  /** What names a bot (AGENT_IDENTITY); `address` when not said. */
+  readonly identity?: Identity;
+  /** Verifies the tokens bots present (`Authorization: Bot <token>`); none: no token names a bot. */
+  readonly botTokens?: BotTokens | undefined;
 }
 
 /** The address as the runtime reports it: IPv4-mapped IPv6 (`::ffff:10.0.0.2`) becomes plain IPv4. */
@@ -50,18 +57,30 @@ function holdsAdminToken(authorization: string | undefined, adminToken: string |
 }
 
 /**
- * Classifies a caller (docs/api.md §4): an address held by a bot is that bot,
- * whatever else the request says; then the admin token's holder is the
- * platform, and so is a console session's holder, or the host itself
- * (127.0.0.1, ::1; not a proxy's hop from elsewhere in 127/8) while
- * AGENT_LOOPBACK_PLATFORM is on, unless a web page of another site could have
- * sent the request (a session then counts for nothing; loopback is Forbidden,
- * cross-site); anyone else is refused with Forbidden.
+ * Classifies a caller (docs/api.md §4): a bot, by the address it calls from,
+ * by its token (`Authorization: Bot`), or by both agreeing, as AGENT_IDENTITY
+ * says (a bad token is Forbidden, saying why; a request with a token is never
+ * the platform); then the admin token's holder is the platform, and so is a
+ * console session's holder, or the host itself (127.0.0.1, ::1; not a proxy's
+ * hop from elsewhere in 127/8) while AGENT_LOOPBACK_PLATFORM is on, unless a
+ * web page of another site could have sent the request (a session then counts
+ * for nothing; loopback is Forbidden, cross-site); anyone else is refused with
+ * Forbidden.
  */
 export async function identifyCaller(evidence: CallerEvidence, driver: RuntimeDriver, policy: PlatformPolicy): Promise<Caller> {
+  const identity = policy.identity ?? 'address';
   const address = evidence.address === undefined ? undefined : plainAddress(evidence.address);
-  const botId = address === undefined ? undefined : await driver.botAtAddress(address);
+  const botToken = /^Bot\s+(\S+)\s*$/i.exec(evidence.authorization ?? '')?.[1];
+  const tokenBot = identity === 'address' || botToken === undefined ? undefined : claimedBot(botToken, policy.botTokens);
+  if (identity === 'token' && tokenBot !== undefined) return { kind: 'bot', botId: tokenBot };
+  const botId = identity === 'token' || address === undefined ? undefined : await driver.botAtAddress(address);
+  if (identity === 'address+token') {
+    if (botId !== undefined && tokenBot === undefined) throw new Forbidden(messages.botTokenRequired);
+    if (tokenBot !== undefined && botId !== tokenBot) throw new Forbidden(botId === undefined ? messages.botTokenAway : messages.botTokenOtherBot);
+  }
   if (botId !== undefined) return { kind: 'bot', botId };
+  // A bot's token never makes its holder the platform, whatever else the request says.
+  if (botToken !== undefined) throw new Forbidden(messages.stranger);
   if (holdsAdminToken(evidence.authorization, policy.adminToken)) return { kind: 'platform' };
   const crossSite = isCrossSite({ host: evidence.host, origin: evidence.origin, fetchSite: evidence.fetchSite }, policy.trustedHosts);
   if (evidence.session === true && !crossSite) return { kind: 'platform' };
@@ -70,6 +89,17 @@ export async function identifyCaller(evidence: CallerEvidence, driver: RuntimeDr
     return { kind: 'platform' };
   }
   throw new Forbidden(messages.stranger);
+}
+
+/** The bot a token names; Forbidden, saying why, when it names none. */
+function claimedBot(token: string, tokens: BotTokens | undefined): string {
+  if (!tokens) throw new Forbidden(messages.botTokensOff);
+  try {
+    return tokens.verify(token).botId;
+  } catch (err) {
+    if (err instanceof BadBotToken) throw new Forbidden(err.message);
+    throw err;
+  }
 }
 
 /** Throws Forbidden when a bot names another bot. */

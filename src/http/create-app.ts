@@ -6,6 +6,7 @@ import type { BotHistory } from '../history/bot-history.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
+import type { BotTokens } from '../identity/bot-tokens.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { StatsSamples } from '../stats/stats-samples.js';
 import { access } from './access.js';
@@ -27,7 +28,7 @@ import { requestLog } from './request-log.js';
 import { StreamLimits } from './stream-limits.js';
 
 /** What the HTTP layer reads of the configuration. */
-export type HttpConfig = Pick<Config, 'adminToken' | 'readRate' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform'>;
+export type HttpConfig = Pick<Config, 'adminToken' | 'readRate' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity'>;
 
 /** What the routes act on, built by the agent (src/agent.ts). */
 export interface AppDeps {
@@ -40,6 +41,8 @@ export interface AppDeps {
   readonly metrics: AgentMetrics;
   /** Every running bot's recent CPU and memory, for the console. */
   readonly samples: StatsSamples;
+  /** Signs and verifies the bots' tokens (Docker); none: no token names a bot. */
+  readonly botTokens?: BotTokens | undefined;
   /** The built console; undefined where it was not built. */
   readonly console?: ConsoleFiles | undefined;
   readonly config: HttpConfig;
@@ -97,7 +100,7 @@ export type RouteEntry = `${string} ${string}`;
  * Who may call what, read and stream limits, and the audit of lifecycle
  * operations live here; what they act on is built in src/agent.ts.
  */
-export function createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, console: files, config, logger }: AppDeps): App {
+export function createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, botTokens, console: files, config, logger }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
@@ -105,14 +108,14 @@ export function createApp({ driver, provisioner, lifecycle, limiter, history, me
     if (operation === 'restart' || operation === 'stop' || operation === 'start') void history.operationEnded(botId, operation, result, by);
   });
   const sessions = new ConsoleSessions(config.adminToken);
-  const checks = access(driver, { ...config, sessions }, new ReadLimiter(config.readRate));
+  const checks = access(driver, { ...config, sessions, botTokens }, new ReadLimiter(config.readRate));
   const streams = new StreamLimits();
   // One router holds every route (mounting copies their layers): a request is matched once, not once per group.
   const router = new Router().use(
     healthRoutes(driver, metrics).routes(),
     botRoutes({ driver, lifecycle, limiter, access: checks, audit, logFollowing: new LogFollowing(driver, history, streams), logReads: new LogReads() }).routes(),
     historyRoutes({ driver, history, access: checks, streams }).routes(),
-    adminRoutes({ driver, provisioner, access: checks, audit, history, provisioning: config.provisioning }).routes(),
+    adminRoutes({ driver, provisioner, access: checks, audit, history, botTokens, provisioning: config.provisioning }).routes(),
     consoleRoutes({ driver, provisioner, history, samples, sessions, access: checks, trustedHosts: config.trustedHosts, files }).routes(),
   );
 

@@ -247,6 +247,7 @@ export const openApiDocument = {
         },
       }),
       SessionRequest: jsonSchemaOf(sessionRequest),
+      BotToken: answer('token', { type: 'string', pattern: '^bat1\\.' }),
       Failure: {
         type: 'object',
         required: ['ok', 'msg'],
@@ -427,6 +428,13 @@ export const openApiDocument = {
         summary: 'Every bot, or those of `user_id` (the platform only)',
         parameters: queryParameters(listBotsQuery),
         responses: responses(ok('The bots', ref('BotList')), 400, 403, 500, 501, 503),
+      },
+    },
+    '/api/admin/bots/{bot_id}/token': {
+      post: {
+        summary: "A bot's token (Docker), for its PLATFORM_AGENT_TOKEN: it presents it as `Authorization: Bot <token>` (the platform only)",
+        parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }],
+        responses: responses(ok('The token', ref('BotToken')), 400, 403, 501),
       },
     },
     '/api/admin/bots/{bot_id}': {

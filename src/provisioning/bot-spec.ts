@@ -60,6 +60,7 @@ export const PLATFORM_VARIABLES = new Set<string>([
   'TEMPLATE',
   'PORT',
   'PLATFORM_AGENT_URL',
+  'PLATFORM_AGENT_TOKEN',
 ]);
 
 /** Label naming the bot's template, for listings. */

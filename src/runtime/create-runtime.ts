@@ -1,4 +1,5 @@
 import type { Config } from '../config.js';
+import { BotTokens } from '../identity/bot-tokens.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { BotLocks } from './bot-locks.js';
 import { createDockerDriver } from './docker/docker-driver.js';
@@ -11,6 +12,8 @@ export interface Runtime {
   readonly provisioner: Provisioner | undefined;
   /** Locks that serialise lifecycle operations across agents, held as `holder`; undefined where the runtime has none. */
   readonly sharedLocks?: (holder: string) => BotLocks;
+  /** The tokens the agent signs for its bots (Docker; a cluster has ServiceAccount tokens of its own). */
+  readonly botTokens?: BotTokens;
 }
 
 /**
@@ -19,15 +22,19 @@ export interface Runtime {
  */
 export async function createRuntime(config: Config, report: FaultReporter): Promise<Runtime> {
   switch (config.runtime) {
-    case 'docker':
+    case 'docker': {
+      const botTokens = BotTokens.open(config.dataDir);
       return {
         driver: createDockerDriver({ dockerHost: config.dockerHost, report }),
         provisioner: createDockerProvisioner({
           dockerHost: config.dockerHost,
           network: config.botsNetwork,
           agentUrl: config.botsAgentUrl,
+          tokens: botTokens,
         }),
+        botTokens,
       };
+    }
     case 'kubernetes': {
       // Loaded only here: client-node alone costs a Docker agent some 45 MB of memory.
       const { botNamespace, clusterKubeConfig } = await import('./kubernetes/kube-connection.js');

@@ -5,6 +5,7 @@ import { connect, createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import test from 'ava';
 import { BotAgentClient, BotAgentError, findAgent } from '../../src/client/index.js';
+import { BotTokens } from '../../src/identity/bot-tokens.js';
 import { agentFor, startAgent } from '../helpers/agent.js';
 import { eventually } from '../helpers/eventually.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
@@ -257,4 +258,21 @@ test('the command line explains a wrong use', async (t) => {
     t.is((error as { code?: number }).code, 2, args.join(' '));
     t.regex(String((error as { stderr?: string }).stderr), /^bot-agent: .+\nusage: bot-agent <command>/);
   }
+});
+
+test('with PLATFORM_AGENT_TOKEN the client and its streams present the token: an agent that names bots by token alone knows the bot from it', async (t) => {
+  const driver = new MemoryDriver();
+  driver.add({ id: BOT, ownerId: 'user_5', logLines: ['one', 'two', 'three'] });
+  const botTokens = BotTokens.open(':memory:');
+  // From the host itself, which without the token would be the platform: with it, the bot.
+  const server = await agentFor(t, driver, { identity: 'token', botTokens });
+  const agentUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const client = await BotAgentClient.create({ agentUrl, env: { BOT_ID: BOT, USER_ID: 'user_5', PLATFORM_AGENT_TOKEN: botTokens.sign(BOT) } });
+  t.is(await client.logs(2), 'two\nthree\n');
+  t.regex(await client.restart(), new RegExp(BOT));
+  const other = await BotAgentClient.create({ agentUrl, env: { BOT_ID: 'bot_1_1_other', PLATFORM_AGENT_TOKEN: botTokens.sign(BOT) } });
+  const refused = await t.throwsAsync(other.logs(1), { instanceOf: BotAgentError });
+  t.is(refused.status, 403);
+  const forged = await BotAgentClient.create({ agentUrl, env: { BOT_ID: BOT, PLATFORM_AGENT_TOKEN: `${botTokens.sign(BOT).slice(0, -2)}xx` } });
+  t.regex((await t.throwsAsync(forged.logs(1), { instanceOf: BotAgentError })).message, /forged/);
 });

@@ -1,5 +1,4 @@
 import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
 import test from 'ava';
 import { pino } from 'pino';
 import { assembleAgent } from '../../src/agent.js';
@@ -11,6 +10,7 @@ import { call } from '../helpers/http-client.js';
 import { eventually } from '../helpers/eventually.js';
 import type { Server } from 'node:http';
 import { TEST_APP_CONFIG } from '../helpers/agent.js';
+import { lineSink } from '../helpers/log-sink.js';
 
 // The platform creates, lists and removes bots on the real engine; bots may not.
 const fixture = new DockerFixture();
@@ -22,17 +22,11 @@ const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
 test.before(async () => {
   await fixture.ready();
   const network = (await fixture.network()).name;
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      logLines.push(chunk.toString());
-      done();
-    },
-  });
   const { app } = assembleAgent({
     driver,
     provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' }),
     config: TEST_APP_CONFIG,
-    logger: pino(sink),
+    logger: pino(lineSink(logLines)),
   });
   server = await listen(app, '0.0.0.0', 0);
 });

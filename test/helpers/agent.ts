@@ -3,6 +3,7 @@ import type { Server } from 'node:http';
 import { pino } from 'pino';
 import { assembleAgent } from '../../src/agent.js';
 import type { AgentConfig } from '../../src/agent.js';
+import type { BotTokens } from '../../src/identity/bot-tokens.js';
 import type { BotHistory } from '../../src/history/bot-history.js';
 import type { BotLifecycle } from '../../src/lifecycle/bot-lifecycle.js';
 import type { BotLocks } from '../../src/runtime/bot-locks.js';
@@ -24,6 +25,7 @@ export const TEST_APP_CONFIG: AgentConfig = {
   trustedHosts: [],
   provisioning: true,
   loopbackPlatform: true,
+  identity: 'address',
 };
 
 /** A running agent on a free port, for one test file. */
@@ -37,13 +39,13 @@ export interface TestAgent {
 }
 
 /** What a test may add to the app beyond its configuration. */
-export type TestAgentOptions = Partial<AgentConfig> & { recoverAfterMs?: number; locks?: BotLocks; statsSamples?: StatsSamplesOptions | 'off' };
+export type TestAgentOptions = Partial<AgentConfig> & { recoverAfterMs?: number; locks?: BotLocks; statsSamples?: StatsSamplesOptions | 'off'; botTokens?: BotTokens };
 
 /** Starts the agent's app over `driver`; `host` 0.0.0.0 lets containers reach it. */
 export async function startAgent(
   driver: RuntimeDriver,
   // Off unless asked for: the samples' reads would show among the runtime calls a test counts.
-  { recoverAfterMs, locks, statsSamples = 'off', ...config }: TestAgentOptions = {},
+  { recoverAfterMs, locks, statsSamples = 'off', botTokens, ...config }: TestAgentOptions = {},
   host = '127.0.0.1',
   provisioner?: Provisioner,
 ): Promise<TestAgent> {
@@ -55,6 +57,7 @@ export async function startAgent(
     recoverAfterMs,
     locks,
     statsSamples,
+    botTokens,
   });
   const server = await listen(made.app, host, 0);
   return {

@@ -23,7 +23,15 @@ test('defaults follow docs/api.md §5', (t) => {
     provisioning: true,
     loopbackPlatform: true,
     connectionsPerAddress: 64,
+    identity: 'address',
   });
+});
+
+test('identity: by address unless told; by token, or both, on Docker; only by address on Kubernetes for now', (t) => {
+  t.is(loadConfig({ AGENT_IDENTITY: 'token' }).identity, 'token');
+  t.is(loadConfig({ AGENT_IDENTITY: 'address+token' }).identity, 'address+token');
+  t.is(loadConfig({ AGENT_RUNTIME: 'kubernetes' }).identity, 'address');
+  t.throws(() => loadConfig({ AGENT_RUNTIME: 'kubernetes', AGENT_IDENTITY: 'token' }), { instanceOf: ConfigError, message: /^AGENT_IDENTITY must be address on kubernetes/ });
 });
 
 test('trusted hosts are a comma-separated list, read in lower case; provisioning can be turned off', (t) => {
@@ -97,6 +105,7 @@ const bad: Array<[string, string]> = [
   ['AGENT_PROVISIONING', 'false'],
   ['AGENT_DATABASE_URL', 'mysql://agent@db/history'],
   ['AGENT_LOOPBACK_PLATFORM', 'no'],
+  ['AGENT_IDENTITY', 'cookie'],
 ];
 
 test('a secret in a URL never reaches a message: a webhook URL with credentials is refused, a database URL that cannot be read is named, not shown', (t) => {

@@ -1,5 +1,6 @@
 import Docker from 'dockerode';
 import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
+import type { BotTokens } from '../../identity/bot-tokens.js';
 import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
@@ -13,6 +14,8 @@ export interface DockerProvisionerOptions {
   readonly network: string | undefined;
   /** PLATFORM_AGENT_URL for every bot. */
   readonly agentUrl: string;
+  /** Signs each bot's PLATFORM_AGENT_TOKEN; none: the bots get none. */
+  readonly tokens?: BotTokens | undefined;
 }
 
 const DEADLINE_MS = 30_000;
@@ -28,6 +31,7 @@ class DockerProvisioner implements Provisioner {
   async create(spec: BotSpec): Promise<void> {
     const env = { ...botEnvironment(spec, this.options.agentUrl) };
     for (const name of TOKEN_VARIABLES) env[name] = spec.token;
+    if (this.options.tokens) env.PLATFORM_AGENT_TOKEN = this.options.tokens.sign(spec.id);
     const abortSignal = AbortSignal.timeout(DEADLINE_MS);
     let container: Docker.Container | undefined;
     try {

@@ -1,0 +1,119 @@
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** What a bot token says once its signature holds: which bot, and when it was signed. */
+export interface BotTokenClaim {
+  readonly botId: string;
+  /** When it was signed (ms since the epoch, to the second). */
+  readonly issuedMs: number;
+}
+
+/** A signing key: its id (a digest of it, never the key) and the key. */
+interface SigningKey {
+  readonly id: string;
+  readonly secret: Buffer;
+  /** When it began signing (ms since the epoch). */
+  readonly since: number;
+}
+
+/** The keys' file in AGENT_DATA_DIR. */
+export const KEYS_FILE = 'bot-token-keys.json';
+/** How long a key that no longer signs still verifies, once a newer one signs. */
+export const ROTATION_GRACE_MS = 7 * 24 * 60 * 60 * 1000;
+
+const PREFIX = 'bat1';
+const TOKEN = /^bat1\.(bot_[a-z0-9_]+)\.(\d{1,13})\.([A-Za-z0-9_-]{8})\.([A-Za-z0-9_-]{43})$/;
+
+function keyId(secret: Buffer): string {
+  return createHash('sha256').update(secret).digest('base64url').slice(0, 8);
+}
+
+/** Why a bot token names nobody; said in the 403 (docs/api.md §4, rule 8). */
+export class BadBotToken extends Error {}
+
+/**
+ * The tokens the agent signs for the bots it runs on Docker (docs/api.md §4,
+ * rule 7): `bat1.<bot id>.<issued>.<key id>.<HMAC-SHA256>`, the HMAC over the
+ * bot id and when it was signed, with a key kept in AGENT_DATA_DIR. The
+ * newest key signs; one that a newer key replaced still verifies for
+ * ROTATION_GRACE_MS. Verifying needs no state beyond the keys, so it is the
+ * same on every agent that holds the same keys.
+ */
+export class BotTokens {
+  private constructor(
+    private keys: SigningKey[],
+    private readonly file: string | undefined,
+    private readonly now: () => number,
+  ) {}
+
+  /** The keys kept in `dataDir`, a first one made (mode 0600) when there are none; in memory only for ':memory:'. */
+  static open(dataDir: string, now: () => number = Date.now): BotTokens {
+    if (dataDir === ':memory:') return new BotTokens([newKey(now())], undefined, now);
+    const file = join(dataDir, KEYS_FILE);
+    if (existsSync(file)) {
+      const stored = JSON.parse(readFileSync(file, 'utf8')) as { keys: { secret: string; since: number }[] };
+      const keys = stored.keys.map(({ secret, since }) => {
+        const bytes = Buffer.from(secret, 'base64url');
+        return { id: keyId(bytes), secret: bytes, since };
+      });
+      if (keys.length > 0) return new BotTokens(keys, file, now);
+    }
+    const tokens = new BotTokens([newKey(now())], file, now);
+    tokens.save();
+    return tokens;
+  }
+
+  /** A token that names the bot `botId`. */
+  sign(botId: string): string {
+    const key = this.keys.at(-1)!;
+    const body = `${PREFIX}.${botId}.${Math.floor(this.now() / 1000)}`;
+    return `${body}.${key.id}.${mac(key.secret, body)}`;
+  }
+
+  /** What the token claims, once its signature holds under a key that still verifies; BadBotToken says why not. */
+  verify(token: string): BotTokenClaim {
+    const parts = TOKEN.exec(token);
+    if (!parts) throw new BadBotToken('forbidden: not a bot token this agent signs');
+    const [, botId = '', issued = '', id = '', signature = ''] = parts;
+    const key = this.verifying().find((candidate) => candidate.id === id);
+    if (!key) throw new BadBotToken('forbidden: the bot token was signed with a key this agent no longer holds');
+    const expected = Buffer.from(mac(key.secret, `${PREFIX}.${botId}.${issued}`));
+    if (!timingSafeEqual(expected, Buffer.from(signature))) throw new BadBotToken('forbidden: the bot token is forged');
+    return { botId, issuedMs: Number(issued) * 1000 };
+  }
+
+  /** A new key signs from now on; the one before still verifies for ROTATION_GRACE_MS. */
+  rotate(): void {
+    this.keys = [...this.verifying(), newKey(this.now())];
+    this.save();
+  }
+
+  /** The keys that still verify: the newest, and those replaced less than ROTATION_GRACE_MS ago. */
+  private verifying(): SigningKey[] {
+    const now = this.now();
+    return this.keys.filter((key, i) => {
+      const replaced = this.keys[i + 1]?.since;
+      return replaced === undefined || now - replaced < ROTATION_GRACE_MS;
+    });
+  }
+
+  private save(): void {
+    if (this.file === undefined) return;
+    mkdirSync(join(this.file, '..'), { recursive: true });
+    const temporary = `${this.file}.${process.pid}.tmp`;
+    const stored = { keys: this.keys.map((key) => ({ secret: key.secret.toString('base64url'), since: key.since })) };
+    writeFileSync(temporary, `${JSON.stringify(stored)}\n`, { mode: 0o600 });
+    chmodSync(temporary, 0o600);
+    renameSync(temporary, this.file);
+  }
+}
+
+function newKey(since: number): SigningKey {
+  const secret = randomBytes(32);
+  return { id: keyId(secret), secret, since };
+}
+
+function mac(secret: Buffer, body: string): string {
+  return createHmac('sha256', secret).update(body).digest('base64url');
+}

@@ -1,0 +1,103 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import test from 'ava';
+import { pino } from 'pino';
+import { assembleAgent } from '../../src/agent.js';
+import type { Identity } from '../../src/config.js';
+import { BotTokens } from '../../src/identity/bot-tokens.js';
+import { listen } from '../../src/http/listen.js';
+import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
+import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
+import { TEST_APP_CONFIG } from '../helpers/agent.js';
+import { lineSink } from '../helpers/log-sink.js';
+import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
+import { call } from '../helpers/http-client.js';
+
+// Identity by token on the real engine (docs/api.md §4, rule 8): the token the agent gives each bot it
+// creates, presented from inside real containers, and never in the agent's log.
+const fixture = new DockerFixture();
+const logLines: string[] = [];
+const drivers: ReturnType<typeof createDockerDriver>[] = [];
+const servers: Server[] = [];
+const botTokens = BotTokens.open(':memory:');
+
+async function agent(identity: Identity): Promise<{ server: Server; target: { host: string; port: number } }> {
+  const network = (await fixture.network()).name;
+  const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
+  drivers.push(driver);
+  const { app } = assembleAgent({
+    driver,
+    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000', tokens: botTokens }),
+    botTokens,
+    config: { ...TEST_APP_CONFIG, identity },
+    logger: pino(lineSink(logLines)),
+    statsSamples: 'off',
+  });
+  const server = await listen(app, '0.0.0.0', 0);
+  servers.push(server);
+  return { server, target: { host: (await fixture.network()).gateway, port: (server.address() as AddressInfo).port } };
+}
+
+test.before(() => fixture.ready());
+
+test.after.always(async () => {
+  for (const server of servers) server.close();
+  for (const driver of drivers) await driver.close();
+  await fixture.cleanup();
+});
+
+const envOf = async (id: string): Promise<Record<string, string>> =>
+  Object.fromEntries(
+    ((await fixture.docker.getContainer(id).inspect()).Config.Env ?? []).map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]),
+  );
+
+test('address+token: a created bot carries its token and acts on itself with it; its address without it, another bot with it, and a forgery are refused; no log line holds a token', async (t) => {
+  const { server, target } = await agent('address+token');
+  const id = fixture.newBotId();
+  t.teardown(() => fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined));
+  const created = await call(server, '/api/admin/bots', {
+    body: { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'telegram', token: 'telegram-secret-0123456789', command: ['sleep', '1000'] },
+  });
+  t.is(created.status, 201, created.text);
+  const token = (await envOf(id)).PLATFORM_AGENT_TOKEN ?? '';
+  t.regex(token, /^bat1\./);
+  t.false(created.text.includes(token));
+  const bot = { id, container: fixture.docker.getContainer(id) };
+
+  const own = await fixture.httpFromBot(bot, target, { method: 'GET', path: `/api/bots/${id}/stats`, headers: { authorization: `Bot ${token}` } });
+  t.is(own.status, 200, own.raw);
+  const bare = await fixture.httpFromBot(bot, target, { method: 'GET', path: `/api/bots/${id}/stats` });
+  t.is(bare.status, 403, bare.raw);
+  t.regex(String(bare.body?.msg), /send Authorization: Bot/);
+
+  // Another bot that got hold of the token, calling from its own address.
+  const thief = await fixture.runBot();
+  const stolen = await fixture.httpFromBot(thief, target, { method: 'GET', path: `/api/bots/${id}/stats`, headers: { authorization: `Bot ${token}` } });
+  t.is(stolen.status, 403, stolen.raw);
+  t.regex(String(stolen.body?.msg), /names another bot than the address/);
+  const forged = `${token.slice(0, -3)}${token.endsWith('AAA') ? 'BBB' : 'AAA'}`;
+  const forgery = await fixture.httpFromBot(bot, target, { method: 'GET', path: `/api/bots/${id}/stats`, headers: { authorization: `Bot ${forged}` } });
+  t.is(forgery.status, 403, forgery.raw);
+  t.is(forgery.body?.msg, 'forbidden: the bot token is forged');
+
+  const restarted = await fixture.httpFromBot(bot, target, { method: 'POST', path: '/api/bots/self/restart', headers: { authorization: `Bot ${token}` } });
+  t.is(restarted.status, 200, restarted.raw);
+  t.true(logLines.length > 0);
+  for (const secret of [token, forged]) t.false(logLines.some((line) => line.includes(secret)), 'a token reached the log');
+});
+
+test('token: a bot is told apart by its token through a sidecar-style hop (127.0.0.6), and is never the platform', async (t) => {
+  const { server } = await agent('token');
+  const [bot, other] = await Promise.all([fixture.runBot(), fixture.runBot()]);
+  const token = botTokens.sign(bot.id);
+  const headers = { authorization: `Bot ${token}` };
+  const hop = await call(server, `/api/bots/${bot.id}/stats`, { headers, from: '127.0.0.6' });
+  t.is(hop.status, 200, hop.text);
+  const naming = await call(server, `/api/bots/${other.id}/stats`, { headers, from: '127.0.0.6' });
+  t.is(naming.status, 403);
+  t.regex(String(naming.body?.msg), /may manage only itself/);
+  // The host itself, with a bot's token: that bot, not the platform.
+  t.is((await call(server, '/api/events', { headers })).status, 403);
+  t.is((await call(server, `/api/bots/${other.id}/stats`, { headers })).status, 403);
+  t.false(logLines.some((line) => line.includes(token)), 'a token reached the log');
+});

@@ -1,0 +1,57 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import test from 'ava';
+import { BadBotToken, BotTokens, KEYS_FILE, ROTATION_GRACE_MS } from '../../src/identity/bot-tokens.js';
+
+test('a token names its bot on every agent holding the same keys, and on no other', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'bot-tokens-'));
+  const tokens = BotTokens.open(dir);
+  const token = tokens.sign('bot_1_2_abc');
+  t.regex(token, /^bat1\.bot_1_2_abc\.\d+\.[\w-]{8}\.[\w-]{43}$/);
+  t.is(tokens.verify(token).botId, 'bot_1_2_abc');
+  t.is(BotTokens.open(dir).verify(token).botId, 'bot_1_2_abc', 'the keys outlive the agent');
+  t.is(statSync(join(dir, KEYS_FILE)).mode & 0o777, 0o600);
+  t.throws(() => BotTokens.open(mkdtempSync(join(tmpdir(), 'bot-tokens-'))).verify(token), { instanceOf: BadBotToken, message: /no longer holds/ });
+});
+
+test('a token changed in any part is forged; anything else is no token of ours', (t) => {
+  const tokens = BotTokens.open(':memory:');
+  const token = tokens.sign('bot_1_2_abc');
+  const [prefix, , issued, key, signature] = token.split('.') as [string, string, string, string, string];
+  t.throws(() => tokens.verify([prefix, 'bot_1_2_abd', issued, key, signature].join('.')), { message: 'forbidden: the bot token is forged' });
+  t.throws(() => tokens.verify([prefix, 'bot_1_2_abc', String(Number(issued) + 1), key, signature].join('.')), { message: /forged/ });
+  const flipped = `${signature.slice(0, -1)}${signature.endsWith('A') ? 'B' : 'A'}`;
+  t.throws(() => tokens.verify([prefix, 'bot_1_2_abc', issued, key, flipped].join('.')), { message: /forged/ });
+  for (const other of ['', 'Bearer x', `${token}.x`, token.replace('bat1', 'bat2'), 'bat1.bot_1_2_abc']) {
+    t.throws(() => tokens.verify(other), { instanceOf: BadBotToken, message: /not a bot token/ }, other);
+  }
+});
+
+test('rotation: a new key signs, the old one still verifies for the grace, then no more', (t) => {
+  let now = Date.parse('2026-11-26T00:00:00Z');
+  const dir = mkdtempSync(join(tmpdir(), 'bot-tokens-'));
+  const tokens = BotTokens.open(dir, () => now);
+  const old = tokens.sign('bot_1_2_abc');
+  tokens.rotate();
+  const fresh = tokens.sign('bot_1_2_abc');
+  t.not(fresh.split('.')[3], old.split('.')[3], 'the new key signs');
+  now += ROTATION_GRACE_MS - 1000;
+  t.is(BotTokens.open(dir, () => now).verify(old).botId, 'bot_1_2_abc');
+  now += 1000;
+  t.throws(() => BotTokens.open(dir, () => now).verify(old), { message: /no longer holds/ });
+  t.is(BotTokens.open(dir, () => now).verify(fresh).botId, 'bot_1_2_abc');
+});
+
+test('the rotation command adds a signing key in AGENT_DATA_DIR and says until when the old one verifies', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'bot-tokens-'));
+  const old = BotTokens.open(dir).sign('bot_1_2_abc');
+  const run = spawnSync(process.execPath, ['--import=tsx', 'src/identity/rotate-key.ts'], { env: { ...process.env, AGENT_DATA_DIR: dir }, encoding: 'utf8' });
+  t.is(run.status, 0, run.stderr);
+  t.regex(run.stdout, /tokens of the key before verify until \d{4}-/);
+  const rotated = BotTokens.open(dir);
+  t.is(rotated.verify(old).botId, 'bot_1_2_abc');
+  t.not(rotated.sign('bot_1_2_abc').split('.')[3], old.split('.')[3]);
+  t.is((JSON.parse(readFileSync(join(dir, KEYS_FILE), 'utf8')) as { keys: unknown[] }).keys.length, 2);
+});
