@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import test from 'ava';
 import { pino } from 'pino';
 import { assembleAgent } from '../../src/agent.js';
+import { BotTokens } from '../../src/identity/bot-tokens.js';
 import { listen } from '../../src/http/listen.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
@@ -44,6 +45,8 @@ test.before(async () => {
         created.push(spec.id);
       },
     },
+    // Signs bots' tokens, as every Docker agent does: the token route answers, not 501.
+    botTokens: BotTokens.open(':memory:'),
     // Budgets wide enough that the fuzzer meets the answers it came for, not only 429s.
     config: { ...TEST_APP_CONFIG, adminToken: TOKEN, rateLimit: 100_000, readRate: 100_000, restartTimeoutMs: 20_000 },
     logger: pino({ level: 'silent' }),
