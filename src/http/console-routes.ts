@@ -6,6 +6,7 @@ import type { ExitRecord } from '../history/history-store.js';
 import type { BotSummary } from '../provisioning/bot-spec.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
+import { mapLimited } from '../map-limited.js';
 import type { StatsSamples } from '../stats/stats-samples.js';
 import type { Access } from './access.js';
 import type { ConsoleAsset, ConsoleFiles } from './console-assets.js';
@@ -65,17 +66,6 @@ async function listing(provisioner: Provisioner | undefined, runtime: string): P
 
 function withoutLogs({ logs: _logs, ...exit }: ExitRecord): Omit<ExitRecord, 'logs'> {
   return exit;
-}
-
-/** Runs `work` over `items`, `limit` at a time, keeping their order. */
-async function mapLimited<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    for (let i = next++; i < items.length; i = next++) results[i] = await work(items[i]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return results;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { mapLimited } from '../map-limited.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 
 /** One reading of a bot, as the console's sparklines and charts draw it. */
@@ -130,11 +131,7 @@ export class StatsSamples {
   private async readAll(): Promise<void> {
     const cutoff = this.now() - this.keepMs;
     for (const [botId, ring] of this.rings) if (ring.newest() <= cutoff) this.rings.delete(botId);
-    const pending = this.driver.runningBots();
-    const worker = async (): Promise<void> => {
-      for (let botId = pending.pop(); botId !== undefined; botId = pending.pop()) await this.read(botId);
-    };
-    await Promise.all(Array.from({ length: Math.min(this.concurrency, pending.length) }, worker));
+    await mapLimited(this.driver.runningBots(), this.concurrency, (botId) => this.read(botId));
   }
 
   private async read(botId: string): Promise<void> {
