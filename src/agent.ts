@@ -10,7 +10,7 @@ import type { RouteEntry } from './http/create-app.js';
 import { AgentMetrics } from './http/metrics.js';
 import { BotLifecycle } from './lifecycle/bot-lifecycle.js';
 import { RateLimiter } from './lifecycle/rate-limiter.js';
-import type { BotTokens } from './identity/bot-tokens.js';
+import type { BotTokenVerifier } from './identity/bot-tokens.js';
 import type { Provisioner } from './provisioning/provisioner.js';
 import { localLocks } from './runtime/bot-locks.js';
 import type { BotLocks } from './runtime/bot-locks.js';
@@ -39,7 +39,7 @@ export interface AgentParts {
   /** Serialises lifecycle operations across agents; this agent's own queue per bot when undefined. */
   readonly locks?: BotLocks | undefined;
   /** Signs and verifies the bots' tokens (Docker); none: no token names a bot. */
-  readonly botTokens?: BotTokens | undefined;
+  readonly botTokens?: BotTokenVerifier | undefined;
   readonly config: AgentConfig;
   readonly logger: Logger;
   /** Tests shorten how long a crash-looping bot must run to recover. */

@@ -96,16 +96,7 @@ const env = object({
   AGENT_LOOPBACK_PLATFORM: string().oneOf(['on', 'off'] as const, 'AGENT_LOOPBACK_PLATFORM must be on or off').default('on'),
   AGENT_IDENTITY: string()
     .oneOf(['address', 'token', 'address+token'] as const, 'AGENT_IDENTITY must be address, token or address+token')
-    .default('address')
-    .when('AGENT_RUNTIME', {
-      is: 'kubernetes',
-      then: (identity) =>
-        identity.test(
-          'kubernetes',
-          'AGENT_IDENTITY must be address on kubernetes in this release: ServiceAccount tokens (TokenReview) are not verified yet',
-          (value) => value === 'address',
-        ),
-    }),
+    .default('address'),
   AGENT_CONNECTIONS_PER_ADDRESS: wholeNumber('AGENT_CONNECTIONS_PER_ADDRESS', 1, 65_536, 'connections').default(64),
   AGENT_BOTS_AGENT_URL: string()
     .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_BOTS_AGENT_URL must be an http:// or https:// URL')

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
@@ -87,6 +88,23 @@ export interface BotAgentClientOptions extends FindAgentOptions {
   timeoutMs?: number;
 }
 
+/**
+ * The bot's token: PLATFORM_AGENT_TOKEN (Docker), else the file PLATFORM_AGENT_TOKEN_FILE names (a
+ * Kubernetes pod's projected ServiceAccount token), read at each call since the kubelet renews it.
+ */
+function tokenOf(env: NodeJS.ProcessEnv): () => Promise<string | undefined> {
+  const token = env.PLATFORM_AGENT_TOKEN || undefined;
+  const file = env.PLATFORM_AGENT_TOKEN_FILE;
+  if (token !== undefined || !file) return async () => token;
+  return async () => {
+    try {
+      return (await readFile(file, 'utf8')).trim() || undefined;
+    } catch (err) {
+      throw new BotAgentError(`cannot read the bot's token from ${file} (PLATFORM_AGENT_TOKEN_FILE): ${(err as Error).message}`, undefined);
+    }
+  };
+}
+
 /** Calls the agent as the bot named by BOT_ID (and, for stop, start and restart, its owner USER_ID). */
 export class BotAgentClient {
   private constructor(
@@ -94,8 +112,8 @@ export class BotAgentClient {
     readonly botId: string,
     private readonly userId: string | undefined,
     private readonly timeoutMs: number,
-    /** PLATFORM_AGENT_TOKEN, sent as `Authorization: Bot <token>` where the agent names bots by token (docs/api.md §4). */
-    private readonly token: string | undefined,
+    /** The bot's token, sent as `Authorization: Bot <token>` where the agent names bots by token (docs/api.md §4). */
+    private readonly token: () => Promise<string | undefined>,
   ) {}
 
   /** A client for this bot; fails clearly when BOT_ID is not set. */
@@ -104,7 +122,7 @@ export class BotAgentClient {
     const botId = env.BOT_ID;
     if (!botId) throw new BotAgentError('BOT_ID is not set: the agent manages only the bot that names itself', undefined);
     const agentUrl = options.agentUrl ?? (await findAgent(options));
-    return new BotAgentClient(agentUrl, botId, env.USER_ID, options.timeoutMs ?? 90_000, env.PLATFORM_AGENT_TOKEN || undefined);
+    return new BotAgentClient(agentUrl, botId, env.USER_ID, options.timeoutMs ?? 90_000, tokenOf(env));
   }
 
   /** Restarts this bot; the answer comes before the restart, which then ends this process. */
@@ -251,7 +269,8 @@ export class BotAgentClient {
   }
 
   private async send(path: string, init: RequestInit): Promise<Response> {
-    const headers = this.token === undefined ? init.headers : { ...(init.headers as Record<string, string>), Authorization: `Bot ${this.token}` };
+    const token = await this.token();
+    const headers = token === undefined ? init.headers : { ...(init.headers as Record<string, string>), Authorization: `Bot ${token}` };
     try {
       return await fetch(`${this.agentUrl}${path}`, { ...init, headers });
     } catch (err) {

@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { Forbidden, messages, NotImplemented } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
-import type { BotTokens } from '../identity/bot-tokens.js';
+import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
@@ -20,7 +20,7 @@ export interface AdminRoutesDeps {
   /** False (AGENT_PROVISIONING=off): create and remove are refused; listing stays. */
   readonly provisioning: boolean;
   /** Signs the bots' tokens (Docker); none: the token route answers 501. */
-  readonly botTokens?: BotTokens | undefined;
+  readonly botTokens?: BotTokenVerifier | undefined;
 }
 
 /** Creating, listing and removing bots: the platform's alone (loopback or the admin token), never a bot's. */
@@ -73,7 +73,7 @@ export function adminRoutes({ driver, provisioner, access, audit, history, botTo
   router.post('/:bot_id/token', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
     await access.platformFor(ctx, messages.platformOnly);
-    if (!botTokens) throw new NotImplemented(`the ${driver.runtime} runtime's bots present tokens of its own (docs/api.md §4)`);
+    if (!botTokens?.sign) throw new NotImplemented(`the ${driver.runtime} runtime's bots present tokens of its own (docs/api.md §4)`);
     ctx.state.botId = botId;
     ctx.body = { ok: true, token: botTokens.sign(botId) };
   });

@@ -4,7 +4,7 @@ import { Forbidden, messages } from '../errors.js';
 import { isHostItself } from '../loopback.js';
 import type { Identity } from '../config.js';
 import { BadBotToken } from '../identity/bot-tokens.js';
-import type { BotTokens } from '../identity/bot-tokens.js';
+import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { isCrossSite } from './cross-site.js';
 import type { RequestOrigin } from './cross-site.js';
@@ -36,7 +36,7 @@ export interface PlatformPolicy {
   /** What names a bot (AGENT_IDENTITY); `address` when not said. */
   readonly identity?: Identity;
   /** Verifies the tokens bots present (`Authorization: Bot <token>`); none: no token names a bot. */
-  readonly botTokens?: BotTokens | undefined;
+  readonly botTokens?: BotTokenVerifier | undefined;
 }
 
 /** The address as the runtime reports it: IPv4-mapped IPv6 (`::ffff:10.0.0.2`) becomes plain IPv4. */
@@ -71,7 +71,7 @@ export async function identifyCaller(evidence: CallerEvidence, driver: RuntimeDr
   const identity = policy.identity ?? 'address';
   const address = evidence.address === undefined ? undefined : plainAddress(evidence.address);
   const botToken = /^Bot\s+(\S+)\s*$/i.exec(evidence.authorization ?? '')?.[1];
-  const tokenBot = identity === 'address' || botToken === undefined ? undefined : claimedBot(botToken, policy.botTokens);
+  const tokenBot = identity === 'address' || botToken === undefined ? undefined : await claimedBot(botToken, policy.botTokens);
   if (identity === 'token' && tokenBot !== undefined) return { kind: 'bot', botId: tokenBot };
   const botId = identity === 'token' || address === undefined ? undefined : await driver.botAtAddress(address);
   if (identity === 'address+token') {
@@ -92,10 +92,10 @@ export async function identifyCaller(evidence: CallerEvidence, driver: RuntimeDr
 }
 
 /** The bot a token names; Forbidden, saying why, when it names none. */
-function claimedBot(token: string, tokens: BotTokens | undefined): string {
+async function claimedBot(token: string, tokens: BotTokenVerifier | undefined): Promise<string> {
   if (!tokens) throw new Forbidden(messages.botTokensOff);
   try {
-    return tokens.verify(token).botId;
+    return await tokens.botNamed(token);
   } catch (err) {
     if (err instanceof BadBotToken) throw new Forbidden(err.message);
     throw err;

@@ -6,7 +6,7 @@ import type { BotHistory } from '../history/bot-history.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
-import type { BotTokens } from '../identity/bot-tokens.js';
+import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { StatsSamples } from '../stats/stats-samples.js';
 import { access } from './access.js';
@@ -42,7 +42,7 @@ export interface AppDeps {
   /** Every running bot's recent CPU and memory, for the console. */
   readonly samples: StatsSamples;
   /** Signs and verifies the bots' tokens (Docker); none: no token names a bot. */
-  readonly botTokens?: BotTokens | undefined;
+  readonly botTokens?: BotTokenVerifier | undefined;
   /** The built console; undefined where it was not built. */
   readonly console?: ConsoleFiles | undefined;
   readonly config: HttpConfig;

@@ -33,6 +33,17 @@ function keyId(secret: Buffer): string {
 export class BadBotToken extends Error {}
 
 /**
+ * What names the bot a presented token (`Authorization: Bot <token>`) belongs to: the agent's own
+ * signed tokens on Docker, the cluster's ServiceAccount tokens on Kubernetes.
+ */
+export interface BotTokenVerifier {
+  /** The bot the token names; rejects with BadBotToken saying why it names none. */
+  botNamed(token: string): Promise<string>;
+  /** A token for the bot, where the agent issues them itself (Docker); a cluster issues its own. */
+  sign?(botId: string): string;
+}
+
+/**
  * The tokens the agent signs for the bots it runs on Docker (docs/api.md §4,
  * rule 7): `bat1.<bot id>.<issued>.<key id>.<HMAC-SHA256>`, the HMAC over the
  * bot id and when it was signed, with a key kept in AGENT_DATA_DIR. The
@@ -40,7 +51,7 @@ export class BadBotToken extends Error {}
  * ROTATION_GRACE_MS. Verifying needs no state beyond the keys, so it is the
  * same on every agent that holds the same keys.
  */
-export class BotTokens {
+export class BotTokens implements BotTokenVerifier {
   private constructor(
     private keys: SigningKey[],
     private readonly file: string | undefined,
@@ -69,6 +80,10 @@ export class BotTokens {
     const key = this.keys.at(-1)!;
     const body = `${PREFIX}.${botId}.${Math.floor(this.now() / 1000)}`;
     return `${body}.${key.id}.${mac(key.secret, body)}`;
+  }
+
+  async botNamed(token: string): Promise<string> {
+    return this.verify(token).botId;
   }
 
   /** What the token claims, once its signature holds under a key that still verifies; BadBotToken says why not. */

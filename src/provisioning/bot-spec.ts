@@ -61,6 +61,7 @@ export const PLATFORM_VARIABLES = new Set<string>([
   'PORT',
   'PLATFORM_AGENT_URL',
   'PLATFORM_AGENT_TOKEN',
+  'PLATFORM_AGENT_TOKEN_FILE',
 ]);
 
 /** Label naming the bot's template, for listings. */

@@ -1,5 +1,6 @@
 import type { Config } from '../config.js';
 import { BotTokens } from '../identity/bot-tokens.js';
+import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { BotLocks } from './bot-locks.js';
 import { createDockerDriver } from './docker/docker-driver.js';
@@ -12,8 +13,8 @@ export interface Runtime {
   readonly provisioner: Provisioner | undefined;
   /** Locks that serialise lifecycle operations across agents, held as `holder`; undefined where the runtime has none. */
   readonly sharedLocks?: (holder: string) => BotLocks;
-  /** The tokens the agent signs for its bots (Docker; a cluster has ServiceAccount tokens of its own). */
-  readonly botTokens?: BotTokens;
+  /** What names a bot by its token: those the agent signs (Docker), or the cluster's ServiceAccount tokens. */
+  readonly botTokens?: BotTokenVerifier;
 }
 
 /**
@@ -41,12 +42,14 @@ export async function createRuntime(config: Config, report: FaultReporter): Prom
       const { createKubernetesDriver } = await import('./kubernetes/kube-driver.js');
       const { createKubernetesProvisioner } = await import('./kubernetes/kube-provisioner.js');
       const { LeaseLocks } = await import('./kubernetes/kube-leases.js');
+      const { ServiceAccountTokens } = await import('./kubernetes/kube-token-review.js');
       const kubeConfig = clusterKubeConfig();
       const namespace = botNamespace(config.namespace);
       return {
         driver: createKubernetesDriver({ kubeConfig, namespace, report }),
         provisioner: createKubernetesProvisioner({ kubeConfig, namespace, agentUrl: config.botsAgentUrl }),
         sharedLocks: (holder) => new LeaseLocks(kubeConfig, namespace, holder),
+        botTokens: new ServiceAccountTokens(kubeConfig, namespace),
       };
     }
   }

@@ -1,6 +1,9 @@
 import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connect, createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import test from 'ava';
@@ -275,4 +278,22 @@ test('with PLATFORM_AGENT_TOKEN the client and its streams present the token: an
   t.is(refused.status, 403);
   const forged = await BotAgentClient.create({ agentUrl, env: { BOT_ID: BOT, PLATFORM_AGENT_TOKEN: `${botTokens.sign(BOT).slice(0, -2)}xx` } });
   t.regex((await t.throwsAsync(forged.logs(1), { instanceOf: BotAgentError })).message, /forged/);
+});
+
+test('with PLATFORM_AGENT_TOKEN_FILE the client reads the token from that file at every call, as a kubelet renews it', async (t) => {
+  const driver = new MemoryDriver();
+  driver.add({ id: BOT, ownerId: 'user_5', logLines: ['one', 'two'] });
+  const botTokens = BotTokens.open(':memory:');
+  const server = await agentFor(t, driver, { identity: 'token', botTokens });
+  const agentUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const folder = mkdtempSync(join(tmpdir(), 'bot-token-'));
+  t.teardown(() => rmSync(folder, { recursive: true, force: true }));
+  const file = join(folder, 'token');
+  writeFileSync(file, `${botTokens.sign(BOT)}\n`);
+  const client = await BotAgentClient.create({ agentUrl, env: { BOT_ID: BOT, PLATFORM_AGENT_TOKEN_FILE: file } });
+  t.is(await client.logs(1), 'two\n');
+  writeFileSync(file, botTokens.sign('bot_1_1_other'));
+  t.is((await t.throwsAsync(client.logs(1), { instanceOf: BotAgentError })).status, 403, 'the file was read once only');
+  rmSync(file);
+  t.regex((await t.throwsAsync(client.logs(1), { instanceOf: BotAgentError })).message, /cannot read the bot's token from .+ \(PLATFORM_AGENT_TOKEN_FILE\)/);
 });

@@ -97,6 +97,27 @@ test('the admin token comes from a Secret only when one is named', async (t) => 
   });
 });
 
+test('identity.mode reaches the agent as AGENT_IDENTITY, and only a token mode lets it create TokenReviews', async (t) => {
+  const rendered = async (set: Record<string, string>) => {
+    const objects = await renderChart('bots', set);
+    const env = (byKind(objects, 'Deployment')[0] as any).spec.template.spec.containers[0].env as Array<{ name: string; value?: string }>;
+    const rules = byKind(objects, 'ClusterRole').flatMap((role) => (role as any).rules as Array<{ resources: string[]; verbs: string[] }>);
+    return { identity: env.find((e) => e.name === 'AGENT_IDENTITY')?.value, rules };
+  };
+  const reviews = { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] };
+  const byAddress = await rendered({});
+  t.is(byAddress.identity, undefined);
+  t.false(byAddress.rules.some((rule) => rule.resources.includes('tokenreviews')));
+  for (const mode of ['token', 'address+token']) {
+    const byToken = await rendered({ 'identity.mode': mode });
+    t.is(byToken.identity, mode);
+    t.deepEqual(byToken.rules.find((rule) => rule.resources.includes('tokenreviews')), reviews);
+  }
+  const reviewsOnly = await rendered({ 'identity.mode': 'token', 'rbac.readNodes': 'false' });
+  t.deepEqual(reviewsOnly.rules, [reviews], 'without node reads the ClusterRole grants the reviews alone');
+  t.deepEqual((await rendered({ 'rbac.readNodes': 'false' })).rules, [], 'no ClusterRole at all by address without node reads');
+});
+
 test('the NetworkPolicy admits only pods labelled as bots, plus the configured peers', async (t) => {
   const [policy] = byKind(await renderChart('bots', { 'networkPolicy.extraFrom[0].namespaceSelector.matchLabels.team': 'platform' }), 'NetworkPolicy');
   const from = (policy as any).spec.ingress[0].from;
@@ -111,6 +132,7 @@ test('values.schema.json refuses bad values', async (t) => {
     ['image.pullPolicy=Sometimes', /- image\.pullPolicy: image\.pullPolicy must be one of/],
     ['unknownKey=1', /Additional property unknownKey is not allowed/],
     ['replicaCount=2', /- replicaCount: Must be less than or equal to 1/],
+    ['identity.mode=bearer', /- identity\.mode: identity\.mode must be one of/],
   ] as const) {
     const error = await t.throwsAsync(helm('template', 'rel', CHART, '--set', set));
     t.regex(String((error as { stderr?: string }).stderr), refusal, set);

@@ -3,7 +3,7 @@ import type { Server } from 'node:http';
 import { pino } from 'pino';
 import { assembleAgent } from '../../src/agent.js';
 import type { AgentConfig } from '../../src/agent.js';
-import type { BotTokens } from '../../src/identity/bot-tokens.js';
+import type { BotTokenVerifier } from '../../src/identity/bot-tokens.js';
 import type { BotHistory } from '../../src/history/bot-history.js';
 import type { BotLifecycle } from '../../src/lifecycle/bot-lifecycle.js';
 import type { BotLocks } from '../../src/runtime/bot-locks.js';
@@ -39,7 +39,7 @@ export interface TestAgent {
 }
 
 /** What a test may add to the app beyond its configuration. */
-export type TestAgentOptions = Partial<AgentConfig> & { recoverAfterMs?: number; locks?: BotLocks; statsSamples?: StatsSamplesOptions | 'off'; botTokens?: BotTokens };
+export type TestAgentOptions = Partial<AgentConfig> & { recoverAfterMs?: number; locks?: BotLocks; statsSamples?: StatsSamplesOptions | 'off'; botTokens?: BotTokenVerifier };
 
 /** Starts the agent's app over `driver`; `host` 0.0.0.0 lets containers reach it. */
 export async function startAgent(

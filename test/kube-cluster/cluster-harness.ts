@@ -107,15 +107,15 @@ function newest(pods: V1Pod[]): V1Pod | undefined {
 /**
  * The real cluster of `npm run kube:up`: bots are Deployments of the busybox
  * test image in a namespace of this run's own, the agent runs in the test on
- * the real driver with the chart's RBAC, and a bot calls it from inside its
+ * the real driver with the chart's RBAC (rendered with `chartValues`), and a bot calls it from inside its
  * pod (exec, busybox nc to 10.88.0.1), so that its pod IP is who it is.
  */
-export async function clusterHarness(): Promise<{ harness: RuntimeHarness; namespace: string; agentConfig: KubeConfig }> {
+export async function clusterHarness(chartValues: Record<string, string> = {}): Promise<{ harness: RuntimeHarness; namespace: string; agentConfig: KubeConfig }> {
   const admin = adminKubeConfig();
   const runId = randomBytes(3).toString('hex');
   const namespace = `bots-${runId}`;
   await run('bash', ['scripts/kube/images.sh', TEST_IMAGE]);
-  const agentConfig = await agentKubeConfig(admin, namespace);
+  const agentConfig = await agentKubeConfig(admin, namespace, chartValues);
   const apps = admin.makeApiClient(AppsV1Api);
   const core = admin.makeApiClient(CoreV1Api);
   const agents: TestAgent[] = [];

@@ -27,11 +27,12 @@ test('defaults follow docs/api.md §5', (t) => {
   });
 });
 
-test('identity: by address unless told; by token, or both, on Docker; only by address on Kubernetes for now', (t) => {
+test('identity: by address unless told; by token, or both, on either runtime; nothing else', (t) => {
   t.is(loadConfig({ AGENT_IDENTITY: 'token' }).identity, 'token');
   t.is(loadConfig({ AGENT_IDENTITY: 'address+token' }).identity, 'address+token');
   t.is(loadConfig({ AGENT_RUNTIME: 'kubernetes' }).identity, 'address');
-  t.throws(() => loadConfig({ AGENT_RUNTIME: 'kubernetes', AGENT_IDENTITY: 'token' }), { instanceOf: ConfigError, message: /^AGENT_IDENTITY must be address on kubernetes/ });
+  t.is(loadConfig({ AGENT_RUNTIME: 'kubernetes', AGENT_IDENTITY: 'address+token' }).identity, 'address+token');
+  t.throws(() => loadConfig({ AGENT_IDENTITY: 'bearer' }), { instanceOf: ConfigError, message: /^AGENT_IDENTITY must be address, token or address\+token/ });
 });
 
 test('trusted hosts are a comma-separated list, read in lower case; provisioning can be turned off', (t) => {

@@ -8,6 +8,7 @@ import type { Provisioner } from '../../provisioning/provisioner.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
+import { TOKEN_AUDIENCE, TOKEN_MOUNT, TOKEN_PATH } from './kube-token-review.js';
 
 export interface KubernetesProvisionerOptions {
   readonly kubeConfig: KubeConfig;
@@ -135,12 +136,21 @@ class KubernetesProvisioner implements Provisioner {
               runAsGroup: BOT_KUBE_USER,
               seccompProfile: { type: 'RuntimeDefault' },
             },
+            // The bot's name for the agent (docs/api.md §4, rule 8): a token for the audience bot-agent
+            // bound to this pod, which the kubelet renews; not the namespace's ServiceAccount token.
+            volumes: [
+              {
+                name: 'bot-agent-token',
+                projected: { sources: [{ serviceAccountToken: { audience: TOKEN_AUDIENCE, expirationSeconds: 3600, path: 'token' } }] },
+              },
+            ],
             containers: [
               {
                 name: 'bot',
                 image: spec.image,
                 command: spec.command ? [...spec.command] : undefined,
-                env: [...plain, ...secret],
+                env: [...plain, ...secret, { name: 'PLATFORM_AGENT_TOKEN_FILE', value: TOKEN_PATH }],
+                volumeMounts: [{ name: 'bot-agent-token', mountPath: TOKEN_MOUNT, readOnly: true }],
                 resources: botResources(spec),
                 securityContext: { allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] } },
               },

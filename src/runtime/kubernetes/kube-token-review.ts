@@ -1,0 +1,170 @@
+import { createHash } from 'node:crypto';
+import { AuthenticationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import { LRUCache } from 'lru-cache';
+import { TooManyRequests } from '../../errors.js';
+import { BadBotToken } from '../../identity/bot-tokens.js';
+import type { BotTokenVerifier } from '../../identity/bot-tokens.js';
+import { BOT_ID_PATTERN, BOT_LABEL } from '../labels.js';
+import { translateKubeError } from './kube-errors.js';
+import { withDeadline } from './kube-deadline.js';
+
+/** The audience a bot's projected ServiceAccount token must be minted for. */
+export const TOKEN_AUDIENCE = 'bot-agent';
+/** Where provisioned bots find their projected token (PLATFORM_AGENT_TOKEN_FILE). */
+export const TOKEN_MOUNT = '/var/run/secrets/bot-agent';
+export const TOKEN_PATH = `${TOKEN_MOUNT}/token`;
+
+/** A verdict is used until this long before the token's expiry... */
+const BEFORE_EXPIRY_MS = 30_000;
+/** ...and never longer than this, so that a deleted or relabelled pod's token stops naming its bot soon after. */
+const MAX_VERDICT_MS = 5 * 60_000;
+/** A refusal the cluster gave is kept this long: a bot repeating a bad token asks the API server once. */
+const REFUSAL_MS = 30_000;
+/** TokenReviews in flight at once, and waiting for a place, before a further new token is 429. */
+const REVIEWS_AT_ONCE = 8;
+const REVIEWS_WAITING = 64;
+
+type Verdict = { readonly botId: string } | { readonly refusal: string };
+
+/** The claims of a ServiceAccount token the agent reads before asking the cluster (the cluster alone vouches for them). */
+interface TokenClaims {
+  readonly aud?: string | string[];
+  readonly exp?: number;
+}
+
+/**
+ * Names bots by the projected ServiceAccount tokens their pods present (docs/api.md §4, rule 8):
+ * the cluster verifies each token through a TokenReview for the audience `bot-agent`, and the token's
+ * pod claim must name a pod of the agent's namespace that carries the bot label, as for addresses.
+ * A verdict is kept until shortly before the token expires (at most 5 minutes), a refusal 30 s;
+ * only the token's digest is kept.
+ */
+export class ServiceAccountTokens implements BotTokenVerifier {
+  private readonly authentication: AuthenticationV1Api;
+  private readonly core: CoreV1Api;
+  private readonly verdicts: LRUCache<string, Verdict>;
+  private readonly reviewing = new Map<string, Promise<Verdict>>();
+  private active = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(
+    kubeConfig: KubeConfig,
+    private readonly namespace: string,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.authentication = kubeConfig.makeApiClient(AuthenticationV1Api);
+    this.core = kubeConfig.makeApiClient(CoreV1Api);
+    this.verdicts = new LRUCache({ max: 10_000, ttl: REFUSAL_MS, ttlResolution: 0, perf: { now } });
+  }
+
+  async botNamed(token: string): Promise<string> {
+    const claims = readClaims(token);
+    // Refused here without asking the cluster: they only ever refuse, so a forged claim gains nothing.
+    if (!audiencesOf(claims).includes(TOKEN_AUDIENCE)) {
+      throw new BadBotToken(`forbidden: the token is not for the audience ${TOKEN_AUDIENCE}`);
+    }
+    const expiresMs = (claims.exp ?? 0) * 1000;
+    if (expiresMs <= this.now()) throw new BadBotToken('forbidden: the token has expired');
+    const key = createHash('sha256').update(token).digest('base64url');
+    let verdict = this.verdicts.get(key);
+    if (!verdict) {
+      let pending = this.reviewing.get(key);
+      if (!pending) {
+        pending = this.review(token, key, expiresMs).finally(() => this.reviewing.delete(key));
+        this.reviewing.set(key, pending);
+      }
+      verdict = await pending;
+    }
+    if ('refusal' in verdict) throw new BadBotToken(verdict.refusal);
+    return verdict.botId;
+  }
+
+  private async review(token: string, key: string, expiresMs: number): Promise<Verdict> {
+    await this.place();
+    try {
+      const verdict = await this.judge(token);
+      const ttl = 'botId' in verdict ? Math.min(expiresMs - BEFORE_EXPIRY_MS - this.now(), MAX_VERDICT_MS) : REFUSAL_MS;
+      if (ttl > 0) this.verdicts.set(key, verdict, { ttl });
+      return verdict;
+    } finally {
+      this.active -= 1;
+      this.waiting.shift()?.();
+    }
+  }
+
+  /** A place among the reviews in flight; TooManyRequests when too many already wait. */
+  private async place(): Promise<void> {
+    if (this.active < REVIEWS_AT_ONCE) {
+      this.active += 1;
+      return;
+    }
+    if (this.waiting.length >= REVIEWS_WAITING) {
+      throw new TooManyRequests('too many new tokens to verify at once: try again in a second', 1);
+    }
+    await new Promise<void>((resolve) => this.waiting.push(resolve));
+    this.active += 1;
+  }
+
+  /** The cluster's verdict on the token, then the bot its pod claim names. */
+  private async judge(token: string): Promise<Verdict> {
+    let review;
+    try {
+      review = await this.authentication.createTokenReview(
+        { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: [TOKEN_AUDIENCE] } } },
+        withDeadline(),
+      );
+    } catch (err) {
+      throw translateKubeError(err, undefined);
+    }
+    const status = review.status;
+    if (!status?.authenticated) {
+      return { refusal: `forbidden: the cluster does not accept the token${status?.error ? ` (${cleanReason(status.error)})` : ''}` };
+    }
+    if (!(status.audiences ?? []).includes(TOKEN_AUDIENCE)) return { refusal: `forbidden: the token is not for the audience ${TOKEN_AUDIENCE}` };
+    const account = /^system:serviceaccount:([^:]+):/.exec(status.user?.username ?? '');
+    if (!account) return { refusal: 'forbidden: the token is not a ServiceAccount token' };
+    if (account[1] !== this.namespace) return { refusal: `forbidden: the token is of another namespace than the bots' (${this.namespace})` };
+    const podName = status.user?.extra?.['authentication.kubernetes.io/pod-name']?.[0];
+    const podUid = status.user?.extra?.['authentication.kubernetes.io/pod-uid']?.[0];
+    if (!podName) return { refusal: 'forbidden: the token names no pod: mount it with a projected volume (README, "Identity")' };
+    let pod: V1Pod | undefined;
+    try {
+      // A list by name, not a get: the agent's Role lists and watches pods, and needs no more.
+      const pods = await this.core.listNamespacedPod({ namespace: this.namespace, fieldSelector: `metadata.name=${podName}` }, withDeadline());
+      pod = pods.items[0];
+    } catch (err) {
+      throw translateKubeError(err, undefined);
+    }
+    if (!pod) return { refusal: 'forbidden: the token names a pod that is gone' };
+    if (podUid !== undefined && pod.metadata?.uid !== podUid) return { refusal: 'forbidden: the token names a pod that is gone' };
+    const botId = pod.metadata?.labels?.[BOT_LABEL];
+    if (botId === undefined || !BOT_ID_PATTERN.test(botId)) return { refusal: 'forbidden: the token names a pod that is no bot' };
+    if (pod.metadata?.deletionTimestamp) return { refusal: 'forbidden: the token names a pod that is being deleted' };
+    return { botId };
+  }
+}
+
+/** The token's claims, unverified; BadBotToken when it is no JWT. */
+function readClaims(token: string): TokenClaims {
+  const parts = token.split('.');
+  if (parts.length !== 3 || parts[1] === '') throw new BadBotToken('forbidden: not a ServiceAccount token (a JWT)');
+  try {
+    const claims = JSON.parse(Buffer.from(parts[1] ?? '', 'base64url').toString('utf8')) as unknown;
+    if (typeof claims === 'object' && claims !== null && !Array.isArray(claims)) return claims as TokenClaims;
+  } catch {
+    // Said below.
+  }
+  throw new BadBotToken('forbidden: not a ServiceAccount token (a JWT)');
+}
+
+function audiencesOf(claims: TokenClaims): string[] {
+  const { aud } = claims;
+  if (typeof aud === 'string') return [aud];
+  return Array.isArray(aud) ? aud.filter((value): value is string => typeof value === 'string') : [];
+}
+
+/** The API server's reason, short and on one line. */
+function cleanReason(reason: string): string {
+  return reason.replace(/\s+/g, ' ').slice(0, 200);
+}
