@@ -1,0 +1,232 @@
+"""What the synchronous and the asyncio clients share: the environment, the token, errors, types, and
+the reading of event streams (Server-Sent Events)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Tuple, TypedDict, Union, cast
+
+#: The agent sends ``: ping`` at least every 15 s: this long without a byte means the connection is gone.
+STREAM_SILENCE_S = 45.0
+#: Reconnection delays of an event stream: from 1 s, doubling, to at most 30 s.
+RECONNECT_FIRST_S = 1.0
+RECONNECT_MAX_S = 30.0
+#: How long one call may take unless told: a restart waits for the bot.
+DEFAULT_TIMEOUT_S = 90.0
+#: Where the agent is looked for first, and how long the look may take.
+DEFAULT_PROBE = ("agent", 8000)
+PROBE_TIMEOUT_S = 1.0
+
+
+class BotAgentError(Exception):
+    """A failed call: the agent's ``msg`` and the HTTP ``status``, or no status when the agent could not be reached."""
+
+    def __init__(self, msg: str, status: Optional[int] = None) -> None:
+        super().__init__(msg if status is None else f"{status}: {msg}")
+        self.msg = msg
+        self.status = status
+
+
+class BotStats(TypedDict):
+    """The bot's resource use (``GET /api/bots/{id}/stats``)."""
+
+    cpu_percent: float
+    memory_usage: str
+    memory_percent: float
+    uptime: str
+
+
+class ExitRecord(TypedDict):
+    """How one run of the bot ended."""
+
+    at: str
+    exit_code: Optional[int]
+    signal: Optional[str]
+    oom_killed: bool
+    requested: bool
+    started_at: Optional[str]
+    logs: str
+
+
+class BotStatus(TypedDict):
+    """What the agent knows of the bot now."""
+
+    bot_id: str
+    user_id: Optional[str]
+    state: Literal["running", "stopped", "exited", "crash-looping"]
+    started_at: Optional[str]
+    uptime: Optional[str]
+    crashes_last_hour: int
+    last_exit: Optional[ExitRecord]
+
+
+class LogLine(TypedDict):
+    """One line the bot wrote, as live logs send it."""
+
+    type: Literal["log"]
+    line: str
+    stream: Literal["stdout", "stderr"]
+    at: str
+
+
+#: One event: ``id``, ``type`` (started, exited, crash-looping, recovered, operation), ``bot_id``, ``at`` and
+#: what the type adds (``exit`` for exited; ``operation``, ``result`` and ``by`` for operation).
+BotEvent = Dict[str, Any]
+
+
+@dataclass
+class Settings:
+    """What a client is made of, read from the bot's environment."""
+
+    bot_id: str
+    user_id: Optional[str]
+    token: Optional[str]
+    token_file: Optional[str]
+    probe: Tuple[str, int]
+    agent_url: Optional[str]
+
+
+def settings_from(env: Optional[Mapping[str, str]] = None) -> Settings:
+    """BOT_ID (required), USER_ID, the token, where to probe and PLATFORM_AGENT_URL, from ``env`` (``os.environ`` unless given)."""
+    env = os.environ if env is None else env
+    bot_id = env.get("BOT_ID", "")
+    if not bot_id:
+        raise BotAgentError("BOT_ID is not set: the agent manages only the bot that names itself")
+    probe = DEFAULT_PROBE
+    given = env.get("BOT_AGENT_PROBE", "")
+    host, _, port = given.rpartition(":")
+    if host and port.isdigit():
+        probe = (host, int(port))
+    return Settings(
+        bot_id=bot_id,
+        user_id=env.get("USER_ID") or None,
+        token=env.get("PLATFORM_AGENT_TOKEN") or None,
+        token_file=env.get("PLATFORM_AGENT_TOKEN_FILE") or None,
+        probe=probe,
+        agent_url=(env.get("PLATFORM_AGENT_URL") or "").rstrip("/") or None,
+    )
+
+
+def read_token(settings: Settings) -> Optional[str]:
+    """PLATFORM_AGENT_TOKEN (Docker), else the file PLATFORM_AGENT_TOKEN_FILE names (a pod's projected
+    ServiceAccount token), read at each call since the kubelet renews it."""
+    if settings.token is not None or settings.token_file is None:
+        return settings.token
+    try:
+        with open(settings.token_file, encoding="utf-8") as file:
+            return file.read().strip() or None
+    except OSError as err:
+        raise BotAgentError(f"cannot read the bot's token from {settings.token_file} (PLATFORM_AGENT_TOKEN_FILE): {err.strerror}") from None
+
+
+def headers_for(settings: Settings, extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    headers = {"Accept": "application/json"}
+    headers.update(extra or {})
+    token = read_token(settings)
+    if token is not None:
+        headers["Authorization"] = f"Bot {token}"
+    return headers
+
+
+def unreachable(url: str, reason: object) -> BotAgentError:
+    return BotAgentError(
+        f"cannot reach the agent at {url} ({reason}): check that the agent is running, the address used, "
+        "and that this container is on the agent's network"
+    )
+
+
+def without_probe(settings: Settings, external_url: Optional[str]) -> str:
+    """Where the agent is when the probe found none: PLATFORM_AGENT_URL, else ``external_url``."""
+    if settings.agent_url:
+        return settings.agent_url
+    if external_url:
+        return external_url.rstrip("/")
+    host, port = settings.probe
+    raise BotAgentError(f"no agent at {host}:{port}, and neither PLATFORM_AGENT_URL nor an external address is set")
+
+
+def envelope(status: int, body: bytes) -> Dict[str, Any]:
+    """The answer's envelope when it says ok; else BotAgentError with its ``msg`` and status."""
+    try:
+        answer = json.loads(body.decode("utf-8")) if body else {}
+    except ValueError:
+        answer = {}
+    if not isinstance(answer, dict):
+        answer = {}
+    if status >= 400 or answer.get("ok") is not True:
+        raise BotAgentError(str(answer.get("msg") or f"HTTP {status}"), status)
+    return answer
+
+
+def owned(settings: Settings) -> Dict[str, str]:
+    if not settings.user_id:
+        raise BotAgentError("USER_ID is not set: stop, start and restart name the owner")
+    return {"bot_id": settings.bot_id, "user_id": settings.user_id}
+
+
+def bot_path(settings: Settings) -> str:
+    from urllib.parse import quote
+
+    return f"/api/bots/{quote(settings.bot_id, safe='')}"
+
+
+@dataclass
+class Message:
+    """One message of an event stream."""
+
+    event: str = "message"
+    data: str = ""
+    id: Optional[str] = None
+
+
+class EventParser:
+    """Reads an event stream line by line (the WHATWG rules: ``event``, ``data``, ``id``; comments ignored)."""
+
+    def __init__(self) -> None:
+        self._event = ""
+        self._data: List[str] = []
+        self._id: Optional[str] = None
+
+    def feed(self, line: str) -> Optional[Message]:
+        """The message a blank line completes, else None."""
+        line = line.rstrip("\r\n")
+        if line == "":
+            if not self._data:
+                self._event = ""
+                return None
+            message = Message(self._event or "message", "\n".join(self._data), self._id)
+            self._event, self._data = "", []
+            return message
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "event":
+            self._event = value
+        elif name == "data":
+            self._data.append(value)
+        elif name == "id" and "\0" not in value:
+            self._id = value
+        return None
+
+
+def messages(lines: Iterable[str]) -> Iterator[Message]:
+    parser = EventParser()
+    for line in lines:
+        message = parser.feed(line)
+        if message is not None:
+            yield message
+
+
+def log_item(message: Message) -> Union[LogLine, BotEvent]:
+    """A live-logs message: a line the bot wrote, or an event (``exited``) between runs."""
+    data = json.loads(message.data)
+    if message.event == "log":
+        return cast(LogLine, {"type": "log", **data})
+    return cast(BotEvent, data)
+
+
+def next_delay(delay: float) -> float:
+    return min(delay * 2, RECONNECT_MAX_S)

@@ -1,0 +1,175 @@
+"""The asyncio client, on httpx (``pip install bot-agent-client[async]``): the same calls as
+:class:`bot_agent.BotAgentClient`, awaited, for bots on discord.py, aiogram or python-telegram-bot."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Union, cast
+
+import httpx
+
+from ._common import (
+    DEFAULT_TIMEOUT_S,
+    PROBE_TIMEOUT_S,
+    RECONNECT_FIRST_S,
+    STREAM_SILENCE_S,
+    BotAgentError,
+    BotEvent,
+    BotStats,
+    BotStatus,
+    EventParser,
+    ExitRecord,
+    LogLine,
+    Message,
+    Settings,
+    bot_path,
+    envelope,
+    headers_for,
+    log_item,
+    next_delay,
+    owned,
+    settings_from,
+    unreachable,
+    without_probe,
+)
+
+
+async def _find(settings: Settings, external_url: Optional[str], probe_timeout: float) -> str:
+    host, port = settings.probe
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), probe_timeout)
+        writer.close()
+        return f"http://{host}:{port}"
+    except (OSError, asyncio.TimeoutError):
+        pass
+    return without_probe(settings, external_url)
+
+
+class AsyncBotAgentClient:
+    """Calls the agent as the bot named by BOT_ID, with asyncio; close it with ``await client.aclose()``
+    or use it as ``async with``.
+
+    >>> async with await AsyncBotAgentClient.from_env() as agent:
+    ...     print((await agent.stats())["memory_usage"])
+    """
+
+    def __init__(self, agent_url: str, settings: Settings, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        self.agent_url = agent_url.rstrip("/")
+        self.bot_id = settings.bot_id
+        self._settings = settings
+        self._http = httpx.AsyncClient(base_url=self.agent_url, timeout=httpx.Timeout(timeout))
+
+    @classmethod
+    async def from_env(
+        cls,
+        env: Optional[Mapping[str, str]] = None,
+        agent_url: Optional[str] = None,
+        external_url: Optional[str] = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> "AsyncBotAgentClient":
+        """A client for this bot, from its environment (``os.environ`` unless given); the agent found as
+        :func:`bot_agent.find_agent` finds it unless ``agent_url`` is given."""
+        settings = settings_from(env)
+        return cls(agent_url or await _find(settings, external_url, PROBE_TIMEOUT_S), settings, timeout)
+
+    async def __aenter__(self) -> "AsyncBotAgentClient":
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def self_restart(self) -> str:
+        """Restarts this bot; the answer comes before the restart, which then ends this process."""
+        return str((await self._call("POST", "/api/bots/self/restart", headers={"X-Bot-ID": self.bot_id}))["message"])
+
+    async def restart(self) -> str:
+        """Restarts this bot (as its owner USER_ID)."""
+        return str((await self._call("POST", "/api/bots/restart", owned(self._settings)))["message"])
+
+    async def stop(self) -> str:
+        """Stops this bot (as its owner USER_ID)."""
+        return str((await self._call("POST", "/api/bots/stop", owned(self._settings)))["message"])
+
+    async def start(self) -> str:
+        """Starts this bot (as its owner USER_ID)."""
+        return str((await self._call("POST", "/api/bots/start", owned(self._settings)))["message"])
+
+    async def logs(self, lines: Optional[int] = None) -> str:
+        """The last ``lines`` lines of this bot's output (100 unless given)."""
+        body: Dict[str, Any] = {"bot_id": self.bot_id}
+        if lines is not None:
+            body["lines"] = lines
+        return str((await self._call("POST", "/api/bots/logs", body))["logs"])
+
+    async def stats(self) -> BotStats:
+        """CPU and memory in use, and the uptime."""
+        return cast(BotStats, (await self._call("GET", f"{bot_path(self._settings)}/stats"))["stats"])
+
+    async def status(self) -> BotStatus:
+        """The bot's state, uptime, crashes in the last hour and its last exit."""
+        return cast(BotStatus, (await self._call("GET", bot_path(self._settings)))["bot"])
+
+    async def exits(self, limit: Optional[int] = None) -> List[ExitRecord]:
+        """The bot's exit records, newest first (at most ``limit``, 1 to 50; 20 unless given)."""
+        query = "" if limit is None else f"?limit={int(limit)}"
+        return cast(List[ExitRecord], (await self._call("GET", f"{bot_path(self._settings)}/exits{query}"))["exits"])
+
+    async def follow_logs(self, lines: Optional[int] = None) -> AsyncIterator[Union[LogLine, BotEvent]]:
+        """The last ``lines`` lines, then each new one as the bot writes it, with an ``exited`` event where a
+        run ends, across restarts. Ends when the agent closes the stream."""
+        query = "" if lines is None else f"&lines={int(lines)}"
+        async for message in self._stream(f"{bot_path(self._settings)}/logs?follow=true{query}", {}):
+            yield log_item(message)
+
+    async def events(self, after: Optional[str] = None) -> AsyncIterator[BotEvent]:
+        """The bot's events as they happen; with ``after``, first every kept event after it. A lost
+        connection is opened again, resuming after the last event received (``Last-Event-ID``)."""
+        delay = RECONNECT_FIRST_S
+        opened: List[bool] = []
+        while True:
+            try:
+                headers = {} if after is None else {"Last-Event-ID": after}
+                async for message in self._stream(f"{bot_path(self._settings)}/events", headers, lambda: opened.append(True)):
+                    delay = RECONNECT_FIRST_S
+                    after = message.id or after
+                    yield cast(BotEvent, json.loads(message.data))
+            except BotAgentError as err:
+                if not opened or (err.status is not None and err.status < 500):
+                    raise
+            await asyncio.sleep(delay)
+            delay = next_delay(delay)
+
+    async def _call(self, method: str, path: str, body: Optional[Mapping[str, Any]] = None, headers: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+        extra = dict(headers or {})
+        content = None if body is None else json.dumps(body).encode("utf-8")
+        if content is not None:
+            extra["Content-Type"] = "application/json"
+        try:
+            reply = await self._http.request(method, path, content=content, headers=headers_for(self._settings, extra))
+        except httpx.HTTPError as err:
+            raise unreachable(self.agent_url, err) from None
+        return envelope(reply.status_code, reply.content)
+
+    async def _stream(self, path: str, headers: Mapping[str, str], on_open: Callable[[], None] = lambda: None) -> AsyncIterator[Message]:
+        request_headers = headers_for(self._settings, {**headers, "Accept": "text/event-stream"})
+        # The read time-out bounds the silence between bytes: the agent's pings come at least every 15 s.
+        timeout = httpx.Timeout(self._http.timeout.connect, read=STREAM_SILENCE_S)
+        try:
+            async with self._http.stream("GET", path, headers=request_headers, timeout=timeout) as reply:
+                if not reply.headers.get("content-type", "").startswith("text/event-stream"):
+                    envelope(reply.status_code, await reply.aread())
+                    raise BotAgentError("the agent answered no event stream", reply.status_code)
+                on_open()
+                parser = EventParser()
+                async for line in reply.aiter_lines():
+                    message = parser.feed(line)
+                    if message is not None:
+                        yield message
+        except httpx.ConnectError as err:
+            raise unreachable(self.agent_url, err) from None
+        except httpx.HTTPError as err:
+            raise BotAgentError(f"the agent's stream at {self.agent_url} broke off ({err!r})") from None

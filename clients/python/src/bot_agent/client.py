@@ -1,0 +1,182 @@
+"""The synchronous client: the standard library only (urllib)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Union, cast
+
+from ._common import (
+    DEFAULT_TIMEOUT_S,
+    PROBE_TIMEOUT_S,
+    RECONNECT_FIRST_S,
+    STREAM_SILENCE_S,
+    BotAgentError,
+    BotEvent,
+    BotStats,
+    BotStatus,
+    ExitRecord,
+    LogLine,
+    Message,
+    Settings,
+    bot_path,
+    envelope,
+    headers_for,
+    log_item,
+    messages,
+    next_delay,
+    owned,
+    settings_from,
+    unreachable,
+    without_probe,
+)
+
+
+def find_agent(env: Optional[Mapping[str, str]] = None, external_url: Optional[str] = None, probe_timeout: float = PROBE_TIMEOUT_S) -> str:
+    """The agent's address: the internal one (``agent:8000``, or BOT_AGENT_PROBE) when a TCP connection to it
+    opens within ``probe_timeout`` seconds, else PLATFORM_AGENT_URL, else ``external_url``."""
+    settings = settings_from({"BOT_ID": "-", **(env if env is not None else os.environ)})
+    return _find(settings, external_url, probe_timeout)
+
+
+def _find(settings: Settings, external_url: Optional[str], probe_timeout: float) -> str:
+    host, port = settings.probe
+    try:
+        with socket.create_connection((host, port), timeout=probe_timeout):
+            return f"http://{host}:{port}"
+    except OSError:
+        pass
+    return without_probe(settings, external_url)
+
+
+class BotAgentClient:
+    """Calls the agent as the bot named by BOT_ID (and, for stop, start and restart, its owner USER_ID).
+
+    The bot's token, where the agent names bots by token, is sent as ``Authorization: Bot <token>``:
+    PLATFORM_AGENT_TOKEN, or the file PLATFORM_AGENT_TOKEN_FILE names, read at each call.
+
+    >>> client = BotAgentClient.from_env()
+    >>> client.status()["state"]
+    'running'
+    """
+
+    def __init__(self, agent_url: str, settings: Settings, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        self.agent_url = agent_url.rstrip("/")
+        self.bot_id = settings.bot_id
+        self._settings = settings
+        self._timeout = timeout
+
+    @classmethod
+    def from_env(
+        cls,
+        env: Optional[Mapping[str, str]] = None,
+        agent_url: Optional[str] = None,
+        external_url: Optional[str] = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> "BotAgentClient":
+        """A client for this bot, from its environment (``os.environ`` unless given); the agent is found
+        with :func:`find_agent` unless ``agent_url`` is given. Raises BotAgentError when BOT_ID is not set."""
+        settings = settings_from(env)
+        return cls(agent_url or _find(settings, external_url, PROBE_TIMEOUT_S), settings, timeout)
+
+    def self_restart(self) -> str:
+        """Restarts this bot; the answer comes before the restart, which then ends this process."""
+        return str(self._call("POST", "/api/bots/self/restart", headers={"X-Bot-ID": self.bot_id})["message"])
+
+    def restart(self) -> str:
+        """Restarts this bot (as its owner USER_ID); from inside the bot, answered before it happens."""
+        return str(self._call("POST", "/api/bots/restart", owned(self._settings))["message"])
+
+    def stop(self) -> str:
+        """Stops this bot (as its owner USER_ID)."""
+        return str(self._call("POST", "/api/bots/stop", owned(self._settings))["message"])
+
+    def start(self) -> str:
+        """Starts this bot (as its owner USER_ID); a running bot answers that it already runs."""
+        return str(self._call("POST", "/api/bots/start", owned(self._settings))["message"])
+
+    def logs(self, lines: Optional[int] = None) -> str:
+        """The last ``lines`` lines of this bot's output (100 unless given)."""
+        body: Dict[str, Any] = {"bot_id": self.bot_id}
+        if lines is not None:
+            body["lines"] = lines
+        return str(self._call("POST", "/api/bots/logs", body)["logs"])
+
+    def stats(self) -> BotStats:
+        """CPU and memory in use, and the uptime."""
+        return cast(BotStats, self._call("GET", f"{bot_path(self._settings)}/stats")["stats"])
+
+    def status(self) -> BotStatus:
+        """The bot's state, uptime, crashes in the last hour and its last exit."""
+        return cast(BotStatus, self._call("GET", bot_path(self._settings))["bot"])
+
+    def exits(self, limit: Optional[int] = None) -> List[ExitRecord]:
+        """The bot's exit records, newest first (at most ``limit``, 1 to 50; 20 unless given)."""
+        query = "" if limit is None else f"?limit={int(limit)}"
+        return cast(List[ExitRecord], self._call("GET", f"{bot_path(self._settings)}/exits{query}")["exits"])
+
+    def follow_logs(self, lines: Optional[int] = None) -> Iterator[Union[LogLine, BotEvent]]:
+        """The last ``lines`` lines (100 unless given), then each new one as the bot writes it, with an
+        ``exited`` event where a run ends, across restarts. Ends when the agent closes the stream."""
+        query = "" if lines is None else f"&lines={int(lines)}"
+        for message in self._stream(f"{bot_path(self._settings)}/logs?follow=true{query}", {}):
+            yield log_item(message)
+
+    def events(self, after: Optional[str] = None) -> Iterator[BotEvent]:
+        """The bot's events as they happen; with ``after`` (an event's id), first every kept event after it.
+        A lost connection is opened again, resuming after the last event received (``Last-Event-ID``),
+        so none is missed. Refusals, and failures before the stream ever opened, raise BotAgentError."""
+        delay = RECONNECT_FIRST_S
+        opened: List[bool] = []
+        while True:
+            try:
+                headers = {} if after is None else {"Last-Event-ID": after}
+                for message in self._stream(f"{bot_path(self._settings)}/events", headers, lambda: opened.append(True)):
+                    delay = RECONNECT_FIRST_S
+                    after = message.id or after
+                    yield cast(BotEvent, json.loads(message.data))
+            except BotAgentError as err:
+                if not opened or (err.status is not None and err.status < 500):
+                    raise
+            time.sleep(delay)
+            delay = next_delay(delay)
+
+    def _call(self, method: str, path: str, body: Optional[Mapping[str, Any]] = None, headers: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        extra = dict(headers or {})
+        if data is not None:
+            extra["Content-Type"] = "application/json"
+        request = urllib.request.Request(f"{self.agent_url}{path}", data=data, method=method, headers=headers_for(self._settings, extra))
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout) as reply:
+                return envelope(reply.status, reply.read())
+        except urllib.error.HTTPError as err:
+            return envelope(err.code, err.read())
+        except (urllib.error.URLError, OSError) as err:
+            raise unreachable(self.agent_url, getattr(err, "reason", err)) from None
+
+    def _stream(self, path: str, headers: Mapping[str, str], on_open: Callable[[], None] = lambda: None) -> Iterator[Message]:
+        request = urllib.request.Request(
+            f"{self.agent_url}{path}", headers=headers_for(self._settings, {**headers, "Accept": "text/event-stream"})
+        )
+        try:
+            # The time-out bounds each read: the agent's pings come at least every 15 s.
+            reply = urllib.request.urlopen(request, timeout=STREAM_SILENCE_S)
+        except urllib.error.HTTPError as err:
+            envelope(err.code, err.read())
+            raise BotAgentError(f"HTTP {err.code}", err.code) from None
+        except (urllib.error.URLError, OSError) as err:
+            raise unreachable(self.agent_url, getattr(err, "reason", err)) from None
+        with reply:
+            if not str(reply.headers.get("Content-Type", "")).startswith("text/event-stream"):
+                envelope(reply.status, reply.read())
+                raise BotAgentError("the agent answered no event stream", reply.status)
+            on_open()
+            try:
+                yield from messages(line.decode("utf-8") for line in reply)
+            except (OSError, ValueError) as err:
+                raise BotAgentError(f"the agent's stream at {self.agent_url} broke off ({err})") from None

@@ -1,0 +1,87 @@
+"""The client against the real agent, from inside a real bot (docs/api.md): the bot reads its status,
+stats, logs, exit records and events, follows its logs, and is refused what it may not do."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import threading
+import uuid
+from typing import Callable, List
+
+import pytest
+
+from bot_agent import BotAgentClient, BotAgentError
+from bot_agent.aio import AsyncBotAgentClient
+
+from conftest import eventually
+
+
+def test_status_names_this_bot_running(client: BotAgentClient) -> None:
+    status = client.status()
+    assert status["bot_id"] == os.environ["BOT_ID"]
+    assert status["state"] in ("running", "crash-looping")
+    assert status["user_id"] == os.environ["USER_ID"]
+
+
+def test_stats_are_this_bots_resources(client: BotAgentClient) -> None:
+    stats = client.stats()
+    assert isinstance(stats["cpu_percent"], (int, float)) and stats["cpu_percent"] >= 0
+    assert re.fullmatch(r"\d+\.\d\d MB", stats["memory_usage"]), stats["memory_usage"]
+    assert stats["uptime"]
+
+
+def test_logs_hold_what_the_bot_printed(client: BotAgentClient, say: Callable[[str], None]) -> None:
+    marker = f"python says {uuid.uuid4()}"
+    say(marker)
+    assert eventually(lambda: marker in client.logs(50)), "the line never reached the bot's logs"
+
+
+def test_the_crash_before_is_an_exit_record_and_an_event(client: BotAgentClient) -> None:
+    code = int(os.environ["BOT_AGENT_TEST_EXIT_CODE"])
+    assert eventually(lambda: any(record["exit_code"] == code for record in client.exits(5))), f"no exit record with code {code}"
+    record = next(record for record in client.exits(5) if record["exit_code"] == code)
+    assert record["requested"] is False and record["oom_killed"] is False
+    seen: List[str] = []
+    for event in client.events(after="0"):
+        seen.append(event["type"])
+        if event["type"] == "exited" and event["exit"]["exit_code"] == code:
+            break
+    assert "started" in seen
+
+
+def test_follow_logs_brings_a_new_line_as_it_is_written(client: BotAgentClient, say: Callable[[str], None]) -> None:
+    marker = f"followed {uuid.uuid4()}"
+    threading.Timer(1.0, say, args=(marker,)).start()
+    for item in client.follow_logs(lines=0):
+        if item.get("type") == "log" and item["line"] == marker:
+            assert item["stream"] == "stdout"
+            break
+
+
+def test_start_of_a_running_bot_says_so(client: BotAgentClient) -> None:
+    assert client.start() == f"Bot {client.bot_id} was already running"
+
+
+def test_a_bad_request_is_an_error_with_its_status(client: BotAgentClient) -> None:
+    with pytest.raises(BotAgentError) as refused:
+        client.logs(lines=10_001)
+    assert refused.value.status == 400
+    assert "lines" in refused.value.msg
+
+
+def test_the_asyncio_client_reads_and_follows_alike(say: Callable[[str], None]) -> None:
+    marker = f"async {uuid.uuid4()}"
+
+    async def run() -> None:
+        async with await AsyncBotAgentClient.from_env() as agent:
+            assert (await agent.status())["bot_id"] == os.environ["BOT_ID"]
+            assert (await agent.stats())["memory_usage"]
+            asyncio.get_running_loop().call_later(1.0, say, marker)
+            async for item in agent.follow_logs(lines=0):
+                if item.get("type") == "log" and item["line"] == marker:
+                    break
+            assert marker in await agent.logs(20)
+
+    asyncio.run(asyncio.wait_for(run(), 30))
