@@ -181,6 +181,11 @@ export class BotHistory implements RunObserver {
     return this.reading(() => this.store.exits(botId, limit));
   }
 
+  /** How many of the bot's runs ended, requested or not, in the hour before `now`. */
+  exitsLastHour(botId: string, now: Date): Promise<number> {
+    return this.reading(() => this.store.exitsSince(botId, now.getTime() - HOUR_MS));
+  }
+
   /**
    * Forgets the bot (it was removed): its records, events and crash-loop state
    * go, and runs that began before now are not recorded when they are reported

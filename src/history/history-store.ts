@@ -63,6 +63,8 @@ export interface HistoryTx {
   exits(botId: string, limit: number): Promise<ExitRecord[]>;
   /** Runs of the bot that ended without a request at or after `sinceMs`, oldest first. */
   crashesSince(botId: string, sinceMs: number): Promise<number[]>;
+  /** How many of the bot's runs ended, requested or not, at or after `sinceMs`. */
+  exitsSince(botId: string, sinceMs: number): Promise<number>;
   /**
    * Appends an event; `build` makes its data from the cursor it gets. Undefined
    * when an event with this `runKey` is kept already. Cursors grow in the order

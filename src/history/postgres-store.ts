@@ -167,6 +167,10 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return this.txOn(await this.query()).crashesSince(botId, sinceMs);
   }
 
+  async exitsSince(botId: string, sinceMs: number): Promise<number> {
+    return this.txOn(await this.query()).exitsSince(botId, sinceMs);
+  }
+
   async isCrashLooping(botId: string): Promise<boolean> {
     return this.txOn(await this.query()).isCrashLooping(botId);
   }
@@ -255,6 +259,10 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
       crashesSince: async (botId, sinceMs) => {
         const { rows } = await query('SELECT at_ms FROM exits WHERE bot_id = $1 AND NOT requested AND at_ms >= $2 ORDER BY at_ms', [botId, sinceMs]);
         return rows.map((row) => Number(row.at_ms));
+      },
+      exitsSince: async (botId, sinceMs) => {
+        const { rows } = await query('SELECT COUNT(*) AS n FROM exits WHERE bot_id = $1 AND at_ms >= $2', [botId, sinceMs]);
+        return Number(rows[0]?.n ?? 0);
       },
       appendEvent: async (botId, type, atMs, build, runKey) => {
         // The counter row stays locked until this transaction ends: cursors commit in order.

@@ -49,11 +49,16 @@ function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
 
+/** The credentials an Authorization header carries under `scheme` (`Bearer`, `Bot`), else undefined. */
+function credentialsOf(authorization: string | undefined, scheme: 'Bearer' | 'Bot'): string | undefined {
+  const [given, credentials] = /^(\S+)\s+(\S+)\s*$/.exec(authorization ?? '')?.slice(1) ?? [];
+  return given?.toLowerCase() === scheme.toLowerCase() ? credentials : undefined;
+}
+
 function holdsAdminToken(authorization: string | undefined, adminToken: string | undefined): boolean {
-  if (adminToken === undefined || authorization === undefined) return false;
-  const given = /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1];
+  const given = credentialsOf(authorization, 'Bearer');
   // Digests have one length, so the comparison takes the same time whatever was sent.
-  return given !== undefined && timingSafeEqual(digest(given), digest(adminToken));
+  return adminToken !== undefined && given !== undefined && timingSafeEqual(digest(given), digest(adminToken));
 }
 
 /**
@@ -70,7 +75,7 @@ function holdsAdminToken(authorization: string | undefined, adminToken: string |
 export async function identifyCaller(evidence: CallerEvidence, driver: RuntimeDriver, policy: PlatformPolicy): Promise<Caller> {
   const identity = policy.identity ?? 'address';
   const address = evidence.address === undefined ? undefined : plainAddress(evidence.address);
-  const botToken = /^Bot\s+(\S+)\s*$/i.exec(evidence.authorization ?? '')?.[1];
+  const botToken = credentialsOf(evidence.authorization, 'Bot');
   const tokenBot = identity === 'address' || botToken === undefined ? undefined : await claimedBot(botToken, policy.botTokens);
   if (identity === 'token' && tokenBot !== undefined) return { kind: 'bot', botId: tokenBot };
   const botId = identity === 'token' || address === undefined ? undefined : await driver.botAtAddress(address);

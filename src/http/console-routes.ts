@@ -42,7 +42,6 @@ const CONTENT_SECURITY_POLICY = [
 
 /** How many bots' records the fleet reads at once. */
 const FLEET_READS = 16;
-const HOUR_MS = 60 * 60 * 1000;
 
 function serve(ctx: Context, file: ConsoleAsset, cache: string): void {
   ctx.set('Content-Security-Policy', CONTENT_SECURITY_POLICY);
@@ -131,14 +130,14 @@ export function consoleRoutes({ driver, provisioner, history, samples, sessions,
     ctx.body = {
       ok: true,
       bots: await mapLimited(bots, FLEET_READS, async (bot) => {
-        const [record, exits] = await Promise.all([history.record(bot.bot_id, now), history.exits(bot.bot_id, 50)]);
+        const [record, restarts] = await Promise.all([history.record(bot.bot_id, now), history.exitsLastHour(bot.bot_id, now)]);
         const info = { id: bot.bot_id, ownerId: bot.user_id, running: bot.state === 'running', startedAt: bot.started_at === undefined ? undefined : new Date(bot.started_at) };
         const { last_exit, ...status } = statusView(info, record, now);
         const kept = samples.samples(bot.bot_id);
         return {
           ...status,
           template: bot.template ?? null,
-          restarts_last_hour: exits.filter((exit) => Date.parse(exit.at) > now.getTime() - HOUR_MS).length,
+          restarts_last_hour: restarts,
           // The last exit without its lines: a thousand bots' lines are no table's business.
           last_exit: last_exit && withoutLogs(last_exit),
           sparkline: { cpu_percent: kept.map((sample) => round2(sample.cpuPercent)), memory_bytes: kept.map((sample) => sample.memoryBytes) },

@@ -35,6 +35,9 @@ export function storeSuite(backend: string, open: OpenStore): void {
     t.is((await store.exits('bot_1_1_b', 100)).length, 50, 'records younger than an hour are not kept past 50');
     t.true((await store.exits('bot_1_1_b', 50)).every((exit) => exit.logs === 'x\n'));
     t.is((await store.crashesSince('bot_1_1_b', Date.now() - 3_600_000)).length, 60, 'the last hour is counted whole');
+    await store.addExit('bot_1_1_b', { ...record(Date.now()), requested: true }, 'restarted');
+    t.is(await store.exitsSince('bot_1_1_b', Date.now() - 3_600_000), 61, 'every exit of the last hour counts, requested ones too');
+    t.is(await store.exitsSince('bot_1_1_a', Date.now() - 3_600_000), 0, 'runs ended two hours ago are not of the last hour');
   });
 
   test(`${backend}: a record keeps at most 64 KiB of logs as answered in JSON, the newest lines, whatever bytes the bot wrote`, async (t) => {

@@ -104,3 +104,22 @@ test('the page: to a browser asking for HTML, with a strict Content-Security-Pol
   t.regex(String(asBot.body?.msg), /console is the platform's/);
   t.is((await call(server, `/console/${asset}`, { from: BOT.address })).status, 403);
 });
+
+test("the fleet's table counts every run that ended in the last hour, requested or not, and shows the last exit without its lines", async (t) => {
+  const { driver, server } = await setUp(t, { loopbackPlatform: true });
+  const now = Date.now();
+  const end = async (minutesAgo: number, requested: boolean) => {
+    const at = new Date(now - minutesAgo * 60_000);
+    await driver.observer?.ended({ botId: BOT.id, at, exitCode: requested ? 0 : 3, oomKilled: false, requested, startedAt: new Date(at.getTime() - 1000), logs: 'last words\n', key: `run-${minutesAgo}` });
+  };
+  await end(90, false);
+  await end(30, true);
+  await end(5, false);
+  const fleet = await call(server, '/api/console/fleet');
+  t.is(fleet.status, 200, fleet.text);
+  const [row] = fleet.body?.bots as Array<Record<string, any>>;
+  t.is(row?.restarts_last_hour, 2, 'the run ended 90 minutes ago counted, or the requested one did not');
+  t.is(row?.crashes_last_hour, 1);
+  t.like(row?.last_exit, { exit_code: 3, requested: false });
+  t.false('logs' in (row?.last_exit ?? {}), "the table carries a record's lines");
+});
