@@ -46,3 +46,31 @@ test("one run of a deleted pod is one key, whether an agent saw its container en
   t.is(ends[0]?.key, ends[1]?.key, 'under one key: the store keeps it once');
   t.is(ends[0]?.key, `kube:pod-uid-1:run:${new Date(STARTED).toISOString()}`);
 });
+
+test("a run's lines read after the kubelet restarted its container are the previous container's, not the new run's", async (t) => {
+  const ends: RunEnd[] = [];
+  let restarted = false;
+  let release = (): void => undefined;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const observer: RunObserver = { started: async () => undefined, ended: async (run) => void ends.push(run), lastEnd: async () => undefined };
+  const pods = new EventEmitter();
+  // The kubelet's logs: the current container's are the second run's once it restarted, its previous the first's.
+  const reader = async (_pod: string, _container: string | undefined, previous: boolean) => {
+    await gate;
+    return previous || !restarted ? 'first run\n' : 'second run\n';
+  };
+  new KubeRunWatcher(observer, reader, () => 'bot', () => undefined).watch(pods as unknown as KubeObjectCache<V1Pod>);
+  const first = { startedAt: new Date(STARTED), finishedAt: new Date(), exitCode: 3 };
+  pods.emit('add', pod({ running: { startedAt: new Date(STARTED) } }));
+  pods.emit('update', pod({ terminated: first }));
+  // Before the end's lines are read, the kubelet restarts the container.
+  const second = pod({ running: { startedAt: new Date() } });
+  second.status!.containerStatuses![0]!.restartCount = 1;
+  second.status!.containerStatuses![0]!.lastState = { terminated: first };
+  restarted = true;
+  pods.emit('update', second);
+  release();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.is(ends.length, 1, 'one run, one end');
+  t.is(ends[0]?.logs, 'first run\n');
+});

@@ -22,6 +22,8 @@ interface PodRuns {
   linesAtDeletion: Promise<string> | undefined;
   /** What this pod reports, in order: an end (once its lines are read) before the start that follows it. */
   reported: Promise<void>;
+  /** The container's restart count as last seen: a run ended before the last restart has its lines in `previous`. */
+  restarts: number;
 }
 
 /**
@@ -58,7 +60,7 @@ export class KubeRunWatcher {
   private runsOf(uid: string): PodRuns {
     let runs = this.pods.get(uid);
     if (!runs) {
-      runs = { started: new Set(), ended: new Set(), running: undefined, linesAtDeletion: undefined, reported: Promise.resolve() };
+      runs = { started: new Set(), ended: new Set(), running: undefined, linesAtDeletion: undefined, reported: Promise.resolve(), restarts: 0 };
       this.pods.set(uid, runs);
     }
     return runs;
@@ -74,16 +76,28 @@ export class KubeRunWatcher {
     if (!status) return;
     const runs = this.runsOf(uid);
     const deleting = Boolean(pod.metadata?.deletionTimestamp);
+    const restarts = status.restartCount ?? 0;
+    runs.restarts = Math.max(runs.restarts, restarts);
+    // The lines of a run that ended by the time the container had restarted `restarts` times: the current
+    // container's, or the previous one's once the kubelet restarted it meanwhile (the lines are read late, in
+    // order); none once it restarted twice, as the kubelet keeps one previous container only.
+    const linesOf = async (previous: boolean): Promise<string> => {
+      const behind = runs.restarts - restarts + (previous ? 1 : 0);
+      if (behind > 1) return '';
+      const lines = await this.readLogs(name, container, behind === 1, EXIT_LOG_LINES);
+      if (runs.restarts - restarts + (previous ? 1 : 0) === behind) return lines;
+      return behind === 0 ? this.readLogs(name, container, true, EXIT_LOG_LINES) : '';
+    };
 
     // A run the kubelet ended and started again: its lines are the container's previous ones.
     const last = status.lastState?.terminated;
-    if (last) this.end(botId, uid, runs, last, false, () => this.readLogs(name, container, true, EXIT_LOG_LINES));
+    if (last) this.end(botId, uid, runs, last, false, () => linesOf(true));
     const ended = status.state?.terminated;
     if (ended) {
       runs.running = undefined;
       // A pod being deleted may answer its lines empty once the kubelet has removed its container: the lines read
       // when the deletion began are then the run's.
-      this.end(botId, uid, runs, ended, deleting, async () => (await this.readLogs(name, container, false, EXIT_LOG_LINES).catch(() => '')) || ((await runs.linesAtDeletion) ?? ''));
+      this.end(botId, uid, runs, ended, deleting, async () => (await linesOf(false).catch(() => '')) || ((await runs.linesAtDeletion) ?? ''));
     }
     const running = status.state?.running?.startedAt;
     if (running) {
