@@ -76,7 +76,7 @@ export async function identifyCaller(evidence: CallerEvidence, driver: RuntimeDr
   const identity = policy.identity ?? 'address';
   const address = evidence.address === undefined ? undefined : plainAddress(evidence.address);
   const botToken = credentialsOf(evidence.authorization, 'Bot');
-  const tokenBot = identity === 'address' || botToken === undefined ? undefined : await claimedBot(botToken, policy.botTokens);
+  const tokenBot = identity === 'address' || botToken === undefined ? undefined : await claimedBot(botToken, address, policy.botTokens);
   if (identity === 'token' && tokenBot !== undefined) return { kind: 'bot', botId: tokenBot };
   const botId = identity === 'token' || address === undefined ? undefined : await driver.botAtAddress(address);
   if (identity === 'address+token') {
@@ -97,10 +97,10 @@ export async function identifyCaller(evidence: CallerEvidence, driver: RuntimeDr
 }
 
 /** The bot a token names; Forbidden, saying why, when it names none. */
-async function claimedBot(token: string, tokens: BotTokenVerifier | undefined): Promise<string> {
+async function claimedBot(token: string, address: string | undefined, tokens: BotTokenVerifier | undefined): Promise<string> {
   if (!tokens) throw new Forbidden(messages.botTokensOff);
   try {
-    return await tokens.botNamed(token);
+    return await tokens.botNamed(token, address);
   } catch (err) {
     if (err instanceof BadBotToken) throw new Forbidden(err.message);
     throw err;

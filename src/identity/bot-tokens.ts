@@ -37,8 +37,8 @@ export class BadBotToken extends Error {}
  * signed tokens on Docker, the cluster's ServiceAccount tokens on Kubernetes.
  */
 export interface BotTokenVerifier {
-  /** The bot the token names; rejects with BadBotToken saying why it names none. */
-  botNamed(token: string): Promise<string>;
+  /** The bot the token names, presented from `address`; rejects with BadBotToken saying why it names none. */
+  botNamed(token: string, address?: string): Promise<string>;
   /** A token for the bot, where the agent issues them itself (Docker); a cluster issues its own. */
   sign?(botId: string): string;
 }

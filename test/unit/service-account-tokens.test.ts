@@ -133,3 +133,19 @@ test('one review per token however many ask at once; 8 in flight, 64 waiting, fu
   t.deepEqual((await Promise.all(distinct.slice(0, 71))).filter((outcome) => outcome !== 'named'), []);
   t.is(api.reviews(), 72, 'one review per distinct token, the refused ones never asked');
 });
+
+test('an address whose tokens the cluster refused 10 times in 30 s has its further new tokens refused (429) unasked; others are not', async (t) => {
+  const api = await standIn(t);
+  let now = Date.now();
+  const tokens = new ServiceAccountTokens(api.config, NAMESPACE, () => now);
+  for (let i = 0; i < 10; i += 1) {
+    await t.throwsAsync(tokens.botNamed(token(`forged${i}`, 3600, now), '10.0.0.7'), { instanceOf: BadBotToken });
+  }
+  t.is(api.reviews(), 10);
+  await t.throwsAsync(tokens.botNamed(token('forged-more', 3600, now), '10.0.0.7'), { instanceOf: TooManyRequests, message: /too many refused tokens from 10\.0\.0\.7/ });
+  t.is(api.reviews(), 10, 'the eleventh was asked for');
+  t.is(await tokens.botNamed(token('good', 3600, now), '10.0.0.8'), BOT, 'another address waits for nobody');
+  now += 31_000;
+  await t.throwsAsync(tokens.botNamed(token('forged-later', 3600, now), '10.0.0.7'), { instanceOf: BadBotToken });
+  t.is(api.reviews(), 12, 'the window ended: its next token is asked for');
+});

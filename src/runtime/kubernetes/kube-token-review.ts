@@ -24,6 +24,8 @@ const REFUSAL_MS = 30_000;
 /** TokenReviews in flight at once, and waiting for a place, before a further new token is 429. */
 const REVIEWS_AT_ONCE = 8;
 const REVIEWS_WAITING = 64;
+/** Refusals the cluster gave to one address within REFUSAL_MS before its further new tokens are 429 unasked. */
+const REFUSALS_PER_ADDRESS = 10;
 
 type Verdict = { readonly botId: string } | { readonly refusal: string };
 
@@ -38,12 +40,15 @@ interface TokenClaims {
  * the cluster verifies each token through a TokenReview for the audience `bot-agent`, and the token's
  * pod claim must name a pod of the agent's namespace that carries the bot label, as for addresses.
  * A verdict is kept until shortly before the token expires (at most 5 minutes), a refusal 30 s;
- * only the token's digest is kept.
+ * only the token's digest is kept. An address whose tokens the cluster refused 10 times within 30 s
+ * has its further new tokens refused (429) without asking, until that window ends.
  */
 export class ServiceAccountTokens implements BotTokenVerifier {
   private readonly authentication: AuthenticationV1Api;
   private readonly core: CoreV1Api;
   private readonly verdicts: LRUCache<string, Verdict>;
+  /** Refusals the cluster gave, by the address the tokens came from, within REFUSAL_MS. */
+  private readonly refusals: LRUCache<string, number>;
   private readonly reviewing = new Map<string, Promise<Verdict>>();
   private active = 0;
   private readonly waiting: (() => void)[] = [];
@@ -56,9 +61,10 @@ export class ServiceAccountTokens implements BotTokenVerifier {
     this.authentication = kubeConfig.makeApiClient(AuthenticationV1Api);
     this.core = kubeConfig.makeApiClient(CoreV1Api);
     this.verdicts = new LRUCache({ max: 10_000, ttl: REFUSAL_MS, ttlResolution: 0, perf: { now } });
+    this.refusals = new LRUCache({ max: 10_000, ttl: REFUSAL_MS, ttlResolution: 0, perf: { now } });
   }
 
-  async botNamed(token: string): Promise<string> {
+  async botNamed(token: string, address?: string): Promise<string> {
     const claims = readClaims(token);
     // Refused here without asking the cluster: they only ever refuse, so a forged claim gains nothing.
     if (!audiencesOf(claims).includes(TOKEN_AUDIENCE)) {
@@ -69,12 +75,21 @@ export class ServiceAccountTokens implements BotTokenVerifier {
     const key = createHash('sha256').update(token).digest('base64url');
     let verdict = this.verdicts.get(key);
     if (!verdict) {
+      // A bot sending token after forged token would have the API server review each: past a few, it waits.
+      if (address !== undefined && (this.refusals.get(address) ?? 0) >= REFUSALS_PER_ADDRESS) {
+        throw new TooManyRequests(`too many refused tokens from ${address}: try again in ${REFUSAL_MS / 1000} s`, REFUSAL_MS / 1000);
+      }
       let pending = this.reviewing.get(key);
       if (!pending) {
         pending = this.review(token, key, expiresMs).finally(() => this.reviewing.delete(key));
         this.reviewing.set(key, pending);
       }
       verdict = await pending;
+      if (address !== undefined && 'refusal' in verdict) {
+        // Counted from the first refusal: the window does not grow while refusals keep coming.
+        const remaining = this.refusals.getRemainingTTL(address);
+        this.refusals.set(address, (this.refusals.get(address) ?? 0) + 1, remaining > 0 ? { ttl: remaining } : {});
+      }
     }
     if ('refusal' in verdict) throw new BadBotToken(verdict.refusal);
     return verdict.botId;
