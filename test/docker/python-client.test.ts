@@ -60,7 +60,7 @@ test('the Python client, run by pytest inside a bot container, does everything i
   const summary = pytestSummary(output);
   console.log(`pytest inside a bot container (Docker):\n${output.trim().split('\n').slice(-25).join('\n')}`);
   t.true(summary.clean, output);
-  t.true(summary.passed >= 17, summary.line);
+  t.true(summary.passed >= 19, summary.line);
   // Its last test restarted the bot from inside.
   t.true(await eventually(async () => (await fixture.running(bot)) && (await fixture.startedAt(bot)) !== secondRun, 30_000, 100), 'the restart never happened');
 });

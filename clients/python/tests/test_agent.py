@@ -4,8 +4,11 @@ stats, logs, exit records and events, follows its logs, and is refused what it m
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
+import subprocess
+import sys
 import threading
 import uuid
 from typing import Callable, List
@@ -58,6 +61,12 @@ def test_follow_logs_brings_a_new_line_as_it_is_written(client: BotAgentClient, 
         if item.get("type") == "log" and item["line"] == marker:
             assert item["stream"] == "stdout"
             break
+
+
+def test_the_command_line_answers_as_this_bot(client: BotAgentClient) -> None:
+    shown = subprocess.run([sys.executable, "-m", "bot_agent", "status"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["bot_id"] == client.bot_id
 
 
 def test_start_of_a_running_bot_says_so(client: BotAgentClient) -> None:

@@ -195,3 +195,27 @@ def test_event_streams_are_read_by_the_rules_of_server_sent_events() -> None:
     assert [(m.event, m.data, m.id) for m in read] == [("log", "one\ntwo", "7"), ("message", "x", "7")]
     parser = EventParser()
     assert parser.feed("retry: 100\n") is None
+
+
+def test_the_command_line_prints_answers_refusals_and_its_usage(
+    stand: Callable[[Handler], Stand], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot_agent.__main__ import main
+
+    def handler(request: BaseHTTPRequestHandler, _: int) -> None:
+        if request.path.endswith("/stats"):
+            answer(request, 200, {"ok": True, "stats": {"cpu_percent": 1.5, "memory_usage": "12.00 MB", "memory_percent": 2, "uptime": "0h 1m"}})
+        else:
+            answer(request, 403, {"ok": False, "msg": "forbidden: a bot may manage only itself"})
+
+    server = stand(handler)
+    port = server.url.rsplit(":", 1)[1]
+    for name, value in {**ENV, "BOT_AGENT_PROBE": f"127.0.0.1:{port}"}.items():
+        monkeypatch.setenv(name, value)
+    assert main(["stats"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory_usage"] == "12.00 MB"
+    assert main(["status"]) == 1
+    assert capsys.readouterr().err == "bot-agent: 403: forbidden: a bot may manage only itself\n"
+    for wrong in ([], ["reboot"], ["logs", "many"], ["exits", "--follow"], ["stats", "7"]):
+        assert main(wrong) == 2, wrong
+        assert capsys.readouterr().err.startswith("bot-agent: "), wrong

@@ -1,0 +1,107 @@
+"""``bot-agent <command>`` (or ``python -m bot_agent``): what a bot's shell calls, as the bot named by
+BOT_ID, printing the agent's answer. Exits 0 on success (and on Ctrl-C while following), 1 with one line
+``bot-agent: <status>: <msg>`` when the agent refuses or cannot be reached, 2 on a wrong command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, List, Optional, cast
+
+from ._common import BotAgentError, BotEvent
+from .client import BotAgentClient
+
+USAGE = """bot-agent <command>   (as the bot named by BOT_ID)
+  restart | stop | start       a lifecycle operation (stop and start name the owner from USER_ID)
+  logs [lines] [--follow]      the last lines (100); with --follow, then each new line until Ctrl-C
+  stats                        CPU, memory and uptime
+  status                       state, crashes in the last hour and the last exit
+  exits [limit]                exit records, newest first (20)
+  events [--after <id>]        events as they happen, one JSON per line; --after replays the kept ones first"""
+
+COMMANDS = ("restart", "stop", "start", "logs", "stats", "status", "exits", "events")
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse exits by itself; the usage line is this tool's own
+        raise UsageError(message)
+
+
+def _parse(argv: List[str]) -> argparse.Namespace:
+    parser = _Parser(prog="bot-agent", add_help=False)
+    parser.add_argument("command", nargs="?")
+    parser.add_argument("argument", nargs="?")
+    parser.add_argument("-f", "--follow", action="store_true")
+    parser.add_argument("--after")
+    args = parser.parse_args(argv)
+    if args.command is None:
+        raise UsageError("no command")
+    if args.command not in COMMANDS:
+        raise UsageError(f'unknown command "{args.command}"')
+    if (args.follow and args.command != "logs") or (args.after is not None and args.command != "events"):
+        raise UsageError(f"unexpected arguments for {args.command}")
+    if args.argument is not None:
+        if args.command not in ("logs", "exits"):
+            raise UsageError(f"{args.command} takes no argument")
+        if not args.argument.isdigit():
+            raise UsageError(f'{"limit" if args.command == "exits" else "lines"} must be a whole number, got "{args.argument}"')
+    return args
+
+
+def _end_of_run(event: BotEvent) -> str:
+    exit = event.get("exit") or {}
+    code = exit.get("exit_code")
+    how = [
+        "no exit code" if code is None else f"exit code {code}",
+        exit.get("signal"),
+        "killed for memory" if exit.get("oom_killed") else None,
+        "requested" if exit.get("requested") else None,
+    ]
+    return f"bot-agent: the run ended at {event.get('at')} ({', '.join(part for part in how if part)})"
+
+
+def _run(args: argparse.Namespace) -> int:
+    client = BotAgentClient.from_env()
+    count = None if args.argument is None else int(args.argument)
+    command = args.command
+    if command in ("restart", "stop", "start"):
+        print(client.self_restart() if command == "restart" else client.stop() if command == "stop" else client.start())
+    elif command == "logs" and not args.follow:
+        sys.stdout.write(client.logs(count))
+    elif command == "logs":
+        for item in client.follow_logs(count):
+            if item.get("type") == "log":
+                print(item["line"], file=sys.stderr if item.get("stream") == "stderr" else sys.stdout, flush=True)
+            elif item.get("type") == "exited":
+                print(_end_of_run(cast(BotEvent, item)), file=sys.stderr, flush=True)
+        print("bot-agent: the agent closed the log stream", file=sys.stderr)
+        return 1
+    elif command in ("stats", "status", "exits"):
+        answer = client.stats() if command == "stats" else client.status() if command == "status" else client.exits(count)
+        print(json.dumps(answer, indent=2))
+    else:
+        for event in client.events(after=args.after):
+            print(json.dumps(event), flush=True)
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    try:
+        return _run(_parse(sys.argv[1:] if argv is None else argv))
+    except UsageError as err:
+        print(f"bot-agent: {err}\n{USAGE}", file=sys.stderr)
+        return 2
+    except BotAgentError as err:
+        print(f"bot-agent: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
