@@ -103,6 +103,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     spoolDir: config.dataDir === ':memory:' ? undefined : config.dataDir,
   });
   metrics.historyStore(() => store.reachable, history.spool);
+  botTokens?.revokeRemovedBots?.((botId) => history.removedAt(botId));
   closers.push(() => history.close());
   if (webhook) {
     // Deliveries queued by any agent sharing the store are tried as their events arrive.

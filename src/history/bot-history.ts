@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { HistoryUnavailable } from '../errors.js';
 import type { BotInfo, RunEnd, RunObserver, RunStart } from '../runtime/driver.js';
 import { signalName } from '../runtime/signal-names.js';
@@ -49,6 +50,8 @@ export type HistoryWrite =
 const WHAT: Record<HistoryWrite['kind'], string> = { started: 'a run start', ended: 'a run end', operation: 'an operation', recovery: 'a recovery' };
 /** How often the spool is tried again while the store is away. */
 const SPOOL_RETRY_MS = 1_000;
+/** How long a bot's removal time, as read from the store, is used: another agent's removal counts within this. */
+const REMOVALS_FRESH_MS = 5_000;
 /** The most the spool holds (JSON bytes, on disk and in memory): at 64 KiB of logs an exit, 512 exits or far more events. */
 export const SPOOL_MAX_BYTES = 32 * 1024 * 1024;
 
@@ -93,6 +96,12 @@ export class BotHistory implements RunObserver {
   private readonly spooledEnds = new Map<string, number>();
   private spoolRetry: NodeJS.Timeout | undefined;
   private closed = false;
+  /** When bots were removed, as last read (or as this agent removed them): tokens' checks read it on every call. */
+  private readonly removals = new LRUCache<string, { at: number | undefined }>({
+    max: 10_000,
+    ttl: REMOVALS_FRESH_MS,
+    fetchMethod: async (botId) => ({ at: await this.reading(() => this.store.forgottenAt(botId)) }),
+  });
 
   constructor(
     private readonly store: HistoryStore,
@@ -187,6 +196,15 @@ export class BotHistory implements RunObserver {
   }
 
   /**
+   * When the bot was last removed (ms since the epoch), if ever: as this agent removed it, else as the store
+   * said within the last REMOVALS_FRESH_MS (another agent's removal counts here within that).
+   */
+  async removedAt(botId: string): Promise<number | undefined> {
+    const known = await this.removals.fetch(botId);
+    return known?.at;
+  }
+
+  /**
    * Forgets the bot (it was removed): its records, events and crash-loop state
    * go, and runs that began before now are not recorded when they are reported
    * late, so that a bot created later under the same id starts with none.
@@ -195,7 +213,9 @@ export class BotHistory implements RunObserver {
     clearTimeout(this.recoveries.get(botId));
     this.recoveries.delete(botId);
     this.runs.delete(botId);
-    await this.store.forget(botId, Date.now());
+    const at = Date.now();
+    await this.store.forget(botId, at);
+    this.removals.set(botId, { at });
   }
 
   /** Stops following the store; resolves once the writes asked for so far are kept. */

@@ -41,7 +41,14 @@ export interface BotTokenVerifier {
   botNamed(token: string, address?: string): Promise<string>;
   /** A token for the bot, where the agent issues them itself (Docker); a cluster issues its own. */
   sign?(botId: string): string;
+  /**
+   * From now on, refuses a token signed before its bot was removed (`removedAt`: when, if ever), so that
+   * a bot created again under the same id is not named by the removed one's token. Where tokens are
+   * bound to what runs the bot (a pod), there is nothing to do.
+   */
+  revokeRemovedBots?(removedAt: (botId: string) => Promise<number | undefined>): void;
 }
+
 
 /**
  * The tokens the agent signs for the bots it runs on Docker (docs/api.md §4,
@@ -52,6 +59,8 @@ export interface BotTokenVerifier {
  * same on every agent that holds the same keys.
  */
 export class BotTokens implements BotTokenVerifier {
+  private removedAt: ((botId: string) => Promise<number | undefined>) | undefined;
+
   private constructor(
     private keys: SigningKey[],
     private readonly file: string | undefined,
@@ -83,7 +92,18 @@ export class BotTokens implements BotTokenVerifier {
   }
 
   async botNamed(token: string): Promise<string> {
-    return this.verify(token).botId;
+    const { botId, issuedMs } = this.verify(token);
+    // While the store does not answer, a token is judged by its signature alone (docs/api.md §4, rule 8).
+    const removed = await this.removedAt?.(botId).catch(() => undefined);
+    // To the second, as tokens are signed: a token of the second of the removal itself still names the bot.
+    if (removed !== undefined && issuedMs < Math.floor(removed / 1000) * 1000) {
+      throw new BadBotToken('forbidden: the bot token was signed before its bot was removed');
+    }
+    return botId;
+  }
+
+  revokeRemovedBots(removedAt: (botId: string) => Promise<number | undefined>): void {
+    this.removedAt = removedAt;
   }
 
   /** What the token claims, once its signature holds under a key that still verifies; BadBotToken says why not. */

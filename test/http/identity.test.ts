@@ -1,7 +1,7 @@
 import test from 'ava';
 import { BotTokens } from '../../src/identity/bot-tokens.js';
 import type { Identity } from '../../src/config.js';
-import { agentFor } from '../helpers/agent.js';
+import { agentFor, startAgent } from '../helpers/agent.js';
 import { call } from '../helpers/http-client.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
 
@@ -84,4 +84,24 @@ test('the platform asks for a bot\'s token; a bot may not, and it is never answe
   const driver = new MemoryDriver();
   const plain = await agentFor(t, driver);
   t.is((await call(plain, `/api/admin/bots/${A.id}/token`, { method: 'POST' })).status, 501);
+});
+
+test("a token signed before its bot was removed names it no more, on this agent at once; one signed after does", async (t) => {
+  const driver = new MemoryDriver();
+  driver.add(A);
+  let now = Date.now() - 10_000;
+  const botTokens = BotTokens.open(':memory:', () => now);
+  const before = { authorization: `Bot ${botTokens.sign(A.id)}` };
+  const agent = await startAgent(driver, { identity: 'token', botTokens });
+  t.teardown(() => agent.close());
+  const stats = `/api/bots/${A.id}/stats`;
+  t.is((await call(agent.server, stats, { headers: before, from: SIDECAR })).status, 200);
+  await agent.history.forget(A.id);
+  // Created again under the same id, with a token signed now.
+  now = Date.now() + 1_000;
+  const after = { authorization: `Bot ${botTokens.sign(A.id)}` };
+  const refused = await call(agent.server, stats, { headers: before, from: SIDECAR });
+  t.is(refused.status, 403);
+  t.is(refused.body?.msg, 'forbidden: the bot token was signed before its bot was removed');
+  t.is((await call(agent.server, stats, { headers: after, from: SIDECAR })).status, 200, refused.text);
 });

@@ -55,3 +55,18 @@ test('the rotation command adds a signing key in AGENT_DATA_DIR and says until w
   t.not(rotated.sign('bot_1_2_abc').split('.')[3], old.split('.')[3]);
   t.is((JSON.parse(readFileSync(join(dir, KEYS_FILE), 'utf8')) as { keys: unknown[] }).keys.length, 2);
 });
+
+test('a token signed in a second before its bot was removed is refused; one of that second or later is not; an unanswering store refuses none', async (t) => {
+  let now = Date.parse('2026-11-26T12:00:00.000Z');
+  const tokens = BotTokens.open(':memory:', () => now);
+  const earlier = tokens.sign('bot_1_2_abc');
+  now += 1_400;
+  const sameSecond = tokens.sign('bot_1_2_abc');
+  const removed = now + 100;
+  tokens.revokeRemovedBots(async (botId) => (botId === 'bot_1_2_abc' ? removed : undefined));
+  await t.throwsAsync(tokens.botNamed(earlier), { instanceOf: BadBotToken, message: 'forbidden: the bot token was signed before its bot was removed' });
+  t.is(await tokens.botNamed(sameSecond), 'bot_1_2_abc');
+  t.is(await tokens.botNamed(tokens.sign('bot_1_3_other')), 'bot_1_3_other', 'another bot was never removed');
+  tokens.revokeRemovedBots(() => Promise.reject(new Error('the database does not answer')));
+  t.is(await tokens.botNamed(earlier), 'bot_1_2_abc');
+});
