@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { LRUCache } from 'lru-cache';
 import { HistoryUnavailable } from '../errors.js';
 import type { BotInfo, RunEnd, RunObserver, RunStart } from '../runtime/driver.js';
@@ -52,6 +53,8 @@ const WHAT: Record<HistoryWrite['kind'], string> = { started: 'a run start', end
 const SPOOL_RETRY_MS = 1_000;
 /** How long a bot's removal time, as read from the store, is used: another agent's removal counts within this. */
 const REMOVALS_FRESH_MS = 5_000;
+/** How long a call waits for a removal time the store has not read yet. */
+const REMOVAL_READ_MS = 1_000;
 /** The most the spool holds (JSON bytes, on disk and in memory): at 64 KiB of logs an exit, 512 exits or far more events. */
 export const SPOOL_MAX_BYTES = 32 * 1024 * 1024;
 
@@ -197,11 +200,16 @@ export class BotHistory implements RunObserver {
 
   /**
    * When the bot was last removed (ms since the epoch), if ever: as this agent removed it, else as the store
-   * said within the last REMOVALS_FRESH_MS (another agent's removal counts here within that).
+   * said within the last REMOVALS_FRESH_MS (another agent's removal counts here within that); undefined
+   * (not known) while the store is away or takes longer than REMOVAL_READ_MS.
    */
   async removedAt(botId: string): Promise<number | undefined> {
-    const known = await this.removals.fetch(botId);
-    return known?.at;
+    const known = this.removals.get(botId);
+    if (known) return known.at;
+    // A bot's call waits for no database that is away or slow: its token is then judged by its signature alone.
+    if (!this.store.reachable) return undefined;
+    const read = this.removals.fetch(botId).then((removal) => removal?.at, () => undefined);
+    return Promise.race([read, sleep(REMOVAL_READ_MS, undefined, { ref: false })]);
   }
 
   /**
