@@ -38,7 +38,7 @@ export interface AgentParts {
   readonly provisioner?: Provisioner | undefined;
   /** Serialises lifecycle operations across agents; this agent's own queue per bot when undefined. */
   readonly locks?: BotLocks | undefined;
-  /** Signs and verifies the bots' tokens (Docker); none: no token names a bot. */
+  /** Names bots by their tokens: those the agent signs (Docker), or the cluster's (Kubernetes); none: no token names a bot. */
   readonly botTokens?: BotTokenVerifier | undefined;
   readonly config: AgentConfig;
   readonly logger: Logger;

@@ -49,14 +49,14 @@ export interface BotTokenVerifier {
   revokeRemovedBots?(removedAt: (botId: string) => Promise<number | undefined>): void;
 }
 
-
 /**
  * The tokens the agent signs for the bots it runs on Docker (docs/api.md §4,
- * rule 7): `bat1.<bot id>.<issued>.<key id>.<HMAC-SHA256>`, the HMAC over the
+ * rule 8): `bat1.<bot id>.<issued>.<key id>.<HMAC-SHA256>`, the HMAC over the
  * bot id and when it was signed, with a key kept in AGENT_DATA_DIR. The
  * newest key signs; one that a newer key replaced still verifies for
- * ROTATION_GRACE_MS. Verifying needs no state beyond the keys, so it is the
- * same on every agent that holds the same keys.
+ * ROTATION_GRACE_MS. Verifying needs no state beyond the keys and the bots'
+ * removals (kept in the shared history), so it is the same on every agent that
+ * holds the same keys.
  */
 export class BotTokens implements BotTokenVerifier {
   private removedAt: ((botId: string) => Promise<number | undefined>) | undefined;
