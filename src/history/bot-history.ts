@@ -51,10 +51,10 @@ export type HistoryWrite =
 const WHAT: Record<HistoryWrite['kind'], string> = { started: 'a run start', ended: 'a run end', operation: 'an operation', recovery: 'a recovery' };
 /** How often the spool is tried again while the store is away. */
 const SPOOL_RETRY_MS = 1_000;
-/** How long a bot's removal time, as read from the store, is used: another agent's removal counts within this. */
-const REMOVALS_FRESH_MS = 5_000;
-/** How long a call waits for a removal time the store has not read yet. */
-const REMOVAL_READ_MS = 1_000;
+/** How long what another agent may have changed (a bot's removal, a session's end), as read, is used. */
+const SHARED_FRESH_MS = 5_000;
+/** How long a call waits for such a read. */
+const SHARED_READ_MS = 1_000;
 /** The most the spool holds (JSON bytes, on disk and in memory): at 64 KiB of logs an exit, 512 exits or far more events. */
 export const SPOOL_MAX_BYTES = 32 * 1024 * 1024;
 
@@ -100,10 +100,16 @@ export class BotHistory implements RunObserver {
   private spoolRetry: NodeJS.Timeout | undefined;
   private closed = false;
   /** When bots were removed, as last read (or as this agent removed them): tokens' checks read it on every call. */
-  private readonly removals = new LRUCache<string, { at: number | undefined }>({
+  private readonly removals = new LRUCache<string, { value: number | undefined }>({
     max: 10_000,
-    ttl: REMOVALS_FRESH_MS,
-    fetchMethod: async (botId) => ({ at: await this.reading(() => this.store.forgottenAt(botId)) }),
+    ttl: SHARED_FRESH_MS,
+    fetchMethod: async (botId) => ({ value: await this.store.forgottenAt(botId) }),
+  });
+  /** Which console sessions were ended, as last read (or as this agent ended them): a browser's calls read it. */
+  private readonly endedSessions = new LRUCache<string, { value: boolean }>({
+    max: 10_000,
+    ttl: SHARED_FRESH_MS,
+    fetchMethod: async (nonce) => ({ value: await this.store.sessionEnded(nonce) }),
   });
 
   constructor(
@@ -200,16 +206,35 @@ export class BotHistory implements RunObserver {
 
   /**
    * When the bot was last removed (ms since the epoch), if ever: as this agent removed it, else as the store
-   * said within the last REMOVALS_FRESH_MS (another agent's removal counts here within that); undefined
-   * (not known) while the store is away or takes longer than REMOVAL_READ_MS.
+   * said within the last SHARED_FRESH_MS (another agent's removal counts here within that); undefined
+   * (not known) while the store is away or takes longer than SHARED_READ_MS.
    */
-  async removedAt(botId: string): Promise<number | undefined> {
-    const known = this.removals.get(botId);
-    if (known) return known.at;
+  removedAt(botId: string): Promise<number | undefined> {
     // A bot's call waits for no database that is away or slow: its token is then judged by its signature alone.
-    if (!this.store.reachable) return undefined;
-    const read = this.removals.fetch(botId).then((removal) => removal?.at, () => undefined);
-    return Promise.race([read, sleep(REMOVAL_READ_MS, undefined, { ref: false })]);
+    return this.briefly(this.removals, botId, undefined);
+  }
+
+  /** Keeps a console session's end (by its nonce, until its expiry) for every agent sharing the store. */
+  async endSession(nonce: string, untilMs: number): Promise<void> {
+    this.endedSessions.set(nonce, { value: true }, { ttl: Math.max(1, untilMs - Date.now()) });
+    await this.store.endSession(nonce, untilMs, Date.now()).catch((err: unknown) => this.options.report?.("a console session's end (this agent refuses it still)", err));
+  }
+
+  /**
+   * Whether a console session was ended on any agent sharing the store: as this agent ended it, else as the
+   * store said within SHARED_FRESH_MS; not ended as far as is known while the store is away or slow.
+   */
+  sessionEnded(nonce: string): Promise<boolean> {
+    return this.briefly(this.endedSessions, nonce, false);
+  }
+
+  /** What `cache` holds or the store answers within SHARED_READ_MS; `unknown` when the store is away or slower. */
+  private async briefly<T>(cache: LRUCache<string, { value: T }>, key: string, unknown: T): Promise<T> {
+    const known = cache.get(key);
+    if (known) return known.value;
+    if (!this.store.reachable) return unknown;
+    const read = cache.fetch(key).then((kept) => (kept ? kept.value : unknown), () => unknown);
+    return Promise.race([read, sleep(SHARED_READ_MS, unknown, { ref: false })]);
   }
 
   /**
@@ -223,7 +248,7 @@ export class BotHistory implements RunObserver {
     this.runs.delete(botId);
     const at = Date.now();
     await this.store.forget(botId, at);
-    this.removals.set(botId, { at });
+    this.removals.set(botId, { value: at });
   }
 
   /** Stops following the store; resolves once the writes asked for so far are kept. */

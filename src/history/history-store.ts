@@ -120,6 +120,10 @@ export interface HistoryStore extends HistoryTx {
   deliveryFailed(seq: number, attempts: number, nextAtMs: number): Promise<void>;
   /** When the newest run start or end that is kept happened (ms), for a runtime that can replay what came after. */
   lastRunEventMs(): Promise<number | undefined>;
+  /** Keeps a console session's end (by its nonce) until `untilMs`, its expiry; ends past their expiry go. */
+  endSession(nonce: string, untilMs: number, nowMs: number): Promise<void>;
+  /** Whether a console session (by its nonce) was ended on any agent sharing the store. */
+  sessionEnded(nonce: string): Promise<boolean>;
   close(): Promise<void>;
 }
 

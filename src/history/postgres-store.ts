@@ -233,6 +233,17 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return rows[0]?.at_ms == null ? undefined : Number(rows[0].at_ms);
   }
 
+  async endSession(nonce: string, untilMs: number, nowMs: number): Promise<void> {
+    const query = await this.query();
+    await query('DELETE FROM ended_sessions WHERE until_ms <= $1', [nowMs]);
+    await query('INSERT INTO ended_sessions (nonce, until_ms) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING', [nonce, untilMs]);
+  }
+
+  async sessionEnded(nonce: string): Promise<boolean> {
+    const { rows } = await (await this.query())('SELECT 1 FROM ended_sessions WHERE nonce = $1', [nonce]);
+    return rows.length > 0;
+  }
+
   /** Queries on any of the pool's connections, once the schema is migrated. */
   private query(): Promise<Query> {
     return this.database.query();

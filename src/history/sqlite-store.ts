@@ -220,6 +220,15 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     return (row?.at_ms as number | null | undefined) ?? undefined;
   }
 
+  async endSession(nonce: string, untilMs: number, nowMs: number): Promise<void> {
+    this.statement('DELETE FROM ended_sessions WHERE until_ms <= ?').run(nowMs);
+    this.statement('INSERT OR IGNORE INTO ended_sessions (nonce, until_ms) VALUES (?, ?)').run(nonce, untilMs);
+  }
+
+  async sessionEnded(nonce: string): Promise<boolean> {
+    return this.statement('SELECT 1 FROM ended_sessions WHERE nonce = ?').get(nonce) !== undefined;
+  }
+
   /** The reads and writes of one transaction under way; the events it appends are collected in `appended`. */
   private txAppendingTo(appended: StoredEvent[]): HistoryTx {
     return {

@@ -127,7 +127,7 @@ export async function callerOf(ctx: Context, driver: RuntimeDriver, policy: Plat
       host: headers.host,
       origin: headers.origin,
       fetchSite: headerValue(headers['sec-fetch-site']),
-      session: policy.sessions?.valid(ctx.cookies.get(SESSION_COOKIE)) ?? false,
+      session: (await policy.sessions?.current(ctx.cookies.get(SESSION_COOKIE))) ?? false,
     },
     driver,
     policy,

@@ -105,8 +105,8 @@ export function consoleRoutes({ driver, provisioner, history, samples, sessions,
     ctx.body = { ok: true, message: 'session started' };
   });
 
-  router.delete('/api/session', (ctx) => {
-    sessions.end(ctx.cookies.get(SESSION_COOKIE));
+  router.delete('/api/session', async (ctx) => {
+    await sessions.end(ctx.cookies.get(SESSION_COOKIE));
     ctx.cookies.set(SESSION_COOKIE, null, { path: '/', overwrite: true });
     ctx.body = { ok: true, message: 'session ended' };
   });

@@ -6,13 +6,21 @@ export const SESSION_COOKIE = 'bot_agent_session';
 export const SESSION_MS = 12 * 60 * 60 * 1000;
 
 const digest = (value: string): Buffer => createHash('sha256').update(value).digest();
+const nonceOf = (value: string): string => value.split('.')[1] ?? '';
+
+/** Where ended sessions are kept for every agent sharing one store (the history's). */
+export interface SharedSessionEnds {
+  end(nonce: string, untilMs: number): Promise<void>;
+  ended(nonce: string): Promise<boolean>;
+}
 
 /**
  * Console sessions (docs/api.md §12): the admin token, typed once, buys a
  * cookie `<expiry>.<nonce>.<HMAC>` signed with a key derived from that token.
  * Every agent that holds the same token checks it without shared state, and a
  * new token ends every session. An ended session is refused by this agent
- * until it expires.
+ * at once, and by every agent sharing its store (`shared`) within seconds,
+ * until it would have expired.
  */
 export class ConsoleSessions {
   private readonly key: Buffer | undefined;
@@ -22,6 +30,7 @@ export class ConsoleSessions {
   constructor(
     private readonly adminToken: string | undefined,
     private readonly now: () => number = Date.now,
+    private readonly shared?: SharedSessionEnds,
   ) {
     this.key = adminToken === undefined ? undefined : digest(`bot-agent console session\0${adminToken}`);
   }
@@ -52,12 +61,20 @@ export class ConsoleSessions {
     return given.length === expected.length && timingSafeEqual(given, expected) && Number(expiry) > this.now();
   }
 
-  /** Ends the session, for this agent, until it would have expired. */
-  end(value: string | undefined): void {
+  /** Whether `value` is a valid session (as `valid` says) that no agent sharing the store has ended either. */
+  async current(value: string | undefined): Promise<boolean> {
+    if (!this.valid(value)) return false;
+    return !(await this.shared?.ended(nonceOf(value!)));
+  }
+
+  /** Ends the session, for this agent at once and for those sharing its store, until it would have expired. */
+  async end(value: string | undefined): Promise<void> {
     if (!this.valid(value)) return;
     const now = this.now();
     for (const [ended, expiry] of this.ended) if (expiry <= now) this.ended.delete(ended);
-    this.ended.set(value!, Number(value!.split('.')[0]));
+    const expiry = Number(value!.split('.')[0]);
+    this.ended.set(value!, expiry);
+    await this.shared?.end(nonceOf(value!), expiry);
   }
 
   private sign(body: string): string {

@@ -107,7 +107,10 @@ export function createApp({ driver, provisioner, lifecycle, limiter, history, me
   const audit = auditor(logger, metrics, (operation, botId, result, by) => {
     if (operation === 'restart' || operation === 'stop' || operation === 'start') void history.operationEnded(botId, operation, result, by);
   });
-  const sessions = new ConsoleSessions(config.adminToken);
+  const sessions = new ConsoleSessions(config.adminToken, Date.now, {
+    end: (nonce, untilMs) => history.endSession(nonce, untilMs),
+    ended: (nonce) => history.sessionEnded(nonce),
+  });
   const checks = access(driver, { ...config, sessions, botTokens }, new ReadLimiter(config.readRate));
   const streams = new StreamLimits();
   // One router holds every route (mounting copies their layers): a request is matched once, not once per group.

@@ -40,6 +40,18 @@ export function storeSuite(backend: string, open: OpenStore): void {
     t.is(await store.exitsSince('bot_1_1_a', Date.now() - 3_600_000), 0, 'runs ended two hours ago are not of the last hour');
   });
 
+  test(`${backend}: a console session's end is kept until its expiry, for every agent sharing the store`, async (t) => {
+    const store = await opened(t);
+    const now = Date.now();
+    await store.endSession('nonce-a', now + 60_000, now);
+    await store.endSession('nonce-a', now + 60_000, now);
+    await store.endSession('nonce-old', now + 1_000, now);
+    t.true(await store.sessionEnded('nonce-a'));
+    t.false(await store.sessionEnded('nonce-b'));
+    await store.endSession('nonce-c', now + 60_000, now + 2_000);
+    t.false(await store.sessionEnded('nonce-old'), 'an end past its expiry is dropped');
+  });
+
   test(`${backend}: a record keeps at most 64 KiB of logs as answered in JSON, the newest lines, whatever bytes the bot wrote`, async (t) => {
     const store = await opened(t);
     const control = `${'\x01'.repeat(42_000)}\n`.repeat(100);

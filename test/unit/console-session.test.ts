@@ -16,7 +16,7 @@ test('a session is valid for 12 hours, on every agent that holds the same token,
   t.false(sessions.valid(value));
 });
 
-test('a session changed in any part, or ended, is nobody; without a token there are none', (t) => {
+test('a session changed in any part, or ended, is nobody; without a token there are none', async (t) => {
   const sessions = new ConsoleSessions(TOKEN);
   const value = sessions.issue();
   const [expiry, nonce, signature] = value.split('.') as [string, string, string];
@@ -30,7 +30,7 @@ test('a session changed in any part, or ended, is nobody; without a token there 
   ]) {
     t.false(sessions.valid(forged), forged);
   }
-  sessions.end(value);
+  await sessions.end(value);
   t.false(sessions.valid(value));
   t.true(sessions.valid(sessions.issue()), 'a new session after one ended');
   const none = new ConsoleSessions(undefined);
@@ -44,4 +44,18 @@ test('only the admin token itself buys a session', (t) => {
   t.true(sessions.holdsToken(TOKEN));
   t.false(sessions.holdsToken(TOKEN.slice(0, -1)));
   t.false(sessions.holdsToken(`${TOKEN} `));
+});
+
+test('an end kept in the shared store is one every agent with the same token refuses; a session no one ended stays', async (t) => {
+  const ends = new Map<string, number>();
+  const shared = { end: async (nonce: string, untilMs: number) => void ends.set(nonce, untilMs), ended: async (nonce: string) => ends.has(nonce) };
+  const one = new ConsoleSessions(TOKEN, Date.now, shared);
+  const other = new ConsoleSessions(TOKEN, Date.now, shared);
+  const [kept, ended] = [one.issue(), one.issue()];
+  t.true(await other.current(ended));
+  await one.end(ended);
+  t.false(await other.current(ended));
+  t.true(other.valid(ended), 'its signature still holds: only the shared end refuses it');
+  t.true(await other.current(kept));
+  t.is(ends.get(ended.split('.')[1]!), Number(ended.split('.')[0]), 'kept until it would have expired, by its nonce alone');
 });
