@@ -186,3 +186,35 @@ test.serial("one agent replaced (its pod deleted, then a helm upgrade): bots are
   for (const [what, { outageMs }] of Object.entries(outages)) t.true(outageMs <= 6_000, `${what}: ${outageMs} ms without an agent`);
   await apps.deleteNamespacedDeployment({ namespace, name: botDeployment(id).metadata?.name ?? '' });
 });
+
+// Last, as it changes how the installed agent names bots: identity.mode=token, and a pod made by the platform
+// itself with the lines the README gives (a projected token of audience bot-agent).
+test.serial('with identity.mode=token the installed agent names a bot by its projected token, verified by the cluster, and its bare address by nothing', async (t) => {
+  await helm(
+    'upgrade', 'rel', CHART, '--namespace', namespace, '--kubeconfig', process.env.BOT_AGENT_KUBECONFIG ?? '', '--reuse-values',
+    '--set', 'identity.mode=token', '--wait', '--timeout', '3m',
+  );
+  const id = `bot_6_6_${runId}`;
+  const deployment = botDeployment(id, { args: [`I am ${id}`] });
+  const spec = deployment.spec!.template.spec!;
+  spec.volumes = [{ name: 'bot-agent-token', projected: { sources: [{ serviceAccountToken: { audience: 'bot-agent', expirationSeconds: 3600, path: 'token' } }] } }];
+  spec.containers[0]!.env = [{ name: 'PLATFORM_AGENT_TOKEN_FILE', value: '/var/run/secrets/bot-agent/token' }];
+  spec.containers[0]!.volumeMounts = [{ name: 'bot-agent-token', mountPath: '/var/run/secrets/bot-agent', readOnly: true }];
+  await apps.createNamespacedDeployment({ namespace, body: deployment });
+  let pod: V1Pod | undefined;
+  t.true(await eventually(async () => (pod = await runningPod(`${BOT_LABEL}=${id}`)) !== undefined, 60_000, 250), 'the bot never ran');
+  const token = (await execInPod(admin, namespace, pod?.metadata?.name ?? '', ['sh', '-c', 'cat "$PLATFORM_AGENT_TOKEN_FILE"'])).trim();
+  const logs = { method: 'POST', path: '/api/bots/logs', body: { bot_id: id } };
+  // The new agent pod's RBAC (tokenreviews create) and its watch may take a moment after the upgrade.
+  let reply = await callFromBot(pod!, { ...logs, headers: { authorization: `Bot ${token}` } });
+  t.true(
+    await eventually(async () => (reply = await callFromBot(pod!, { ...logs, headers: { authorization: `Bot ${token}` } })).status === 200, 30_000, 1_000),
+    reply.raw,
+  );
+  t.is(reply.body?.logs, `I am ${id}\n`);
+  const bare = await callFromBot(pod!, logs);
+  t.is(bare.status, 403, bare.raw);
+  const forged = await callFromBot(pod!, { ...logs, headers: { authorization: `Bot ${token.slice(0, -4)}AAAA` } });
+  t.is(forged.status, 403, forged.raw);
+  t.regex(String(forged.body?.msg), /^forbidden: the cluster does not accept the token/);
+});
