@@ -105,7 +105,7 @@ export class BotHistory implements RunObserver {
     ttl: SHARED_FRESH_MS,
     fetchMethod: async (botId) => ({ value: await this.store.forgottenAt(botId) }),
   });
-  /** Which console sessions were ended, as last read (or as this agent ended them): a browser's calls read it. */
+  /** Which console sessions were ended, as last read: a browser's calls read it (this agent's own ends, ConsoleSessions knows). */
   private readonly endedSessions = new LRUCache<string, { value: boolean }>({
     max: 10_000,
     ttl: SHARED_FRESH_MS,
@@ -216,13 +216,12 @@ export class BotHistory implements RunObserver {
 
   /** Keeps a console session's end (by its nonce, until its expiry) for every agent sharing the store. */
   async endSession(nonce: string, untilMs: number): Promise<void> {
-    this.endedSessions.set(nonce, { value: true }, { ttl: Math.max(1, untilMs - Date.now()) });
     await this.store.endSession(nonce, untilMs, Date.now()).catch((err: unknown) => this.options.report?.("a console session's end (this agent refuses it still)", err));
   }
 
   /**
-   * Whether a console session was ended on any agent sharing the store: as this agent ended it, else as the
-   * store said within SHARED_FRESH_MS; not ended as far as is known while the store is away or slow.
+   * Whether a console session was ended on any agent sharing the store, as the store said within
+   * SHARED_FRESH_MS; not ended as far as is known while the store is away or slow.
    */
   sessionEnded(nonce: string): Promise<boolean> {
     return this.briefly(this.endedSessions, nonce, false);

@@ -63,8 +63,6 @@ export interface HistoryTx {
   exits(botId: string, limit: number): Promise<ExitRecord[]>;
   /** Runs of the bot that ended without a request at or after `sinceMs`, oldest first. */
   crashesSince(botId: string, sinceMs: number): Promise<number[]>;
-  /** How many of the bot's runs ended, requested or not, at or after `sinceMs`. */
-  exitsSince(botId: string, sinceMs: number): Promise<number>;
   /**
    * Appends an event; `build` makes its data from the cursor it gets. Undefined
    * when an event with this `runKey` is kept already. Cursors grow in the order
@@ -120,6 +118,8 @@ export interface HistoryStore extends HistoryTx {
   deliveryFailed(seq: number, attempts: number, nextAtMs: number): Promise<void>;
   /** When the newest run start or end that is kept happened (ms), for a runtime that can replay what came after. */
   lastRunEventMs(): Promise<number | undefined>;
+  /** How many of the bot's runs ended, requested or not, at or after `sinceMs`. */
+  exitsSince(botId: string, sinceMs: number): Promise<number>;
   /** Keeps a console session's end (by its nonce) until `untilMs`, its expiry; ends past their expiry go. */
   endSession(nonce: string, untilMs: number, nowMs: number): Promise<void>;
   /** Whether a console session (by its nonce) was ended on any agent sharing the store. */

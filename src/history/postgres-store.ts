@@ -168,7 +168,8 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
   }
 
   async exitsSince(botId: string, sinceMs: number): Promise<number> {
-    return this.txOn(await this.query()).exitsSince(botId, sinceMs);
+    const { rows } = await (await this.query())('SELECT COUNT(*) AS n FROM exits WHERE bot_id = $1 AND at_ms >= $2', [botId, sinceMs]);
+    return Number(rows[0]?.n ?? 0);
   }
 
   async isCrashLooping(botId: string): Promise<boolean> {
@@ -270,10 +271,6 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
       crashesSince: async (botId, sinceMs) => {
         const { rows } = await query('SELECT at_ms FROM exits WHERE bot_id = $1 AND NOT requested AND at_ms >= $2 ORDER BY at_ms', [botId, sinceMs]);
         return rows.map((row) => Number(row.at_ms));
-      },
-      exitsSince: async (botId, sinceMs) => {
-        const { rows } = await query('SELECT COUNT(*) AS n FROM exits WHERE bot_id = $1 AND at_ms >= $2', [botId, sinceMs]);
-        return Number(rows[0]?.n ?? 0);
       },
       appendEvent: async (botId, type, atMs, build, runKey) => {
         // The counter row stays locked until this transaction ends: cursors commit in order.

@@ -163,7 +163,7 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
   }
 
   async exitsSince(botId: string, sinceMs: number): Promise<number> {
-    return this.readExitsSince(botId, sinceMs);
+    return Number(this.statement('SELECT COUNT(*) AS n FROM exits WHERE bot_id = ? AND at_ms >= ?').get(botId, sinceMs)?.n ?? 0);
   }
 
   async isCrashLooping(botId: string): Promise<boolean> {
@@ -235,7 +235,6 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
       addExit: async (botId, record, runKey) => this.writeExit(botId, record, runKey),
       exits: async (botId, limit) => this.readExits(botId, limit),
       crashesSince: async (botId, sinceMs) => this.readCrashesSince(botId, sinceMs),
-      exitsSince: async (botId, sinceMs) => this.readExitsSince(botId, sinceMs),
       appendEvent: async (botId, type, atMs, build, runKey) => {
         const event = this.writeEvent(botId, type, atMs, build, runKey);
         if (event) appended.push(event);
@@ -285,10 +284,6 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
   private readCrashesSince(botId: string, sinceMs: number): number[] {
     const rows = this.statement('SELECT at_ms FROM exits WHERE bot_id = ? AND requested = 0 AND at_ms >= ? ORDER BY at_ms').all(botId, sinceMs);
     return rows.map((row) => row.at_ms as number);
-  }
-
-  private readExitsSince(botId: string, sinceMs: number): number {
-    return Number(this.statement('SELECT COUNT(*) AS n FROM exits WHERE bot_id = ? AND at_ms >= ?').get(botId, sinceMs)?.n ?? 0);
   }
 
   private readIsCrashLooping(botId: string): boolean {

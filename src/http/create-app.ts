@@ -41,7 +41,7 @@ export interface AppDeps {
   readonly metrics: AgentMetrics;
   /** Every running bot's recent CPU and memory, for the console. */
   readonly samples: StatsSamples;
-  /** Signs and verifies the bots' tokens (Docker); none: no token names a bot. */
+  /** Names bots by their tokens: those the agent signs (Docker), or the cluster's (Kubernetes); none: no token names a bot. */
   readonly botTokens?: BotTokenVerifier | undefined;
   /** The built console; undefined where it was not built. */
   readonly console?: ConsoleFiles | undefined;

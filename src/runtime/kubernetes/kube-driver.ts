@@ -106,10 +106,12 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   listedBots(): BotSummary[] | undefined {
-    const [podKeys, deploymentKeys] = [this.watchedPods.keysOf('bot'), this.deployments.keysOf('bot')];
-    if (podKeys === undefined || deploymentKeys === undefined) return undefined;
-    const pods = podKeys.flatMap((botId) => this.watchedPods.byIndex('bot', botId) ?? []);
-    return deploymentKeys.flatMap((botId) => this.deployments.byIndex('bot', botId) ?? []).map((deployment) => summaryOf(deployment, pods));
+    const deploymentKeys = this.deployments.keysOf('bot');
+    if (deploymentKeys === undefined || this.watchedPods.keysOf('bot') === undefined) return undefined;
+    // Each Deployment with its own bot's pods, from the index: not every pod for every bot.
+    return deploymentKeys.flatMap((botId) =>
+      (this.deployments.byIndex('bot', botId) ?? []).map((deployment) => summaryOf(deployment, this.watchedPods.byIndex('bot', botId) ?? [])),
+    );
   }
 
   runningBots(): string[] {
