@@ -26,9 +26,9 @@ export async function pythonBotImage(): Promise<string> {
   return stdout.trim().split('\n').at(-1) ?? '';
 }
 
-/** pytest's closing line (`=== 17 passed in 9.1s ===`), and whether it says anything failed. */
+/** pytest's closing line (`=== 19 passed in 9.1s ===`), and whether it says all passed: none failed, errored or was skipped. */
 export function pytestSummary(output: string): { line: string; passed: number; clean: boolean } {
   const line = output.trim().split('\n').reverse().find((candidate) => /^=+ .* in [\d.]+s/.test(candidate)) ?? '';
   const passed = Number(/(\d+) passed/.exec(line)?.[1] ?? 0);
-  return { line, passed, clean: passed > 0 && !/failed|error/.test(line) };
+  return { line, passed, clean: passed > 0 && !/failed|error|skipped|xfail|xpass|deselected/.test(line) };
 }
