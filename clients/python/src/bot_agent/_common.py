@@ -160,16 +160,85 @@ def envelope(status: int, body: bytes) -> Dict[str, Any]:
     return answer
 
 
-def owned(settings: Settings) -> Dict[str, str]:
-    if not settings.user_id:
-        raise BotAgentError("USER_ID is not set: stop, start and restart name the owner")
-    return {"bot_id": settings.bot_id, "user_id": settings.user_id}
+@dataclass(frozen=True)
+class Call:
+    """One request of the agent's API as both clients send it, and the answer's field they return."""
+
+    method: str
+    path: str
+    field: str
+    body: Optional[Dict[str, Any]] = None
+    headers: Optional[Dict[str, str]] = None
 
 
-def bot_path(settings: Settings) -> str:
-    from urllib.parse import quote
+class Calls:
+    """The requests of one bot (docs/api.md §2), built in one place; the clients only send them."""
 
-    return f"/api/bots/{quote(settings.bot_id, safe='')}"
+    def __init__(self, settings: Settings) -> None:
+        from urllib.parse import quote
+
+        self._settings = settings
+        self.bot_path = f"/api/bots/{quote(settings.bot_id, safe='')}"
+
+    def self_restart(self) -> Call:
+        return Call("POST", "/api/bots/self/restart", "message", headers={"X-Bot-ID": self._settings.bot_id})
+
+    def lifecycle(self, operation: Literal["restart", "stop", "start"]) -> Call:
+        if not self._settings.user_id:
+            raise BotAgentError("USER_ID is not set: stop, start and restart name the owner")
+        return Call("POST", f"/api/bots/{operation}", "message", {"bot_id": self._settings.bot_id, "user_id": self._settings.user_id})
+
+    def logs(self, lines: Optional[int]) -> Call:
+        body: Dict[str, Any] = {"bot_id": self._settings.bot_id}
+        if lines is not None:
+            body["lines"] = lines
+        return Call("POST", "/api/bots/logs", "logs", body)
+
+    def stats(self) -> Call:
+        return Call("GET", f"{self.bot_path}/stats", "stats")
+
+    def status(self) -> Call:
+        return Call("GET", self.bot_path, "bot")
+
+    def exits(self, limit: Optional[int]) -> Call:
+        return Call("GET", f"{self.bot_path}/exits{'' if limit is None else f'?limit={int(limit)}'}", "exits")
+
+    def follow_logs(self, lines: Optional[int]) -> str:
+        return f"{self.bot_path}/logs?follow=true{'' if lines is None else f'&lines={int(lines)}'}"
+
+    def events(self) -> str:
+        return f"{self.bot_path}/events"
+
+
+class Resumption:
+    """Where a bot's event stream resumes (``Last-Event-ID``), and how long to wait before it does: from 1 s,
+    doubling to 30 s. A refusal, or a failure before the stream ever opened, is the caller's to see."""
+
+    def __init__(self, after: Optional[str]) -> None:
+        self.after = after
+        self._delay = RECONNECT_FIRST_S
+        self._opened = False
+
+    def headers(self) -> Dict[str, str]:
+        return {} if self.after is None else {"Last-Event-ID": self.after}
+
+    def opened(self) -> None:
+        self._opened = True
+
+    def received(self, message: "Message") -> BotEvent:
+        self._delay = RECONNECT_FIRST_S
+        self.after = message.id or self.after
+        return cast(BotEvent, json.loads(message.data))
+
+    def broke(self, err: BotAgentError) -> None:
+        """Raises ``err`` unless the stream is worth opening again."""
+        if not self._opened or (err.status is not None and err.status < 500):
+            raise err
+
+    def wait(self) -> float:
+        """How long to wait before opening it again."""
+        delay, self._delay = self._delay, min(self._delay * 2, RECONNECT_MAX_S)
+        return delay
 
 
 @dataclass
@@ -226,7 +295,3 @@ def log_item(message: Message) -> Union[LogLine, BotEvent]:
     if message.event == "log":
         return cast(LogLine, {"type": "log", **data})
     return cast(BotEvent, data)
-
-
-def next_delay(delay: float) -> float:
-    return min(delay * 2, RECONNECT_MAX_S)

@@ -13,23 +13,22 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Union
 from ._common import (
     DEFAULT_TIMEOUT_S,
     PROBE_TIMEOUT_S,
-    RECONNECT_FIRST_S,
     STREAM_SILENCE_S,
     BotAgentError,
     BotEvent,
     BotStats,
     BotStatus,
+    Call,
+    Calls,
     ExitRecord,
     LogLine,
     Message,
+    Resumption,
     Settings,
-    bot_path,
     envelope,
     headers_for,
     log_item,
     messages,
-    next_delay,
-    owned,
     settings_from,
     unreachable,
     without_probe,
@@ -68,6 +67,7 @@ class BotAgentClient:
         self.agent_url = agent_url.rstrip("/")
         self.bot_id = settings.bot_id
         self._settings = settings
+        self._calls = Calls(settings)
         self._timeout = timeout
 
     @classmethod
@@ -85,65 +85,57 @@ class BotAgentClient:
 
     def self_restart(self) -> str:
         """Restarts this bot; the answer comes before the restart, which then ends this process."""
-        return str(self._call("POST", "/api/bots/self/restart", headers={"X-Bot-ID": self.bot_id})["message"])
+        return str(self._ask(self._calls.self_restart()))
 
     def restart(self) -> str:
         """Restarts this bot (as its owner USER_ID); from inside the bot, answered before it happens."""
-        return str(self._call("POST", "/api/bots/restart", owned(self._settings))["message"])
+        return str(self._ask(self._calls.lifecycle("restart")))
 
     def stop(self) -> str:
         """Stops this bot (as its owner USER_ID)."""
-        return str(self._call("POST", "/api/bots/stop", owned(self._settings))["message"])
+        return str(self._ask(self._calls.lifecycle("stop")))
 
     def start(self) -> str:
         """Starts this bot (as its owner USER_ID); a running bot answers that it already runs."""
-        return str(self._call("POST", "/api/bots/start", owned(self._settings))["message"])
+        return str(self._ask(self._calls.lifecycle("start")))
 
     def logs(self, lines: Optional[int] = None) -> str:
         """The last ``lines`` lines of this bot's output (100 unless given)."""
-        body: Dict[str, Any] = {"bot_id": self.bot_id}
-        if lines is not None:
-            body["lines"] = lines
-        return str(self._call("POST", "/api/bots/logs", body)["logs"])
+        return str(self._ask(self._calls.logs(lines)))
 
     def stats(self) -> BotStats:
         """CPU and memory in use, and the uptime."""
-        return cast(BotStats, self._call("GET", f"{bot_path(self._settings)}/stats")["stats"])
+        return cast(BotStats, self._ask(self._calls.stats()))
 
     def status(self) -> BotStatus:
         """The bot's state, uptime, crashes in the last hour and its last exit."""
-        return cast(BotStatus, self._call("GET", bot_path(self._settings))["bot"])
+        return cast(BotStatus, self._ask(self._calls.status()))
 
     def exits(self, limit: Optional[int] = None) -> List[ExitRecord]:
         """The bot's exit records, newest first (at most ``limit``, 1 to 50; 20 unless given)."""
-        query = "" if limit is None else f"?limit={int(limit)}"
-        return cast(List[ExitRecord], self._call("GET", f"{bot_path(self._settings)}/exits{query}")["exits"])
+        return cast(List[ExitRecord], self._ask(self._calls.exits(limit)))
 
     def follow_logs(self, lines: Optional[int] = None) -> Iterator[Union[LogLine, BotEvent]]:
         """The last ``lines`` lines (100 unless given), then each new one as the bot writes it, with an
         ``exited`` event where a run ends, across restarts. Ends when the agent closes the stream."""
-        query = "" if lines is None else f"&lines={int(lines)}"
-        for message in self._stream(f"{bot_path(self._settings)}/logs?follow=true{query}", {}):
+        for message in self._stream(self._calls.follow_logs(lines), {}):
             yield log_item(message)
 
     def events(self, after: Optional[str] = None) -> Iterator[BotEvent]:
         """The bot's events as they happen; with ``after`` (an event's id), first every kept event after it.
         A lost connection is opened again, resuming after the last event received (``Last-Event-ID``),
         so none is missed. Refusals, and failures before the stream ever opened, raise BotAgentError."""
-        delay = RECONNECT_FIRST_S
-        opened: List[bool] = []
+        resume = Resumption(after)
         while True:
             try:
-                headers = {} if after is None else {"Last-Event-ID": after}
-                for message in self._stream(f"{bot_path(self._settings)}/events", headers, lambda: opened.append(True)):
-                    delay = RECONNECT_FIRST_S
-                    after = message.id or after
-                    yield cast(BotEvent, json.loads(message.data))
+                for message in self._stream(self._calls.events(), resume.headers(), resume.opened):
+                    yield resume.received(message)
             except BotAgentError as err:
-                if not opened or (err.status is not None and err.status < 500):
-                    raise
-            time.sleep(delay)
-            delay = next_delay(delay)
+                resume.broke(err)
+            time.sleep(resume.wait())
+
+    def _ask(self, call: Call) -> Any:
+        return self._call(call.method, call.path, call.body, call.headers)[call.field]
 
     def _call(self, method: str, path: str, body: Optional[Mapping[str, Any]] = None, headers: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
         data = None if body is None else json.dumps(body).encode("utf-8")
