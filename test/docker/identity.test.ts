@@ -21,14 +21,14 @@ const drivers: ReturnType<typeof createDockerDriver>[] = [];
 const servers: Server[] = [];
 const botTokens = BotTokens.open(':memory:');
 
-async function agent(identity: Identity): Promise<{ server: Server; target: { host: string; port: number } }> {
+async function agent(identity: Identity, tokens = botTokens): Promise<{ server: Server; target: { host: string; port: number } }> {
   const network = (await fixture.network()).name;
   const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
   drivers.push(driver);
   const { app } = assembleAgent({
     driver,
-    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000', tokens: botTokens }),
-    botTokens,
+    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000', tokens }),
+    botTokens: tokens,
     config: { ...TEST_APP_CONFIG, identity },
     logger: pino(lineSink(logLines)),
     statsSamples: 'off',
@@ -100,4 +100,28 @@ test('token: a bot is told apart by its token through a sidecar-style hop (127.0
   t.is((await call(server, '/api/events', { headers })).status, 403);
   t.is((await call(server, `/api/bots/${other.id}/stats`, { headers })).status, 403);
   t.false(logLines.some((line) => line.includes(token)), 'a token reached the log');
+});
+
+test('token: a bot removed and created again under its id is named by its new token, not by the removed one\'s', async (t) => {
+  // Its own keys: the agent it is given to reads its removals (the file's other agents would read theirs).
+  const { server, target } = await agent('token', BotTokens.open(':memory:'));
+  const id = fixture.newBotId();
+  t.teardown(() => fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined));
+  const create = () =>
+    call(server, '/api/admin/bots', { body: { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'telegram', token: 'telegram-secret-0123456789', command: ['sleep', '1000'] } });
+  t.is((await create()).status, 201);
+  const removedToken = (await envOf(id)).PLATFORM_AGENT_TOKEN ?? '';
+  // Tokens are signed to the second: the removal comes in a later one.
+  await new Promise((resolve) => setTimeout(resolve, 1_100));
+  t.is((await call(server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
+  t.is((await create()).status, 201);
+  const newToken = (await envOf(id)).PLATFORM_AGENT_TOKEN ?? '';
+  t.not(newToken, removedToken);
+  const bot = { id, container: fixture.docker.getContainer(id) };
+  const stats = (token: string) => fixture.httpFromBot(bot, target, { method: 'GET', path: `/api/bots/${id}/stats`, headers: { authorization: `Bot ${token}` } });
+  const stale = await stats(removedToken);
+  t.is(stale.status, 403, stale.raw);
+  t.is(stale.body?.msg, 'forbidden: the bot token was signed before its bot was removed');
+  const fresh = await stats(newToken);
+  t.is(fresh.status, 200, fresh.raw);
 });
