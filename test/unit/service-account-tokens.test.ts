@@ -5,7 +5,7 @@ import { once } from 'node:events';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import { KubeConfig } from '@kubernetes/client-node';
-import { TooManyRequests } from '../../src/errors.js';
+import { RuntimeUnavailable, TooManyRequests } from '../../src/errors.js';
 import { BadBotToken } from '../../src/identity/bot-tokens.js';
 import { ServiceAccountTokens } from '../../src/runtime/kubernetes/kube-token-review.js';
 import { BOT_LABEL } from '../../src/runtime/labels.js';
@@ -151,4 +151,13 @@ test('an address whose tokens the cluster refused 10 times in 30 s has its furth
   now += 31_000;
   await t.throwsAsync(tokens.botNamed(token('forged-later', 3600, now), '10.0.0.7'), { instanceOf: BadBotToken });
   t.is(api.reviews(), 12, 'the window ended: its next token is asked for');
+});
+
+test('an API server that does not answer: the reviews in flight end at their deadline, and those waiting hear the same without asking it', async (t) => {
+  const api = await standIn(t, { holdReviews: true });
+  const now = Date.now();
+  const tokens = new ServiceAccountTokens(api.config, NAMESPACE, () => now);
+  const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => tokens.botNamed(token(`${i}good`, 3600, now)).then(() => 'named', (err: unknown) => err)));
+  t.true(outcomes.every((outcome) => outcome instanceof RuntimeUnavailable), String(outcomes.find((outcome) => !(outcome instanceof RuntimeUnavailable))));
+  t.is(api.reviews(), 8, 'a waiting token asked the silent API server too');
 });

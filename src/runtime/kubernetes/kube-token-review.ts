@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { AuthenticationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import { LRUCache } from 'lru-cache';
-import { TooManyRequests } from '../../errors.js';
+import { RuntimeUnavailable, TooManyRequests } from '../../errors.js';
 import { BadBotToken } from '../../identity/bot-tokens.js';
 import type { BotTokenVerifier } from '../../identity/bot-tokens.js';
 import { BOT_ID_PATTERN, BOT_LABEL } from '../labels.js';
@@ -51,7 +51,7 @@ export class ServiceAccountTokens implements BotTokenVerifier {
   private readonly refusals: LRUCache<string, number>;
   private readonly reviewing = new Map<string, Promise<Verdict>>();
   private active = 0;
-  private readonly waiting: (() => void)[] = [];
+  private readonly waiting: { admit(): void; refuse(err: unknown): void }[] = [];
 
   constructor(
     kubeConfig: KubeConfig,
@@ -102,9 +102,14 @@ export class ServiceAccountTokens implements BotTokenVerifier {
       const ttl = 'botId' in verdict ? Math.min(expiresMs - BEFORE_EXPIRY_MS - this.now(), MAX_VERDICT_MS) : REFUSAL_MS;
       if (ttl > 0) this.verdicts.set(key, verdict, { ttl });
       return verdict;
+    } catch (err) {
+      // The API server did not answer: those waiting would each wait for it in turn, a round at a time; they
+      // hear the same now.
+      if (err instanceof RuntimeUnavailable) for (const waiter of this.waiting.splice(0)) waiter.refuse(err);
+      throw err;
     } finally {
       this.active -= 1;
-      this.waiting.shift()?.();
+      this.waiting.shift()?.admit();
     }
   }
 
@@ -117,7 +122,7 @@ export class ServiceAccountTokens implements BotTokenVerifier {
     if (this.waiting.length >= REVIEWS_WAITING) {
       throw new TooManyRequests('too many new tokens to verify at once: try again in a second', 1);
     }
-    await new Promise<void>((resolve) => this.waiting.push(resolve));
+    await new Promise<void>((admit, refuse) => this.waiting.push({ admit, refuse }));
     this.active += 1;
   }
 
