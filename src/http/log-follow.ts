@@ -1,5 +1,6 @@
 import type { Context } from 'koa';
 import type { BotHistory } from '../history/bot-history.js';
+import type { StoredEvent } from '../history/history-store.js';
 import type { LogLine, LogsFrom, RuntimeDriver } from '../runtime/driver.js';
 import { sseOf } from './sse.js';
 import type { SseStream } from './sse.js';
@@ -19,14 +20,18 @@ async function followAcrossRuns(stream: SseStream, driver: RuntimeDriver, histor
   let lastEnd: number | undefined;
   const starts: number[] = [];
   let wake: (() => void) | undefined;
-  // A run's end is passed on when it comes, also while its lines still stream: the runtime's log stream
-  // may go on across a quick restart without ending.
+  // A run's end is kept while the run's lines are still read (under load the runtime's stream lags, and the
+  // end may be recorded first): it is sent once that stream has ended, between the run's last line and the
+  // next run's first (the runtime ends a stream at the next run's first line).
+  let reading = false;
+  const heldEnds: StoredEvent[] = [];
   const unfollow = history.follow((event) => {
     if (event.botId !== botId || (event.type !== 'exited' && event.type !== 'started')) return;
     const at = Date.parse((JSON.parse(event.data) as { at: string }).at);
     if (at < beginning) return;
     if (event.type === 'exited') {
-      stream.send(sseOf(event));
+      if (reading) heldEnds.push(event);
+      else stream.send(sseOf(event));
       lastEnd = Math.max(lastEnd ?? at, at);
     } else {
       starts.push(at);
@@ -69,7 +74,13 @@ async function followAcrossRuns(stream: SseStream, driver: RuntimeDriver, histor
   try {
     let from: LogsFrom = { lines };
     while (!stream.closed) {
-      await driver.followLogs(botId, from, sendLine, stream.signal);
+      reading = true;
+      try {
+        await driver.followLogs(botId, from, sendLine, stream.signal);
+      } finally {
+        reading = false;
+        for (const end of heldEnds.splice(0)) stream.send(sseOf(end));
+      }
       const next = await nextRun();
       if (next === undefined) return;
       // A process may write before the runtime records its start: the next run's lines are those after the last end.

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
@@ -352,4 +353,26 @@ test('a follower that does not read is cut off once 1 MiB waits for it, while a 
   t.true(reader.events.every((e) => e.event === 'log' && /^\d+ x{16000}$/.test(String(e.data.line))), 'whole lines, none cut');
   reader.close();
   await bot.container.remove({ force: true });
+});
+
+test('live logs keep a run end between the runs when the engine carries the next run in the same stream (a backlog under load)', async (t) => {
+  // A burst the agent does not read in time: the engine's follow stream is still behind when the bot restarts,
+  // so it goes on with the next run's lines from the same file, before the run's end is recorded.
+  const script = 'echo "run starts"; trap "exit 0" TERM; sleep 2; seq 1 20000 | sed "s/^/burst /"; while :; do echo tick; sleep 0.2 & wait $!; done';
+  const bot = await fixture.runBot({ script });
+  const follower = await openStream(agent.server, `/api/bots/${bot.id}/logs?follow=true&lines=10`);
+  await follower.next((e) => e.data.line === 'run starts');
+  // The agent's event loop held, as on a loaded machine: the burst waits in the engine, then the restart.
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2_500);
+  execFileSync('docker', ['-H', fixture.dockerHost, 'restart', '-t', '1', bot.id]);
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
+  const exited = await follower.next((e) => e.event === 'exited', 30_000);
+  const afterExit = follower.events.indexOf(exited);
+  await follower.next((e) => e.data.line === 'run starts' && follower.events.indexOf(e) > afterExit, 30_000);
+  const starts = follower.events.filter((e) => e.data.line === 'run starts').map((e) => follower.events.indexOf(e));
+  t.is(starts.length, 2, 'each run once');
+  t.true(starts[1]! > afterExit, 'the next run begins after the run end');
+  t.is(follower.events[afterExit + 1]?.data.line, 'run starts', "the first line after the run end is the next run's first");
+  t.true(follower.events.findIndex((e) => e.data.line === 'burst 20000') < afterExit, "the run's last lines come before its end");
+  follower.close();
 });

@@ -58,6 +58,8 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
   private listings = 0;
   /** Containers that started since the last listing, whose start time must be read again. */
   private startedSince = new Set<string>();
+  /** When each container's process last died (ms, the engine's clock), as its events said. */
+  private readonly deaths = new Map<string, number>();
 
   constructor(
     private readonly docker: Docker,
@@ -122,6 +124,11 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     return this.inspections.inspect(containerId);
   }
 
+  /** When the container's process last died (ms, the engine's clock) since the agent began watching; undefined if not seen. */
+  diedAt(containerId: string): number | undefined {
+    return this.deaths.get(containerId);
+  }
+
   close(): void {
     this.stream.close();
     this.inspections.close();
@@ -136,6 +143,8 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
         ? CHANGES.has(action) && event.Actor?.Attributes?.[BOT_LABEL] !== undefined
         : (action === 'connect' || action === 'disconnect') && containerId !== undefined && this.byContainer.has(containerId);
     if (!containerId || !changes) return;
+    if (event.Type === 'container' && action === 'die' && event.timeNano !== undefined) this.deaths.set(containerId, Math.floor(event.timeNano / 1e6));
+    if (event.Type === 'container' && action === 'destroy') this.deaths.delete(containerId);
     if (event.Type === 'container' && action === 'start') this.startedSince.add(containerId);
     // A container that stops gives up its addresses at once, before its inspection lands.
     if ((event.Type === 'container' && GONE.has(action)) || action === 'disconnect') this.forget(containerId);

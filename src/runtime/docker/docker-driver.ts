@@ -97,7 +97,13 @@ class DockerDriver implements RuntimeDriver {
 
   async followLogs(botId: string, from: LogsFrom, onLine: (line: LogLine) => void, signal: AbortSignal): Promise<void> {
     const { containerId, tty } = await this.logTarget(botId);
-    await this.translated(botId, () => followLogs(this.docker, containerId, tty, from, onLine, signal));
+    // A line stamped after a death seen since the follow began is the next run's: the follow ends there (docs/api.md §10).
+    const diedBefore = this.index.diedAt(containerId);
+    const nextRun = (line: LogLine): boolean => {
+      const died = this.index.diedAt(containerId);
+      return died !== undefined && died !== diedBefore && line.at.getTime() > died;
+    };
+    await this.translated(botId, () => followLogs(this.docker, containerId, tty, from, onLine, signal, nextRun));
   }
 
   /**

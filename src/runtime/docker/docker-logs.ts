@@ -190,7 +190,10 @@ async function entriesAfter(docker: Docker, containerId: string, tty: boolean, t
 
 /**
  * Follows a container's logs (see RuntimeDriver.followLogs) until the engine
- * ends the stream, which it does when the container stops, or `signal` aborts.
+ * ends the stream, which it does when the container stops, `signal` aborts, or
+ * `nextRun` says a line belongs to a later run. The engine's stream may carry
+ * that run too: its reader checks that the container stopped only once it has
+ * caught up with the file, and a new run appends to the same file.
  */
 export async function followLogs(
   docker: Docker,
@@ -199,24 +202,32 @@ export async function followLogs(
   from: LogsFrom,
   onLine: (line: LogLine) => void,
   signal: AbortSignal,
+  nextRun: (line: LogLine) => boolean = () => false,
 ): Promise<void> {
   const query: LogsQuery = {
     follow: true,
     timestamps: true,
     ...('since' in from ? { since: engineTime(from.since), tail: 'all' } : { tail: from.lines }),
   };
-  const stream = await openLogs(docker, containerId, query, signal);
-  const stdout = new TimestampedLines('stdout', onLine);
-  const stderr = new TimestampedLines('stderr', onLine);
+  const ending = new AbortController();
+  const stream = await openLogs(docker, containerId, query, AbortSignal.any([signal, ending.signal]));
+  const thisRun = (line: LogLine): void => {
+    if (ending.signal.aborted) return;
+    if (nextRun(line)) ending.abort();
+    else onLine(line);
+  };
+  const stdout = new TimestampedLines('stdout', thisRun);
+  const stderr = new TimestampedLines('stderr', thisRun);
   const demuxer = new DockerLogDemuxer((output, bytes, first) => (output === 'stderr' ? stderr : stdout).push(bytes, first));
   try {
     for await (const chunk of stream as AsyncIterable<Buffer>) {
       // On a terminal there are no frames: each line the engine sends is an entry with its timestamp.
       if (tty) stdout.pushLines(chunk);
       else demuxer.push(chunk);
+      if (ending.signal.aborted) break;
     }
   } catch (err) {
-    if (!signal.aborted) throw err;
+    if (!signal.aborted && !ending.signal.aborted) throw err;
   }
   stdout.end();
   stderr.end();
