@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LRUCache } from 'lru-cache';
 import { HistoryUnavailable } from '../errors.js';
@@ -44,11 +45,29 @@ export type HistoryWrite =
       readonly startedAtMs: number | null;
       readonly logs: string;
     }
-  | { readonly kind: 'operation'; readonly botId: string; readonly operation: 'restart' | 'stop' | 'start'; readonly result: string; readonly by: OperationCaller; readonly atMs: number }
-  | { readonly kind: 'recovery'; readonly botId: string; readonly atMs: number };
+  | {
+      readonly kind: 'operation';
+      /** Its event's key: a write replayed after a crash between the store's commit and the spool's count is kept once. */
+      readonly id: string;
+      readonly botId: string;
+      readonly operation: 'restart' | 'stop' | 'start';
+      readonly result: string;
+      readonly by: OperationCaller;
+      readonly atMs: number;
+    }
+  | { readonly kind: 'recovery'; readonly botId: string; readonly atMs: number }
+  | { readonly kind: 'forgotten'; readonly botId: string; readonly atMs: number }
+  | { readonly kind: 'session-ended'; readonly nonce: string; readonly untilMs: number };
 
 /** What each kind of write keeps, as a log line says it. */
-const WHAT: Record<HistoryWrite['kind'], string> = { started: 'a run start', ended: 'a run end', operation: 'an operation', recovery: 'a recovery' };
+const WHAT: Record<HistoryWrite['kind'], string> = {
+  started: 'a run start',
+  ended: 'a run end',
+  operation: 'an operation',
+  recovery: 'a recovery',
+  forgotten: "a bot's removal",
+  'session-ended': "a console session's end",
+};
 /** How often the spool is tried again while the store is away. */
 const SPOOL_RETRY_MS = 1_000;
 /** How long what another agent may have changed (a bot's removal, a session's end), as read, is used. */
@@ -69,6 +88,8 @@ export interface BotHistoryOptions {
   readonly report?: (what: string, err: unknown) => void;
   /** Where the spool of writes waiting for the store is kept (AGENT_DATA_DIR); in memory when undefined. */
   readonly spoolDir?: string | undefined;
+  /** How often the spool is tried again while the store is away; tests shorten it. */
+  readonly spoolRetryMs?: number;
 }
 
 /** The signal whose number is `exitCode - 128`, as a shell reports it. */
@@ -95,8 +116,9 @@ export class BotHistory implements RunObserver {
   private writes: Promise<void> = Promise.resolve();
   /** The writes that wait for the store to answer again, in order. */
   readonly spool: HistorySpool<HistoryWrite>;
-  /** The newest run end of each bot that waits in the spool (cleared once the spool is written). */
+  /** The newest run end, and the removal, of each bot that wait in the spool (cleared once the spool is written). */
   private readonly spooledEnds = new Map<string, number>();
+  private readonly spooledRemovals = new Map<string, number>();
   private spoolRetry: NodeJS.Timeout | undefined;
   private closed = false;
   /** When bots were removed, as last read (or as this agent removed them): tokens' checks read it on every call. */
@@ -163,12 +185,12 @@ export class BotHistory implements RunObserver {
     return at === undefined ? undefined : new Date(at);
   }
 
-  started(run: RunStart): Promise<void> {
-    return this.write({ kind: 'started', botId: run.botId, key: run.key, startedAtMs: run.startedAt.getTime() });
+  async started(run: RunStart): Promise<void> {
+    await this.write({ kind: 'started', botId: run.botId, key: run.key, startedAtMs: run.startedAt.getTime() });
   }
 
-  ended(run: RunEnd): Promise<void> {
-    return this.write({
+  async ended(run: RunEnd): Promise<void> {
+    await this.write({
       kind: 'ended',
       botId: run.botId,
       key: run.key,
@@ -183,8 +205,8 @@ export class BotHistory implements RunObserver {
   }
 
   /** A lifecycle operation through the agent ended; a stop ends a crash loop. */
-  operationEnded(botId: string, operation: 'restart' | 'stop' | 'start', result: string, by: OperationCaller): Promise<void> {
-    return this.write({ kind: 'operation', botId, operation, result, by, atMs: Date.now() });
+  async operationEnded(botId: string, operation: 'restart' | 'stop' | 'start', result: string, by: OperationCaller): Promise<void> {
+    await this.write({ kind: 'operation', id: randomUUID(), botId, operation, result, by, atMs: Date.now() });
   }
 
   /** The bot's last exit, crash-loop state and crashes in the hour before `now`. */
@@ -209,14 +231,21 @@ export class BotHistory implements RunObserver {
    * said within the last SHARED_FRESH_MS (another agent's removal counts here within that); undefined
    * (not known) while the store is away or takes longer than SHARED_READ_MS.
    */
-  removedAt(botId: string): Promise<number | undefined> {
+  async removedAt(botId: string): Promise<number | undefined> {
+    const spooled = this.spooledRemovals.get(botId);
+    if (spooled !== undefined) return spooled;
     // A bot's call waits for no database that is away or slow: its token is then judged by its signature alone.
     return this.briefly(this.removals, botId, undefined);
   }
 
-  /** Keeps a console session's end (by its nonce, until its expiry) for every agent sharing the store. */
+  /**
+   * Keeps a console session's end (by its nonce, until its expiry) for every agent sharing the store;
+   * while the store is away, in the spool, so the others refuse it as soon as it answers again.
+   */
   async endSession(nonce: string, untilMs: number): Promise<void> {
-    await this.store.endSession(nonce, untilMs, Date.now()).catch((err: unknown) => this.options.report?.("a console session's end (this agent refuses it still)", err));
+    if (!(await this.write({ kind: 'session-ended', nonce, untilMs }))) {
+      throw new HistoryUnavailable("the history's database does not answer and its spool is full: the session ends on this agent only");
+    }
   }
 
   /**
@@ -239,15 +268,20 @@ export class BotHistory implements RunObserver {
   /**
    * Forgets the bot (it was removed): its records, events and crash-loop state
    * go, and runs that began before now are not recorded when they are reported
-   * late, so that a bot created later under the same id starts with none.
+   * late, so that a bot created later under the same id starts with none, and
+   * its tokens signed before now name nobody. Kept like any write: while the
+   * store is away it waits in the spool (and this agent knows the removal at
+   * once); HistoryUnavailable only when the spool is full.
    */
   async forget(botId: string): Promise<void> {
     clearTimeout(this.recoveries.get(botId));
     this.recoveries.delete(botId);
     this.runs.delete(botId);
     const at = Date.now();
-    await this.store.forget(botId, at);
     this.removals.set(botId, { value: at });
+    if (!(await this.write({ kind: 'forgotten', botId, atMs: at }))) {
+      throw new HistoryUnavailable(`the history's database does not answer and its spool is full: bot ${botId} is not forgotten yet; remove it again`);
+    }
   }
 
   /** Stops following the store; resolves once the writes asked for so far are kept. */
@@ -306,14 +340,9 @@ export class BotHistory implements RunObserver {
     at: Date,
     fields: Record<string, unknown>,
     runKey?: string,
+    key = runKey === undefined ? undefined : `${type}:${runKey}`,
   ): Promise<void> {
-    const event = await tx.appendEvent(
-      botId,
-      type,
-      at.getTime(),
-      (id) => JSON.stringify({ id, type, bot_id: botId, at: at.toISOString(), ...fields }),
-      runKey === undefined ? undefined : `${type}:${runKey}`,
-    );
+    const event = await tx.appendEvent(botId, type, at.getTime(), (id) => JSON.stringify({ id, type, bot_id: botId, at: at.toISOString(), ...fields }), key);
     if (!event) return;
     if (this.options.deliver) await tx.addDelivery(event, Date.now());
     kept.push(event);
@@ -340,25 +369,27 @@ export class BotHistory implements RunObserver {
    * (and until what waits is written) it waits in the spool; any other fault
    * is reported, not thrown.
    */
-  private write(write: HistoryWrite): Promise<void> {
+  private write(write: HistoryWrite): Promise<boolean> {
     const next = this.writes.then(async () => {
       if (this.spool.size === 0) {
         try {
           await this.apply(write);
-          return;
+          return true;
         } catch (err) {
           if (!this.store.isAway(err)) {
             this.options.report?.(`the history could not keep ${WHAT[write.kind]}`, err);
-            return;
+            return true;
           }
           this.options.report?.('the history store is away: what it must keep waits in the spool until it answers', err);
         }
       }
-      if (this.spool.add(write)) this.noteSpooled(write);
-      else this.options.report?.(`the history spool is full: ${WHAT[write.kind]} of bot ${write.botId} is lost`, undefined);
-      this.retrySpoolSoon(SPOOL_RETRY_MS);
+      const spooled = this.spool.add(write);
+      if (spooled) this.noteSpooled(write);
+      else this.options.report?.(`the history spool is full: ${WHAT[write.kind]}${'botId' in write ? ` of bot ${write.botId}` : ''} is lost`, undefined);
+      this.retrySpoolSoon(this.options.spoolRetryMs ?? SPOOL_RETRY_MS);
+      return spooled;
     });
-    this.writes = next;
+    this.writes = next.then(() => undefined);
     return next;
   }
 
@@ -377,18 +408,22 @@ export class BotHistory implements RunObserver {
         await this.apply(write);
       } catch (err) {
         if (this.store.isAway(err)) {
-          this.retrySpoolSoon(SPOOL_RETRY_MS);
+          this.retrySpoolSoon(this.options.spoolRetryMs ?? SPOOL_RETRY_MS);
           return;
         }
         this.options.report?.(`the history could not keep ${WHAT[write.kind]}`, err);
       }
       this.spool.shift();
     }
-    if (this.spool.size === 0) this.spooledEnds.clear();
+    if (this.spool.size === 0) {
+      this.spooledEnds.clear();
+      this.spooledRemovals.clear();
+    }
   }
 
   private noteSpooled(write: HistoryWrite): void {
     if (write.kind === 'ended') this.spooledEnds.set(write.botId, Math.max(write.atMs, this.spooledEnds.get(write.botId) ?? 0));
+    if (write.kind === 'forgotten') this.spooledRemovals.set(write.botId, Math.max(write.atMs, this.spooledRemovals.get(write.botId) ?? 0));
   }
 
   /** Keeps one write in the store; throws what the store threw. */
@@ -429,13 +464,21 @@ export class BotHistory implements RunObserver {
       case 'operation': {
         const at = new Date(write.atMs);
         await this.keep(async (tx, kept) => {
-          await this.append(tx, kept, write.botId, 'operation', at, { operation: write.operation, result: write.result, by: write.by });
+          // A write spooled by a version before the key has none: it is kept as it was then.
+          const key = write.id === undefined ? undefined : `operation:${write.id}`;
+          await this.append(tx, kept, write.botId, 'operation', at, { operation: write.operation, result: write.result, by: write.by }, undefined, key);
           if (write.operation === 'stop' && write.result === 'ok') await this.recover(tx, kept, write.botId, at);
         });
         return;
       }
       case 'recovery':
         await this.keep((tx, kept) => this.recover(tx, kept, write.botId, new Date(write.atMs)));
+        return;
+      case 'forgotten':
+        await this.store.forget(write.botId, write.atMs);
+        return;
+      case 'session-ended':
+        await this.store.endSession(write.nonce, write.untilMs, Date.now());
     }
   }
 }

@@ -230,7 +230,7 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
   }
 
   async lastRunEventMs(): Promise<number | undefined> {
-    const { rows } = await (await this.query())('SELECT MAX(at_ms) AS at_ms FROM events WHERE run_key IS NOT NULL');
+    const { rows } = await (await this.query())("SELECT MAX(at_ms) AS at_ms FROM events WHERE run_key IS NOT NULL AND type IN ('started', 'exited')");
     return rows[0]?.at_ms == null ? undefined : Number(rows[0].at_ms);
   }
 
@@ -300,10 +300,14 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
         );
       },
       forget: async (botId, atMs) => {
-        await query('DELETE FROM exits WHERE bot_id = $1', [botId]);
-        await query('DELETE FROM events WHERE bot_id = $1', [botId]);
-        await query('DELETE FROM crash_loops WHERE bot_id = $1', [botId]);
-        await query('INSERT INTO forgotten (bot_id, at_ms) VALUES ($1, $2) ON CONFLICT (bot_id) DO UPDATE SET at_ms = EXCLUDED.at_ms', [botId, atMs]);
+        // What happened up to the removal: a removal written again late (a spool replayed) leaves a later bot's alone.
+        await query('DELETE FROM exits WHERE bot_id = $1 AND at_ms <= $2', [botId, atMs]);
+        await query('DELETE FROM events WHERE bot_id = $1 AND at_ms <= $2', [botId, atMs]);
+        await query('DELETE FROM crash_loops WHERE bot_id = $1 AND since_ms <= $2', [botId, atMs]);
+        await query(
+          'INSERT INTO forgotten (bot_id, at_ms) VALUES ($1, $2) ON CONFLICT (bot_id) DO UPDATE SET at_ms = GREATEST(forgotten.at_ms, EXCLUDED.at_ms)',
+          [botId, atMs],
+        );
       },
       forgottenAt: async (botId) => {
         const { rows } = await query('SELECT at_ms FROM forgotten WHERE bot_id = $1', [botId]);

@@ -216,7 +216,7 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
   }
 
   async lastRunEventMs(): Promise<number | undefined> {
-    const row = this.statement('SELECT MAX(at_ms) AS at_ms FROM events WHERE run_key IS NOT NULL').get();
+    const row = this.statement("SELECT MAX(at_ms) AS at_ms FROM events WHERE run_key IS NOT NULL AND type IN ('started', 'exited')").get();
     return (row?.at_ms as number | null | undefined) ?? undefined;
   }
 
@@ -255,10 +255,11 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
         );
       },
       forget: async (botId, atMs) => {
-        this.statement('DELETE FROM exits WHERE bot_id = ?').run(botId);
-        this.statement('DELETE FROM events WHERE bot_id = ?').run(botId);
-        this.statement('DELETE FROM crash_loops WHERE bot_id = ?').run(botId);
-        this.statement('INSERT OR REPLACE INTO forgotten (bot_id, at_ms) VALUES (?, ?)').run(botId, atMs);
+        // What happened up to the removal: a removal written again late (a spool replayed) leaves a later bot's alone.
+        this.statement('DELETE FROM exits WHERE bot_id = ? AND at_ms <= ?').run(botId, atMs);
+        this.statement('DELETE FROM events WHERE bot_id = ? AND at_ms <= ?').run(botId, atMs);
+        this.statement('DELETE FROM crash_loops WHERE bot_id = ? AND since_ms <= ?').run(botId, atMs);
+        this.statement('INSERT INTO forgotten (bot_id, at_ms) VALUES (?, ?) ON CONFLICT (bot_id) DO UPDATE SET at_ms = MAX(at_ms, excluded.at_ms)').run(botId, atMs);
       },
       forgottenAt: async (botId) => this.readForgottenAt(botId),
     };

@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { Forbidden, messages, NotImplemented } from '../errors.js';
+import { Forbidden, messages, NotFound, NotImplemented } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
@@ -82,7 +82,14 @@ export function adminRoutes({ driver, provisioner, access, audit, history, botTo
     const botId = botIdInPath(ctx.params.bot_id);
     const provisioning = await provisioningFor(ctx);
     ctx.state.botId = botId;
-    await audit(askerOf(ctx), 'remove', botId, () => provisioning.remove(botId));
+    try {
+      await audit(askerOf(ctx), 'remove', botId, () => provisioning.remove(botId));
+    } catch (err) {
+      // Its container gone already (a removal cut short before): what the history keeps of it still goes.
+      if (err instanceof NotFound) await history.forget(botId);
+      throw err;
+    }
+    // Kept like any write: while the database is away it waits in the spool (docs/api.md §11).
     await history.forget(botId);
     ctx.body = { ok: true, message: `Bot ${botId} removed` };
   });

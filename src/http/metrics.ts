@@ -76,11 +76,16 @@ export class AgentMetrics {
   }
 
   /** Whether the history's database answers, and what waits for it in the spool. */
-  historyStore(up: () => boolean, spool: { readonly size: number; readonly waitingBytes: number; readonly dropped: number }): void {
+  historyStore(up: () => boolean, spool: { readonly size: number; readonly waitingBytes: number; readonly dropped: number; readonly damaged: number }): void {
     this.gauge('bot_agent_database_up', "1 while the history's store answers, 0 while it is away (writes then wait in the spool)", () => (up() ? 1 : 0));
     this.gauge('bot_agent_history_spool_writes', 'Writes of exit records, events and deliveries waiting in the spool for the store to answer', () => spool.size);
     this.gauge('bot_agent_history_spool_bytes', 'Bytes of JSON waiting in the spool (bounded; past the bound new writes are dropped)', () => spool.waitingBytes);
     this.gauge('bot_agent_history_spool_dropped_writes', 'Writes lost since the agent started because the spool was full', () => spool.dropped);
+    this.gauge(
+      'bot_agent_history_spool_damaged_lines',
+      'Lines of the spool found damaged at start (cut off by a crash or a full disk) and set aside in history-spool.damaged, since the agent started',
+      () => spool.damaged,
+    );
   }
 
   /** A gauge whose value is read from `read` when scraped; a read that fails (a store away) leaves the last value. */

@@ -68,13 +68,28 @@ export function storeSuite(backend: string, open: OpenStore): void {
     await store.appendEvent('bot_1_1_a', 'started', Date.now(), () => '{}');
     await store.appendEvent('bot_1_1_b', 'started', Date.now(), () => '{}');
     t.true(await store.startCrashLoop('bot_1_1_a', Date.now()));
-    await store.forget('bot_1_1_a', 1234);
+    const removedAt = Date.now();
+    await store.forget('bot_1_1_a', removedAt);
     t.deepEqual(await store.exits('bot_1_1_a', 50), []);
     t.deepEqual(await store.eventsAfter(0, 'bot_1_1_a', 10), []);
     t.is((await store.eventsAfter(0, undefined, 10)).length, 1, "another bot's events stay");
     t.false(await store.isCrashLooping('bot_1_1_a'));
-    t.is(await store.forgottenAt('bot_1_1_a'), 1234);
+    t.is(await store.forgottenAt('bot_1_1_a'), removedAt);
     t.is(await store.forgottenAt('bot_1_1_b'), undefined);
+  });
+
+  test(`${backend}: a removal written again late (a spool replayed after a crash) leaves what the bot made again since alone`, async (t) => {
+    const store = await opened(t);
+    await store.addExit('bot_1_1_a', record(1_000, ''), 'old-run');
+    await store.forget('bot_1_1_a', 2_000);
+    await store.addExit('bot_1_1_a', record(3_000, 'new bot'), 'new-run');
+    await store.appendEvent('bot_1_1_a', 'started', 3_000, () => '{}', 'started:new-run');
+    t.true(await store.startCrashLoop('bot_1_1_a', 3_000));
+    await store.forget('bot_1_1_a', 2_000);
+    t.is((await store.exits('bot_1_1_a', 50))[0]?.logs, 'new bot');
+    t.is((await store.eventsAfter(0, 'bot_1_1_a', 10)).length, 1);
+    t.true(await store.isCrashLooping('bot_1_1_a'));
+    t.is(await store.forgottenAt('bot_1_1_a'), 2_000, 'the later removal time stays');
   });
 
   test(`${backend}: events carry growing cursors, are kept once per key, and reach subscribers once committed, in order; a rolled back one never`, async (t) => {

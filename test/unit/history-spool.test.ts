@@ -1,8 +1,8 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { HistorySpool } from '../../src/history/history-spool.js';
+import { DAMAGED_FILE, DONE_FILE, HistorySpool, SPOOL_FILE } from '../../src/history/history-spool.js';
 
 const folder = () => mkdtempSync(join(tmpdir(), 'bot-agent-spool-'));
 
@@ -20,23 +20,94 @@ test('what waits outlives the agent: a spool opened again holds the writes not y
   t.deepEqual([...new HistorySpool<{ n: number }>(dir, 1_000_000).waiting()], [{ n: 4 }, { n: 5 }, { n: 6 }]);
 });
 
-test('once all is written the files go', (t) => {
+test('once all is written the file of writes goes; only the number of the last one written stays', (t) => {
   const dir = folder();
   const spool = new HistorySpool<{ n: number }>(dir, 1_000_000);
   spool.add({ n: 1 });
-  t.true(existsSync(join(dir, 'history-spool.jsonl')));
+  t.true(existsSync(join(dir, SPOOL_FILE)));
   spool.shift();
-  t.deepEqual(readdirSync(dir), []);
-  t.is(new HistorySpool(dir, 1_000_000).size, 0);
+  t.deepEqual(readdirSync(dir), [DONE_FILE]);
+  t.is(readFileSync(join(dir, DONE_FILE), 'utf8'), '1');
+  const reopened = new HistorySpool<{ n: number }>(dir, 1_000_000);
+  t.is(reopened.size, 0);
+  reopened.add({ n: 2 });
+  t.deepEqual([...new HistorySpool<{ n: number }>(dir, 1_000_000).waiting()], [{ n: 2 }], 'numbers go on after the last one written');
 });
 
-test('bounded: past its bytes a write is refused and counted as dropped; what waits is kept', (t) => {
+test('a line cut off by a kill or a full disk is set aside, counted and reported once; every whole line is still written, and the next write starts a line of its own', (t) => {
+  const dir = folder();
+  const spool = new HistorySpool<{ n: number }>(dir, 1_000_000);
+  for (let n = 1; n <= 3; n += 1) spool.add({ n });
+  spool.shift();
+  // What SIGKILL, an OOM kill or a full disk leaves: half a line at the end.
+  appendFileSync(join(dir, SPOOL_FILE), '{"n":4,"w":{"n":4,"text":"unterminat');
+  const reports: string[] = [];
+  const reopened = new HistorySpool<{ n: number }>(dir, 1_000_000, (what) => reports.push(what));
+  t.deepEqual([...reopened.waiting()], [{ n: 2 }, { n: 3 }]);
+  t.is(reopened.damaged, 1);
+  t.is(reports.length, 1);
+  t.regex(reports[0]!, /1 damaged line/);
+  t.is(readFileSync(join(dir, DAMAGED_FILE), 'utf8'), '{"n":4,"w":{"n":4,"text":"unterminat\n');
+  reopened.add({ n: 5 });
+  const again = new HistorySpool<{ n: number }>(dir, 1_000_000);
+  t.deepEqual([...again.waiting()], [{ n: 2 }, { n: 3 }, { n: 5 }]);
+  t.is(again.damaged, 0, 'set aside once, not found again');
+});
+
+test('a line that is not a write, anywhere in the file, is set aside; the lines around it stay in order', (t) => {
+  const dir = folder();
+  writeFileSync(join(dir, SPOOL_FILE), '{"n":1,"w":{"a":1}}\nnot json\n{"n":2}\n[1,2]\n{"n":3,"w":{"a":3}}\n');
+  const spool = new HistorySpool<{ a: number }>(dir, 1_000_000);
+  t.deepEqual([...spool.waiting()], [{ a: 1 }, { a: 3 }]);
+  t.is(spool.damaged, 3);
+});
+
+test('the number written and the file cannot disagree: a crash after the number, or in the middle of a rewrite, writes nothing twice and skips nothing', (t) => {
+  const dir = folder();
+  const spool = new HistorySpool<{ n: number }>(dir, 1_000_000);
+  for (let n = 1; n <= 4; n += 1) spool.add({ n });
+  // The number moved on (a write done), the file not yet rewritten: the line it names is skipped, not written twice.
+  writeFileSync(join(dir, DONE_FILE), '2');
+  t.deepEqual([...new HistorySpool<{ n: number }>(dir, 1_000_000).waiting()], [{ n: 3 }, { n: 4 }]);
+  // A rewrite cut off before its rename leaves its half-made file beside the spool: it is not read.
+  writeFileSync(join(dir, `${SPOOL_FILE}.new`), '{"n":3,"w":{"n":3');
+  t.deepEqual([...new HistorySpool<{ n: number }>(dir, 1_000_000).waiting()], [{ n: 3 }, { n: 4 }]);
+});
+
+test("a spool written by the version before (lines without numbers, a count of lines done) is taken as it was meant", (t) => {
+  const dir = folder();
+  writeFileSync(join(dir, SPOOL_FILE), '{"kind":"recovery","botId":"a"}\n{"kind":"recovery","botId":"b"}\n{"kind":"recovery","botId":"c"}\n');
+  writeFileSync(join(dir, DONE_FILE), '1');
+  const spool = new HistorySpool<{ botId: string }>(dir, 1_000_000);
+  t.deepEqual([...spool.waiting()].map((write) => write.botId), ['b', 'c']);
+  spool.shift();
+  t.deepEqual([...new HistorySpool<{ botId: string }>(dir, 1_000_000).waiting()].map((write) => write.botId), ['c']);
+});
+
+test('bounded in bytes, not characters: past its bytes a write is refused and counted as dropped; what waits is kept', (t) => {
   const spool = new HistorySpool<{ text: string }>(undefined, 100);
   t.true(spool.add({ text: 'a'.repeat(40) }));
-  t.false(spool.add({ text: 'b'.repeat(60) }));
+  // 30 characters, 60 bytes of UTF-8: with the line around it, past the bound.
+  t.false(spool.add({ text: 'é'.repeat(30) }));
   t.is(spool.dropped, 1);
   t.is(spool.size, 1);
   t.true(spool.waitingBytes <= 100);
+});
+
+test('the file on disk stays within the bound, the lines written already included: it is rewritten before it would pass it', (t) => {
+  const dir = folder();
+  const max = 20_000;
+  const spool = new HistorySpool<{ text: string }>(dir, max);
+  let largest = 0;
+  for (let n = 0; n < 2_000; n += 1) {
+    t.true(spool.add({ text: `${n} ${'ü'.repeat(300)}` }), `write ${n} refused`);
+    largest = Math.max(largest, statSync(join(dir, SPOOL_FILE)).size);
+    if (spool.size > 10) spool.shift();
+  }
+  t.true(largest <= max, `the file reached ${largest} bytes`);
+  t.true(largest > max / 2, 'the file did grow with lines written already');
+  t.is(spool.size, 10);
+  t.deepEqual([...new HistorySpool<{ text: string }>(dir, max).waiting()], [...spool.waiting()]);
 });
 
 test('a spool that keeps receiving while it is written is rewritten with only what waits, and still reopens right', (t) => {
@@ -48,7 +119,7 @@ test('a spool that keeps receiving while it is written is rewritten with only wh
   }
   const waiting = [...spool.waiting()].map((item) => item.n);
   t.is(waiting.length, 1_000);
-  const lines = readFileSync(join(dir, 'history-spool.jsonl'), 'utf8').split('\n').length - 1;
+  const lines = readFileSync(join(dir, SPOOL_FILE), 'utf8').split('\n').length - 1;
   t.true(lines <= waiting.length + 1_000, `the file holds ${lines} lines, not all 3,000 ever added`);
   t.deepEqual([...new HistorySpool<{ n: number }>(dir, 10_000_000).waiting()].map((item) => item.n), waiting);
 });
