@@ -1,6 +1,7 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { BOT_ID_PATTERN } from '../bot-id.js';
 
 /** What a bot token says once its signature holds: which bot, and when it was signed. */
 export interface BotTokenClaim {
@@ -23,7 +24,8 @@ export const KEYS_FILE = 'bot-token-keys.json';
 export const ROTATION_GRACE_MS = 7 * 24 * 60 * 60 * 1000;
 
 const PREFIX = 'bat1';
-const TOKEN = /^bat1\.(bot_[a-z0-9_]+)\.(\d{1,13})\.([A-Za-z0-9_-]{8})\.([A-Za-z0-9_-]{43})$/;
+/** A token's parts: its bot id as the contract allows ids (docs/api.md §1), when it was signed, the key's id, the HMAC. */
+const TOKEN = new RegExp(`^bat1\\.(${BOT_ID_PATTERN.source.replace(/^\^|\$$/g, '')})\\.(\\d{1,13})\\.([A-Za-z0-9_-]{8})\\.([A-Za-z0-9_-]{43})$`);
 
 function keyId(secret: Buffer): string {
   return createHash('sha256').update(secret).digest('base64url').slice(0, 8);

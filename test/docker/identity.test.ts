@@ -125,3 +125,17 @@ test('token: a bot removed and created again under its id is named by its new to
   const fresh = await stats(newToken);
   t.is(fresh.status, 200, fresh.raw);
 });
+
+test('a bot whose id holds capitals, as the contract allows, is named by its token from its own container (address+token) and through a hop (token)', async (t) => {
+  const bot = await fixture.runBot({ id: `${fixture.newBotId()}AbC` });
+  const headers = { authorization: `Bot ${botTokens.sign(bot.id)}` };
+  const both = await agent('address+token');
+  const own = await fixture.httpFromBot(bot, both.target, { method: 'GET', path: `/api/bots/${bot.id}/stats`, headers });
+  t.is(own.status, 200, own.raw);
+  const byToken = await agent('token');
+  const hop = await call(byToken.server, `/api/bots/${bot.id}/stats`, { headers, from: '127.0.0.6' });
+  t.is(hop.status, 200, hop.text);
+  // The same id in lower case is another bot: the token does not name it.
+  const lower = await call(byToken.server, `/api/bots/${bot.id.toLowerCase()}/stats`, { headers, from: '127.0.0.6' });
+  t.is(lower.status, 403, lower.text);
+});

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
-import { objectName } from '../../src/runtime/kubernetes/kube-provisioner.js';
+import { objectName } from '../../src/runtime/kubernetes/kube-names.js';
 import { BOT_LABEL, OWNER_LABEL } from '../../src/runtime/labels.js';
 import { STUBBORN_BOT, TALKING_BOT } from '../behaviours/bot-scripts.js';
 import type { BotOptions, HarnessBot, RuntimeHarness } from '../behaviours/runtime-harness.js';

@@ -5,7 +5,8 @@ import test from 'ava';
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, V1MicroTime } from '@kubernetes/client-node';
 import { KubeConfig } from '@kubernetes/client-node';
 import { OperationInProgress, RuntimeUnavailable } from '../../src/errors.js';
-import { LeaseLocks, leaseName } from '../../src/runtime/kubernetes/kube-leases.js';
+import { LeaseLocks } from '../../src/runtime/kubernetes/kube-leases.js';
+import { leaseName } from '../../src/runtime/kubernetes/kube-names.js';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import { BOT_LABEL } from '../../src/runtime/labels.js';
 import { startAgent } from '../helpers/agent.js';
@@ -15,7 +16,7 @@ import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
 import { openStream } from '../helpers/sse-client.js';
 import { TcpRelay } from '../helpers/tcp-relay.js';
-import { objectName } from '../../src/runtime/kubernetes/kube-provisioner.js';
+import { objectName } from '../../src/runtime/kubernetes/kube-names.js';
 import { adminKubeConfig, agentKubeConfig, botDeployment } from './cluster-harness.js';
 
 // Two agents on the real cluster, as two replicas of the chart with a database are: each bot's lifecycle
@@ -50,8 +51,7 @@ async function agentNamed(holder: string): Promise<TestAgent> {
   return agent;
 }
 
-async function runningBot(): Promise<string> {
-  const id = `bot_${process.pid}_${++bots}_${runId}`;
+async function runningBot(id = `bot_${process.pid}_${++bots}_${runId}`): Promise<string> {
   await apps.createNamespacedDeployment({ namespace, body: botDeployment(id) });
   const running = async () =>
     (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.some((pod) => pod.status?.phase === 'Running');
@@ -328,3 +328,16 @@ test.serial("the API server frozen for 20 s in the middle of one agent's stop, a
 async function botRunning(id: string): Promise<boolean> {
   return (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.some((pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp);
 }
+
+test('bot ids that differ only in case have a Lease each: restarts of both at once, through two agents, restart both', async (t) => {
+  const [one, two] = [await agentNamed(`agent-case-1-${runId}`), await agentNamed(`agent-case-2-${runId}`)];
+  const upper = await runningBot(`bot_${process.pid}_${++bots}_Case${runId}`);
+  const lower = await runningBot(upper.replace(`Case${runId}`, `case${runId}`));
+  t.not(leaseName(upper), leaseName(lower));
+  const before = await Promise.all([generationOf(upper), generationOf(lower)]);
+  const replies = await Promise.all([restartThrough(one, upper), restartThrough(two, lower)]);
+  t.deepEqual(replies.map((reply) => reply.status), [200, 200], replies.map((reply) => reply.text).join(' '));
+  // Before, one Lease served both: the second restart joined the first and answered 200 with nothing restarted.
+  t.true((await generationOf(upper)) > before[0]!, `${upper} was not restarted`);
+  t.true((await generationOf(lower)) > before[1]!, `${lower} was not restarted`);
+});

@@ -16,6 +16,13 @@ test('a token names its bot on every agent holding the same keys, and on no othe
   t.throws(() => BotTokens.open(mkdtempSync(join(tmpdir(), 'bot-tokens-'))).verify(token), { instanceOf: BadBotToken, message: /no longer holds/ });
 });
 
+test('every bot id the contract allows has tokens, capitals included; its id in other case is a forgery', (t) => {
+  const tokens = BotTokens.open(':memory:');
+  const token = tokens.sign('bot_1_2_AbC');
+  t.is(tokens.verify(token).botId, 'bot_1_2_AbC');
+  t.throws(() => tokens.verify(token.replace('bot_1_2_AbC', 'bot_1_2_abc')), { message: 'forbidden: the bot token is forged' });
+});
+
 test('a token changed in any part is forged; anything else is no token of ours', (t) => {
   const tokens = BotTokens.open(':memory:');
   const token = tokens.sign('bot_1_2_abc');

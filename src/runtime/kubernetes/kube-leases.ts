@@ -2,6 +2,7 @@ import { CoordinationV1Api, V1MicroTime } from '@kubernetes/client-node';
 import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
 import { messages, OperationInProgress, RuntimeUnavailable } from '../../errors.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
+import { leaseName } from './kube-names.js';
 import type { BotLocks, HeldElsewhere, HoldOptions, Inherited } from '../bot-locks.js';
 
 const OPERATION_ANNOTATION = 'bot-agent/operation';
@@ -230,10 +231,6 @@ export class LeaseLocks implements BotLocks {
   }
 }
 
-/** The Lease of a bot in operation: a DNS-1123 name made of its id. */
-export function leaseName(botId: string): string {
-  return `bot-agent-op-${botId.toLowerCase().replace(/[^a-z0-9-]/g, '-')}`.slice(0, 253);
-}
 
 function lostLease(botId: string): string {
   return `${messages.runtimeUnavailable('kubernetes')}: this agent could not renew the Lease of bot ${botId} in time, so it stopped acting on the bot; retry`;

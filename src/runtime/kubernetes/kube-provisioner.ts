@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { KubeConfig, V1Deployment, V1EnvVar, V1Pod, V1ResourceRequirements } from '@kubernetes/client-node';
 import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
@@ -8,6 +7,7 @@ import type { Provisioner } from '../../provisioning/provisioner.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
+import { objectName } from './kube-names.js';
 import { TOKEN_AUDIENCE, TOKEN_MOUNT, TOKEN_PATH } from './kube-token-review.js';
 
 export interface KubernetesProvisionerOptions {
@@ -20,15 +20,6 @@ export interface KubernetesProvisionerOptions {
 const TOKEN_KEY = 'token';
 const failedTo = (verb: string, botId: string) => (detail: string) => new OperationFailed(`Failed to ${verb} bot ${botId}: ${detail}`);
 
-/**
- * An object name for a bot id: bot ids may hold underscores and capitals, which
- * names cannot, so the id is lowered, its underscores turned to dashes, and a
- * hash of the id appended to keep two ids that differ only in case apart.
- */
-export function objectName(botId: string): string {
-  const hash = createHash('sha256').update(botId).digest('hex').slice(0, 6);
-  return `${botId.toLowerCase().replace(/_/g, '-').slice(0, 56)}-${hash}`;
-}
 
 /** Bots as a Deployment of one replica each, their token in a Secret read through secretKeyRef. */
 class KubernetesProvisioner implements Provisioner {
