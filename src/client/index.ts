@@ -3,6 +3,8 @@ import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import type { EventSourceMessage } from 'eventsource-parser/stream';
+import { Agent, fetch } from 'undici';
+import type { RequestInit, Response } from 'undici';
 import type { BotEvent, BotStats, BotStatus, ExitRecord } from './wire.js';
 
 // The bot's side of bot-agent, with Node and one small event-stream parser:
@@ -23,6 +25,18 @@ const STREAM_SILENCE_MS = 45_000;
 /** Reconnection delays of an event stream: from 1 s, doubling, to at most 30 s. */
 const RECONNECT_FIRST_MS = 1_000;
 const RECONNECT_MAX_MS = 30_000;
+/**
+ * How long opening a connection may take. While one agent replaces another, a connection may get neither
+ * an answer nor a refusal (docs/api.md §7): the call tries again, from 250 ms apart doubling to 2 s,
+ * for up to 15 s within its own deadline. Only a connection that never opened is tried again: no request is sent twice.
+ */
+const CONNECT_TIMEOUT_MS = 1_000;
+const CONNECT_RETRY_FIRST_MS = 250;
+const CONNECT_RETRY_MAX_MS = 2_000;
+/** How long a call keeps trying to connect at most, within its deadline: a replacement takes seconds, an agent that is gone does not come back. */
+const CONNECT_RETRY_FOR_MS = 15_000;
+/** Failures of opening a connection that a moment may mend. */
+const NOT_CONNECTED = new Set(['UND_ERR_CONNECT_TIMEOUT', 'ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
 
 /** A failed call: the agent's `msg` and HTTP status, or no status when the agent could not be reached. */
 export class BotAgentError extends Error {
@@ -107,6 +121,9 @@ function tokenOf(env: NodeJS.ProcessEnv): () => Promise<string | undefined> {
 
 /** Calls the agent as the bot named by BOT_ID (and, for stop, start and restart, its owner USER_ID). */
 export class BotAgentClient {
+  /** The client's own connections, kept alive, each opened within CONNECT_TIMEOUT_MS. */
+  private readonly connections = new Agent({ connect: { timeout: CONNECT_TIMEOUT_MS } });
+
   private constructor(
     readonly agentUrl: string,
     readonly botId: string,
@@ -116,13 +133,21 @@ export class BotAgentClient {
     private readonly token: () => Promise<string | undefined>,
   ) {}
 
-  /** A client for this bot; fails clearly when BOT_ID is not set. */
+  /**
+   * A client for this bot; fails clearly when BOT_ID is not set. A bot that holds a token sends it only
+   * to the agent it was configured for (docs/api.md §7): `agentUrl`, else PLATFORM_AGENT_URL, which it
+   * then calls without probing; or a probe address it was given (BOT_AGENT_PROBE). Whatever answers on
+   * the default `agent:8000` gets no token.
+   */
   static async create(options: BotAgentClientOptions = {}): Promise<BotAgentClient> {
     const env = options.env ?? process.env;
     const botId = env.BOT_ID;
     if (!botId) throw new BotAgentError('BOT_ID is not set: the agent manages only the bot that names itself', undefined);
-    const agentUrl = options.agentUrl ?? (await findAgent(options));
-    return new BotAgentClient(agentUrl, botId, env.USER_ID, options.timeoutMs ?? 90_000, tokenOf(env));
+    const holdsToken = Boolean(env.PLATFORM_AGENT_TOKEN || env.PLATFORM_AGENT_TOKEN_FILE);
+    const configured = options.agentUrl ?? (holdsToken && env.PLATFORM_AGENT_URL ? env.PLATFORM_AGENT_URL.replace(/\/+$/, '') : undefined);
+    const agentUrl = configured ?? (await findAgent(options));
+    const token = configured !== undefined || probeFrom(env.BOT_AGENT_PROBE) !== undefined ? tokenOf(env) : async () => undefined;
+    return new BotAgentClient(agentUrl, botId, env.USER_ID, options.timeoutMs ?? 90_000, token);
   }
 
   /** Restarts this bot; the answer comes before the restart, which then ends this process. */
@@ -217,7 +242,7 @@ export class BotAgentClient {
   }
 
   private async call<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
-    const reply = await this.send(path, {
+    const reply = await this.send(path, Date.now() + this.timeoutMs, {
       method,
       headers: { ...headers, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -245,7 +270,7 @@ export class BotAgentClient {
       silence = setTimeout(giveUp(STREAM_SILENCE_MS), STREAM_SILENCE_MS);
     };
     try {
-      const reply = await this.send(path, { headers: { ...headers, Accept: 'text/event-stream' }, signal: controller.signal });
+      const reply = await this.send(path, Date.now() + this.timeoutMs, { headers: { ...headers, Accept: 'text/event-stream' }, signal: controller.signal });
       if (!reply.headers.get('content-type')?.startsWith('text/event-stream') || !reply.body) {
         await envelopeOf(reply);
         throw new BotAgentError('the agent answered without an event stream', reply.status);
@@ -268,19 +293,31 @@ export class BotAgentClient {
     }
   }
 
-  private async send(path: string, init: RequestInit): Promise<Response> {
+  /** Sends the request, trying again until `deadlineMs` while no connection could be opened. */
+  private async send(path: string, deadlineMs: number, init: RequestInit): Promise<Response> {
     const token = await this.token();
     const headers = token === undefined ? init.headers : { ...(init.headers as Record<string, string>), Authorization: `Bot ${token}` };
-    try {
-      return await fetch(`${this.agentUrl}${path}`, { ...init, headers });
-    } catch (err) {
-      throw new BotAgentError(
-        `cannot reach the agent at ${this.agentUrl} (${(err as Error).message}): check that the agent is running, ` +
-          "the address used, and that this container is on the agent's network",
-        undefined,
-      );
+    const retryUntil = Math.min(deadlineMs, Date.now() + CONNECT_RETRY_FOR_MS);
+    for (let pauseMs = CONNECT_RETRY_FIRST_MS; ; pauseMs = Math.min(pauseMs * 2, CONNECT_RETRY_MAX_MS)) {
+      try {
+        return await fetch(`${this.agentUrl}${path}`, { ...init, headers, dispatcher: this.connections });
+      } catch (err) {
+        const code = ((err as Error).cause as NodeJS.ErrnoException | undefined)?.code;
+        const again = code !== undefined && NOT_CONNECTED.has(code) && !init.signal?.aborted && Date.now() + pauseMs < retryUntil;
+        if (!again) throw unreachable(this.agentUrl, err);
+        await sleep(pauseMs, undefined, { signal: init.signal ?? undefined }).catch(() => undefined);
+      }
     }
   }
+}
+
+function unreachable(agentUrl: string, err: unknown): BotAgentError {
+  const cause = (err as Error).cause as Error | undefined;
+  return new BotAgentError(
+    `cannot reach the agent at ${agentUrl} (${cause?.message ?? (err as Error).message}): check that the agent is running, ` +
+      "the address used, and that this container is on the agent's network",
+    undefined,
+  );
 }
 
 /** The answer's envelope when it says ok, else its `msg` and status as the one error type. */

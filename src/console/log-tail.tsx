@@ -16,8 +16,8 @@ const FIRST_LINES = 200;
 
 /**
  * The bot's live logs: the agent's `follow=true` stream (docs/api.md §10), which
- * goes on across restarts and marks each run's end. Paused, it keeps what comes
- * and shows it on resume. The filter is a regular expression; the download is
+ * goes on across restarts and marks each run's end. Paused, it keeps what comes,
+ * within the same bound as what is drawn (the newest KEEP lines), and shows it on resume. The filter is a regular expression; the download is
  * what is shown.
  */
 export function LogTail({ botId }: { botId: string }) {
@@ -27,6 +27,9 @@ export function LogTail({ botId }: { botId: string }) {
   const [connection, setConnection] = useState('connecting');
   const counter = useRef(0);
   const waiting = useRef<TailLine[]>([]);
+  /** While paused: how many lines wait, and how many older ones left past the bound (drawn at each batch). */
+  const [held, setHeld] = useState({ waiting: 0, dropped: 0 });
+  const dropped = useRef(0);
   const pausedRef = useRef(paused);
   pausedRef.current = paused;
   const view = useRef<HTMLPreElement>(null);
@@ -38,10 +41,15 @@ export function LogTail({ botId }: { botId: string }) {
     let flush: ReturnType<typeof setTimeout> | undefined;
     const add = (line: Omit<TailLine, 'n'>) => {
       waiting.current.push({ ...line, n: (counter.current += 1) });
+      // A bot that writes fast while the tail is paused: only the newest KEEP lines could be drawn on resume.
+      if (waiting.current.length > KEEP) dropped.current += waiting.current.splice(0, waiting.current.length - KEEP).length;
       // Lines that arrive together are drawn together.
       flush ??= setTimeout(() => {
         flush = undefined;
-        if (pausedRef.current) return;
+        if (pausedRef.current) {
+          setHeld({ waiting: waiting.current.length, dropped: dropped.current });
+          return;
+        }
         const arrived = waiting.current.splice(0);
         setLines((shown) => [...shown, ...arrived].slice(-KEEP));
       }, 50);
@@ -74,6 +82,8 @@ export function LogTail({ botId }: { botId: string }) {
   }, [botId]);
 
   useEffect(() => {
+    dropped.current = 0;
+    setHeld({ waiting: waiting.current.length, dropped: 0 });
     if (paused) return;
     const arrived = waiting.current.splice(0);
     if (arrived.length > 0) setLines((shown) => [...shown, ...arrived].slice(-KEEP));
@@ -124,7 +134,7 @@ export function LogTail({ botId }: { botId: string }) {
           Download
         </button>
         <span class="connection" data-testid="connection">
-          {paused ? `paused, ${waiting.current.length} waiting` : connection}
+          {paused ? `paused, ${held.waiting} waiting${held.dropped > 0 ? `, ${held.dropped} older dropped` : ''}` : connection}
         </span>
       </div>
       <pre class="log" ref={view} tabIndex={0} aria-label="Log lines" data-testid="log">

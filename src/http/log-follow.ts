@@ -8,6 +8,8 @@ import type { StreamLimits } from './stream-limits.js';
 
 /** The runtime's times may lag the agent's clock this much (Kubernetes gives whole seconds). */
 const CLOCK_SLACK_MS = 1_000;
+/** The longest a run's end waits for the stream of its lines to end. */
+const HELD_END_MAX_MS = 10_000;
 
 /**
  * Follows a bot's logs across its runs (docs/api.md §10): the current run's
@@ -25,13 +27,22 @@ async function followAcrossRuns(stream: SseStream, driver: RuntimeDriver, histor
   // next run's first (the runtime ends a stream at the next run's first line).
   let reading = false;
   const heldEnds: StoredEvent[] = [];
+  // A stream that goes on long after its run ended (none should) holds no end for longer than this.
+  let heldTooLong: NodeJS.Timeout | undefined;
+  const sendHeldEnds = (): void => {
+    clearTimeout(heldTooLong);
+    heldTooLong = undefined;
+    for (const end of heldEnds.splice(0)) stream.send(sseOf(end));
+  };
   const unfollow = history.follow((event) => {
     if (event.botId !== botId || (event.type !== 'exited' && event.type !== 'started')) return;
     const at = Date.parse((JSON.parse(event.data) as { at: string }).at);
     if (at < beginning) return;
     if (event.type === 'exited') {
-      if (reading) heldEnds.push(event);
-      else stream.send(sseOf(event));
+      if (reading) {
+        heldEnds.push(event);
+        heldTooLong ??= setTimeout(sendHeldEnds, HELD_END_MAX_MS);
+      } else stream.send(sseOf(event));
       lastEnd = Math.max(lastEnd ?? at, at);
     } else {
       starts.push(at);
@@ -79,7 +90,7 @@ async function followAcrossRuns(stream: SseStream, driver: RuntimeDriver, histor
         await driver.followLogs(botId, from, sendLine, stream.signal);
       } finally {
         reading = false;
-        for (const end of heldEnds.splice(0)) stream.send(sseOf(end));
+        sendHeldEnds();
       }
       const next = await nextRun();
       if (next === undefined) return;
@@ -89,6 +100,7 @@ async function followAcrossRuns(stream: SseStream, driver: RuntimeDriver, histor
       catchingUp = true;
     }
   } finally {
+    clearTimeout(heldTooLong);
     unfollow();
   }
 }

@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer as createHttpServer } from 'node:http';
 import { connect, createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import test from 'ava';
@@ -42,8 +43,9 @@ async function hangingPort(t: { teardown(fn: () => void): void }): Promise<numbe
   return port;
 }
 
-/** A run of `botId` that ends by itself with `exitCode`, as a runtime reports it. */
+/** A run of `botId` that ends by itself with `exitCode`, as a runtime reports it: its log stream ends, then its record comes. */
 function crash(driver: MemoryDriver, botId: string, exitCode: number): void {
+  driver.endRun(botId);
   const at = new Date();
   driver.observer?.ended({ botId, at, exitCode, oomKilled: false, requested: false, startedAt: new Date(at.getTime() - 1000), logs: 'boom\n', key: `${botId}:${at.getTime()}:${Math.random()}` });
 }
@@ -122,7 +124,7 @@ test('an agent refusal is one error type carrying msg and status', async (t) => 
 });
 
 test('a connection error says what to check', async (t) => {
-  const client = await BotAgentClient.create({ agentUrl: `http://127.0.0.1:${await closedPort()}`, env: { BOT_ID: BOT } });
+  const client = await BotAgentClient.create({ agentUrl: `http://127.0.0.1:${await closedPort()}`, env: { BOT_ID: BOT }, timeoutMs: 1_000 });
   const error = await t.throwsAsync(client.stats(), { instanceOf: BotAgentError });
   t.is(error.status, undefined);
   t.regex(error.msg, /agent is running.*address used.*agent's network/);
@@ -297,3 +299,83 @@ test('with PLATFORM_AGENT_TOKEN_FILE the client reads the token from that file a
   rmSync(file);
   t.regex((await t.throwsAsync(client.logs(1), { instanceOf: BotAgentError })).message, /cannot read the bot's token from .+ \(PLATFORM_AGENT_TOKEN_FILE\)/);
 });
+
+/** An HTTP server on 127.0.0.1 (`port`, else a free one) answering every call with an empty log, and the Authorization headers it saw. */
+async function standIn(t: { teardown(fn: () => void): void }, port = 0): Promise<{ port: number; authorizations: (string | undefined)[]; connections: () => number }> {
+  const authorizations: (string | undefined)[] = [];
+  let connections = 0;
+  const server = createHttpServer((req, res) => {
+    authorizations.push(req.headers.authorization);
+    res.setHeader('content-type', 'application/json').end('{"ok":true,"logs":"x\\n"}');
+  });
+  server.on('connection', () => (connections += 1));
+  server.listen(port, '127.0.0.1');
+  await once(server, 'listening');
+  t.teardown(() => server.close());
+  return { port: (server.address() as AddressInfo).port, authorizations, connections: () => connections };
+}
+
+test("a bot's token goes only to the agent it was configured for: PLATFORM_AGENT_URL (called without probing) or BOT_AGENT_PROBE, never to whatever answers a probe", async (t) => {
+  const [stranger, configured] = [await standIn(t), await standIn(t)];
+  const probe = { host: '127.0.0.1', port: stranger.port };
+  const env = { BOT_ID: BOT, PLATFORM_AGENT_TOKEN: 'bat1.secret' };
+  const found = await BotAgentClient.create({ probe, env });
+  t.is(await found.logs(1), 'x\n');
+  t.deepEqual(stranger.authorizations, [undefined], 'the token went to what answered the probe');
+  const told = await BotAgentClient.create({ probe, env: { ...env, PLATFORM_AGENT_URL: `http://127.0.0.1:${configured.port}/` } });
+  const strangerConnections = stranger.connections();
+  t.is(await told.logs(1), 'x\n');
+  t.deepEqual(configured.authorizations, ['Bot bat1.secret']);
+  t.is(stranger.connections(), strangerConnections, 'a client with a configured agent still probed');
+  const byProbe = await BotAgentClient.create({ env: { ...env, BOT_AGENT_PROBE: `127.0.0.1:${stranger.port}` } });
+  t.is(await byProbe.logs(1), 'x\n');
+  t.is(stranger.authorizations.at(-1), 'Bot bat1.secret', "the operator's probe address is configuration");
+});
+
+test('while no agent listens (refused) and while a connection neither opens nor is refused, a call tries again within its deadline and gets its answer', async (t) => {
+  // Refused: the agent comes 1.5 s after the call began.
+  const refusedPort = await closedPort();
+  const refusing = await BotAgentClient.create({ agentUrl: `http://127.0.0.1:${refusedPort}`, env: { BOT_ID: BOT }, timeoutMs: 10_000 });
+  const began = Date.now();
+  const answer = refusing.logs(1);
+  setTimeout(() => void standIn(t, refusedPort), 1_500);
+  t.is(await answer, 'x\n');
+  t.true(Date.now() - began >= 1_400);
+  // Hanging: the port's listener never accepts (a replaced pod's address); then it goes, and an agent takes the port.
+  const hanging = await hangingPortWithListener(t);
+  const waiting = await BotAgentClient.create({ agentUrl: `http://127.0.0.1:${hanging.port}`, env: { BOT_ID: BOT }, timeoutMs: 15_000 });
+  const late = waiting.logs(1);
+  setTimeout(() => {
+    hanging.close();
+    setTimeout(() => void standIn(t, hanging.port), 300);
+  }, 2_500);
+  t.is(await late, 'x\n');
+  // A deadline still ends it: nothing ever listens.
+  const nobody = await BotAgentClient.create({ agentUrl: `http://127.0.0.1:${await closedPort()}`, env: { BOT_ID: BOT }, timeoutMs: 1_500 });
+  const gaveUp = Date.now();
+  t.is((await t.throwsAsync(nobody.logs(1), { instanceOf: BotAgentError })).status, undefined);
+  t.true(Date.now() - gaveUp < 3_000, `gave up after ${Date.now() - gaveUp} ms`);
+});
+
+/** hangingPort, with a way to take its listener away (its connections then fail) so another server can take the port. */
+async function hangingPortWithListener(t: { teardown(fn: () => void): void }): Promise<{ port: number; close(): void }> {
+  const listener = spawn('python3', ['-c', [
+    'import socket, sys, time',
+    's = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 0)); s.listen(0)',
+    'print(s.getsockname()[1], flush=True); time.sleep(60)',
+  ].join('\n')]);
+  t.teardown(() => listener.kill('SIGKILL'));
+  const [line] = (await once(listener.stdout, 'data')) as [Buffer];
+  const port = Number(line.toString().trim());
+  const fillers: Socket[] = [];
+  for (let i = 0; i < 3; i++) fillers.push(connect(port, '127.0.0.1').on('error', () => undefined));
+  t.teardown(() => fillers.forEach((socket) => socket.destroy()));
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  return {
+    port,
+    close: () => {
+      listener.kill('SIGKILL');
+      fillers.forEach((socket) => socket.destroy());
+    },
+  };
+}

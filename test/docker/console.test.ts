@@ -146,8 +146,15 @@ test.serial('a line the bot prints appears in the live tail within 1 s; the tail
   await say(bot, 'printed while paused');
   await page.waitForTimeout(500);
   t.notRegex(await log.innerText(), /printed while paused/);
+  // A flood while paused: the page holds the newest 5,000 lines, as it draws them, and says how many older ones left.
+  await fixture.exec(bot, 'seq 1 8000 | sed "s/^/flood /" > /proc/1/fd/1');
+  await page.getByText('paused, 5000 waiting, 3001 older dropped').waitFor({ timeout: 10_000 });
   await page.getByRole('button', { name: 'Resume' }).click();
-  await log.getByText('printed while paused').waitFor({ timeout: 5_000 });
+  await log.getByText('flood 8000', { exact: true }).waitFor({ timeout: 5_000 });
+  const resumed = await log.innerText();
+  t.notRegex(resumed, /printed while paused/, 'the oldest line held was kept past the bound');
+  t.regex(resumed, /(^|\n)flood 3001\n/);
+  t.notRegex(resumed, /(^|\n)flood 3000\n/);
 
   await page.getByRole('button', { name: 'Stop', exact: true }).click();
   await page.getByRole('button', { name: 'Yes, stop' }).click();

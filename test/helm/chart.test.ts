@@ -168,10 +168,11 @@ test('the data folder is a PersistentVolumeClaim by default (one pod at a time: 
   const claim = byKind(kept, 'PersistentVolumeClaim')[0] as unknown as { metadata: { name: string }; spec: { resources: { requests: { storage: string } } } };
   t.is(claim.spec.resources.requests.storage, '2Gi');
   t.deepEqual((byKind(kept, 'Deployment')[0] as unknown as Deployment).spec!.strategy, { type: 'Recreate' });
-  // Under Recreate no other pod answers while the old one stops: no preStop pause to keep bots waiting.
+  // Under Recreate no other pod answers while the old one stops: a short pause, so that the Service lets the address
+  // go before it does (a call then is refused at once, not left hanging), and no longer.
   const recreated = (byKind(kept, 'Deployment')[0] as unknown as Deployment).spec!.template.spec!;
-  t.is(recreated.containers[0]!.lifecycle, undefined);
-  t.is(recreated.terminationGracePeriodSeconds, 10);
+  t.deepEqual(recreated.containers[0]!.lifecycle?.preStop, { sleep: { seconds: 2 } });
+  t.is(recreated.terminationGracePeriodSeconds, 12);
   t.like(recreated.containers[0]!.readinessProbe, { periodSeconds: 1 });
   t.deepEqual(mountOf(kept).volume, { name: 'data', persistentVolumeClaim: { claimName: claim.metadata.name } });
   t.like(mountOf(kept).env.find((e) => e.name === 'AGENT_WEBHOOK_SECRET'), { valueFrom: { secretKeyRef: { name: 'hook-key', key: 'secret' } } });

@@ -41,10 +41,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- /*
-The preStop pause: the old pod keeps answering while the Service stops sending it calls, which
-serves only when another pod answers them. Under Recreate (one pod and its claim) nothing else
-does: the pause would only make bots wait longer for the new pod, so there is none.
+The preStop pause: the old pod keeps answering while the Service stops sending it calls. With
+other pods, they take the calls meanwhile. Under Recreate (one pod and its claim) nothing else
+does, but the pause still matters: without it the pod's address can vanish while the Service
+still sends there, and a call then hangs instead of being refused at once (docs/api.md §7). So
+it is kept short there (at most 2 s): long enough for the Service to let the address go.
 */ -}}
 {{- define "bot-agent.preStopSeconds" -}}
-{{- if include "bot-agent.claimed" . }}0{{ else }}{{ .Values.preStopSeconds | int }}{{ end -}}
+{{- if include "bot-agent.claimed" . }}{{ min (.Values.preStopSeconds | int) 2 }}{{ else }}{{ .Values.preStopSeconds | int }}{{ end -}}
 {{- end -}}

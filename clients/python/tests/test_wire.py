@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Tuple
@@ -22,7 +24,7 @@ Handler = Callable[[BaseHTTPRequestHandler, int], None]
 class Stand:
     """A server answering with ``handler``; what each request sent is kept in ``seen``."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, port: int = 0) -> None:
         self.seen: List[Dict[str, str]] = []
         stand = self
 
@@ -40,7 +42,7 @@ class Stand:
 
             do_GET = do_POST = _any
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Reply)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Reply)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -129,7 +131,7 @@ def test_missing_settings_and_an_agent_away_are_said_plainly() -> None:
         BotAgentClient.from_env({**ENV, "BOT_AGENT_PROBE": "127.0.0.1:9"})
     assert away.value.status is None
     with pytest.raises(BotAgentError, match="cannot reach the agent at http://127.0.0.1:9") as unreachable:
-        BotAgentClient.from_env(ENV, agent_url="http://127.0.0.1:9").status()
+        BotAgentClient.from_env(ENV, agent_url="http://127.0.0.1:9", timeout=1).status()
     assert unreachable.value.status is None
 
 
@@ -139,6 +141,62 @@ def test_the_agent_is_found_by_its_probe_else_by_platform_agent_url(stand: Calla
     assert BotAgentClient.from_env({**ENV, "BOT_AGENT_PROBE": f"127.0.0.1:{port}"}).agent_url == server.url
     fallback = BotAgentClient.from_env({**ENV, "BOT_AGENT_PROBE": "127.0.0.1:9", "PLATFORM_AGENT_URL": "http://agent.example:8000/"})
     assert fallback.agent_url == "http://agent.example:8000"
+
+
+def test_a_bots_token_goes_only_to_the_agent_it_was_configured_for(stand: Callable[[Handler], Stand], monkeypatch: pytest.MonkeyPatch) -> None:
+    stranger = stand(lambda request, _: answer(request, 200, {"ok": True, "logs": "x\n"}))
+    configured = stand(lambda request, _: answer(request, 200, {"ok": True, "logs": "x\n"}))
+    token = {**ENV, "PLATFORM_AGENT_TOKEN": "bat1.secret"}
+    # What answers the default probe (agent:8000, here the stranger) gets no token.
+    monkeypatch.setattr("bot_agent._common.DEFAULT_PROBE", ("127.0.0.1", int(stranger.url.rsplit(":", 1)[1])))
+    assert BotAgentClient.from_env(token).logs(1) == "x\n"
+    assert stranger.seen[-1].get("authorization") is None
+    # PLATFORM_AGENT_URL names the agent: it gets the token, and nothing is probed.
+    probes = len(stranger.seen)
+    told = BotAgentClient.from_env({**token, "PLATFORM_AGENT_URL": configured.url})
+    assert told.agent_url == configured.url
+    assert told.logs(1) == "x\n"
+    assert configured.seen[-1]["authorization"] == "Bot bat1.secret"
+    assert len(stranger.seen) == probes
+    # BOT_AGENT_PROBE is the operator's word too.
+    by_probe = BotAgentClient.from_env({**token, "BOT_AGENT_PROBE": stranger.url.removeprefix("http://")})
+    assert by_probe.logs(1) == "x\n"
+    assert stranger.seen[-1]["authorization"] == "Bot bat1.secret"
+
+
+def free_port() -> int:
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = int(probe.getsockname()[1])
+    probe.close()
+    return port
+
+
+def test_a_call_tries_again_while_no_agent_listens_and_gets_its_answer_once_one_does() -> None:
+    for use_asyncio in (False, True):
+        port = free_port()
+        arrived: List[Stand] = []
+        later = threading.Timer(1.5, lambda: arrived.append(Stand(lambda request, _: answer(request, 200, {"ok": True, "logs": "late\n"}), port)))
+        later.start()
+        began = time.monotonic()
+        url = f"http://127.0.0.1:{port}"
+        if use_asyncio:
+
+            async def logs() -> str:
+                async with AsyncBotAgentClient(url, settings_from(ENV), timeout=10) as client:
+                    return await client.logs(1)
+
+            assert asyncio.run(logs()) == "late\n"
+        else:
+            assert BotAgentClient.from_env(ENV, agent_url=url, timeout=10).logs(1) == "late\n"
+        assert time.monotonic() - began >= 1.4
+        later.join()
+        arrived[0].close()
+    # A call still ends by its time-out when no agent ever comes.
+    began = time.monotonic()
+    with pytest.raises(BotAgentError, match="cannot reach the agent"):
+        BotAgentClient.from_env(ENV, agent_url=f"http://127.0.0.1:{free_port()}", timeout=1.5).logs(1)
+    assert time.monotonic() - began < 3
 
 
 def resuming_stand(stand: Callable[[Handler], Stand]) -> Stand:

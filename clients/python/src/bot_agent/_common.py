@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Tuple, TypedDict, Union, cast
 
 #: The agent sends ``: ping`` at least every 15 s: this long without a byte means the connection is gone.
@@ -18,6 +19,13 @@ DEFAULT_TIMEOUT_S = 90.0
 #: Where the agent is looked for first, and how long the look may take.
 DEFAULT_PROBE = ("agent", 8000)
 PROBE_TIMEOUT_S = 1.0
+#: How long opening a connection may take. While one agent replaces another a connection may get neither an
+#: answer nor a refusal: the call tries again, 0.25 s apart doubling to 2 s, for up to 15 s within its own
+#: time-out. Only a connection that never opened is tried again: no request is sent twice.
+CONNECT_TIMEOUT_S = 1.0
+CONNECT_RETRY_FIRST_S = 0.25
+CONNECT_RETRY_MAX_S = 2.0
+CONNECT_RETRY_FOR_S = 15.0
 
 
 class BotAgentError(Exception):
@@ -85,6 +93,8 @@ class Settings:
     token: Optional[str]
     token_file: Optional[str]
     probe: Tuple[str, int]
+    #: Whether the probe's address was given (BOT_AGENT_PROBE): configuration, not a guess.
+    probe_given: bool
     agent_url: Optional[str]
 
 
@@ -97,7 +107,8 @@ def settings_from(env: Optional[Mapping[str, str]] = None) -> Settings:
     probe = DEFAULT_PROBE
     given = env.get("BOT_AGENT_PROBE", "")
     host, _, port = given.rpartition(":")
-    if host and port.isdigit():
+    probe_given = bool(host and port.isdigit())
+    if probe_given:
         probe = (host, int(port))
     return Settings(
         bot_id=bot_id,
@@ -105,8 +116,36 @@ def settings_from(env: Optional[Mapping[str, str]] = None) -> Settings:
         token=env.get("PLATFORM_AGENT_TOKEN") or None,
         token_file=env.get("PLATFORM_AGENT_TOKEN_FILE") or None,
         probe=probe,
+        probe_given=probe_given,
         agent_url=(env.get("PLATFORM_AGENT_URL") or "").rstrip("/") or None,
     )
+
+
+def configured_agent(settings: Settings, agent_url: Optional[str]) -> Optional[str]:
+    """The agent this bot was configured for: ``agent_url``, else PLATFORM_AGENT_URL when the bot holds a
+    token (it is then called without probing), else none (the agent is looked for)."""
+    if agent_url:
+        return agent_url.rstrip("/")
+    holds_token = settings.token is not None or settings.token_file is not None
+    return settings.agent_url if holds_token else None
+
+
+def token_only_for(settings: Settings, configured: Optional[str]) -> Settings:
+    """The settings a client sends with: the bot's token goes only to the agent it was configured for
+    (``configured``, or the probe address BOT_AGENT_PROBE gave), never to whatever answers a probe."""
+    if configured is not None or settings.probe_given:
+        return settings
+    return replace(settings, token=None, token_file=None)
+
+
+def connect_pauses(timeout: float) -> Iterator[float]:
+    """The pauses before each new try to connect: while the next try begins within CONNECT_RETRY_FOR_S
+    and the call's ``timeout``."""
+    until = time.monotonic() + min(timeout, CONNECT_RETRY_FOR_S)
+    pause = CONNECT_RETRY_FIRST_S
+    while time.monotonic() + pause < until:
+        yield pause
+        pause = min(pause * 2, CONNECT_RETRY_MAX_S)
 
 
 def read_token(settings: Settings) -> Optional[str]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Union, cast
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Union, cast
 
 import httpx
 
 from ._common import (
+    CONNECT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     PROBE_TIMEOUT_S,
     STREAM_SILENCE_S,
@@ -25,10 +26,13 @@ from ._common import (
     Message,
     Resumption,
     Settings,
+    configured_agent,
+    connect_pauses,
     envelope,
     headers_for,
     log_item,
     settings_from,
+    token_only_for,
     unreachable,
     without_probe,
 )
@@ -58,7 +62,8 @@ class AsyncBotAgentClient:
         self.bot_id = settings.bot_id
         self._settings = settings
         self._calls = Calls(settings)
-        self._http = httpx.AsyncClient(base_url=self.agent_url, timeout=httpx.Timeout(timeout))
+        self._http = httpx.AsyncClient(base_url=self.agent_url, timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S))
+        self._timeout = timeout
 
     @classmethod
     async def from_env(
@@ -71,7 +76,8 @@ class AsyncBotAgentClient:
         """A client for this bot, from its environment (``os.environ`` unless given); the agent found as
         :func:`bot_agent.find_agent` finds it unless ``agent_url`` is given."""
         settings = settings_from(env)
-        return cls(agent_url or await _find(settings, external_url, PROBE_TIMEOUT_S), settings, timeout)
+        configured = configured_agent(settings, agent_url)
+        return cls(configured or await _find(settings, external_url, PROBE_TIMEOUT_S), token_only_for(settings, configured), timeout)
 
     async def __aenter__(self) -> "AsyncBotAgentClient":
         return self
@@ -141,10 +147,19 @@ class AsyncBotAgentClient:
         if content is not None:
             extra["Content-Type"] = "application/json"
         try:
-            reply = await self._http.request(method, path, content=content, headers=headers_for(self._settings, extra))
+            reply = await self._connected(lambda: self._http.request(method, path, content=content, headers=headers_for(self._settings, extra)))
         except httpx.HTTPError as err:
             raise unreachable(self.agent_url, err) from None
         return envelope(reply.status_code, reply.content)
+
+    async def _connected(self, send: Callable[[], Awaitable[httpx.Response]]) -> httpx.Response:
+        """Sends, trying again while no connection could be opened (see CONNECT_TIMEOUT_S)."""
+        for pause in connect_pauses(self._timeout):
+            try:
+                return await send()
+            except (httpx.ConnectError, httpx.ConnectTimeout):
+                await asyncio.sleep(pause)
+        return await send()
 
     async def _stream(self, path: str, headers: Mapping[str, str], on_open: Callable[[], None] = lambda: None) -> AsyncIterator[Message]:
         request_headers = headers_for(self._settings, {**headers, "Accept": "text/event-stream"})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import http.client
 import json
 import os
 import socket
@@ -11,6 +13,7 @@ import urllib.request
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Union, cast
 
 from ._common import (
+    CONNECT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     PROBE_TIMEOUT_S,
     STREAM_SILENCE_S,
@@ -25,14 +28,57 @@ from ._common import (
     Message,
     Resumption,
     Settings,
+    configured_agent,
+    connect_pauses,
     envelope,
     headers_for,
     log_item,
     messages,
     settings_from,
+    token_only_for,
     unreachable,
     without_probe,
 )
+
+#: Failures of opening a connection that a moment may mend.
+_TRANSIENT = {errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, socket.EAI_AGAIN}
+
+
+class NotConnected(OSError):
+    """A connection to the agent that did not open: refused, unreachable, or not within CONNECT_TIMEOUT_S."""
+
+
+class _QuickConnection(http.client.HTTPConnection):
+    """Opens its connection within CONNECT_TIMEOUT_S, then waits as long as the call may."""
+
+    def connect(self) -> None:
+        call_timeout = self.timeout
+        self.timeout = CONNECT_TIMEOUT_S
+        try:
+            super().connect()
+        except (TimeoutError, socket.timeout) as err:
+            raise NotConnected(f"no connection within {CONNECT_TIMEOUT_S:g} s") from err
+        except OSError as err:
+            if err.errno in _TRANSIENT:
+                raise NotConnected(str(err)) from err
+            raise
+        finally:
+            self.timeout = call_timeout
+        self.sock.settimeout(call_timeout)
+
+
+class _QuickTLSConnection(_QuickConnection, http.client.HTTPSConnection):
+    pass
+
+
+class _QuickHTTP(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_QuickConnection, req)
+
+
+class _QuickHTTPS(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_QuickTLSConnection, req, context=getattr(self, "_context", None))
 
 
 def find_agent(env: Optional[Mapping[str, str]] = None, external_url: Optional[str] = None, probe_timeout: float = PROBE_TIMEOUT_S) -> str:
@@ -69,6 +115,7 @@ class BotAgentClient:
         self._settings = settings
         self._calls = Calls(settings)
         self._timeout = timeout
+        self._opener = urllib.request.build_opener(_QuickHTTP, _QuickHTTPS)
 
     @classmethod
     def from_env(
@@ -79,9 +126,11 @@ class BotAgentClient:
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> "BotAgentClient":
         """A client for this bot, from its environment (``os.environ`` unless given); the agent is found
-        with :func:`find_agent` unless ``agent_url`` is given. Raises BotAgentError when BOT_ID is not set."""
+        with :func:`find_agent` unless ``agent_url`` is given or, for a bot holding a token, PLATFORM_AGENT_URL
+        names it (the token goes to no other). Raises BotAgentError when BOT_ID is not set."""
         settings = settings_from(env)
-        return cls(agent_url or _find(settings, external_url, PROBE_TIMEOUT_S), settings, timeout)
+        configured = configured_agent(settings, agent_url)
+        return cls(configured or _find(settings, external_url, PROBE_TIMEOUT_S), token_only_for(settings, configured), timeout)
 
     def self_restart(self) -> str:
         """Restarts this bot; the answer comes before the restart, which then ends this process."""
@@ -144,12 +193,23 @@ class BotAgentClient:
             extra["Content-Type"] = "application/json"
         request = urllib.request.Request(f"{self.agent_url}{path}", data=data, method=method, headers=headers_for(self._settings, extra))
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as reply:
+            with self._open(request, self._timeout) as reply:
                 return envelope(reply.status, reply.read())
         except urllib.error.HTTPError as err:
             return envelope(err.code, err.read())
         except (urllib.error.URLError, OSError) as err:
             raise unreachable(self.agent_url, getattr(err, "reason", err)) from None
+
+    def _open(self, request: urllib.request.Request, timeout: float) -> Any:
+        """Opens the request, trying again while no connection could be opened (see CONNECT_TIMEOUT_S)."""
+        for pause in connect_pauses(timeout):
+            try:
+                return self._opener.open(request, timeout=timeout)
+            except urllib.error.URLError as err:
+                if not isinstance(err.reason, NotConnected):
+                    raise
+            time.sleep(pause)
+        return self._opener.open(request, timeout=timeout)
 
     def _stream(self, path: str, headers: Mapping[str, str], on_open: Callable[[], None] = lambda: None) -> Iterator[Message]:
         request = urllib.request.Request(
@@ -157,7 +217,7 @@ class BotAgentClient:
         )
         try:
             # The time-out bounds each read: the agent's pings come at least every 15 s.
-            reply = urllib.request.urlopen(request, timeout=STREAM_SILENCE_S)
+            reply = self._open(request, STREAM_SILENCE_S)
         except urllib.error.HTTPError as err:
             envelope(err.code, err.read())
             raise BotAgentError(f"HTTP {err.code}", err.code) from None
