@@ -28,7 +28,7 @@ const SHARED_WINDOW_AWAY_MS = 5_000;
 /** What the agent reads of the configuration beside the runtime's own settings. */
 export type AgentConfig = Pick<
   Config,
-  'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity'
+  'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses'
 >;
 
 /** A runtime already made (tests hand their own driver), and what the agent is to do with it. */

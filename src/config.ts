@@ -36,6 +36,8 @@ export interface Config {
   readonly connectionsPerAddress: number;
   /** What names a bot: its address, its token (`Authorization: Bot`), or both, which must agree (docs/api.md §4). */
   readonly identity: Identity;
+  /** Addresses that are proxies' hops (a mesh's sidecar, an ingress): many bots share each (docs/api.md §4). */
+  readonly proxyAddresses: readonly string[];
 }
 
 /** What names a bot (AGENT_IDENTITY). */
@@ -97,6 +99,10 @@ const env = object({
   AGENT_IDENTITY: string()
     .oneOf(['address', 'token', 'address+token'] as const, 'AGENT_IDENTITY must be address, token or address+token')
     .default('address'),
+  AGENT_PROXY_ADDRESSES: string().matches(
+    /^[0-9A-Fa-f.:]+(\s*,\s*[0-9A-Fa-f.:]+)*$/,
+    'AGENT_PROXY_ADDRESSES must be IP addresses separated by commas, e.g. 127.0.0.6,10.0.0.5',
+  ),
   AGENT_CONNECTIONS_PER_ADDRESS: wholeNumber('AGENT_CONNECTIONS_PER_ADDRESS', 1, 65_536, 'connections').default(64),
   AGENT_BOTS_AGENT_URL: string()
     .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_BOTS_AGENT_URL must be an http:// or https:// URL')
@@ -144,6 +150,12 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       loopbackPlatform: values.AGENT_LOOPBACK_PLATFORM === 'on',
       connectionsPerAddress: values.AGENT_CONNECTIONS_PER_ADDRESS,
       identity: values.AGENT_IDENTITY,
+      proxyAddresses: Object.freeze(
+        (values.AGENT_PROXY_ADDRESSES ?? '')
+          .split(',')
+          .map((address) => address.trim().toLowerCase())
+          .filter((address) => address !== ''),
+      ),
     });
   } catch (err) {
     if (err instanceof ValidationError) throw new ConfigError(err.errors[0] ?? err.message);

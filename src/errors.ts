@@ -117,6 +117,7 @@ export const messages = {
   notRunning: (botId: string) =>
     `container not found or not running: bot ${botId} is stopped, and it must be running for this operation`,
   otherBot: 'a bot may manage only itself',
+  hopConnections: (botId: string) => `too many connections: bot ${botId} holds its share of the proxy's connections to the agent already (docs/api.md §2)`,
   notOwner: (botId: string) => `user_id does not own bot ${botId}`,
   stranger: 'forbidden: the caller is neither a bot, nor the platform (loopback or admin token)',
   crossSite:

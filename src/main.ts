@@ -5,6 +5,7 @@ import { causeOf } from './errors.js';
 import type { Config } from './config.js';
 import { createAgent, historyPlace } from './agent.js';
 import { DEFAULT_CONNECTION_LIMITS } from './http/connection-limits.js';
+import { hopsOf } from './http/hops.js';
 import { listen } from './http/listen.js';
 import { BatchedLines } from './log-destination.js';
 
@@ -67,7 +68,7 @@ async function main(): Promise<void> {
     logger.warn({ error: messageOf(err) }, `the history in ${historyPlace(config)} does not answer; the agent serves, and what it records waits in the spool`),
   );
 
-  const limits = { ...DEFAULT_CONNECTION_LIMITS, perAddress: config.connectionsPerAddress };
+  const limits = { ...DEFAULT_CONNECTION_LIMITS, perAddress: config.connectionsPerAddress, isHop: hopsOf(config.identity, config.proxyAddresses) };
   const server = await listen(agent.app, config.host, config.port, limits).catch((err: Error) => {
     exit(`cannot listen on ${config.host}:${config.port}: ${err.message}`);
   });

@@ -1,8 +1,8 @@
 import type { Context } from 'koa';
-import { Forbidden, messages } from '../errors.js';
+import { Forbidden, messages, TooManyRequests } from '../errors.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { authorize, callerOf, plainAddress } from './caller.js';
-import { platformConnection } from './connection-limits.js';
+import { namedConnection, platformConnection } from './connection-limits.js';
 import type { Caller, PlatformPolicy } from './caller.js';
 import type { ReadLimiter } from './read-limiter.js';
 
@@ -22,6 +22,11 @@ export function access(driver: RuntimeDriver, policy: PlatformPolicy, readLimite
   const callerFor = async (ctx: Context, botId: string | undefined): Promise<Caller> => {
     const caller = await callerOf(ctx, driver, policy);
     if (caller.kind === 'platform') platformConnection(ctx.req.socket);
+    // Through a proxy's hop a connection counts against the bot its requests name (connection-limits.ts).
+    else if (!namedConnection(ctx.req.socket, caller.botId)) {
+      ctx.set('Connection', 'close');
+      throw new TooManyRequests(messages.hopConnections(caller.botId), 1);
+    }
     if (botId !== undefined) {
       ctx.state.botId = botId;
       authorize(caller, botId);

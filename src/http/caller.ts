@@ -37,6 +37,8 @@ export interface PlatformPolicy {
   readonly identity?: Identity;
   /** Verifies the tokens bots present (`Authorization: Bot <token>`); none: no token names a bot. */
   readonly botTokens?: BotTokenVerifier | undefined;
+  /** Whether an address is a proxy's hop (hops.ts), behind which many bots share it; none: no address is. */
+  readonly isHop?: (address: string) => boolean;
 }
 
 /** The address as the runtime reports it: IPv4-mapped IPv6 (`::ffff:10.0.0.2`) becomes plain IPv4. */
@@ -76,7 +78,9 @@ export async function identifyCaller(evidence: CallerEvidence, driver: RuntimeDr
   const identity = policy.identity ?? 'address';
   const address = evidence.address === undefined ? undefined : plainAddress(evidence.address);
   const botToken = credentialsOf(evidence.authorization, 'Bot');
-  const tokenBot = identity === 'address' || botToken === undefined ? undefined : await claimedBot(botToken, address, policy.botTokens);
+  // Behind a hop the address names no one: what a token costs is counted by what it claims.
+  const countedAt = address !== undefined && policy.isHop?.(address) ? undefined : address;
+  const tokenBot = identity === 'address' || botToken === undefined ? undefined : await claimedBot(botToken, countedAt, policy.botTokens);
   if (identity === 'token' && tokenBot !== undefined) return { kind: 'bot', botId: tokenBot };
   const botId = identity === 'token' || address === undefined ? undefined : await driver.botAtAddress(address);
   if (identity === 'address+token') {

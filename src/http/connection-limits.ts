@@ -13,9 +13,13 @@ export interface ConnectionLimits {
   readonly headersMs: number;
   /** ... and the whole request (a body is at most 16 KiB) within this. */
   readonly requestMs: number;
+  /** Connections open at once through a proxy's hop, all bots behind it together; each bot holds at most `perAddress`. */
+  readonly perHop: number;
+  /** Whether an address is a proxy's hop (hops.ts); none: no address is. */
+  readonly isHop?: (address: string) => boolean;
 }
 
-export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { perAddress: 64, total: 16_384, headersMs: 10_000, requestMs: 15_000 };
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { perAddress: 64, total: 16_384, headersMs: 10_000, requestMs: 15_000, perHop: 1_024 };
 
 /**
  * Settings of the HTTP server that bound connections: how long a request may
@@ -28,6 +32,10 @@ export function serverTimeouts(limits: ConnectionLimits) {
 
 /** What a connection counted against its address carries: the way to stop counting it. */
 const UNCOUNT = Symbol('uncount');
+/** What a connection through a hop carries: the way to count it against the bot a request on it named. */
+const NAME = Symbol('name');
+
+type Counted = Socket & { [UNCOUNT]?: () => void; [NAME]?: (botId: string) => boolean };
 
 /**
  * Bounds the connections `server` holds: at most `perAddress` from any one
@@ -35,12 +43,23 @@ const UNCOUNT = Symbol('uncount');
  * at most `total` in all. The host itself (127.0.0.1, ::1) is not counted per
  * address: every caller of a platform on the host shares it; nor is a
  * connection once a request on it came from the platform (platformConnection).
+ *
+ * Through a proxy's hop every bot shares one address: there the hop holds at
+ * most `perHop`, of which connections no request has named yet hold at most
+ * half (they last at most `headersMs` without one), and each bot at most
+ * `perAddress` once its requests name it (namedConnection): no one bot fills
+ * the hop.
  */
 export function limitConnections(server: Server, limits: ConnectionLimits): void {
   server.maxConnections = limits.total;
   const open = new Map<string, number>();
-  server.on('connection', (socket: Socket & { [UNCOUNT]?: () => void }) => {
+  const hops = new HopConnections(limits);
+  server.on('connection', (socket: Counted) => {
     const address = plainAddress(socket.remoteAddress ?? '');
+    if (limits.isHop?.(address)) {
+      hops.take(socket);
+      return;
+    }
     if (isHostItself(address)) return;
     const count = (open.get(address) ?? 0) + 1;
     if (count > limits.perAddress) {
@@ -66,5 +85,54 @@ export function limitConnections(server: Server, limits: ConnectionLimits): void
  * from one address is not taken for a bot holding connections.
  */
 export function platformConnection(socket: Socket): void {
-  (socket as Socket & { [UNCOUNT]?: () => void })[UNCOUNT]?.();
+  (socket as Counted)[UNCOUNT]?.();
+}
+
+/**
+ * A request on `socket` named the bot `botId`: a connection through a hop counts against that bot from now
+ * on (the first bot named keeps it). False when the bot holds its share of the hop already.
+ */
+export function namedConnection(socket: Socket, botId: string): boolean {
+  return (socket as Counted)[NAME]?.(botId) ?? true;
+}
+
+/** The connections through proxies' hops: all of them, those no request named yet, and each bot's. */
+class HopConnections {
+  private open = 0;
+  private unnamed = 0;
+  private readonly byBot = new Map<string, number>();
+
+  constructor(private readonly limits: ConnectionLimits) {}
+
+  take(socket: Counted): void {
+    if (this.open >= this.limits.perHop || this.unnamed >= this.limits.perHop / 2) {
+      socket.destroy();
+      return;
+    }
+    this.open += 1;
+    this.unnamed += 1;
+    let bot: string | undefined;
+    let counted = true;
+    socket[NAME] = (botId) => {
+      if (bot !== undefined) return true;
+      const held = this.byBot.get(botId) ?? 0;
+      if (held >= this.limits.perAddress) return false;
+      bot = botId;
+      this.byBot.set(botId, held + 1);
+      this.unnamed -= 1;
+      return true;
+    };
+    socket[UNCOUNT] = () => {
+      if (!counted) return;
+      counted = false;
+      this.open -= 1;
+      if (bot === undefined) this.unnamed -= 1;
+      else {
+        const left = (this.byBot.get(bot) ?? 1) - 1;
+        if (left === 0) this.byBot.delete(bot);
+        else this.byBot.set(bot, left);
+      }
+    };
+    socket.once('close', socket[UNCOUNT]);
+  }
 }

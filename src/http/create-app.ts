@@ -2,6 +2,7 @@ import Router from '@koa/router';
 import Koa from 'koa';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
+import { hopsOf } from './hops.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
@@ -28,7 +29,7 @@ import { requestLog } from './request-log.js';
 import { StreamLimits } from './stream-limits.js';
 
 /** What the HTTP layer reads of the configuration. */
-export type HttpConfig = Pick<Config, 'adminToken' | 'readRate' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity'>;
+export type HttpConfig = Pick<Config, 'adminToken' | 'readRate' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses'>;
 
 /** What the routes act on, built by the agent (src/agent.ts). */
 export interface AppDeps {
@@ -111,7 +112,7 @@ export function createApp({ driver, provisioner, lifecycle, limiter, history, me
     end: (nonce, untilMs) => history.endSession(nonce, untilMs),
     ended: (nonce) => history.sessionEnded(nonce),
   });
-  const checks = access(driver, { ...config, sessions, botTokens }, new ReadLimiter(config.readRate));
+  const checks = access(driver, { ...config, sessions, botTokens, isHop: hopsOf(config.identity, config.proxyAddresses) }, new ReadLimiter(config.readRate));
   const streams = new StreamLimits();
   // One router holds every route (mounting copies their layers): a request is matched once, not once per group.
   const router = new Router().use(

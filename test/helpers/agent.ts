@@ -23,6 +23,7 @@ export const TEST_APP_CONFIG: AgentConfig = {
   databaseUrl: undefined,
   webhook: undefined,
   trustedHosts: [],
+  proxyAddresses: [],
   provisioning: true,
   loopbackPlatform: true,
   identity: 'address',

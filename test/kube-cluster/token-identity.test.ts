@@ -225,3 +225,22 @@ test('address+token: a bot acts with its own token from its own pod; its token f
   t.is(bare.status, 403);
   t.regex(String(bare.body?.msg), /its address and its token/);
 });
+
+test("token behind a mesh's hop: made-up tokens from 127.0.0.6 lock out only the pod they claim, never another bot behind the same hop", async (t) => {
+  const cluster = await onCluster(t);
+  const { server } = await cluster.agent('token');
+  const id = `bot_${process.pid}_3_${cluster.namespace.slice(5)}`;
+  const bot = await provisionedBot(cluster, server, id);
+  // Signed with a key of the attacker's: the cluster refuses each in a TokenReview.
+  const key = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey;
+  const madeUp = claimsFor(cluster.namespace, { metadata: { name: 'made-up-pod', uid: '00000000-0000-0000-0000-000000000001' } }, {});
+  const statuses: number[] = [];
+  for (let i = 0; i < 12; i += 1) {
+    const forged = jwt({ ...madeUp, jti: `made-up-${i}` }, key);
+    statuses.push((await call(server, `/api/bots/${id}`, { headers: { authorization: `Bot ${forged}` }, from: '127.0.0.6' })).status);
+  }
+  t.deepEqual(statuses, [...Array<number>(10).fill(403), 429, 429], 'the made-up claim was not held to its window');
+  // Before, the hop's address had used up its window: every bot behind it got 429 for 30 s.
+  const own = await call(server, `/api/bots/${id}`, { headers: { authorization: `Bot ${bot.token}` }, from: '127.0.0.6' });
+  t.is(own.status, 200, own.text);
+});

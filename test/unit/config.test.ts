@@ -24,7 +24,13 @@ test('defaults follow docs/api.md §5', (t) => {
     loopbackPlatform: true,
     connectionsPerAddress: 64,
     identity: 'address',
+    proxyAddresses: [],
   });
+});
+
+test("proxies' hops are a comma-separated list of addresses", (t) => {
+  t.deepEqual(loadConfig({ AGENT_PROXY_ADDRESSES: '127.0.0.6, 10.0.0.5,FD00::1' }).proxyAddresses, ['127.0.0.6', '10.0.0.5', 'fd00::1']);
+  t.throws(() => loadConfig({ AGENT_PROXY_ADDRESSES: 'sidecar.local' }), { instanceOf: ConfigError, message: /^AGENT_PROXY_ADDRESSES must be IP addresses/ });
 });
 
 test('identity: by address unless told; by token, or both, on either runtime; nothing else', (t) => {

@@ -33,6 +33,9 @@ type Verdict = { readonly botId: string } | { readonly refusal: string };
 interface TokenClaims {
   readonly aud?: string | string[];
   readonly exp?: number;
+  readonly sub?: string;
+  /** The pod a projected token is bound to, as the token claims it (unverified until the cluster reviews it). */
+  readonly 'kubernetes.io'?: { readonly pod?: { readonly name?: string } };
 }
 
 /**
@@ -64,8 +67,14 @@ export class ServiceAccountTokens implements BotTokenVerifier {
     this.refusals = new LRUCache({ max: 10_000, ttl: REFUSAL_MS, ttlResolution: 0, perf: { now } });
   }
 
+  /**
+   * The bot the token names. Refusals are counted by `address`, or behind a proxy's hop (no address given,
+   * many bots share it) by the pod the token claims: a bot making up tokens runs out of its own window,
+   * never the others' behind the same hop.
+   */
   async botNamed(token: string, address?: string): Promise<string> {
     const claims = readClaims(token);
+    const caller = address ?? `pod:${claims['kubernetes.io']?.pod?.name ?? claims.sub ?? ''}`;
     // Refused here without asking the cluster: they only ever refuse, so a forged claim gains nothing.
     if (!audiencesOf(claims).includes(TOKEN_AUDIENCE)) {
       throw new BadBotToken(`forbidden: the token is not for the audience ${TOKEN_AUDIENCE}`);
@@ -76,8 +85,9 @@ export class ServiceAccountTokens implements BotTokenVerifier {
     let verdict = this.verdicts.get(key);
     if (!verdict) {
       // A bot sending token after forged token would have the API server review each: past a few, it waits.
-      if (address !== undefined && (this.refusals.get(address) ?? 0) >= REFUSALS_PER_ADDRESS) {
-        throw new TooManyRequests(`too many refused tokens from ${address}: try again in ${REFUSAL_MS / 1000} s`, REFUSAL_MS / 1000);
+      if ((this.refusals.get(caller) ?? 0) >= REFUSALS_PER_ADDRESS) {
+        const from = address ?? `tokens claiming ${caller}`;
+        throw new TooManyRequests(`too many refused tokens from ${from}: try again in ${REFUSAL_MS / 1000} s`, REFUSAL_MS / 1000);
       }
       let pending = this.reviewing.get(key);
       if (!pending) {
@@ -85,10 +95,10 @@ export class ServiceAccountTokens implements BotTokenVerifier {
         this.reviewing.set(key, pending);
       }
       verdict = await pending;
-      if (address !== undefined && 'refusal' in verdict) {
+      if ('refusal' in verdict) {
         // Counted from the first refusal: the window does not grow while refusals keep coming.
-        const remaining = this.refusals.getRemainingTTL(address);
-        this.refusals.set(address, (this.refusals.get(address) ?? 0) + 1, remaining > 0 ? { ttl: remaining } : {});
+        const remaining = this.refusals.getRemainingTTL(caller);
+        this.refusals.set(caller, (this.refusals.get(caller) ?? 0) + 1, remaining > 0 ? { ttl: remaining } : {});
       }
     }
     if ('refusal' in verdict) throw new BadBotToken(verdict.refusal);
