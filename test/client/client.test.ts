@@ -26,21 +26,30 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-/** A port whose listener never accepts and whose backlog is full: a connect there hangs, as to a host that drops it. */
-async function hangingPort(t: { teardown(fn: () => void): void }): Promise<number> {
+/**
+ * A port whose listener never accepts and whose backlog is full: a connect there hangs, as to a host that drops it.
+ * `close` takes the listener away (the port's connections then fail), so that another server may take the port.
+ */
+async function hangingPort(t: { teardown(fn: () => void): void }): Promise<{ port: number; close(): void }> {
   const listener = spawn('python3', ['-c', [
     'import socket, sys, time',
-    's = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(0)',
+    's = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 0)); s.listen(0)',
     'print(s.getsockname()[1], flush=True); time.sleep(60)',
   ].join('\n')]);
-  t.teardown(() => listener.kill());
+  t.teardown(() => listener.kill('SIGKILL'));
   const [line] = (await once(listener.stdout, 'data')) as [Buffer];
   const port = Number(line.toString().trim());
   const fillers: Socket[] = [];
   for (let i = 0; i < 3; i++) fillers.push(connect(port, '127.0.0.1').on('error', () => undefined));
   t.teardown(() => fillers.forEach((socket) => socket.destroy()));
   await new Promise((resolve) => setTimeout(resolve, 200));
-  return port;
+  return {
+    port,
+    close: () => {
+      listener.kill('SIGKILL');
+      fillers.forEach((socket) => socket.destroy());
+    },
+  };
 }
 
 /** A run of `botId` that ends by itself with `exitCode`, as a runtime reports it: its log stream ends, then its record comes. */
@@ -87,7 +96,7 @@ test('a refused probe falls back to PLATFORM_AGENT_URL, then to the external add
 });
 
 test('a probe that hangs gives up after its time-out and falls back', async (t) => {
-  const probe = { host: '127.0.0.1', port: await hangingPort(t) };
+  const probe = { host: '127.0.0.1', port: (await hangingPort(t)).port };
   const started = Date.now();
   t.is(await findAgent({ probe, env: { PLATFORM_AGENT_URL: 'http://fallback:8000' } }), 'http://fallback:8000');
   t.log(`fell back after ${Date.now() - started} ms`);
@@ -342,7 +351,7 @@ test('while no agent listens (refused) and while a connection neither opens nor 
   t.is(await answer, 'x\n');
   t.true(Date.now() - began >= 1_400);
   // Hanging: the port's listener never accepts (a replaced pod's address); then it goes, and an agent takes the port.
-  const hanging = await hangingPortWithListener(t);
+  const hanging = await hangingPort(t);
   const waiting = await BotAgentClient.create({ agentUrl: `http://127.0.0.1:${hanging.port}`, env: { BOT_ID: BOT }, timeoutMs: 15_000 });
   const late = waiting.logs(1);
   setTimeout(() => {
@@ -356,26 +365,3 @@ test('while no agent listens (refused) and while a connection neither opens nor 
   t.is((await t.throwsAsync(nobody.logs(1), { instanceOf: BotAgentError })).status, undefined);
   t.true(Date.now() - gaveUp < 3_000, `gave up after ${Date.now() - gaveUp} ms`);
 });
-
-/** hangingPort, with a way to take its listener away (its connections then fail) so another server can take the port. */
-async function hangingPortWithListener(t: { teardown(fn: () => void): void }): Promise<{ port: number; close(): void }> {
-  const listener = spawn('python3', ['-c', [
-    'import socket, sys, time',
-    's = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 0)); s.listen(0)',
-    'print(s.getsockname()[1], flush=True); time.sleep(60)',
-  ].join('\n')]);
-  t.teardown(() => listener.kill('SIGKILL'));
-  const [line] = (await once(listener.stdout, 'data')) as [Buffer];
-  const port = Number(line.toString().trim());
-  const fillers: Socket[] = [];
-  for (let i = 0; i < 3; i++) fillers.push(connect(port, '127.0.0.1').on('error', () => undefined));
-  t.teardown(() => fillers.forEach((socket) => socket.destroy()));
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  return {
-    port,
-    close: () => {
-      listener.kill('SIGKILL');
-      fillers.forEach((socket) => socket.destroy());
-    },
-  };
-}
