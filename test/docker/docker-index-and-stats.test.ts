@@ -238,8 +238,14 @@ test('where the host\'s cgroup files are visible, no stats are asked of the engi
   const driver = createDockerDriver({ dockerHost: proxy.dockerHost });
   t.teardown(() => driver.close());
   const bot = await fixture.runBot();
-  const first = await driver.stats(bot.id);
-  t.is(await driver.stats(bot.id).then((again) => again.cpuPercent), first.cpuPercent);
+  // Reads while the first (which measures 1 s) is under way share it: the same answer, whatever the machine's load.
+  const [first, during] = await Promise.all([driver.stats(bot.id), driver.stats(bot.id)]);
+  t.is(during.cpuPercent, first.cpuPercent);
+  const answeredAt = performance.now();
+  const again = await driver.stats(bot.id);
+  // A read within 1 s of that answer gets it again; a loaded machine may take longer to ask (said, not failed).
+  if (performance.now() - answeredAt < 900) t.is(again.cpuPercent, first.cpuPercent);
+  else t.log(`the read after came ${Math.round(performance.now() - answeredAt)} ms later: past the 1 s its answer is kept`);
   await new Promise((resolve) => setTimeout(resolve, 1_100));
   await Promise.all(Array.from({ length: 20 }, () => driver.stats(bot.id)));
   t.deepEqual(proxy.requests.filter((line) => line.includes('/stats')), []);

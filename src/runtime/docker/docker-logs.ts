@@ -209,11 +209,13 @@ export async function followLogs(
     timestamps: true,
     ...('since' in from ? { since: engineTime(from.since), tail: 'all' } : { tail: from.lines }),
   };
-  const ending = new AbortController();
-  const stream = await openLogs(docker, containerId, query, AbortSignal.any([signal, ending.signal]));
+  const stream = await openLogs(docker, containerId, query, signal);
+  // Set at the next run's first line: the loop leaves, which ends the answer (an abort of the request from here
+  // would surface as an error nobody listens for).
+  let runEnded = false;
   const thisRun = (line: LogLine): void => {
-    if (ending.signal.aborted) return;
-    if (nextRun(line)) ending.abort();
+    if (runEnded) return;
+    if (nextRun(line)) runEnded = true;
     else onLine(line);
   };
   const stdout = new TimestampedLines('stdout', thisRun);
@@ -224,10 +226,10 @@ export async function followLogs(
       // On a terminal there are no frames: each line the engine sends is an entry with its timestamp.
       if (tty) stdout.pushLines(chunk);
       else demuxer.push(chunk);
-      if (ending.signal.aborted) break;
+      if (runEnded) break;
     }
   } catch (err) {
-    if (!signal.aborted && !ending.signal.aborted) throw err;
+    if (!signal.aborted) throw err;
   }
   stdout.end();
   stderr.end();
