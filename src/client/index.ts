@@ -135,18 +135,21 @@ export class BotAgentClient {
 
   /**
    * A client for this bot; fails clearly when BOT_ID is not set. A bot that holds a token sends it only
-   * to the agent it was configured for (docs/api.md §7): `agentUrl`, else PLATFORM_AGENT_URL, which it
-   * then calls without probing; or a probe address it was given (BOT_AGENT_PROBE). Whatever answers on
-   * the default `agent:8000` gets no token.
+   * to an agent it was configured for (docs/api.md §7): `agentUrl`, PLATFORM_AGENT_URL or the probe
+   * address BOT_AGENT_PROBE. Such a bot probes no default `agent:8000` (whatever answers there would get
+   * no token): without BOT_AGENT_PROBE it calls PLATFORM_AGENT_URL directly.
    */
   static async create(options: BotAgentClientOptions = {}): Promise<BotAgentClient> {
     const env = options.env ?? process.env;
     const botId = env.BOT_ID;
     if (!botId) throw new BotAgentError('BOT_ID is not set: the agent manages only the bot that names itself', undefined);
     const holdsToken = Boolean(env.PLATFORM_AGENT_TOKEN || env.PLATFORM_AGENT_TOKEN_FILE);
-    const configured = options.agentUrl ?? (holdsToken && env.PLATFORM_AGENT_URL ? env.PLATFORM_AGENT_URL.replace(/\/+$/, '') : undefined);
-    const agentUrl = configured ?? (await findAgent(options));
-    const token = configured !== undefined || probeFrom(env.BOT_AGENT_PROBE) !== undefined ? tokenOf(env) : async () => undefined;
+    const given = probeFrom(env.BOT_AGENT_PROBE);
+    const platformUrl = env.PLATFORM_AGENT_URL ? env.PLATFORM_AGENT_URL.replace(/\/+$/, '') : undefined;
+    const direct = options.agentUrl ?? (holdsToken && !given ? platformUrl : undefined);
+    const agentUrl = direct ?? (await findAgent(options));
+    const configured = [options.agentUrl, platformUrl, given && `http://${given.host}:${given.port}`];
+    const token = configured.includes(agentUrl) ? tokenOf(env) : async () => undefined;
     return new BotAgentClient(agentUrl, botId, env.USER_ID, options.timeoutMs ?? 90_000, token);
   }
 

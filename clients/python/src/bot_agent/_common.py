@@ -121,19 +121,22 @@ def settings_from(env: Optional[Mapping[str, str]] = None) -> Settings:
     )
 
 
-def configured_agent(settings: Settings, agent_url: Optional[str]) -> Optional[str]:
-    """The agent this bot was configured for: ``agent_url``, else PLATFORM_AGENT_URL when the bot holds a
-    token (it is then called without probing), else none (the agent is looked for)."""
+def direct_agent(settings: Settings, agent_url: Optional[str]) -> Optional[str]:
+    """The agent to call without looking for it: ``agent_url``, else PLATFORM_AGENT_URL for a bot that holds
+    a token and was given no probe address (it probes no default ``agent:8000``, which would get no token)."""
     if agent_url:
         return agent_url.rstrip("/")
     holds_token = settings.token is not None or settings.token_file is not None
-    return settings.agent_url if holds_token else None
+    return settings.agent_url if holds_token and not settings.probe_given else None
 
 
-def token_only_for(settings: Settings, configured: Optional[str]) -> Settings:
-    """The settings a client sends with: the bot's token goes only to the agent it was configured for
-    (``configured``, or the probe address BOT_AGENT_PROBE gave), never to whatever answers a probe."""
-    if configured is not None or settings.probe_given:
+def token_only_for(settings: Settings, agent_url: str, given_url: Optional[str]) -> Settings:
+    """The settings a client sends with: the bot's token goes only to an agent it was configured for
+    (``given_url``, PLATFORM_AGENT_URL, or the probe address BOT_AGENT_PROBE), never to whatever answers
+    a probe of the default address."""
+    host, port = settings.probe
+    configured = {given_url and given_url.rstrip("/"), settings.agent_url, f"http://{host}:{port}" if settings.probe_given else None}
+    if agent_url.rstrip("/") in configured:
         return settings
     return replace(settings, token=None, token_file=None)
 

@@ -26,8 +26,8 @@ from ._common import (
     Message,
     Resumption,
     Settings,
-    configured_agent,
     connect_pauses,
+    direct_agent,
     envelope,
     headers_for,
     log_item,
@@ -76,8 +76,8 @@ class AsyncBotAgentClient:
         """A client for this bot, from its environment (``os.environ`` unless given); the agent found as
         :func:`bot_agent.find_agent` finds it unless ``agent_url`` is given."""
         settings = settings_from(env)
-        configured = configured_agent(settings, agent_url)
-        return cls(configured or await _find(settings, external_url, PROBE_TIMEOUT_S), token_only_for(settings, configured), timeout)
+        url = direct_agent(settings, agent_url) or await _find(settings, external_url, PROBE_TIMEOUT_S)
+        return cls(url, token_only_for(settings, url, agent_url), timeout)
 
     async def __aenter__(self) -> "AsyncBotAgentClient":
         return self

@@ -28,8 +28,8 @@ from ._common import (
     Message,
     Resumption,
     Settings,
-    configured_agent,
     connect_pauses,
+    direct_agent,
     envelope,
     headers_for,
     log_item,
@@ -129,8 +129,8 @@ class BotAgentClient:
         with :func:`find_agent` unless ``agent_url`` is given or, for a bot holding a token, PLATFORM_AGENT_URL
         names it (the token goes to no other). Raises BotAgentError when BOT_ID is not set."""
         settings = settings_from(env)
-        configured = configured_agent(settings, agent_url)
-        return cls(configured or _find(settings, external_url, PROBE_TIMEOUT_S), token_only_for(settings, configured), timeout)
+        url = direct_agent(settings, agent_url) or _find(settings, external_url, PROBE_TIMEOUT_S)
+        return cls(url, token_only_for(settings, url, agent_url), timeout)
 
     def self_restart(self) -> str:
         """Restarts this bot; the answer comes before the restart, which then ends this process."""
