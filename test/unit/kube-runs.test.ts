@@ -74,3 +74,42 @@ test("a run's lines read after the kubelet restarted its container are the previ
   t.is(ends.length, 1, 'one run, one end');
   t.is(ends[0]?.logs, 'first run\n');
 });
+
+test('a SIGKILL the kubelet first calls an Error is recorded OOM-killed when its next view of the run says OOMKilled (containerd learned it late)', async (t) => {
+  const ends: RunEnd[] = [];
+  const pods = agent(ends);
+  const run = { startedAt: new Date(STARTED), finishedAt: new Date(), exitCode: 137, signal: 9 };
+  pods.emit('add', pod({ running: { startedAt: new Date(STARTED) } }));
+  pods.emit('update', pod({ terminated: { ...run, reason: 'Error' } }));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.is(ends.length, 0, 'the end waits for its reason');
+  const restarted = pod({ running: { startedAt: new Date() } });
+  restarted.status!.containerStatuses![0]!.restartCount = 1;
+  restarted.status!.containerStatuses![0]!.lastState = { terminated: { ...run, reason: 'OOMKilled' } };
+  pods.emit('update', restarted);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.is(ends.length, 1, 'one run, one end');
+  t.like(ends[0], { oomKilled: true, exitCode: 137, requested: false });
+});
+
+test("a SIGKILL's end waits for its reason only while a later view can come: the pod's deletion records it at once, as seen", async (t) => {
+  const ends: RunEnd[] = [];
+  const pods = agent(ends);
+  const killed = pod({ terminated: { startedAt: new Date(STARTED), finishedAt: new Date(), exitCode: 137, reason: 'Error' } });
+  pods.emit('add', killed);
+  pods.emit('delete', killed);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.is(ends.length, 1);
+  t.like(ends[0], { oomKilled: false, exitCode: 137 });
+});
+
+test('an end that is not a SIGKILL, or that the kubelet already calls OOMKilled, does not wait', async (t) => {
+  const ends: RunEnd[] = [];
+  const pods = agent(ends);
+  pods.emit('add', pod({ terminated: { startedAt: new Date(STARTED), finishedAt: new Date(), exitCode: 137, reason: 'OOMKilled' } }));
+  const other = pod({ terminated: { startedAt: new Date(), finishedAt: new Date(), exitCode: 1, reason: 'Error' } });
+  other.metadata!.uid = 'pod-uid-2';
+  pods.emit('add', other);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.deepEqual(ends.map((end) => [end.exitCode, end.oomKilled]), [[137, true], [1, false]]);
+});

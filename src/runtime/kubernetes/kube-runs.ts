@@ -7,6 +7,13 @@ import type { KubeObjectCache } from './kube-object-cache.js';
 /** The lines of a run an exit record keeps. */
 const EXIT_LOG_LINES = 100;
 
+/**
+ * How long an unrequested SIGKILL waits for the kubelet to call it OOMKilled. containerd may learn of an OOM kill
+ * after the kubelet read the exit (a late event on a busy node), and says so in the kubelet's next view of that run:
+ * its `lastState` once the container is started again (docs/api.md §8).
+ */
+export const OOM_REASON_WAIT_MS = 15_000;
+
 /** Reads the last lines of a pod's container: its current run, or its previous one. */
 export type PodLogsReader = (pod: string, container: string | undefined, previous: boolean, lines: number) => Promise<string>;
 
@@ -24,6 +31,8 @@ interface PodRuns {
   reported: Promise<void>;
   /** The container's restart count as last seen: a run ended before the last restart has its lines in `previous`. */
   restarts: number;
+  /** Ends killed by SIGKILL that wait to learn whether the kernel's OOM killer sent it, by run key. */
+  readonly awaitingReason: Map<string, (oomKilled: boolean) => void>;
 }
 
 /**
@@ -60,7 +69,7 @@ export class KubeRunWatcher {
   private runsOf(uid: string): PodRuns {
     let runs = this.pods.get(uid);
     if (!runs) {
-      runs = { started: new Set(), ended: new Set(), running: undefined, linesAtDeletion: undefined, reported: Promise.resolve(), restarts: 0 };
+      runs = { started: new Set(), ended: new Set(), running: undefined, linesAtDeletion: undefined, reported: Promise.resolve(), restarts: 0, awaitingReason: new Map() };
       this.pods.set(uid, runs);
     }
     return runs;
@@ -122,6 +131,8 @@ export class KubeRunWatcher {
     this.seen(pod);
     const runs = this.pods.get(uid);
     this.pods.delete(uid);
+    // No later view of a deleted pod will come: ends still waiting for their reason take what was seen.
+    for (const settle of runs?.awaitingReason.values() ?? []) settle(false);
     // Deleted while its container ran, and no end was seen: the deletion ended it. Its key is the run's own, as its end
     // seen by another agent has: one run, one record, whichever agent saw what.
     const runKey = runs?.running && `run:${runs.running.toISOString()}`;
@@ -138,9 +149,12 @@ export class KubeRunWatcher {
   private end(botId: string, uid: string, runs: PodRuns, terminated: V1ContainerStateTerminated, requested: boolean, lines: () => Promise<string>): void {
     const startedAt = terminated.startedAt ? new Date(terminated.startedAt) : undefined;
     const runKey = `run:${startedAt?.toISOString() ?? terminated.containerID ?? ''}`;
+    const oomKilled = terminated.reason === 'OOMKilled';
+    if (oomKilled) runs.awaitingReason.get(runKey)?.(true);
     if (runs.ended.has(runKey)) return;
     runs.ended.add(runKey);
     const at = terminated.finishedAt ? new Date(terminated.finishedAt) : new Date();
+    const reason = !oomKilled && !requested && terminated.exitCode === 137 ? this.reasonLater(runs, runKey) : Promise.resolve(oomKilled);
     this.inOrder(runs, async () => {
       const logs = await lines().catch(() => '');
       await this.observer.ended({
@@ -148,12 +162,25 @@ export class KubeRunWatcher {
         at,
         exitCode: terminated.exitCode ?? null,
         signal: signalName(terminated.signal),
-        oomKilled: terminated.reason === 'OOMKilled',
+        oomKilled: await reason,
         requested,
         startedAt,
         logs,
         key: `kube:${uid}:${runKey}`,
       });
+    });
+  }
+
+  /** Whether a later view of the run calls it OOMKilled, within OOM_REASON_WAIT_MS. */
+  private reasonLater(runs: PodRuns, runKey: string): Promise<boolean> {
+    return new Promise((resolve) => {
+      const settle = (oomKilled: boolean): void => {
+        clearTimeout(timer);
+        runs.awaitingReason.delete(runKey);
+        resolve(oomKilled);
+      };
+      const timer = setTimeout(() => settle(false), OOM_REASON_WAIT_MS).unref();
+      runs.awaitingReason.set(runKey, settle);
     });
   }
 
