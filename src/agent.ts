@@ -6,6 +6,7 @@ import { openStore } from './history/open-store.js';
 import { WebhookSender } from './history/webhook.js';
 import { loadConsole } from './http/console-assets.js';
 import { createApp } from './http/create-app.js';
+import { Readiness } from './http/readiness.js';
 import type { RouteEntry } from './http/create-app.js';
 import { AgentMetrics } from './http/metrics.js';
 import { BotLifecycle } from './lifecycle/bot-lifecycle.js';
@@ -28,7 +29,7 @@ const SHARED_WINDOW_AWAY_MS = 5_000;
 /** What the agent reads of the configuration beside the runtime's own settings. */
 export type AgentConfig = Pick<
   Config,
-  'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses'
+  'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses' | 'readyGraceMs'
 >;
 
 /** A runtime already made (tests hand their own driver), and what the agent is to do with it. */
@@ -57,6 +58,8 @@ export interface Agent {
   readonly history: BotHistory;
   /** The console's samples of every running bot's CPU and memory. */
   readonly samples: StatsSamples;
+  /** What `/readyz` answers; `stop()` on SIGTERM. */
+  readonly readiness: Readiness;
   readonly routes: RouteEntry[];
   /** Resolves once the history's store can be used; rejects when it cannot be reached. */
   opened(): Promise<void>;
@@ -137,13 +140,15 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   if (statsSamples !== 'off') samples.start();
   closers.push(() => samples.close());
   metrics.statsSamples(samples);
-  const { app, routes } = createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, botTokens, console: loadConsole(), config, logger });
+  const readiness = new Readiness(driver, config.readyGraceMs);
+  const { app, routes } = createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, readiness, botTokens, console: loadConsole(), config, logger });
   return {
     app,
     driver,
     lifecycle,
     history,
     samples,
+    readiness,
     routes,
     opened: () => store.opened(),
     close: async () => {

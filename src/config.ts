@@ -38,6 +38,10 @@ export interface Config {
   readonly identity: Identity;
   /** Addresses that are proxies' hops (a mesh's sidecar, an ingress): many bots share each (docs/api.md §4). */
   readonly proxyAddresses: readonly string[];
+  /** How long the runtime may not answer before `/readyz` says 503 (docs/api.md §5). */
+  readonly readyGraceMs: number;
+  /** After SIGTERM, how long the agent answers on, `/readyz` saying 503, before it stops taking calls. */
+  readonly shutdownDelayMs: number;
 }
 
 /** What names a bot (AGENT_IDENTITY). */
@@ -103,6 +107,8 @@ const env = object({
     /^[0-9A-Fa-f.:]+(\s*,\s*[0-9A-Fa-f.:]+)*$/,
     'AGENT_PROXY_ADDRESSES must be IP addresses separated by commas, e.g. 127.0.0.6,10.0.0.5',
   ),
+  AGENT_READY_GRACE_MS: wholeNumber('AGENT_READY_GRACE_MS', 0, 600_000, 'milliseconds').default(0),
+  AGENT_SHUTDOWN_DELAY_MS: wholeNumber('AGENT_SHUTDOWN_DELAY_MS', 0, 60_000, 'milliseconds').default(0),
   AGENT_CONNECTIONS_PER_ADDRESS: wholeNumber('AGENT_CONNECTIONS_PER_ADDRESS', 1, 65_536, 'connections').default(64),
   AGENT_BOTS_AGENT_URL: string()
     .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_BOTS_AGENT_URL must be an http:// or https:// URL')
@@ -149,6 +155,8 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       provisioning: values.AGENT_PROVISIONING === 'on',
       loopbackPlatform: values.AGENT_LOOPBACK_PLATFORM === 'on',
       connectionsPerAddress: values.AGENT_CONNECTIONS_PER_ADDRESS,
+      readyGraceMs: values.AGENT_READY_GRACE_MS,
+      shutdownDelayMs: values.AGENT_SHUTDOWN_DELAY_MS,
       identity: values.AGENT_IDENTITY,
       proxyAddresses: Object.freeze(
         (values.AGENT_PROXY_ADDRESSES ?? '')

@@ -91,6 +91,11 @@ export class HistoryUnavailable extends AgentError {
   readonly status = 503;
 }
 
+/** The agent received SIGTERM: `/readyz` says so while it still answers, so that calls go elsewhere first. */
+export class ShuttingDown extends AgentError {
+  readonly status = 503;
+}
+
 /** A restart outlasted the restart time-out; it still runs to its end. */
 export class RestartTimeout extends AgentError {
   readonly status = 504;
@@ -136,6 +141,7 @@ export const messages = {
   noSelfId: 'bot identifier not found; pass it in the X-Bot-ID header',
   restartTimeout: (botId: string, ms: number) =>
     `timeout during restart of bot ${botId} after ${ms} ms; the restart goes on, retry later or raise your time-out`,
+  shuttingDown: 'shutting down: this agent stops; it answers calls a little longer, while new ones go elsewhere',
   runtimeUnavailable: (runtime: string) => `runtime unavailable: cannot reach the ${runtime} runtime`,
   restartFailed: (botId: string, detail: string) => `Failed to restart bot ${botId}: ${detail}`,
   inProgress: (operation: string, botId: string, waitedMs: number) =>

@@ -87,7 +87,11 @@ async function main(): Promise<void> {
 
   // Stop accepting, let requests and lifecycle operations in flight finish (bounded), exit 0.
   const shutdown = async (signal: string): Promise<void> => {
-    logger.info({ signal }, 'shutting down');
+    logger.info({ signal, delay_ms: config.shutdownDelayMs }, 'shutting down');
+    // Not ready at once, still answering for the delay: whatever follows readiness (a Service) stops sending calls
+    // here before the port closes (docs/api.md §7).
+    agent.readiness.stop();
+    await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
     setTimeout(() => {
       logger.warn({ ms: DRAIN_MS }, 'operations still running at the drain deadline; exiting');
       process.exit(0);

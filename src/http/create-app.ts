@@ -23,6 +23,7 @@ import { historyRoutes } from './history-routes.js';
 import { jsonBody } from './json-body.js';
 import { LogFollowing } from './log-follow.js';
 import { LogReads } from './log-reads.js';
+import type { Readiness } from './readiness.js';
 import type { AgentMetrics } from './metrics.js';
 import { ReadLimiter } from './read-limiter.js';
 import { requestLog } from './request-log.js';
@@ -42,6 +43,8 @@ export interface AppDeps {
   readonly metrics: AgentMetrics;
   /** Every running bot's recent CPU and memory, for the console. */
   readonly samples: StatsSamples;
+  /** What `/readyz` answers. */
+  readonly readiness: Readiness;
   /** Names bots by their tokens: those the agent signs (Docker), or the cluster's (Kubernetes); none: no token names a bot. */
   readonly botTokens?: BotTokenVerifier | undefined;
   /** The built console; undefined where it was not built. */
@@ -101,7 +104,7 @@ export type RouteEntry = `${string} ${string}`;
  * Who may call what, read and stream limits, and the audit of lifecycle
  * operations live here; what they act on is built in src/agent.ts.
  */
-export function createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, botTokens, console: files, config, logger }: AppDeps): App {
+export function createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, readiness, botTokens, console: files, config, logger }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
@@ -116,7 +119,7 @@ export function createApp({ driver, provisioner, lifecycle, limiter, history, me
   const streams = new StreamLimits();
   // One router holds every route (mounting copies their layers): a request is matched once, not once per group.
   const router = new Router().use(
-    healthRoutes(driver, metrics).routes(),
+    healthRoutes(readiness, metrics).routes(),
     botRoutes({ driver, lifecycle, limiter, access: checks, audit, logFollowing: new LogFollowing(driver, history, streams), logReads: new LogReads() }).routes(),
     historyRoutes({ driver, history, access: checks, streams }).routes(),
     adminRoutes({ driver, provisioner, access: checks, audit, history, botTokens, provisioning: config.provisioning }).routes(),

@@ -446,7 +446,7 @@ export const openApiDocument = {
       },
     },
     '/healthz': { get: { summary: 'The process answers', responses: responses(ok('Up')) } },
-    '/readyz': { get: { summary: 'The runtime answers too', responses: responses(ok('Ready'), 503) } },
+    '/readyz': { get: { summary: 'The runtime answers too, and the agent is not shutting down', responses: responses(ok('Ready'), 503) } },
     '/metrics': {
       get: {
         summary: 'Prometheus metrics (the one answer that is not JSON)',

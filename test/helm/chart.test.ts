@@ -168,12 +168,16 @@ test('the data folder is a PersistentVolumeClaim by default (one pod at a time: 
   const claim = byKind(kept, 'PersistentVolumeClaim')[0] as unknown as { metadata: { name: string }; spec: { resources: { requests: { storage: string } } } };
   t.is(claim.spec.resources.requests.storage, '2Gi');
   t.deepEqual((byKind(kept, 'Deployment')[0] as unknown as Deployment).spec!.strategy, { type: 'Recreate' });
-  // Under Recreate no other pod answers while the old one stops: a short pause, so that the Service lets the address
-  // go before it does (a call then is refused at once, not left hanging), and no longer.
+  // Under Recreate no other pod answers while the old one stops: a short pause (a deleted pod's replacement starts
+  // meanwhile), and no longer.
   const recreated = (byKind(kept, 'Deployment')[0] as unknown as Deployment).spec!.template.spec!;
   t.deepEqual(recreated.containers[0]!.lifecycle?.preStop, { sleep: { seconds: 2 } });
-  t.is(recreated.terminationGracePeriodSeconds, 12);
-  t.like(recreated.containers[0]!.readinessProbe, { periodSeconds: 1 });
+  t.is(recreated.terminationGracePeriodSeconds, 2 + 3 + 10);
+  // One failed probe takes a stopping agent out of its Service before its port closes (AGENT_SHUTDOWN_DELAY_MS); a
+  // runtime that blinks is borne in the agent (AGENT_READY_GRACE_MS), not by the probe's count.
+  t.like(recreated.containers[0]!.readinessProbe, { periodSeconds: 1, failureThreshold: 1, timeoutSeconds: 3 });
+  t.like(mountOf(kept).env.find((e) => e.name === 'AGENT_SHUTDOWN_DELAY_MS'), { value: '3000' });
+  t.like(mountOf(kept).env.find((e) => e.name === 'AGENT_READY_GRACE_MS'), { value: '10000' });
   t.deepEqual(mountOf(kept).volume, { name: 'data', persistentVolumeClaim: { claimName: claim.metadata.name } });
   t.like(mountOf(kept).env.find((e) => e.name === 'AGENT_WEBHOOK_SECRET'), { valueFrom: { secretKeyRef: { name: 'hook-key', key: 'secret' } } });
   t.like(mountOf(kept).env.find((e) => e.name === 'AGENT_WEBHOOK_URL'), { valueFrom: { secretKeyRef: { name: 'hook-key', key: 'url' } } });
@@ -192,7 +196,7 @@ test('with a database: two agents by default, rolled one at a time, spread, kept
   t.like(pod.topologySpreadConstraints?.[0], { topologyKey: 'kubernetes.io/hostname', maxSkew: 1 });
   const agent = pod.containers[0]!;
   t.deepEqual(agent.lifecycle?.preStop, { sleep: { seconds: 5 } });
-  t.true(pod.terminationGracePeriodSeconds! >= 5 + 8, 'the pause and the drain fit in the grace period');
+  t.true(pod.terminationGracePeriodSeconds! >= 5 + 3 + 8, 'the pause, the answering while not ready and the drain fit in the grace period');
   t.like(agent.env?.find((e) => e.name === 'AGENT_DATABASE_URL'), { valueFrom: { secretKeyRef: { name: 'history-db', key: 'url' } } });
   t.is(byKind(objects, 'PersistentVolumeClaim').length, 0);
   t.deepEqual(pod.volumes?.find((v) => v.name === 'data'), { name: 'data', emptyDir: {} });

@@ -24,6 +24,7 @@ export const TEST_APP_CONFIG: AgentConfig = {
   webhook: undefined,
   trustedHosts: [],
   proxyAddresses: [],
+  readyGraceMs: 0,
   provisioning: true,
   loopbackPlatform: true,
   identity: 'address',

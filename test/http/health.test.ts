@@ -92,3 +92,27 @@ test('a client that half-closes its socket after the request still gets the answ
   t.regex(answer, /^HTTP\/1\.1 200 OK/);
   t.regex(answer, /\{"ok":true/);
 });
+
+test('with AGENT_READY_GRACE_MS, /readyz stays ready while the runtime has not answered for less than the grace, then 503; an answer starts it afresh', async (t) => {
+  const driver = new MemoryDriver();
+  const server = await agentFor(t, driver, { readyGraceMs: 400 });
+  driver.reachable = false;
+  const within = await call(server, '/readyz');
+  t.is(within.status, 200);
+  t.regex(String(within.body?.message), /not answering/);
+  await new Promise((resolve) => setTimeout(resolve, 450));
+  t.is((await call(server, '/readyz')).status, 503);
+  driver.reachable = true;
+  t.is((await call(server, '/readyz')).status, 200);
+  driver.reachable = false;
+  t.is((await call(server, '/readyz')).status, 200, 'a new grace from the first failure after an answer');
+});
+
+test('within the grace, a runtime that does not answer at all is a failure after a second: /readyz answers in time for a probe', async (t) => {
+  const driver = new MemoryDriver();
+  const server = await agentFor(t, driver, { readyGraceMs: 10_000 });
+  driver.ping = () => new Promise(() => undefined);
+  const reply = await call(server, '/readyz');
+  t.is(reply.status, 200);
+  t.regex(String(reply.body?.message), /not answering/);
+});

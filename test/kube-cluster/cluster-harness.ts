@@ -71,7 +71,7 @@ export async function agentKubeConfig(admin: KubeConfig, namespace: string, valu
  */
 export function botDeployment(
   id: string,
-  options: { labelled?: boolean; owner?: string; replicas?: number; graceS?: number; script?: string; args?: string[] } = {},
+  options: { labelled?: boolean; owner?: string; replicas?: number; graceS?: number; script?: string; args?: string[]; image?: string; env?: Record<string, string> } = {},
 ): V1Deployment {
   const name = objectName(id);
   const labels: Record<string, string> = { [TEST_NAME_LABEL]: name };
@@ -88,9 +88,10 @@ export function botDeployment(
           containers: [
             {
               name: 'bot',
-              image: TEST_IMAGE,
+              image: options.image ?? TEST_IMAGE,
               imagePullPolicy: 'Never',
               command: ['sh', '-c', options.script ?? TALKING_BOT, 'sh', ...(options.args ?? [])],
+              env: Object.entries(options.env ?? {}).map(([name, value]) => ({ name, value })),
             },
           ],
         },

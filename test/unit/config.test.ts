@@ -25,7 +25,15 @@ test('defaults follow docs/api.md §5', (t) => {
     connectionsPerAddress: 64,
     identity: 'address',
     proxyAddresses: [],
+    readyGraceMs: 0,
+    shutdownDelayMs: 0,
   });
+});
+
+test('the readiness grace and the shutdown delay are milliseconds, bounded', (t) => {
+  t.like(loadConfig({ AGENT_READY_GRACE_MS: '10000', AGENT_SHUTDOWN_DELAY_MS: '3000' }), { readyGraceMs: 10_000, shutdownDelayMs: 3_000 });
+  t.throws(() => loadConfig({ AGENT_SHUTDOWN_DELAY_MS: '60001' }), { instanceOf: ConfigError, message: /^AGENT_SHUTDOWN_DELAY_MS/ });
+  t.throws(() => loadConfig({ AGENT_READY_GRACE_MS: '-1' }), { instanceOf: ConfigError, message: /^AGENT_READY_GRACE_MS/ });
 });
 
 test("proxies' hops are a comma-separated list of addresses", (t) => {

@@ -41,11 +41,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- /*
-The preStop pause: the old pod keeps answering while the Service stops sending it calls. With
-other pods, they take the calls meanwhile. Under Recreate (one pod and its claim) nothing else
-does, but the pause still matters: without it the pod's address can vanish while the Service
-still sends there, and a call then hangs instead of being refused at once (docs/api.md §7). So
-it is kept short there (at most 2 s): long enough for the Service to let the address go.
+The preStop pause: the old pod keeps answering while the Service sends calls to the other pods.
+Under Recreate (one pod and its claim) there are none, so it is kept short (at most 2 s): a pod
+deleted is replaced at once, and the old one answers while the new one starts. That the Service
+lets the old address go before it vanishes is the agent's own doing, on SIGTERM (docs/api.md §7).
 */ -}}
 {{- define "bot-agent.preStopSeconds" -}}
 {{- if include "bot-agent.claimed" . }}{{ min (.Values.preStopSeconds | int) 2 }}{{ else }}{{ .Values.preStopSeconds | int }}{{ end -}}

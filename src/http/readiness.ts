@@ -1,0 +1,61 @@
+import { messages, RuntimeUnavailable, ShuttingDown } from '../errors.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
+
+/** Within a grace, a ping that takes longer than this counts as the runtime not answering, so that `/readyz` answers in time. */
+const PING_WITHIN_GRACE_MS = 1_000;
+
+/**
+ * What `/readyz` answers (docs/api.md §2, §5): not ready from a SIGTERM on, whatever the runtime says, and
+ * otherwise ready while the runtime answers, or has not answered for less than the grace
+ * (AGENT_READY_GRACE_MS). A grace in the agent lets a probe take the pod out at its first failure: a
+ * stopping agent is then out of its Service within a second or two, while the runtime may still blink.
+ */
+export class Readiness {
+  private stopping = false;
+  private failingSinceMs: number | undefined;
+
+  constructor(
+    private readonly driver: Pick<RuntimeDriver, 'ping' | 'runtime'>,
+    private readonly graceMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The agent stops: from now on it is not ready. */
+  stop(): void {
+    this.stopping = true;
+  }
+
+  /** Why the agent is ready; throws why it is not. */
+  async check(): Promise<string> {
+    if (this.stopping) throw new ShuttingDown(messages.shuttingDown);
+    const reachable = `${this.driver.runtime} runtime reachable`;
+    if (this.graceMs === 0) {
+      await this.driver.ping();
+      return reachable;
+    }
+    try {
+      await pingWithin(this.driver, PING_WITHIN_GRACE_MS);
+      this.failingSinceMs = undefined;
+      return reachable;
+    } catch (err) {
+      const now = this.now();
+      this.failingSinceMs ??= now;
+      const failingMs = now - this.failingSinceMs;
+      if (failingMs >= this.graceMs) throw err;
+      return `${this.driver.runtime} runtime not answering for ${(failingMs / 1000).toFixed(1)} s; ready for up to ${this.graceMs / 1000} s of that (AGENT_READY_GRACE_MS)`;
+    }
+  }
+}
+
+/** The runtime's ping, failed as unreachable once it took `ms`. */
+async function pingWithin(driver: Pick<RuntimeDriver, 'ping' | 'runtime'>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new RuntimeUnavailable(messages.runtimeUnavailable(driver.runtime))), ms);
+  });
+  try {
+    await Promise.race([driver.ping(), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
