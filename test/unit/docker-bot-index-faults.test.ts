@@ -3,6 +3,7 @@ import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import type Docker from 'dockerode';
 import { DockerBotIndex } from '../../src/runtime/docker/docker-bot-index.js';
+import { BOT_LABEL } from '../../src/runtime/labels.js';
 import { eventually } from '../helpers/eventually.js';
 
 // What a real engine never sends, so a stand-in event stream sends it: the
@@ -64,4 +65,17 @@ test('a run watcher that comes after a caller opened the stream still gets every
   streams[1]?.write('{"Type":"container","Action":"die","Actor":{"ID":"abc","Attributes":{}}}\n');
   t.true(await eventually(() => heard.includes('die')));
   t.deepEqual(faults, [], 'opening it again is no fault');
+});
+
+test("a container's death is kept while the container exists; one removed while the stream was down goes with the next listing", async (t) => {
+  const { index, streams } = await liveIndex(t);
+  const die = { Type: 'container', Action: 'die', Actor: { ID: 'c1', Attributes: { [BOT_LABEL]: 'bot_1_1_gone' } }, timeNano: 1_700_000_000_000_000_000 };
+  streams[0]?.write(`${JSON.stringify(die)}\n`);
+  t.true(await eventually(() => index.diedAt('c1') === 1_700_000_000_000));
+  // Its destroy is never heard: the stream ends, and the listing on reopening has no such container.
+  streams[0]?.end();
+  streams[0]?.resume();
+  t.true(await eventually(() => streams.length === 2 && index.byIndex('address', '10.0.0.1') !== undefined, 5_000), 'not reopened');
+  t.is(index.diedAt('c1'), undefined);
+  t.is(index.deathsKept, 0);
 });

@@ -129,6 +129,11 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     return this.deaths.get(containerId);
   }
 
+  /** How many containers' deaths are kept: those of containers that still exist. */
+  get deathsKept(): number {
+    return this.deaths.size;
+  }
+
   close(): void {
     this.stream.close();
     this.inspections.close();
@@ -207,6 +212,9 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     this.byBotId = new Map();
     this.byContainer = new Map();
     for (const bot of bots) if (bot) this.file(bot.containerId, bot);
+    // A container removed while the stream was down sent its destroy to nobody: its death goes with the listing.
+    const listed = new Set(containers.map((container) => container.Id));
+    for (const containerId of this.deaths.keys()) if (!listed.has(containerId)) this.deaths.delete(containerId);
   }
 
   /** The index entry of a listed container; undefined unless its name is its bot label. */
