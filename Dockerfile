@@ -40,7 +40,7 @@ EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=5s --retries=3 CMD ["node", "dist/healthcheck.js"]
 # Exec form: node is PID 1 and receives SIGTERM itself. V8 tuned for memory: with 1,000 bots read once a
 # second, a young generation of at most 2 MB and a heap that grows slowly kept the agent at 138 to 141 MB
-# where V8's defaults took 295 MB (README, Performance; BENCHMARKS.md). A memory limit ends in a
+# where V8's defaults took 295 MB (docs/performance.md; BENCHMARKS.md). A memory limit ends in a
 # kill; a CPU limit only slows the agent down. The heap grows by 30% a collection, the most
 # --optimize-for-size lets it, without that flag's other trades, which cost a warm request about a
 # seventh of its CPU.

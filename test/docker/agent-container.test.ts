@@ -24,7 +24,7 @@ test.before(async () => {
     Labels: { 'bot-agent-test': fixture.runId },
     HostConfig: {
       NetworkMode: network,
-      // The host's cgroup tree, read-only, as the README deploys it: stats come from its files.
+      // The host's cgroup tree, read-only, as docs/docker.md deploys it: stats come from its files.
       Binds: ['/var/run/docker.sock:/var/run/docker.sock', '/sys/fs/cgroup:/sys/fs/cgroup:ro'],
       GroupAdd: [String(socketGroup)],
     },

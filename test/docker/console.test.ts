@@ -243,7 +243,7 @@ test.serial('with a token set, the page asks for it and refuses a wrong one; a p
   await context.close();
 });
 
-test.serial('no console error, no failed request, no serious accessibility finding; the bundle is small; screenshots for the README', async (t) => {
+test.serial('no console error, no failed request, no serious accessibility finding; the bundle is small; screenshots for docs/console.md', async (t) => {
   const bots = await Promise.all([fixture.runBot({ owner: 'user_7' }), fixture.runBot({ owner: 'user_8', script: "trap 'exit 0' TERM; i=0; while :; do i=$((i+1)); echo \"tick $i: all is well\"; sleep 0.5; done" })]);
   const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
   const problems = watchPage(page);

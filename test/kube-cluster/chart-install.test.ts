@@ -182,7 +182,7 @@ function longestOutageMs(lines: string[]): { outageMs: number; failed: number; h
   return { outageMs: Math.round(longest), failed: calls.filter((call) => !call.ok).length, hung: calls.filter((call) => !call.ok && call.tookMs >= 1_500).length };
 }
 
-// The figures (a helm upgrade about 4.5 s, idle or with two cores kept busy) go to the README; the bound here is
+// The figures (a helm upgrade about 4.5 s, idle or with two cores kept busy) go to docs/operating.md; the bound here is
 // what a replacement must never pass, whatever else the machine does.
 test.serial("one agent replaced (its pod deleted, then a helm upgrade): calls are refused at once while no agent answers, the Python client's calls are all answered, and the gap is measured", async (t) => {
   const id = `bot_5_5_${runId}`;
@@ -233,7 +233,7 @@ test.serial("one agent replaced (its pod deleted, then a helm upgrade): calls ar
 });
 
 // Last, as it changes how the installed agent names bots: identity.mode=token, and a pod made by the platform
-// itself with the lines the README gives (a projected token of audience bot-agent).
+// itself with the lines docs/identity.md gives (a projected token of audience bot-agent).
 test.serial('with identity.mode=token the installed agent names a bot by its projected token, verified by the cluster, and its bare address by nothing', async (t) => {
   await helm(
     'upgrade', 'rel', CHART, '--namespace', namespace, '--kubeconfig', process.env.BOT_AGENT_KUBECONFIG ?? '', '--reuse-values',

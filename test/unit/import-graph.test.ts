@@ -4,7 +4,7 @@ import { cyclesOf, importGraph } from '../helpers/import-graph.js';
 import type { PartGraph } from '../helpers/import-graph.js';
 
 // The arrows between src's parts run one way: the HTTP adapter and the lifecycle stand on the runtime
-// drivers and the history, never the other way round (README, Architecture).
+// drivers and the history, never the other way round (docs/architecture.md).
 const graph = importGraph(fileURLToPath(new URL('../../src/', import.meta.url)));
 
 test('no part of src imports, through any path, a part that imports it', (t) => {

@@ -157,7 +157,7 @@ export class ServiceAccountTokens implements BotTokenVerifier {
     if (account[1] !== this.namespace) return { refusal: `forbidden: the token is of another namespace than the bots' (${this.namespace})` };
     const podName = status.user?.extra?.['authentication.kubernetes.io/pod-name']?.[0];
     const podUid = status.user?.extra?.['authentication.kubernetes.io/pod-uid']?.[0];
-    if (!podName) return { refusal: 'forbidden: the token names no pod: mount it with a projected volume (README, "Identity")' };
+    if (!podName) return { refusal: 'forbidden: the token names no pod: mount it with a projected volume (docs/identity.md, "Identity by token")' };
     let pod: V1Pod | undefined;
     try {
       // A list by name, not a get: the agent's Role lists and watches pods, and needs no more.
