@@ -1,16 +1,18 @@
 import type { Logger } from 'pino';
 import { AgentError } from '../errors.js';
+import { callerLabel } from './caller.js';
+import type { Caller } from './caller.js';
 import { failureFields } from './request-log.js';
 import type { AgentMetrics } from './metrics.js';
 
 /** Who asked for a lifecycle operation, for the audit line. */
 export interface AuditContext {
   readonly requestId: string | undefined;
-  readonly caller: string | undefined;
+  readonly caller: Caller | undefined;
 }
 
 /** Who asked, as the request's context recorded it. */
-export function askerOf(ctx: { state: { requestId?: string; caller?: string } }): AuditContext {
+export function askerOf(ctx: { state: { requestId?: string; caller?: Caller } }): AuditContext {
   return { requestId: ctx.state.requestId, caller: ctx.state.caller };
 }
 
@@ -32,9 +34,9 @@ export function auditor(logger: Logger, metrics: AgentMetrics, onEnded: Operatio
     const started = performance.now();
     const record = (result: string, failure?: Record<string, unknown>): void => {
       metrics.lifecycle.inc({ operation, result });
-      onEnded(operation, botId, result, who.caller?.startsWith('bot:') ? 'bot' : 'platform');
+      onEnded(operation, botId, result, who.caller?.kind === 'bot' ? 'bot' : 'platform');
       logger[failure ? 'error' : 'info'](
-        { audit: true, ...who, operation, botId, result, ms: Math.round(performance.now() - started), ...failure },
+        { audit: true, requestId: who.requestId, caller: callerLabel(who.caller), operation, botId, result, ms: Math.round(performance.now() - started), ...failure },
         `${operation} ${botId}: ${result}`,
       );
     };

@@ -4,7 +4,7 @@ import onFinished from 'on-finished';
 import { BadRequest, Forbidden, messages } from '../errors.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
-import type { RuntimeDriver } from '../runtime/driver.js';
+import type { PowerOutcome, RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
 import type { Audit } from './audit.js';
 import type { Access } from './access.js';
@@ -15,6 +15,14 @@ import type { LogReads } from './log-reads.js';
 import { logReadCost } from './read-limiter.js';
 import { botIdInPath, DEFAULT_LOG_LINES, logsBody, logsQuery, ownerRequest, selfRestartHeader, validate, validateQuery } from './schemas.js';
 import { statsView } from './stats-view.js';
+
+/** One of the lifecycle operations a route offers: what it does (its answer's message), and what a bot asking it of itself gets. */
+interface LifecycleOperation {
+  readonly name: 'restart' | 'stop' | 'start';
+  readonly act: (botId: string) => Promise<string>;
+  /** Answered before it runs when a bot asks it of itself; absent: answered after, as anyone is. */
+  readonly onItself?: { readonly act: (botId: string) => Promise<unknown>; readonly message: (botId: string) => string };
+}
 
 export interface BotRoutesDeps {
   readonly driver: RuntimeDriver;
@@ -59,16 +67,39 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
     });
   }
 
-  async function restartBot(ctx: Context, caller: Caller, botId: string): Promise<void> {
+  /**
+   * A restart, stop or start once its caller is known: counted against the rate limit, then done and audited. A bot
+   * restarting or stopping itself would not hear back: it is answered first, and the operation runs after.
+   */
+  async function perform(ctx: Context, caller: Caller, botId: string, operation: LifecycleOperation): Promise<void> {
     await limiter.take(botId, caller.kind);
-    if (isSelf(caller, botId)) {
-      afterAnswer(ctx, 'restart', botId, () => lifecycle.restartInFull(botId));
-      ctx.body = { ok: true, message: `Bot ${botId} is restarting` };
+    if (operation.onItself && isSelf(caller, botId)) {
+      const { act, message } = operation.onItself;
+      afterAnswer(ctx, operation.name, botId, () => act(botId));
+      ctx.body = { ok: true, message: message(botId) };
       return;
     }
-    await audit(askerOf(ctx), 'restart', botId, () => lifecycle.restart(botId));
-    ctx.body = { ok: true, message: `Bot ${botId} restarted` };
+    ctx.body = { ok: true, message: await audit(askerOf(ctx), operation.name, botId, () => operation.act(botId)) };
   }
+
+  const done = (outcome: PowerOutcome, botId: string, did: string, was: string): string => `Bot ${botId} ${outcome === 'done' ? did : was}`;
+  const restart: LifecycleOperation = {
+    name: 'restart',
+    act: async (botId) => {
+      await lifecycle.restart(botId);
+      return `Bot ${botId} restarted`;
+    },
+    onItself: { act: (botId) => lifecycle.restartInFull(botId), message: (botId) => `Bot ${botId} is restarting` },
+  };
+  const stop: LifecycleOperation = {
+    name: 'stop',
+    act: async (botId) => done(await lifecycle.stop(botId), botId, 'stopped', 'was already stopped'),
+    onItself: { act: (botId) => lifecycle.stop(botId), message: (botId) => `Bot ${botId} is stopping` },
+  };
+  const start: LifecycleOperation = {
+    name: 'start',
+    act: async (botId) => done(await lifecycle.start(botId), botId, 'started', 'was already running'),
+  };
 
   router.post('/self/restart', async (ctx) => {
     const named = validate(selfRestartHeader, ctx.get('x-bot-id') || undefined);
@@ -76,38 +107,18 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
     const botId = named ?? (caller.kind === 'bot' ? caller.botId : undefined);
     if (botId === undefined) throw new BadRequest(messages.noSelfId);
     ctx.state.botId = botId;
-    await restartBot(ctx, caller, botId);
+    await perform(ctx, caller, botId, restart);
   });
 
-  router.post('/restart', async (ctx) => {
-    const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
-    const caller = await callerFor(ctx, bot_id);
-    await checkOwner(bot_id, user_id);
-    await restartBot(ctx, caller, bot_id);
-  });
-
-  router.post('/stop', async (ctx) => {
-    const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
-    const caller = await callerFor(ctx, bot_id);
-    await checkOwner(bot_id, user_id);
-    await limiter.take(bot_id, caller.kind);
-    if (isSelf(caller, bot_id)) {
-      afterAnswer(ctx, 'stop', bot_id, () => lifecycle.stop(bot_id));
-      ctx.body = { ok: true, message: `Bot ${bot_id} is stopping` };
-      return;
-    }
-    const outcome = await audit(askerOf(ctx), 'stop', bot_id, () => lifecycle.stop(bot_id));
-    ctx.body = { ok: true, message: outcome === 'done' ? `Bot ${bot_id} stopped` : `Bot ${bot_id} was already stopped` };
-  });
-
-  router.post('/start', async (ctx) => {
-    const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
-    const caller = await callerFor(ctx, bot_id);
-    await checkOwner(bot_id, user_id);
-    await limiter.take(bot_id, caller.kind);
-    const outcome = await audit(askerOf(ctx), 'start', bot_id, () => lifecycle.start(bot_id));
-    ctx.body = { ok: true, message: outcome === 'done' ? `Bot ${bot_id} started` : `Bot ${bot_id} was already running` };
-  });
+  // The owner's form of each: the bot named in the body, and the user_id that owns it.
+  for (const operation of [restart, stop, start]) {
+    router.post(`/${operation.name}`, async (ctx) => {
+      const { bot_id, user_id } = validate(ownerRequest, ctx.request.body);
+      const caller = await callerFor(ctx, bot_id);
+      await checkOwner(bot_id, user_id);
+      await perform(ctx, caller, bot_id, operation);
+    });
+  }
 
   router.post('/logs', async (ctx) => {
     const { bot_id, lines = DEFAULT_LOG_LINES } = logsBody(ctx.request.body);

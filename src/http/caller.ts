@@ -136,8 +136,14 @@ export async function callerOf(ctx: Context, driver: RuntimeDriver, policy: Plat
     driver,
     policy,
   );
-  ctx.state.caller = caller.kind === 'bot' ? `bot:${caller.botId}` : 'platform';
+  ctx.state.caller = caller;
   return caller;
+}
+
+/** The caller as log lines name it: `bot:<id>` or `platform`. */
+export function callerLabel(caller: Caller | undefined): string | undefined {
+  if (caller === undefined) return undefined;
+  return caller.kind === 'bot' ? `bot:${caller.botId}` : 'platform';
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {

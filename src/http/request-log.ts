@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { AgentError, causeOf } from '../errors.js';
+import { callerLabel } from './caller.js';
+import type { Caller } from './caller.js';
 import type { AgentMetrics } from './metrics.js';
 
 const usableRequestId = /^[\w.:-]{1,128}$/;
@@ -51,7 +53,7 @@ export function requestLog(logger: Logger, metrics: AgentMetrics): Middleware {
         path: ctx.path,
         status: ctx.status,
         ms: Math.round(seconds * 1000),
-        caller: ctx.state.caller,
+        caller: callerLabel(ctx.state.caller as Caller | undefined),
         botId: ctx.state.botId,
       };
       // A literal without a spread: V8 builds it from its boilerplate, where a spread (even of nothing) takes a slow path.
