@@ -17,6 +17,7 @@ RUN if [ -f npm-ca.pem ]; then export NODE_EXTRA_CA_CERTS="$PWD/npm-ca.pem"; fi 
 COPY tsconfig.json tsconfig.build.json ./
 COPY scripts/bundle.sh scripts/build-console.ts ./scripts/
 COPY src ./src
+COPY console ./console
 RUN npm run build && npm run bundle && npm prune --omit=dev --no-audit --no-fund
 
 FROM ${BASE_IMAGE}

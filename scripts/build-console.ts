@@ -1,4 +1,4 @@
-// Builds the operator's console (src/console) into dist/console: one script and one style sheet, minified,
+// Builds the operator's console (console/) into dist/console: one script and one style sheet, minified,
 // named by a hash of their content (the agent serves them cached for good), and the page that loads them.
 // Prints each file's size, raw and gzipped: the whole console is to stay under 150 KB gzipped.
 import { createHash } from 'node:crypto';
@@ -7,7 +7,7 @@ import { basename, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
 
-const source = 'src/console';
+const source = 'console';
 const out = 'dist/console';
 const result = await build({
   entryPoints: [join(source, 'main.tsx')],

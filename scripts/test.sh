@@ -6,7 +6,7 @@ source scripts/node-env.sh
 
 [ -d node_modules ] || npm ci --no-audit --no-fund
 npx tsc --noEmit
-npx tsc -p src/console
+npx tsc -p console
 # The console's page and assets, which the agent under test serves (dist/console), and a browser to open them.
 npm run --silent build:console
 BOT_AGENT_CHROMIUM=$(bash scripts/chromium.sh | tail -n 1)

@@ -35,7 +35,7 @@ function asset(path: string): ConsoleAsset {
  */
 export function consoleFolder(): string | undefined {
   const places = ['./console/', '../console/', '../../dist/console/'].map((place) => new URL(place, import.meta.url));
-  // The sources' src/console holds an index.html too, the template: only a built one has its assets beside it.
+  // Only a built console has its assets beside its page.
   return places.map((place) => fileURLToPath(place)).find((folder) => existsSync(join(folder, 'index.html')) && existsSync(join(folder, 'assets')));
 }
 

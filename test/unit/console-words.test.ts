@@ -1,5 +1,5 @@
 import test from 'ava';
-import { ApiError, exitReason, plainWords } from '../../src/console/api.js';
+import { ApiError, exitReason, plainWords } from '../../console/api.js';
 
 // What the console says of the agent's refusals and of how runs ended.
 test('a refusal in plain words: 429 and 409 say what to do, the agent\'s own text follows', (t) => {

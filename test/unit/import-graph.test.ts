@@ -1,5 +1,8 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import test from 'ava';
+import ts from 'typescript';
 import { cyclesOf, importGraph } from '../helpers/import-graph.js';
 import type { PartGraph } from '../helpers/import-graph.js';
 
@@ -32,4 +35,16 @@ test('the cycle check finds a cycle of any length, and the path that closes it',
   ]);
   t.deepEqual(cyclesOf(made), ['a/ -> b/ -> c/ -> a/']);
   t.deepEqual(cyclesOf(new Map([['a/', new Set(['b/'])], ['b/', new Set<string>()]])), []);
+});
+
+test("the console is a front end of its own (console/): nothing of it in src, and it takes from src only the answers' types", (t) => {
+  const src = fileURLToPath(new URL('../../src/', import.meta.url));
+  const consoleDir = fileURLToPath(new URL('../../console/', import.meta.url));
+  t.false(readdirSync(src, { recursive: true, encoding: 'utf8' }).some((file) => /\.(tsx|css|html)$/.test(file)), 'browser code in src');
+  const fromSrc = readdirSync(consoleDir)
+    .filter((file) => /\.tsx?$/.test(file))
+    .flatMap((file) => ts.preProcessFile(readFileSync(join(consoleDir, file), 'utf8'), true, true).importedFiles.map((imported) => imported.fileName))
+    .filter((fileName) => fileName.startsWith('../'));
+  t.true(fromSrc.length > 0, 'the console names its types');
+  t.deepEqual([...new Set(fromSrc)], ['../src/client/wire.js']);
 });
