@@ -1,6 +1,5 @@
 import pg from 'pg';
-import { migrationsOf, SCHEMA_VERSION_TABLE } from './migrations.js';
-import type { Migration } from './migrations.js';
+import { migrateAsync, SCHEMA_VERSION_TABLE } from './migrations.js';
 
 /** One statement, on whichever connection its caller holds. */
 export type Query = (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
@@ -146,19 +145,17 @@ export class PostgresDatabase {
 /** Applies the migrations the database has not had (migrations/postgres), under a lock held until they commit. */
 async function migrate(query: Query): Promise<void> {
   await query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
-  await query(SCHEMA_VERSION_TABLE);
-  const migrations = migrationsOf('postgres');
-  let version = Number((await query('SELECT COALESCE(MAX(version), 0) AS v FROM schema_version')).rows[0]?.v ?? 0);
-  const record = (migration: Migration, atMs: number) =>
-    query('INSERT INTO schema_version (version, name, applied_at_ms) VALUES ($1, $2, $3)', [migration.version, migration.name, atMs]);
-  if (version === 0) {
-    version = await versionBeforeMigrations(query);
-    for (const migration of migrations.slice(0, version)) await record(migration, 0);
-  }
-  for (const migration of migrations.slice(version)) {
-    await query(migration.sql);
-    await record(migration, Date.now());
-  }
+  await migrateAsync({
+    dialect: 'postgres',
+    recordedVersion: async () => {
+      await query(SCHEMA_VERSION_TABLE);
+      return Number((await query('SELECT COALESCE(MAX(version), 0) AS v FROM schema_version')).rows[0]?.v ?? 0);
+    },
+    versionBeforeMigrations: () => versionBeforeMigrations(query),
+    apply: async (migration) => void (await query(migration.sql)),
+    record: async (migration, atMs) =>
+      void (await query('INSERT INTO schema_version (version, name, applied_at_ms) VALUES ($1, $2, $3)', [migration.version, migration.name, atMs])),
+  });
 }
 
 /** The version of a database made before the store kept one (each shape a release wrote); 0 for a new one. */

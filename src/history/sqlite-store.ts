@@ -5,8 +5,7 @@ import type { StatementSync } from 'node:sqlite';
 import { fitJson } from '../json-text.js';
 import { cursorOf, deliveryOf, eventOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
 import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, StoredEvent } from './history-store.js';
-import { migrationsOf, SCHEMA_VERSION_TABLE } from './migrations.js';
-import type { Migration } from './migrations.js';
+import { migrate, SCHEMA_VERSION_TABLE } from './migrations.js';
 
 /**
  * Each bot's oldest pending delivery, the only one of its bot that may be made (in order per bot): one
@@ -58,27 +57,26 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
   private migrate(): void {
     this.db.exec('BEGIN IMMEDIATE');
     try {
-      this.db.exec(SCHEMA_VERSION_TABLE);
-      let version = Number(this.db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_version').get()?.v ?? 0);
-      const migrations = migrationsOf('sqlite');
-      if (version === 0) {
-        version = this.versionBeforeMigrations();
-        for (const migration of migrations.slice(0, version)) this.recordVersion(migration, 0);
-      }
-      for (const migration of migrations.slice(version)) {
-        this.db.exec(migration.sql);
-        if (migration.version === LOGS_COLUMN_VERSION) this.moveLogsOutOfRecords();
-        this.recordVersion(migration, Date.now());
-      }
+      migrate({
+        dialect: 'sqlite',
+        recordedVersion: () => {
+          this.db.exec(SCHEMA_VERSION_TABLE);
+          return Number(this.db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_version').get()?.v ?? 0);
+        },
+        versionBeforeMigrations: () => this.versionBeforeMigrations(),
+        apply: (migration) => {
+          this.db.exec(migration.sql);
+          if (migration.version === LOGS_COLUMN_VERSION) this.moveLogsOutOfRecords();
+        },
+        record: (migration, atMs) => {
+          this.db.prepare('INSERT INTO schema_version (version, name, applied_at_ms) VALUES (?, ?, ?)').run(migration.version, migration.name, atMs);
+        },
+      });
       this.db.exec('COMMIT');
     } catch (err) {
       if (this.db.isTransaction) this.db.exec('ROLLBACK');
       throw err;
     }
-  }
-
-  private recordVersion(migration: Migration, atMs: number): void {
-    this.db.prepare('INSERT INTO schema_version (version, name, applied_at_ms) VALUES (?, ?, ?)').run(migration.version, migration.name, atMs);
   }
 
   /**
