@@ -110,3 +110,31 @@ test('the identity index goes dark while its event stream is down, and is rebuil
   proxy.restore();
   t.true(await eventually(() => index.byIndex('address', address)?.[0]?.botId === bot.id), 'the index was not rebuilt');
 });
+
+// docs/performance.md: a connection to the engine for every call cost a logs read more than the engine's answer.
+test('calls to the engine share kept-alive connections; once every one of them is dropped (an engine restarted), each call after answers', async (t) => {
+  const { proxy, server } = await setUp(t);
+  const bot = await fixture.runBot({ script: "for i in 1 2 3; do echo line $i; done; trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done" });
+  const logs = () => call(server, '/api/bots/logs', { body: { bot_id: bot.id, lines: 3 }, ...within10s() });
+  t.is((await logs()).status, 200);
+  const before = proxy.connectionsAccepted;
+  const requestsBefore = proxy.requests.length;
+  for (let i = 0; i < 40; i += 1) t.is((await logs()).status, 200);
+  t.is(proxy.requests.slice(requestsBefore).filter((line) => line.includes('/logs?')).length, 40, 'each read asked the engine');
+  t.true(proxy.connectionsAccepted - before <= 4, `40 reads opened ${proxy.connectionsAccepted - before} connections to the engine`);
+  // Every connection dropped while reads keep coming, as an engine restarting drops them.
+  let reading = true;
+  const during = (async () => {
+    const statuses: number[] = [];
+    while (reading) statuses.push((await logs()).status);
+    return statuses;
+  })();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  proxy.restore();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  reading = false;
+  t.deepEqual((await during).filter((status) => status !== 200 && status !== 503), [], 'a call under way as its connection dropped is answered or a 503');
+  const after: number[] = [];
+  for (let i = 0; i < 20; i += 1) after.push((await logs()).status);
+  t.deepEqual(after, Array.from({ length: 20 }, () => 200), 'every call after the drop answered');
+});

@@ -43,6 +43,8 @@ export class SocketProxy {
     return this.inFlight;
   }
   private server: Server | undefined;
+  /** Every connection a client opened to the engine through the proxy, since it started. */
+  connectionsAccepted = 0;
 
   /** `upstream`: a unix socket's path, or a TCP address, which the proxy then serves on a loopback port. */
   constructor(private readonly upstream: string | { host: string; port: number } = '/var/run/docker.sock') {}
@@ -141,6 +143,7 @@ export class SocketProxy {
       return;
     }
     const pair: [Socket, Socket | undefined] = [client, undefined];
+    this.connectionsAccepted += 1;
     this.pairs.add(pair);
     this.peakConnections = Math.max(this.peakConnections, this.pairs.size);
     client.on('close', () => {
