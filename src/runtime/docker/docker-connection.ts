@@ -4,9 +4,9 @@ import type { DockerOptions } from 'dockerode';
 
 /**
  * Connections to the engine are kept open between calls, at most this many idle, each closed after 5 s idle (as
- * Node's global agent would, with 256): a connection opened for every call cost a logs read more than the engine's
- * own answer (docs/performance.md). How many are in use at once is bounded by the agent's own limits on reads,
- * streams and operations.
+ * Node's global agent would, with 256): opening one for every call would cost a logs read about as much as the
+ * engine's own answer. How many are in use at once is bounded by the agent's own limits on reads, streams and
+ * operations.
  */
 const IDLE_CONNECTIONS = 16;
 const IDLE_MS = 5_000;
