@@ -7,11 +7,14 @@ const PING_WITHIN_GRACE_MS = 1_000;
 /**
  * What `/readyz` answers (docs/api.md §2, §5): not ready from a SIGTERM on, whatever the runtime says, and
  * otherwise ready while the runtime answers, or has not answered for less than the grace
- * (AGENT_READY_GRACE_MS). A grace in the agent lets a probe take the pod out at its first failure: a
+ * (AGENT_READY_GRACE_MS) since it last did. An agent whose runtime has not answered since it started is not
+ * ready: no Service sends it calls, and no rollout takes it for a replacement. A grace in the agent lets a probe take the pod out at its first failure: a
  * stopping agent is then out of its Service within a second or two, while the runtime may still blink.
  */
 export class Readiness {
   private stopping = false;
+  /** Whether the runtime has answered since the agent started: the grace is for a runtime that was there. */
+  private answered = false;
   private failingSinceMs: number | undefined;
 
   constructor(
@@ -35,9 +38,11 @@ export class Readiness {
     }
     try {
       await pingWithin(this.driver, PING_WITHIN_GRACE_MS);
+      this.answered = true;
       this.failingSinceMs = undefined;
       return reachable;
     } catch (err) {
+      if (!this.answered) throw err;
       const now = this.now();
       this.failingSinceMs ??= now;
       const failingMs = now - this.failingSinceMs;

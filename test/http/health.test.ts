@@ -96,6 +96,7 @@ test('a client that half-closes its socket after the request still gets the answ
 test('with AGENT_READY_GRACE_MS, /readyz stays ready while the runtime has not answered for less than the grace, then 503; an answer starts it afresh', async (t) => {
   const driver = new MemoryDriver();
   const server = await agentFor(t, driver, { readyGraceMs: 400 });
+  t.is((await call(server, '/readyz')).status, 200);
   driver.reachable = false;
   const within = await call(server, '/readyz');
   t.is(within.status, 200);
@@ -111,8 +112,20 @@ test('with AGENT_READY_GRACE_MS, /readyz stays ready while the runtime has not a
 test('within the grace, a runtime that does not answer at all is a failure after a second: /readyz answers in time for a probe', async (t) => {
   const driver = new MemoryDriver();
   const server = await agentFor(t, driver, { readyGraceMs: 10_000 });
+  t.is((await call(server, '/readyz')).status, 200);
   driver.ping = () => new Promise(() => undefined);
   const reply = await call(server, '/readyz');
   t.is(reply.status, 200);
   t.regex(String(reply.body?.message), /not answering/);
+});
+
+test('the grace is for a runtime that answered: an agent whose runtime never answered since it started is not ready, grace or not', async (t) => {
+  const driver = new MemoryDriver();
+  driver.reachable = false;
+  const server = await agentFor(t, driver, { readyGraceMs: 10_000 });
+  const reply = await call(server, '/readyz');
+  t.is(reply.status, 503);
+  t.regex(String(reply.body?.msg), /runtime unavailable/);
+  driver.reachable = true;
+  t.is((await call(server, '/readyz')).status, 200);
 });
