@@ -212,9 +212,12 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     this.byBotId = new Map();
     this.byContainer = new Map();
     for (const bot of bots) if (bot) this.file(bot.containerId, bot);
-    // A container removed while the stream was down sent its destroy to nobody: its death goes with the listing.
+    // A container removed while the stream was down sent its destroy to nobody: its death goes with the listing,
+    // unless an event named it while the list was made (a container the list may predate).
     const listed = new Set(containers.map((container) => container.Id));
-    for (const containerId of this.deaths.keys()) if (!listed.has(containerId)) this.deaths.delete(containerId);
+    for (const containerId of this.deaths.keys()) {
+      if (!listed.has(containerId) && !this.changedWhileListing.has(containerId)) this.deaths.delete(containerId);
+    }
   }
 
   /** The index entry of a listed container; undefined unless its name is its bot label. */
