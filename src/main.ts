@@ -72,19 +72,6 @@ async function main(): Promise<void> {
   const server = await listen(agent.app, config.host, config.port, limits).catch((err: Error) => {
     exit(`cannot listen on ${config.host}:${config.port}: ${err.message}`);
   });
-  // The port bound, which AGENT_PORT=0 leaves to the system.
-  logger.info({ host: config.host, port: (server.address() as AddressInfo).port }, 'bot-agent listening');
-  // Whoever started the agent waits for this line: it goes out now, not with the next batch.
-  logger.flush();
-  agent.driver.ping().then(
-    () => logger.info(`the ${config.runtime} runtime answers`),
-    (err: unknown) =>
-      logger.warn(
-        { error: err instanceof Error ? err.message : String(err), cause: causeOf(err) },
-        `the ${config.runtime} runtime does not answer; bot operations answer 503 until it does`,
-      ),
-  );
-
   // Stop accepting, let requests and lifecycle operations in flight finish (bounded), exit 0.
   const shutdown = async (signal: string): Promise<void> => {
     logger.info({ signal, delay_ms: config.shutdownDelayMs }, 'shutting down');
@@ -104,8 +91,22 @@ async function main(): Promise<void> {
     await agent.close();
     process.exit(0);
   };
+  // Before the line that says the agent listens: whoever waits for it may stop the agent at once.
   process.once('SIGTERM', (signal) => void shutdown(signal));
   process.once('SIGINT', (signal) => void shutdown(signal));
+
+  // The port bound, which AGENT_PORT=0 leaves to the system.
+  logger.info({ host: config.host, port: (server.address() as AddressInfo).port }, 'bot-agent listening');
+  // Whoever started the agent waits for this line: it goes out now, not with the next batch.
+  logger.flush();
+  agent.driver.ping().then(
+    () => logger.info(`the ${config.runtime} runtime answers`),
+    (err: unknown) =>
+      logger.warn(
+        { error: err instanceof Error ? err.message : String(err), cause: causeOf(err) },
+        `the ${config.runtime} runtime does not answer; bot operations answer 503 until it does`,
+      ),
+  );
 }
 
 await main();
