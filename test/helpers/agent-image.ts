@@ -11,7 +11,7 @@ const run = promisify(execFile);
 export const dockerCli = existsSync('/usr/bin/docker') ? '/usr/bin/docker' : 'docker';
 
 /** What the Dockerfile copies. */
-const CONTEXT_ENTRIES = ['Dockerfile', '.dockerignore', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'scripts/bundle.sh', 'scripts/build-console.ts', 'src'];
+const CONTEXT_ENTRIES = ['Dockerfile', '.dockerignore', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'scripts/bundle.sh', 'scripts/build-console.ts', 'src', 'console'];
 
 /** A build context holding what the Dockerfile copies, and the registry's CA when npm needs one. */
 async function buildContext(): Promise<string> {
