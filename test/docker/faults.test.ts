@@ -111,7 +111,8 @@ test('the identity index goes dark while its event stream is down, and is rebuil
   t.true(await eventually(() => index.byIndex('address', address)?.[0]?.botId === bot.id), 'the index was not rebuilt');
 });
 
-// docs/performance.md: a connection to the engine for every call cost a logs read more than the engine's answer.
+// A connection to the engine for every call would cost a logs read about as much as the engine's answer: Node's
+// global agent keeps them alive (dockerode's modem uses it), and a connection the engine drops is not used again.
 test('calls to the engine share kept-alive connections; once every one of them is dropped (an engine restarted), each call after answers', async (t) => {
   const { proxy, server } = await setUp(t);
   const bot = await fixture.runBot({ script: "for i in 1 2 3; do echo line $i; done; trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done" });
