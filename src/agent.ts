@@ -5,6 +5,7 @@ import { BotHistory } from './history/bot-history.js';
 import { openStore } from './history/open-store.js';
 import { WebhookSender } from './history/webhook.js';
 import { loadConsole } from './http/console-assets.js';
+import { SharedState } from './shared/shared-state.js';
 import { createApp } from './http/create-app.js';
 import { Readiness } from './http/readiness.js';
 import type { RouteEntry } from './http/create-app.js';
@@ -98,7 +99,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   closers.push(() => store.close());
   const metrics = new AgentMetrics();
   const webhook = config.webhook && new WebhookSender(store, { ...config.webhook, report });
-  const history = new BotHistory(store, (botId) => driver.findBot(botId), {
+  const history = new BotHistory(store, new SharedState(store), (botId) => driver.findBot(botId), {
     recoverAfterMs,
     report,
     deliver: webhook !== undefined,

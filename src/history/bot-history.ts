@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { LRUCache } from 'lru-cache';
 import { HistoryUnavailable } from '../errors.js';
 import type { BotInfo, RunEnd, RunObserver, RunStart } from '../runtime/driver.js';
 import { signalName } from '../runtime/signal-names.js';
+import type { SharedState } from '../shared/shared-state.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from './crash-loop.js';
 import { HistorySpool } from './history-spool.js';
 import { HOUR_MS } from './history-store.js';
@@ -70,10 +69,6 @@ const WHAT: Record<HistoryWrite['kind'], string> = {
 };
 /** How often the spool is tried again while the store is away. */
 const SPOOL_RETRY_MS = 1_000;
-/** How long what another agent may have changed (a bot's removal, a session's end), as read, is used. */
-const SHARED_FRESH_MS = 5_000;
-/** How long a call waits for such a read. */
-const SHARED_READ_MS = 1_000;
 /** The most the spool holds (JSON bytes, on disk and in memory): at 64 KiB of logs an exit, 512 exits or far more events. */
 export const SPOOL_MAX_BYTES = 32 * 1024 * 1024;
 
@@ -121,21 +116,10 @@ export class BotHistory implements RunObserver {
   private readonly spooledRemovals = new Map<string, number>();
   private spoolRetry: NodeJS.Timeout | undefined;
   private closed = false;
-  /** When bots were removed, as last read (or as this agent removed them): tokens' checks read it on every call. */
-  private readonly removals = new LRUCache<string, { value: number | undefined }>({
-    max: 10_000,
-    ttl: SHARED_FRESH_MS,
-    fetchMethod: async (botId) => ({ value: await this.store.forgottenAt(botId) }),
-  });
-  /** Which console sessions were ended, as last read: a browser's calls read it (this agent's own ends, ConsoleSessions knows). */
-  private readonly endedSessions = new LRUCache<string, { value: boolean }>({
-    max: 10_000,
-    ttl: SHARED_FRESH_MS,
-    fetchMethod: async (nonce) => ({ value: await this.store.sessionEnded(nonce) }),
-  });
-
   constructor(
     private readonly store: HistoryStore,
+    /** When bots were removed and which console sessions were ended, shared with the other agents. */
+    private readonly shared: SharedState,
     private readonly botInfo: (botId: string) => Promise<BotInfo>,
     private readonly options: BotHistoryOptions = {},
   ) {
@@ -235,7 +219,7 @@ export class BotHistory implements RunObserver {
     const spooled = this.spooledRemovals.get(botId);
     if (spooled !== undefined) return spooled;
     // A bot's call waits for no database that is away or slow: its token is then judged by its signature alone.
-    return this.briefly(this.removals, botId, undefined);
+    return this.shared.removedAt(botId);
   }
 
   /**
@@ -253,16 +237,7 @@ export class BotHistory implements RunObserver {
    * SHARED_FRESH_MS; not ended as far as is known while the store is away or slow.
    */
   sessionEnded(nonce: string): Promise<boolean> {
-    return this.briefly(this.endedSessions, nonce, false);
-  }
-
-  /** What `cache` holds or the store answers within SHARED_READ_MS; `unknown` when the store is away or slower. */
-  private async briefly<T>(cache: LRUCache<string, { value: T }>, key: string, unknown: T): Promise<T> {
-    const known = cache.get(key);
-    if (known) return known.value;
-    if (!this.store.reachable) return unknown;
-    const read = cache.fetch(key).then((kept) => (kept ? kept.value : unknown), () => unknown);
-    return Promise.race([read, sleep(SHARED_READ_MS, unknown, { ref: false })]);
+    return this.shared.sessionEnded(nonce);
   }
 
   /**
@@ -278,7 +253,7 @@ export class BotHistory implements RunObserver {
     this.recoveries.delete(botId);
     this.runs.delete(botId);
     const at = Date.now();
-    this.removals.set(botId, { value: at });
+    this.shared.removed(botId, at);
     if (!(await this.write({ kind: 'forgotten', botId, atMs: at }))) {
       throw new HistoryUnavailable(`the history's database does not answer and its spool is full: bot ${botId} is not forgotten yet; remove it again`);
     }
@@ -350,7 +325,7 @@ export class BotHistory implements RunObserver {
 
   /** Whether the bot was removed after a run that began at `began`: that run was the removed bot's. */
   private async isForgotten(botId: string, beganMs: number): Promise<boolean> {
-    const at = await this.store.forgottenAt(botId);
+    const at = await this.shared.store.forgottenAt(botId);
     return at !== undefined && beganMs <= at;
   }
 
@@ -478,7 +453,7 @@ export class BotHistory implements RunObserver {
         await this.store.forget(write.botId, write.atMs);
         return;
       case 'session-ended':
-        await this.store.endSession(write.nonce, write.untilMs, Date.now());
+        await this.shared.store.endSession(write.nonce, write.untilMs, Date.now());
     }
   }
 }

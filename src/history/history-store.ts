@@ -82,8 +82,6 @@ export interface HistoryTx {
    * is not taken for a later bot of the same id.
    */
   forget(botId: string, atMs: number): Promise<void>;
-  /** When the bot was last forgotten (ms); undefined when never. */
-  forgottenAt(botId: string): Promise<number | undefined>;
 }
 
 /**
@@ -120,10 +118,6 @@ export interface HistoryStore extends HistoryTx {
   lastRunEventMs(): Promise<number | undefined>;
   /** How many of the bot's runs ended, requested or not, at or after `sinceMs`. */
   exitsSince(botId: string, sinceMs: number): Promise<number>;
-  /** Keeps a console session's end (by its nonce) until `untilMs`, its expiry; ends past their expiry go. */
-  endSession(nonce: string, untilMs: number, nowMs: number): Promise<void>;
-  /** Whether a console session (by its nonce) was ended on any agent sharing the store. */
-  sessionEnded(nonce: string): Promise<boolean>;
   close(): Promise<void>;
 }
 

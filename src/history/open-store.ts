@@ -1,14 +1,17 @@
 import type { Config } from '../config.js';
-import type { SharedWindow } from '../lifecycle/rate-limiter.js';
+import type { SharedStateStore, SharedWindow } from '../shared/shared-state.js';
 import type { HistoryStore } from './history-store.js';
 import { PostgresDatabase } from './postgres-database.js';
 import { postgresOperationWindow } from './postgres-operation-window.js';
 import { PostgresHistoryStore } from './postgres-store.js';
 import { SqliteHistoryStore } from './sqlite-store.js';
 
+/** An agent's database: its history, and what it shares with other agents beside it. */
+export type AgentStore = HistoryStore & SharedStateStore;
+
 /** The history's store, and where a store shared by several agents counts lifecycle operations. */
 export interface OpenedStore {
-  readonly store: HistoryStore;
+  readonly store: AgentStore;
   /** Undefined for one agent's own store: its rate limiter counts in memory. */
   readonly sharedWindow: SharedWindow | undefined;
 }

@@ -1,4 +1,4 @@
-import type { SharedWindow } from '../lifecycle/rate-limiter.js';
+import type { SharedWindow } from '../shared/shared-state.js';
 import type { PostgresDatabase } from './postgres-database.js';
 
 /**

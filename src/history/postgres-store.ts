@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { fitJson } from '../json-text.js';
 import { cursorOf, deliveryOf, eventOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
+import type { SharedStateStore } from '../shared/shared-state.js';
 import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, StoredEvent } from './history-store.js';
 import { connectionSettings, isDatabaseAway } from './postgres-database.js';
 import type { PostgresDatabase, Query } from './postgres-database.js';
@@ -24,7 +25,7 @@ const FEED_PAGE = 500;
  * with a smaller cursor. Each committed event is announced with NOTIFY, and
  * every agent reads what follows its last one.
  */
-export class PostgresHistoryStore extends WritesInTransactions implements HistoryStore {
+export class PostgresHistoryStore extends WritesInTransactions implements HistoryStore, SharedStateStore {
   private readonly listeners = new Set<(event: StoredEvent) => void>();
   private listener: pg.Client | undefined;
   /** The cursor of the last event handed to subscribers; undefined until the feed first reached the database. */
@@ -177,7 +178,8 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
   }
 
   async forgottenAt(botId: string): Promise<number | undefined> {
-    return this.txOn(await this.query()).forgottenAt(botId);
+    const { rows } = await (await this.query())('SELECT at_ms FROM forgotten WHERE bot_id = $1', [botId]);
+    return rows[0] === undefined ? undefined : Number(rows[0].at_ms);
   }
 
   async eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]> {
@@ -308,10 +310,6 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
           'INSERT INTO forgotten (bot_id, at_ms) VALUES ($1, $2) ON CONFLICT (bot_id) DO UPDATE SET at_ms = GREATEST(forgotten.at_ms, EXCLUDED.at_ms)',
           [botId, atMs],
         );
-      },
-      forgottenAt: async (botId) => {
-        const { rows } = await query('SELECT at_ms FROM forgotten WHERE bot_id = $1', [botId]);
-        return rows[0] === undefined ? undefined : Number(rows[0].at_ms);
       },
     };
   }

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import type { SharedStateStore } from '../shared/shared-state.js';
 import type { StatementSync } from 'node:sqlite';
 import { fitJson } from '../json-text.js';
 import { cursorOf, deliveryOf, eventOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
@@ -28,7 +29,7 @@ const SQLITE_FULL = 13;
  * synchronous and small; transactions run one after another, and the events
  * one keeps reach subscribers once it has committed.
  */
-export class SqliteHistoryStore extends WritesInTransactions implements HistoryStore {
+export class SqliteHistoryStore extends WritesInTransactions implements HistoryStore, SharedStateStore {
   private readonly db: DatabaseSync;
   private readonly statements = new Map<string, StatementSync>();
   private readonly listeners = new Set<(event: StoredEvent) => void>();
@@ -169,7 +170,7 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
   }
 
   async forgottenAt(botId: string): Promise<number | undefined> {
-    return this.readForgottenAt(botId);
+    return (this.statement('SELECT at_ms FROM forgotten WHERE bot_id = ?').get(botId)?.at_ms as number | undefined) ?? undefined;
   }
 
   async eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]> {
@@ -259,7 +260,6 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
         this.statement('DELETE FROM crash_loops WHERE bot_id = ? AND since_ms <= ?').run(botId, atMs);
         this.statement('INSERT INTO forgotten (bot_id, at_ms) VALUES (?, ?) ON CONFLICT (bot_id) DO UPDATE SET at_ms = MAX(at_ms, excluded.at_ms)').run(botId, atMs);
       },
-      forgottenAt: async (botId) => this.readForgottenAt(botId),
     };
   }
 
@@ -289,9 +289,7 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     return this.statement('SELECT 1 FROM crash_loops WHERE bot_id = ?').get(botId) !== undefined;
   }
 
-  private readForgottenAt(botId: string): number | undefined {
-    return (this.statement('SELECT at_ms FROM forgotten WHERE bot_id = ?').get(botId)?.at_ms as number | undefined) ?? undefined;
-  }
+
 
   private writeEvent(botId: string, type: string, atMs: number, build: (cursor: string) => string, runKey?: string): StoredEvent | undefined {
     const { changes, lastInsertRowid } = this.statement(

@@ -1,10 +1,5 @@
 import { TooManyRequests } from '../errors.js';
-
-/**
- * Where operations let through are counted, shared by several agents: lets one
- * more through under `key` (undefined), or answers how many ms until the next may come.
- */
-export type SharedWindow = (key: string, limit: number, windowMs: number, nowMs: number) => Promise<number | undefined>;
+import type { SharedWindow } from '../shared/shared-state.js';
 
 /** The window several agents share, and how long one question to it may take. */
 export interface SharedCount {

@@ -1,6 +1,7 @@
 import { writeSync } from 'node:fs';
 import { BotHistory } from '../../src/history/bot-history.js';
-import type { HistoryStore } from '../../src/history/history-store.js';
+import type { AgentStore } from '../../src/history/open-store.js';
+import { SharedState } from '../../src/shared/shared-state.js';
 import { SqliteHistoryStore } from '../../src/history/sqlite-store.js';
 
 // A child process of test/crash/spool-sigkill.test.ts: the real BotHistory over the real SQLite store in `dir`, its
@@ -29,9 +30,9 @@ const flaky = new Proxy(real, {
       return result;
     };
   },
-}) as HistoryStore;
+}) as AgentStore;
 
-const history = new BotHistory(flaky, () => Promise.reject(new Error('no bots here')), {
+const history = new BotHistory(flaky, new SharedState(flaky), () => Promise.reject(new Error('no bots here')), {
   spoolDir: dir,
   deliver: true,
   spoolRetryMs: 20,

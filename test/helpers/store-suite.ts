@@ -1,9 +1,10 @@
 import test from 'ava';
 import { EXIT_LOG_BYTES } from '../../src/history/history-store.js';
-import type { ExitRecord, HistoryStore, StoredEvent } from '../../src/history/history-store.js';
+import type { ExitRecord, StoredEvent } from '../../src/history/history-store.js';
+import type { AgentStore } from '../../src/history/open-store.js';
 
 /** Opens a store of the backend under test: empty, or with `shared` another store over the same data as one opened before. */
-export type OpenStore = (shared?: HistoryStore) => Promise<HistoryStore>;
+export type OpenStore = (shared?: AgentStore) => Promise<AgentStore>;
 
 const record = (atMs: number, logs = 'x\n'): ExitRecord => ({
   at: new Date(atMs).toISOString(),
@@ -17,7 +18,7 @@ const record = (atMs: number, logs = 'x\n'): ExitRecord => ({
 
 /** The behaviour every history store has, whichever database holds it: one suite, run against each backend. */
 export function storeSuite(backend: string, open: OpenStore): void {
-  const opened = async (t: { teardown(fn: () => Promise<void>): void }, shared?: HistoryStore): Promise<HistoryStore> => {
+  const opened = async (t: { teardown(fn: () => Promise<void>): void }, shared?: AgentStore): Promise<AgentStore> => {
     const store = await open(shared);
     await store.opened();
     t.teardown(() => store.close());

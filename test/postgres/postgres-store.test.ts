@@ -1,7 +1,8 @@
 import test from 'ava';
-import type { HistoryStore, StoredEvent } from '../../src/history/history-store.js';
+import type { StoredEvent } from '../../src/history/history-store.js';
+import type { AgentStore } from '../../src/history/open-store.js';
 import { openStore as openHistory } from '../../src/history/open-store.js';
-import type { SharedWindow } from '../../src/lifecycle/rate-limiter.js';
+import type { SharedWindow } from '../../src/shared/shared-state.js';
 import { gate } from '../helpers/gate.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { storeSuite, waitFor } from '../helpers/store-suite.js';
@@ -10,9 +11,9 @@ import { eventually } from '../helpers/eventually.js';
 
 // The history in a real PostgreSQL server (Debian's, started by scripts/postgres.sh in npm test): the same
 // suite as SQLite's, then what only a store shared by several agents must do (docs/api.md §11).
-const urls = new WeakMap<HistoryStore, string>();
-const windows = new WeakMap<HistoryStore, SharedWindow>();
-async function openStore(shared?: HistoryStore): Promise<HistoryStore> {
+const urls = new WeakMap<AgentStore, string>();
+const windows = new WeakMap<AgentStore, SharedWindow>();
+async function openStore(shared?: AgentStore): Promise<AgentStore> {
   const url = shared ? urls.get(shared)! : await freshDatabase();
   const { store, sharedWindow } = openHistory({ databaseUrl: url, dataDir: ':memory:' }, () => undefined);
   urls.set(store, url);
@@ -24,7 +25,7 @@ test.after.always(dropDatabases);
 
 storeSuite('PostgreSQL', openStore);
 
-async function pair(t: { teardown(fn: () => Promise<void>): void }): Promise<[HistoryStore, HistoryStore]> {
+async function pair(t: { teardown(fn: () => Promise<void>): void }): Promise<[AgentStore, AgentStore]> {
   const one = await openStore();
   await one.opened();
   const other = await openStore(one);
@@ -95,7 +96,7 @@ test('two agents claiming deliveries at once take different ones: each delivery 
 
 test('two agents counting lifecycle operations: the limit holds across both, not once per agent', async (t) => {
   const [one, other] = await pair(t);
-  const window = (store: HistoryStore, nowMs: number) => windows.get(store)!('platform bot_1_1_a', 2, 60_000, nowMs);
+  const window = (store: AgentStore, nowMs: number) => windows.get(store)!('platform bot_1_1_a', 2, 60_000, nowMs);
   t.is(await window(one, 1_000), undefined);
   t.is(await window(other, 2_000), undefined);
   t.is(await window(one, 3_000), 58_000, 'the third waits until the first leaves the window');

@@ -48,3 +48,8 @@ test("the console is a front end of its own (console/): nothing of it in src, an
   t.true(fromSrc.length > 0, 'the console names its types');
   t.deepEqual([...new Set(fromSrc)], ['../src/client/wire.js']);
 });
+
+test('what agents share beside the history (shared/) stands on nothing of the agent, and the history takes nothing from the lifecycle', (t) => {
+  t.deepEqual([...(graph.get('shared/') ?? [])], []);
+  t.false(graph.get('history/')?.has('lifecycle/'), 'history/ imports lifecycle/');
+});

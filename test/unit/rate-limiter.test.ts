@@ -1,7 +1,7 @@
 import test from 'ava';
 import { TooManyRequests } from '../../src/errors.js';
 import { RateLimiter } from '../../src/lifecycle/rate-limiter.js';
-import type { SharedWindow } from '../../src/lifecycle/rate-limiter.js';
+import type { SharedWindow } from '../../src/shared/shared-state.js';
 
 test('a sliding window: the limit per key, and room again as old operations leave the window', async (t) => {
   let now = 0;

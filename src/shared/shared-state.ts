@@ -1,0 +1,69 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { LRUCache } from 'lru-cache';
+
+/**
+ * Where the rate limiter's operations let through are counted, shared by several agents: lets one more through
+ * under `key` (undefined), or answers how many ms until the next may come.
+ */
+export type SharedWindow = (key: string, limit: number, windowMs: number, nowMs: number) => Promise<number | undefined>;
+
+/**
+ * What agents sharing one store share beside the history (docs/api.md §11): when bots were removed, so that
+ * their tokens name nobody since, and which console sessions were ended. Every store implements it, one
+ * agent's SQLite too; the rate limiter's window (SharedWindow) is the third part, where a store offers one.
+ */
+export interface SharedStateStore {
+  /** Whether the store's last statement reached it. */
+  readonly reachable: boolean;
+  /** When the bot was last removed (ms); undefined when never. */
+  forgottenAt(botId: string): Promise<number | undefined>;
+  /** Keeps a console session's end (by its nonce) until `untilMs`, its expiry; ends past their expiry go. */
+  endSession(nonce: string, untilMs: number, nowMs: number): Promise<void>;
+  /** Whether a console session (by its nonce) was ended on any agent sharing the store. */
+  sessionEnded(nonce: string): Promise<boolean>;
+}
+
+/** How long what another agent may have changed (a bot's removal, a session's end), as read, is used. */
+const FRESH_MS = 5_000;
+/** How long a call waits for such a read. */
+const READ_MS = 1_000;
+/** The most answers of each kind kept. */
+const KEPT = 10_000;
+
+/**
+ * The shared state as a caller's check reads it, on every call: kept for FRESH_MS (another agent's change
+ * counts here within that), and never waited for past READ_MS: while the store is away or slow, not known.
+ */
+export class SharedState {
+  private readonly removals: LRUCache<string, { value: number | undefined }>;
+  private readonly endedSessions: LRUCache<string, { value: boolean }>;
+
+  constructor(readonly store: SharedStateStore) {
+    this.removals = new LRUCache({ max: KEPT, ttl: FRESH_MS, fetchMethod: async (botId) => ({ value: await store.forgottenAt(botId) }) });
+    this.endedSessions = new LRUCache({ max: KEPT, ttl: FRESH_MS, fetchMethod: async (nonce) => ({ value: await store.sessionEnded(nonce) }) });
+  }
+
+  /** When the bot was last removed (ms since the epoch), if ever; undefined (not known) while the store is away or slow. */
+  removedAt(botId: string): Promise<number | undefined> {
+    return this.briefly(this.removals, botId, undefined);
+  }
+
+  /** This agent removed the bot: known here at once, before the store has it. */
+  removed(botId: string, atMs: number): void {
+    this.removals.set(botId, { value: atMs });
+  }
+
+  /** Whether a console session was ended on any agent sharing the store; not ended as far as is known while it is away or slow. */
+  sessionEnded(nonce: string): Promise<boolean> {
+    return this.briefly(this.endedSessions, nonce, false);
+  }
+
+  /** What `cache` holds or the store answers within READ_MS; `unknown` when the store is away or slower. */
+  private async briefly<T>(cache: LRUCache<string, { value: T }>, key: string, unknown: T): Promise<T> {
+    const known = cache.get(key);
+    if (known) return known.value;
+    if (!this.store.reachable) return unknown;
+    const read = cache.fetch(key).then((kept) => (kept ? kept.value : unknown), () => unknown);
+    return Promise.race([read, sleep(READ_MS, unknown, { ref: false })]);
+  }
+}
