@@ -211,9 +211,9 @@ export class BotHistory implements RunObserver {
   }
 
   /**
-   * When the bot was last removed (ms since the epoch), if ever: as this agent removed it, else as the store
-   * said within the last SHARED_FRESH_MS (another agent's removal counts here within that); undefined
-   * (not known) while the store is away or takes longer than SHARED_READ_MS.
+   * When the bot was last removed (ms since the epoch), if ever: as this agent removed it (its removal waiting
+   * in the spool included), else as the shared state read it lately (SharedState); undefined (not known) while
+   * the store is away or slow.
    */
   async removedAt(botId: string): Promise<number | undefined> {
     const spooled = this.spooledRemovals.get(botId);
@@ -233,8 +233,8 @@ export class BotHistory implements RunObserver {
   }
 
   /**
-   * Whether a console session was ended on any agent sharing the store, as the store said within
-   * SHARED_FRESH_MS; not ended as far as is known while the store is away or slow.
+   * Whether a console session was ended on any agent sharing the store, as the shared state read it lately
+   * (SharedState); not ended as far as is known while the store is away or slow.
    */
   sessionEnded(nonce: string): Promise<boolean> {
     return this.shared.sessionEnded(nonce);
