@@ -121,7 +121,9 @@ test('calls to the engine share kept-alive connections; once every one of them i
   const before = proxy.connectionsAccepted;
   const requestsBefore = proxy.requests.length;
   for (let i = 0; i < 40; i += 1) t.is((await logs()).status, 200);
-  t.is(proxy.requests.slice(requestsBefore).filter((line) => line.includes('/logs?')).length, 40, 'each read asked the engine');
+  // Each read asked the engine at least once (a read whose entries held no whole line asks again, for more).
+  const asked = proxy.requests.slice(requestsBefore).filter((line) => line.includes('/logs?')).length;
+  t.true(asked >= 40, `${asked} logs requests`);
   t.true(proxy.connectionsAccepted - before <= 4, `40 reads opened ${proxy.connectionsAccepted - before} connections to the engine`);
   // Every connection dropped while reads keep coming, as an engine restarting drops them.
   let reading = true;
