@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { messages, RuntimeUnavailable, ShuttingDown } from '../errors.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 
@@ -52,15 +53,10 @@ export class Readiness {
   }
 }
 
-/** The runtime's ping, failed as unreachable once it took `ms`. */
+/** The runtime's ping, failed as unreachable once it took `ms` (the timer, unreferenced, holds nothing open). */
 async function pingWithin(driver: Pick<RuntimeDriver, 'ping' | 'runtime'>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new RuntimeUnavailable(messages.runtimeUnavailable(driver.runtime))), ms);
-  });
-  try {
-    await Promise.race([driver.ping(), late]);
-  } finally {
-    clearTimeout(timer);
+  const late = Symbol('late');
+  if ((await Promise.race([driver.ping(), sleep(ms, late, { ref: false })])) === late) {
+    throw new RuntimeUnavailable(messages.runtimeUnavailable(driver.runtime));
   }
 }
