@@ -5,6 +5,8 @@ import { BotHistory } from './history/bot-history.js';
 import { openStore } from './history/open-store.js';
 import { WebhookSender } from './history/webhook.js';
 import { loadConsole } from './http/console-assets.js';
+import { Heartbeats } from './health/heartbeats.js';
+import { Watchdog } from './health/watchdog.js';
 import { SharedState } from './shared/shared-state.js';
 import { createApp } from './http/create-app.js';
 import { Readiness } from './http/readiness.js';
@@ -48,6 +50,8 @@ export interface AgentParts {
   readonly recoverAfterMs?: number;
   /** How the console's CPU and memory samples are taken; 'off': never (tests that count runtime calls). */
   readonly statsSamples?: StatsSamplesOptions | 'off';
+  /** How often the watchdog looks; 'off': never (tests that count runtime calls). */
+  readonly watchdogTickMs?: number | 'off';
 }
 
 /** The running agent: its HTTP app and what the app stands on. */
@@ -61,6 +65,8 @@ export interface Agent {
   readonly samples: StatsSamples;
   /** What `/readyz` answers; `stop()` on SIGTERM. */
   readonly readiness: Readiness;
+  readonly heartbeats: Heartbeats;
+  readonly watchdog: Watchdog;
   readonly routes: RouteEntry[];
   /** Resolves once the history's store can be used; rejects when it cannot be reached. */
   opened(): Promise<void>;
@@ -86,10 +92,10 @@ export async function createAgent(config: Config, logger: Logger): Promise<Agent
  * and the HTTP app, over a runtime already made; `close()` undoes them in
  * the reverse order (the watch and the driver first, the store last).
  */
-export function assembleAgent({ driver, provisioner, locks = localLocks, botTokens, config, logger, recoverAfterMs, statsSamples = {} }: AgentParts): Agent {
+export function assembleAgent({ driver, provisioner, locks = localLocks, botTokens, config, logger, recoverAfterMs, statsSamples = {}, watchdogTickMs }: AgentParts): Agent {
   const report = reporter(logger);
   const closers: (() => Promise<void>)[] = [];
-  const { store, sharedWindow } = (() => {
+  const { store, sharedWindow, sharedBeats } = (() => {
     try {
       return openStore(config, report);
     } catch (err) {
@@ -141,8 +147,33 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   if (statsSamples !== 'off') samples.start();
   closers.push(() => samples.close());
   metrics.statsSamples(samples);
+  const heartbeats = new Heartbeats(sharedBeats, report);
+  heartbeats.start();
+  closers.push(() => heartbeats.close());
+  const watchdog = new Watchdog(driver, heartbeats, history, (botId) => lifecycle.restartInFull(botId), {
+    report,
+    tickMs: watchdogTickMs === 'off' ? undefined : watchdogTickMs,
+  });
+  if (watchdogTickMs !== 'off') watchdog.start();
+  closers.push(async () => watchdog.close());
+  metrics.health(watchdog, heartbeats);
   const readiness = new Readiness(driver, config.readyGraceMs);
-  const { app, routes } = createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, readiness, botTokens, console: loadConsole(), config, logger });
+  const { app, routes } = createApp({
+    driver,
+    provisioner,
+    lifecycle,
+    limiter,
+    history,
+    metrics,
+    samples,
+    watchdog,
+    heartbeats,
+    readiness,
+    botTokens,
+    console: loadConsole(),
+    config,
+    logger,
+  });
   return {
     app,
     driver,
@@ -150,6 +181,8 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     history,
     samples,
     readiness,
+    heartbeats,
+    watchdog,
     routes,
     opened: () => store.opened(),
     close: async () => {

@@ -131,6 +131,7 @@ export const messages = {
   provisioningOff: 'forbidden: provisioning is off on this agent (AGENT_PROVISIONING=off): bots are created and removed elsewhere',
   platformOnlyEvents: "forbidden: only the platform (loopback or admin token) may read every bot's events; a bot reads its own at /api/bots/{bot_id}/events",
   consoleForBots: "forbidden: the console is the platform's; a bot may manage only itself, through the API",
+  heartbeatBotOnly: 'forbidden: only a bot may send its own heartbeat (the platform has no heartbeat to send)',
   platformOnlyConsole: 'forbidden: only the platform (loopback, admin token or console session) may read this',
   noSessions: 'forbidden: console sessions need AGENT_ADMIN_TOKEN to be set; on loopback the console needs none',
   wrongToken: 'forbidden: that is not the admin token',

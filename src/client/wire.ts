@@ -16,7 +16,23 @@ export interface ExitRecord {
   oom_killed: boolean;
   requested: boolean;
   started_at: string | null;
+  /** Set when the watchdog (or the kubelet's liveness probe) ended the run for its health (docs/api.md §13). */
+  unhealthy: UnhealthyEnd | null;
   logs: string;
+}
+
+/** Why a run was ended for its health. */
+export interface UnhealthyEnd {
+  check: 'exec' | 'heartbeat';
+  output: string | null;
+}
+
+/** The bot's health (docs/api.md §13): its runtime's check, or its heartbeats. */
+export interface Health {
+  status: 'healthy' | 'unhealthy' | 'starting' | 'none';
+  check: 'exec' | 'heartbeat' | null;
+  since: string | null;
+  output: string | null;
 }
 
 /** What the agent knows of the bot now (docs/api.md §8). */
@@ -28,12 +44,13 @@ export interface BotStatus {
   uptime: string | null;
   crashes_last_hour: number;
   last_exit: ExitRecord | null;
+  health: Health;
 }
 
-/** One event (docs/api.md §9); `exited` carries `exit`, `operation` its `operation`, `result` and `by`. */
+/** One event (docs/api.md §9); `exited` carries `exit`, `operation` its `operation`, `result` and `by`, `unhealthy` and `restarted` their `check` and `output`. */
 export interface BotEvent {
   id: string;
-  type: 'started' | 'exited' | 'crash-looping' | 'recovered' | 'operation';
+  type: 'started' | 'exited' | 'crash-looping' | 'recovered' | 'operation' | 'unhealthy' | 'restarted';
   bot_id: string;
   at: string;
   [field: string]: unknown;

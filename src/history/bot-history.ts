@@ -6,7 +6,7 @@ import type { SharedState } from '../shared/shared-state.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from './crash-loop.js';
 import { HistorySpool } from './history-spool.js';
 import { HOUR_MS } from './history-store.js';
-import type { ExitRecord, HistoryStore, HistoryTx, StoredEvent } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, StoredEvent, UnhealthyEnd } from './history-store.js';
 
 /** What a read of the history answers while its store is away. */
 const HISTORY_AWAY = "the history's database does not answer: status and exit records wait for it (restart, stop, start, logs and stats still answer)";
@@ -43,6 +43,17 @@ export type HistoryWrite =
       readonly requested: boolean;
       readonly startedAtMs: number | null;
       readonly logs: string;
+      /** The runtime ended it for its health (the kubelet's liveness probe); absent in writes spooled before there was such a field. */
+      readonly unhealthy?: UnhealthyEnd | null;
+    }
+  | {
+      readonly kind: 'unhealthy';
+      readonly botId: string;
+      /** Its event's key: every agent that sees the bot turn unhealthy names it alike, so it is kept once. */
+      readonly key: string;
+      readonly atMs: number;
+      readonly check: UnhealthyEnd['check'];
+      readonly output: string | null;
     }
   | {
       readonly kind: 'operation';
@@ -62,6 +73,7 @@ export type HistoryWrite =
 const WHAT: Record<HistoryWrite['kind'], string> = {
   started: 'a run start',
   ended: 'a run end',
+  unhealthy: "a bot's turn to unhealthy",
   operation: 'an operation',
   recovery: 'a recovery',
   forgotten: "a bot's removal",
@@ -185,7 +197,30 @@ export class BotHistory implements RunObserver {
       requested: run.requested,
       startedAtMs: run.startedAt?.getTime() ?? null,
       logs: run.logs,
+      unhealthy: run.unhealthy ?? null,
     });
+  }
+
+  /** The bot's check failed (or its heartbeats stopped) since `atMs`: its `unhealthy` event, kept once under `key` whichever agent saw it. */
+  async turnedUnhealthy(botId: string, key: string, atMs: number, check: UnhealthyEnd['check'], output: string | null): Promise<void> {
+    await this.write({ kind: 'unhealthy', botId, key, atMs, check, output });
+  }
+
+  /**
+   * Claims the watchdog's restart of the bot's run that began at `runStartMs`: keeps its `restarted` event,
+   * once whichever agents ask (docs/api.md §13). True when this call kept it: this agent restarts the bot,
+   * and the run's end is recorded as ended for its health. False when another agent (or this one) already
+   * did; throws while the store is away (no agent can know it acts alone then).
+   */
+  async claimRestart(botId: string, runStartMs: number, unhealthy: UnhealthyEnd, unhealthySinceMs: number): Promise<boolean> {
+    let claimed = false;
+    await this.keep(async (tx, kept) => {
+      const before = kept.length;
+      const since = new Date(unhealthySinceMs).toISOString();
+      await this.append(tx, kept, botId, 'restarted', new Date(), { reason: 'unhealthy', ...unhealthy, unhealthy_since: since }, undefined, watchdogKey(botId, runStartMs));
+      claimed = kept.length > before;
+    });
+    return claimed;
   }
 
   /** A lifecycle operation through the agent ended; a stop ends a crash loop. */
@@ -416,16 +451,18 @@ export class BotHistory implements RunObserver {
         if (await this.isForgotten(write.botId, write.startedAtMs ?? write.atMs)) return;
         if (this.runs.get(write.botId) === write.startedAtMs || write.startedAtMs === null) this.runs.delete(write.botId);
         const at = new Date(write.atMs);
-        const record: ExitRecord = {
+        const draft: ExitRecord = {
           at: at.toISOString(),
           exit_code: write.exitCode,
           signal: write.signal ?? signalOf(write.exitCode),
           oom_killed: write.oomKilled,
           requested: write.requested && !write.oomKilled,
           started_at: write.startedAtMs === null ? null : new Date(write.startedAtMs).toISOString(),
+          unhealthy: write.unhealthy ?? null,
           logs: write.logs,
         };
         await this.keep(async (tx, kept) => {
+          const record = await endedForHealth(tx, write.botId, write.startedAtMs, draft);
           if (!(await tx.addExit(write.botId, record, write.key))) return;
           const { logs: _logs, ...exit } = record;
           await this.append(tx, kept, write.botId, 'exited', at, { exit }, write.key);
@@ -446,6 +483,11 @@ export class BotHistory implements RunObserver {
         });
         return;
       }
+      case 'unhealthy': {
+        const fields = { check: write.check, output: write.output };
+        await this.keep((tx, kept) => this.append(tx, kept, write.botId, 'unhealthy', new Date(write.atMs), fields, undefined, `unhealthy:${write.key}`));
+        return;
+      }
       case 'recovery':
         await this.keep((tx, kept) => this.recover(tx, kept, write.botId, new Date(write.atMs)));
         return;
@@ -456,4 +498,21 @@ export class BotHistory implements RunObserver {
         await this.shared.store.endSession(write.nonce, write.untilMs, Date.now());
     }
   }
+}
+
+/** The key of the watchdog's `restarted` event for a bot's run: one restart per run, whichever agents see it. */
+function watchdogKey(botId: string, runStartMs: number): string {
+  return `restarted:watchdog:${botId}:${runStartMs}`;
+}
+
+/**
+ * A requested end of a run whose restart the watchdog claimed (by any agent) is an end for the bot's
+ * health: not requested, so that it counts as a crash, with the check that failed (docs/api.md §13).
+ */
+async function endedForHealth(tx: HistoryTx, botId: string, startedAtMs: number | null, record: ExitRecord): Promise<ExitRecord> {
+  if (!record.requested || startedAtMs === null) return record;
+  const claim = await tx.eventData(watchdogKey(botId, startedAtMs));
+  if (claim === undefined) return record;
+  const { check, output } = JSON.parse(claim) as UnhealthyEnd;
+  return { ...record, requested: false, unhealthy: { check, output } };
 }

@@ -6,7 +6,15 @@ export interface ExitRecord {
   readonly oom_killed: boolean;
   readonly requested: boolean;
   readonly started_at: string | null;
+  /** The watchdog, or the kubelet's liveness probe, ended this run: the check that failed, and its output (docs/api.md §13). */
+  readonly unhealthy: UnhealthyEnd | null;
   readonly logs: string;
+}
+
+/** Why a run was ended for its health. */
+export interface UnhealthyEnd {
+  readonly check: 'exec' | 'heartbeat';
+  readonly output: string | null;
 }
 
 /** One event (docs/api.md §9): its `data` as sent, and the cursor it carries. */
@@ -61,6 +69,8 @@ export interface HistoryTx {
   addExit(botId: string, record: ExitRecord, runKey: string): Promise<boolean>;
   /** The bot's newest `limit` exit records (at most EXITS_KEPT), newest first. */
   exits(botId: string, limit: number): Promise<ExitRecord[]>;
+  /** The data of the kept event with this key; undefined when none is kept. */
+  eventData(key: string): Promise<string | undefined>;
   /** Runs of the bot that ended without a request at or after `sinceMs`, oldest first. */
   crashesSince(botId: string, sinceMs: number): Promise<number[]>;
   /**
@@ -124,6 +134,12 @@ export interface HistoryStore extends HistoryTx {
 /** An event as a row of either store holds it. */
 export function eventOf(row: Record<string, unknown>): StoredEvent {
   return { seq: Number(row.seq), botId: row.bot_id as string, type: row.type as string, data: row.data as string };
+}
+
+/** An exit record as a row of either store holds it: its fields' JSON, and its logs; a record kept before `unhealthy` was has it null. */
+export function exitOf(record: string, logs: string): ExitRecord {
+  const fields = JSON.parse(record) as Omit<ExitRecord, 'logs' | 'unhealthy'> & { unhealthy?: ExitRecord['unhealthy'] };
+  return { ...fields, unhealthy: fields.unhealthy ?? null, logs };
 }
 
 /** A pending delivery as a row of either store holds it. */

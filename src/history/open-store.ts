@@ -1,6 +1,8 @@
 import type { Config } from '../config.js';
 import type { SharedStateStore, SharedWindow } from '../shared/shared-state.js';
+import type { SharedBeats } from '../shared/shared-state.js';
 import type { HistoryStore } from './history-store.js';
+import { postgresBeats } from './postgres-beats.js';
 import { PostgresDatabase } from './postgres-database.js';
 import { postgresOperationWindow } from './postgres-operation-window.js';
 import { PostgresHistoryStore } from './postgres-store.js';
@@ -14,6 +16,8 @@ export interface OpenedStore {
   readonly store: AgentStore;
   /** Undefined for one agent's own store: its rate limiter counts in memory. */
   readonly sharedWindow: SharedWindow | undefined;
+  /** Undefined for one agent's own store: it takes every heartbeat itself. */
+  readonly sharedBeats: SharedBeats | undefined;
 }
 
 /**
@@ -23,7 +27,7 @@ export interface OpenedStore {
  * makes `store.opened()` reject.
  */
 export function openStore(config: Pick<Config, 'dataDir' | 'databaseUrl'>, report: (what: string, err: unknown) => void): OpenedStore {
-  if (config.databaseUrl === undefined) return { store: new SqliteHistoryStore(config.dataDir), sharedWindow: undefined };
+  if (config.databaseUrl === undefined) return { store: new SqliteHistoryStore(config.dataDir), sharedWindow: undefined, sharedBeats: undefined };
   const database = new PostgresDatabase(config.databaseUrl, report);
-  return { store: new PostgresHistoryStore(database, report), sharedWindow: postgresOperationWindow(database) };
+  return { store: new PostgresHistoryStore(database, report), sharedWindow: postgresOperationWindow(database), sharedBeats: postgresBeats(database) };
 }

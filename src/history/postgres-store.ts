@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { fitJson } from '../json-text.js';
-import { cursorOf, deliveryOf, eventOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
+import { cursorOf, deliveryOf, eventOf, exitOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
 import type { SharedStateStore } from '../shared/shared-state.js';
 import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, StoredEvent } from './history-store.js';
 import { connectionSettings, isDatabaseAway } from './postgres-database.js';
@@ -168,6 +168,10 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return this.txOn(await this.query()).crashesSince(botId, sinceMs);
   }
 
+  async eventData(key: string): Promise<string | undefined> {
+    return this.txOn(await this.query()).eventData(key);
+  }
+
   async exitsSince(botId: string, sinceMs: number): Promise<number> {
     const { rows } = await (await this.query())('SELECT COUNT(*) AS n FROM exits WHERE bot_id = $1 AND at_ms >= $2', [botId, sinceMs]);
     return Number(rows[0]?.n ?? 0);
@@ -268,7 +272,11 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
       },
       exits: async (botId, limit) => {
         const { rows } = await query('SELECT record, logs FROM exits WHERE bot_id = $1 ORDER BY seq DESC LIMIT $2', [botId, Math.min(limit, EXITS_KEPT)]);
-        return rows.map((row) => ({ ...(JSON.parse(row.record as string) as Omit<ExitRecord, 'logs'>), logs: row.logs as string }));
+        return rows.map((row) => exitOf(row.record as string, row.logs as string));
+      },
+      eventData: async (key) => {
+        const { rows } = await query('SELECT data FROM events WHERE run_key = $1', [key]);
+        return rows[0]?.data as string | undefined;
       },
       crashesSince: async (botId, sinceMs) => {
         const { rows } = await query('SELECT at_ms FROM exits WHERE bot_id = $1 AND NOT requested AND at_ms >= $2 ORDER BY at_ms', [botId, sinceMs]);

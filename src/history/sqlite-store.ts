@@ -4,7 +4,7 @@ import { DatabaseSync } from 'node:sqlite';
 import type { SharedStateStore } from '../shared/shared-state.js';
 import type { StatementSync } from 'node:sqlite';
 import { fitJson } from '../json-text.js';
-import { cursorOf, deliveryOf, eventOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
+import { cursorOf, deliveryOf, eventOf, exitOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
 import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, StoredEvent } from './history-store.js';
 import { migrate, SCHEMA_VERSION_TABLE } from './migrations.js';
 
@@ -161,6 +161,14 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     return this.readCrashesSince(botId, sinceMs);
   }
 
+  async eventData(key: string): Promise<string | undefined> {
+    return this.readEventData(key);
+  }
+
+  private readEventData(key: string): string | undefined {
+    return this.statement('SELECT data FROM events WHERE run_key = ?').get(key)?.data as string | undefined;
+  }
+
   async exitsSince(botId: string, sinceMs: number): Promise<number> {
     return Number(this.statement('SELECT COUNT(*) AS n FROM exits WHERE bot_id = ? AND at_ms >= ?').get(botId, sinceMs)?.n ?? 0);
   }
@@ -234,6 +242,7 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
       addExit: async (botId, record, runKey) => this.writeExit(botId, record, runKey),
       exits: async (botId, limit) => this.readExits(botId, limit),
       crashesSince: async (botId, sinceMs) => this.readCrashesSince(botId, sinceMs),
+      eventData: async (key) => this.readEventData(key),
       appendEvent: async (botId, type, atMs, build, runKey) => {
         const event = this.writeEvent(botId, type, atMs, build, runKey);
         if (event) appended.push(event);
@@ -277,7 +286,7 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
 
   private readExits(botId: string, limit: number): ExitRecord[] {
     const rows = this.statement('SELECT record, logs FROM exits WHERE bot_id = ? ORDER BY seq DESC LIMIT ?').all(botId, Math.min(limit, EXITS_KEPT));
-    return rows.map((row) => ({ ...(JSON.parse(row.record as string) as Omit<ExitRecord, 'logs'>), logs: row.logs as string }));
+    return rows.map((row) => exitOf(row.record as string, row.logs as string));
   }
 
   private readCrashesSince(botId: string, sinceMs: number): number[] {

@@ -12,6 +12,8 @@ export interface Access {
   callerFor(ctx: Context, botId: string | undefined): Promise<Caller>;
   /** The caller of a read of `botId`; a bot's own reads count against its read rate, as `cost` reads. */
   readerFor(ctx: Context, botId: string, cost?: number): Promise<Caller>;
+  /** The bot calling about itself (its heartbeat): `named` must be it; the platform is refused, saying `refusal`. Counts as one read. */
+  botItself(ctx: Context, named: string | undefined, refusal: string): Promise<string>;
   /** The caller of what only the platform may do (every bot's events, provisioning); Forbidden, saying `refusal`, for anyone else. */
   platformFor(ctx: Context, refusal?: string): Promise<void>;
   /** Refuses a bot (Forbidden): the console's page and assets are anyone's else, since they hold no bot's data. */
@@ -39,6 +41,13 @@ export function access(driver: RuntimeDriver, policy: PlatformPolicy, readLimite
       const caller = await callerFor(ctx, botId);
       if (caller.kind === 'bot') await readLimiter.take(botId, cost);
       return caller;
+    },
+    async botItself(ctx, named, refusal) {
+      const caller = await callerFor(ctx, named);
+      if (caller.kind !== 'bot') throw new Forbidden(refusal);
+      ctx.state.botId = caller.botId;
+      await readLimiter.take(caller.botId, 1);
+      return caller.botId;
     },
     async platformFor(ctx, refusal = messages.platformOnlyEvents) {
       const caller = await callerOf(ctx, driver, policy);

@@ -57,6 +57,15 @@ export function adminRoutes({ driver, provisioner, access, audit, history, botTo
         memoryLimitBytes: body.memory_limit,
         cpuLimit: body.cpu_limit,
         command: body.command,
+        health: body.health && {
+          exec: body.health.exec,
+          intervalS: body.health.interval_s ?? 10,
+          timeoutS: body.health.timeout_s ?? 5,
+          retries: body.health.retries ?? 3,
+          startPeriodS: body.health.start_period_s ?? 0,
+          heartbeatTtlS: body.health.heartbeat?.ttl_s,
+          graceS: body.health.grace_s,
+        },
       }),
     );
     ctx.status = 201;

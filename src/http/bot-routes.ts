@@ -2,6 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import onFinished from 'on-finished';
 import { BadRequest, Forbidden, messages } from '../errors.js';
+import type { Heartbeats } from '../health/heartbeats.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
 import type { PowerOutcome, RuntimeDriver } from '../runtime/driver.js';
@@ -13,7 +14,7 @@ import type { Caller } from './caller.js';
 import type { LogFollowing } from './log-follow.js';
 import type { LogReads } from './log-reads.js';
 import { logReadCost } from './read-limiter.js';
-import { botIdInPath, DEFAULT_LOG_LINES, logsBody, logsQuery, ownerRequest, selfRestartHeader, validate, validateQuery } from './schemas.js';
+import { botIdInPath, DEFAULT_LOG_LINES, heartbeatRequest, logsBody, logsQuery, ownerRequest, selfRestartHeader, validate, validateQuery } from './schemas.js';
 import { statsView } from './stats-view.js';
 
 /** One of the lifecycle operations a route offers: what it does (its answer's message), and what a bot asking it of itself gets. */
@@ -28,6 +29,7 @@ export interface BotRoutesDeps {
   readonly driver: RuntimeDriver;
   readonly lifecycle: BotLifecycle;
   readonly limiter: RateLimiter;
+  readonly heartbeats: Heartbeats;
   readonly access: Access;
   readonly audit: Audit;
   readonly logFollowing: LogFollowing;
@@ -38,7 +40,7 @@ export interface BotRoutesDeps {
  * The six bot endpoints. Each validates its input first (a 400 costs no
  * runtime call), then identifies the caller, then acts.
  */
-export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollowing, logReads }: BotRoutesDeps): Router {
+export function botRoutes({ driver, lifecycle, limiter, heartbeats, access, audit, logFollowing, logReads }: BotRoutesDeps): Router {
   const router = new Router({ prefix: '/api/bots' });
   const { callerFor, readerFor } = access;
 
@@ -108,6 +110,15 @@ export function botRoutes({ driver, lifecycle, limiter, access, audit, logFollow
     if (botId === undefined) throw new BadRequest(messages.noSelfId);
     ctx.state.botId = botId;
     await perform(ctx, caller, botId, restart);
+  });
+
+  // A bot's own word that it is well (docs/api.md §13): one entry in memory, no runtime call, no database write.
+  router.post('/self/heartbeat', async (ctx) => {
+    const { ttl_s } = validate(heartbeatRequest, ctx.request.body ?? {});
+    const named = validate(selfRestartHeader, ctx.get('x-bot-id') || undefined);
+    const botId = await access.botItself(ctx, named, messages.heartbeatBotOnly);
+    heartbeats.beat(botId, ttl_s === undefined ? null : ttl_s * 1000);
+    ctx.body = { ok: true, message: `Heartbeat of bot ${botId} taken` };
   });
 
   // The owner's form of each: the bot named in the body, and the user_id that owns it.

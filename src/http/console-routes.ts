@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { Forbidden, messages, NotFound, RuntimeUnavailable } from '../errors.js';
+import type { Watchdog } from '../health/watchdog.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { ExitRecord } from '../history/history-store.js';
 import type { BotSummary } from '../provisioning/bot-spec.js';
@@ -21,6 +22,7 @@ export interface ConsoleRoutesDeps {
   readonly provisioner: Provisioner | undefined;
   readonly history: BotHistory;
   readonly samples: StatsSamples;
+  readonly watchdog: Watchdog;
   readonly sessions: ConsoleSessions;
   readonly access: Access;
   readonly trustedHosts: readonly string[];
@@ -72,7 +74,7 @@ function withoutLogs({ logs: _logs, ...exit }: ExitRecord): Omit<ExitRecord, 'lo
  * that lets a browser be the platform, every bot's status at once for its
  * table, and the samples its charts draw.
  */
-export function consoleRoutes({ driver, provisioner, history, samples, sessions, access, trustedHosts, files }: ConsoleRoutesDeps): Router {
+export function consoleRoutes({ driver, provisioner, history, samples, watchdog, sessions, access, trustedHosts, files }: ConsoleRoutesDeps): Router {
   const router = new Router();
 
   router.get('/', async (ctx, next) => {
@@ -132,7 +134,7 @@ export function consoleRoutes({ driver, provisioner, history, samples, sessions,
       bots: await mapLimited(bots, FLEET_READS, async (bot) => {
         const [record, restarts] = await Promise.all([history.record(bot.bot_id, now), history.exitsLastHour(bot.bot_id, now)]);
         const info = { id: bot.bot_id, ownerId: bot.user_id, running: bot.state === 'running', startedAt: bot.started_at === undefined ? undefined : new Date(bot.started_at) };
-        const { last_exit, ...status } = statusView(info, record, now);
+        const { last_exit, ...status } = statusView(info, record, watchdog.lastJudged(bot.bot_id), now);
         const kept = samples.samples(bot.bot_id);
         return {
           ...status,

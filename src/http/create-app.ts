@@ -4,6 +4,8 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { hopsOf } from './hops.js';
 import type { BotHistory } from '../history/bot-history.js';
+import type { Heartbeats } from '../health/heartbeats.js';
+import type { Watchdog } from '../health/watchdog.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
@@ -43,6 +45,9 @@ export interface AppDeps {
   readonly metrics: AgentMetrics;
   /** Every running bot's recent CPU and memory, for the console. */
   readonly samples: StatsSamples;
+  /** Every bot's health, and the watchdog that acts on it (docs/api.md §13). */
+  readonly watchdog: Watchdog;
+  readonly heartbeats: Heartbeats;
   /** What `/readyz` answers. */
   readonly readiness: Readiness;
   /** Names bots by their tokens: those the agent signs (Docker), or the cluster's (Kubernetes); none: no token names a bot. */
@@ -104,7 +109,7 @@ export type RouteEntry = `${string} ${string}`;
  * Who may call what, read and stream limits, and the audit of lifecycle
  * operations live here; what they act on is built in src/agent.ts.
  */
-export function createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, readiness, botTokens, console: files, config, logger }: AppDeps): App {
+export function createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
@@ -120,10 +125,10 @@ export function createApp({ driver, provisioner, lifecycle, limiter, history, me
   // One router holds every route (mounting copies their layers): a request is matched once, not once per group.
   const router = new Router().use(
     healthRoutes(readiness, metrics).routes(),
-    botRoutes({ driver, lifecycle, limiter, access: checks, audit, logFollowing: new LogFollowing(driver, history, streams), logReads: new LogReads() }).routes(),
-    historyRoutes({ driver, history, access: checks, streams }).routes(),
+    botRoutes({ driver, lifecycle, limiter, heartbeats, access: checks, audit, logFollowing: new LogFollowing(driver, history, streams), logReads: new LogReads() }).routes(),
+    historyRoutes({ driver, history, watchdog, access: checks, streams }).routes(),
     adminRoutes({ driver, provisioner, access: checks, audit, history, botTokens, provisioning: config.provisioning }).routes(),
-    consoleRoutes({ driver, provisioner, history, samples, sessions, access: checks, trustedHosts: config.trustedHosts, files }).routes(),
+    consoleRoutes({ driver, provisioner, history, samples, watchdog, sessions, access: checks, trustedHosts: config.trustedHosts, files }).routes(),
   );
 
   app.use(requestLog(logger, metrics));

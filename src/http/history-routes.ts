@@ -2,6 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { BadRequest } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
+import type { Watchdog } from '../health/watchdog.js';
 import { seqOf } from '../history/history-store.js';
 import type { StoredEvent } from '../history/history-store.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
@@ -14,6 +15,7 @@ import { statusView } from './stats-view.js';
 export interface HistoryRoutesDeps {
   readonly driver: RuntimeDriver;
   readonly history: BotHistory;
+  readonly watchdog: Watchdog;
   readonly access: Access;
   readonly streams: StreamLimits;
 }
@@ -70,7 +72,7 @@ async function streamEvents(
 }
 
 /** Status, exit records, events and live logs of bots (docs/api.md §§8-10). */
-export function historyRoutes({ driver, history, access, streams }: HistoryRoutesDeps): Router {
+export function historyRoutes({ driver, history, watchdog, access, streams }: HistoryRoutesDeps): Router {
   const router = new Router();
   const { readerFor, platformFor } = access;
 
@@ -85,7 +87,7 @@ export function historyRoutes({ driver, history, access, streams }: HistoryRoute
     await readerFor(ctx, botId);
     const now = new Date();
     const [bot, record] = await Promise.all([driver.findBot(botId), history.record(botId, now)]);
-    ctx.body = { ok: true, bot: statusView(bot, record, now) };
+    ctx.body = { ok: true, bot: statusView(bot, record, watchdog.healthOf(bot, now.getTime()), now) };
   });
 
   router.get('/api/bots/:bot_id/exits', async (ctx) => {

@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { StoredEvent } from '../history/history-store.js';
+import type { HealthStatus } from '../runtime/driver.js';
 
 /**
  * How often the event loop's delay is sampled. prom-client's default, 10 ms, wakes the
@@ -49,7 +50,15 @@ export class AgentMetrics {
   });
 
   /** Counts what an event says happened to a bot. */
+  readonly watchdogRestarts = new Counter({
+    name: 'bot_agent_watchdog_restarts_total',
+    help: 'Restarts of unhealthy bots the watchdog claimed on this agent (docs/api.md §13)',
+    labelNames: ['check'] as const,
+    registers: [this.registry],
+  });
+
   historyEvent(event: StoredEvent): void {
+    if (event.type === 'restarted') this.watchdogRestarts.inc({ check: (JSON.parse(event.data) as { check: string }).check });
     if (event.type !== 'exited') return;
     const { exit } = JSON.parse(event.data) as { exit: { oom_killed: boolean; requested: boolean } };
     this.exits.inc({ oom: String(exit.oom_killed), requested: String(exit.requested) });
@@ -67,6 +76,20 @@ export class AgentMetrics {
   /** The gauge of crash-looping bots, read from `count` when scraped. */
   crashLoopingBots(count: () => Promise<number>): void {
     this.gauge('bot_agent_crash_looping_bots', 'Bots in the crash-looping state (3 or more unrequested ends within 10 minutes)', count);
+  }
+
+  /** Running bots by health, as the watchdog last judged them, and the bots whose heartbeats it holds. */
+  health(watchdog: { counts(): Record<HealthStatus, number> }, heartbeats: { readonly size: number }): void {
+    const gauge = new Gauge({
+      name: 'bot_agent_bots_health',
+      help: 'Running bots by health (healthy, unhealthy, starting, none), as the watchdog last judged them (docs/api.md §13)',
+      labelNames: ['status'] as const,
+      registers: [this.registry],
+      collect() {
+        for (const [status, count] of Object.entries(watchdog.counts())) gauge.set({ status }, count);
+      },
+    });
+    this.gauge('bot_agent_heartbeat_bots', 'Bots whose latest heartbeat this agent holds (one entry each, in memory)', () => heartbeats.size);
   }
 
   /** What the console's samples of CPU and memory hold. */

@@ -1,6 +1,7 @@
 import { convertSchema } from '@sodaru/yup-to-json-schema';
 import type { Schema, SchemaDescription } from 'yup';
-import { createBotRequest, eventsQuery, exitsQuery, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId, sessionRequest } from './schemas.js';
+import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
+import { createBotRequest, eventsQuery, exitsQuery, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -90,7 +91,7 @@ const sseEvent = (events: string[], description: string, withId: boolean) => ({
     },
   },
 });
-const HISTORY_EVENTS = ['started', 'exited', 'crash-looping', 'recovered', 'operation'];
+const HISTORY_EVENTS = ['started', 'exited', 'crash-looping', 'recovered', 'operation', 'unhealthy', 'restarted'];
 const eventStream = sseEvent(HISTORY_EVENTS, 'A bot event; `id` is its cursor', true);
 /** Live logs: each line (`log`, no id) and the end of each run (`exited`, with its event id). */
 const logStream = sseEvent(['log', 'exited'], '`log`: {line, stream, at}; `exited`: the run ended (as in the events stream)', false);
@@ -122,6 +123,10 @@ const exitRecordFields = {
   oom_killed: { type: 'boolean' },
   requested: { type: 'boolean', description: 'a stop, restart, kill or delete (through the agent or the runtime) ended it' },
   started_at: { type: ['string', 'null'] },
+  unhealthy: {
+    description: 'the watchdog, or the kubelet on a failed liveness probe, ended this run for its health (docs/api.md §13)',
+    oneOf: [ref('UnhealthyEnd'), { type: 'null' }],
+  },
 };
 const exitRecord = {
   type: 'object',
@@ -149,6 +154,7 @@ const statusFields = {
   uptime: { type: ['string', 'null'], pattern: '^\\d+h \\d+m$' },
   crashes_last_hour: { type: 'integer', minimum: 0 },
   last_exit: { oneOf: [ref('ExitRecord'), { type: 'null' }] },
+  health: ref('Health'),
 };
 
 /** A bot as the console's table shows it (docs/api.md §12): its status, and more. */
@@ -215,6 +221,25 @@ export const openApiDocument = {
         },
       }),
       ExitRecord: exitRecord,
+      Health: {
+        type: 'object',
+        description: "the bot's health (docs/api.md §13): its runtime's check, or its heartbeats",
+        required: ['status', 'check', 'since', 'output'],
+        additionalProperties: false,
+        properties: {
+          status: { enum: ['healthy', 'unhealthy', 'starting', 'none'] },
+          check: { oneOf: [{ enum: ['exec', 'heartbeat'] }, { type: 'null' }] },
+          since: { type: ['string', 'null'], description: 'ISO 8601' },
+          output: { type: ['string', 'null'], maxLength: HEALTH_OUTPUT_MAX, description: "the last failing check's output; for heartbeats, how long none came" },
+        },
+      },
+      UnhealthyEnd: {
+        type: 'object',
+        required: ['check', 'output'],
+        additionalProperties: false,
+        properties: { check: { enum: ['exec', 'heartbeat'] }, output: { type: ['string', 'null'], maxLength: HEALTH_OUTPUT_MAX } },
+      },
+      HeartbeatRequest: jsonSchemaOf(heartbeatRequest),
       BotStatus: answer('bot', {
         type: 'object',
         required: Object.keys(statusFields),
@@ -301,6 +326,22 @@ export const openApiDocument = {
         summary: 'Start a bot (idempotent)',
         requestBody: { required: true, content: json(ref('OwnerRequest')) },
         responses: responses(ok('Started, or already running'), ...powerFailures),
+      },
+    },
+    '/api/bots/self/heartbeat': {
+      post: {
+        summary: "The calling bot's word that it is well: it turns unhealthy when none comes for `ttl_s` (docs/api.md §13). A bot's own call only",
+        parameters: [
+          {
+            name: 'X-Bot-ID',
+            in: 'header',
+            required: false,
+            description: 'The calling bot, which its address or token names anyway; another bot is 403',
+            schema: ref('BotId'),
+          },
+        ],
+        requestBody: { required: false, content: json(ref('HeartbeatRequest')) },
+        responses: responses(ok('The beat is taken'), 400, 403, 404, 413, 415, 429, 500, 503),
       },
     },
     '/api/bots/logs': {

@@ -3,6 +3,8 @@ import { array, mixed, number, object, ObjectSchema, string, ValidationError } f
 import { DEFAULT_BOT_PORT, PLATFORM_VARIABLES } from '../provisioning/bot-spec.js';
 import type { Schema } from 'yup';
 import { BadRequest } from '../errors.js';
+import { DEFAULT_HEARTBEAT_TTL_S, HEARTBEAT_TTL_MAX_S, HEARTBEAT_TTL_MIN_S } from '../health/heartbeats.js';
+import { DEFAULT_GRACE_S, GRACE_MAX_S, GRACE_MIN_S } from '../health/watchdog.js';
 import { wholeNumber } from '../whole-number.js';
 import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../runtime/labels.js';
 
@@ -80,6 +82,34 @@ const NO_NUL = /^[^\u0000]*$/;
 export const EXAMPLE_IMAGE = 'registry.example.com/bots/telegram:1';
 
 /** Body of the platform's create: docs/api.md §6's inputs, limits and extras. */
+/** Seconds a heartbeat holds (docs/api.md §13). */
+const heartbeatTtl = wholeNumber('ttl_s', HEARTBEAT_TTL_MIN_S, HEARTBEAT_TTL_MAX_S).strict();
+
+/** Body of POST /api/bots/self/heartbeat: optional, as is its one field. */
+export const heartbeatRequest = object({ ttl_s: heartbeatTtl.meta({ jsonSchema: { default: DEFAULT_HEARTBEAT_TTL_S } }) }).typeError(jsonObject);
+
+/** A create's `health` block (docs/api.md §13): an exec check, heartbeats, or both, and the watchdog's grace. */
+export const healthSpec = object({
+  exec: array(string().strict().typeError('health.exec must be a list of strings').required().matches(NO_NUL, 'health.exec must not contain a NUL character'))
+    .strict()
+    .typeError('health.exec must be a list of strings')
+    .min(1, 'health.exec must not be empty')
+    .max(64, 'health.exec is too long')
+    .meta({ jsonSchema: { description: 'a command run inside the bot, without a shell; exit 0 is healthy', examples: [['sh', '-c', 'test -f /tmp/connected']] } }),
+  interval_s: wholeNumber('health.interval_s', 1, 3_600).strict().meta({ jsonSchema: { default: 10 } }),
+  timeout_s: wholeNumber('health.timeout_s', 1, 600).strict().meta({ jsonSchema: { default: 5 } }),
+  retries: wholeNumber('health.retries', 1, 100).strict().meta({ jsonSchema: { default: 3 } }),
+  start_period_s: wholeNumber('health.start_period_s', 0, 3_600).strict().meta({ jsonSchema: { default: 0 } }),
+  heartbeat: object({ ttl_s: wholeNumber('health.heartbeat.ttl_s', HEARTBEAT_TTL_MIN_S, HEARTBEAT_TTL_MAX_S).strict().required('health.heartbeat.ttl_s is required') })
+    .typeError('health.heartbeat must be an object')
+    .default(undefined),
+  grace_s: wholeNumber('health.grace_s', GRACE_MIN_S, GRACE_MAX_S).strict().meta({ jsonSchema: { default: DEFAULT_GRACE_S } }),
+})
+  .typeError('health must be an object')
+  .default(undefined)
+  .meta({ jsonSchema: { anyOf: [{ required: ['exec'] }, { required: ['heartbeat'] }] } })
+  .test('health', 'health needs exec, heartbeat or both', (value) => value === undefined || value.exec !== undefined || value.heartbeat !== undefined);
+
 const MEMORY_LIMIT = 'memory_limit must be a whole number of bytes from 6 MiB to 1 PiB';
 
 export const createBotRequest = object({
@@ -153,6 +183,7 @@ export const createBotRequest = object({
     .min(1, 'command must not be empty')
     .max(64, 'command is too long')
     .meta({ jsonSchema: { examples: [['sh', '-c', 'exec python -m bot']] } }),
+  health: healthSpec,
 }).typeError(jsonObject);
 
 /** The query of the platform's listing. */

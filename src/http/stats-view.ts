@@ -1,5 +1,6 @@
 import type { BotRecord } from '../history/bot-history.js';
 import type { ExitRecord } from '../history/history-store.js';
+import type { HealthView } from '../health/watchdog.js';
 import type { BotInfo, BotStats } from '../runtime/driver.js';
 
 /** The stats object of the wire format (seed, "Stats object"). */
@@ -42,10 +43,11 @@ export interface BotStatusView {
   readonly uptime: string | null;
   readonly crashes_last_hour: number;
   readonly last_exit: ExitRecord | null;
+  readonly health: HealthView;
 }
 
-/** The wire form of a bot's status at `now`: what the runtime says of it (`info`) and what its records say. */
-export function statusView(info: BotInfo, record: BotRecord, now: Date): BotStatusView {
+/** The wire form of a bot's status at `now`: what the runtime says of it (`info`), what its records say, and its health. */
+export function statusView(info: Pick<BotInfo, 'id' | 'ownerId' | 'running' | 'startedAt'>, record: BotRecord, health: HealthView, now: Date): BotStatusView {
   const { lastExit, crashLooping, crashesLastHour } = record;
   const state = crashLooping ? 'crash-looping' : info.running ? 'running' : lastExit && !lastExit.requested ? 'exited' : 'stopped';
   return {
@@ -56,5 +58,6 @@ export function statusView(info: BotInfo, record: BotRecord, now: Date): BotStat
     uptime: info.running && info.startedAt ? formatUptime(now.getTime() - info.startedAt.getTime()) : null,
     crashes_last_hour: crashesLastHour,
     last_exit: lastExit,
+    health,
   };
 }

@@ -29,6 +29,21 @@ export interface BotSpec {
   readonly cpuLimit: number | undefined;
   /** The command to run instead of the image's own. */
   readonly command: readonly string[] | undefined;
+  /** Its health check and the watchdog's grace (docs/api.md §13); undefined: the image's own check, if any. */
+  readonly health?: BotHealthSpec | undefined;
+}
+
+/** A create's `health` block (docs/api.md §13). */
+export interface BotHealthSpec {
+  /** A command run inside the bot, without a shell: exit 0 is healthy. */
+  readonly exec: readonly string[] | undefined;
+  readonly intervalS: number;
+  readonly timeoutS: number;
+  readonly retries: number;
+  readonly startPeriodS: number;
+  /** Seconds after its last heartbeat a bot turns unhealthy; undefined: no heartbeats are expected. */
+  readonly heartbeatTtlS: number | undefined;
+  readonly graceS: number | undefined;
 }
 
 /** A bot as the platform's listing shows it. */

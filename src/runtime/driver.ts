@@ -10,6 +10,39 @@ export interface BotInfo {
   readonly running: boolean;
   /** When its current run started; undefined when it is not running. */
   readonly startedAt: Date | undefined;
+  /** Its health as the runtime's own check says (docs/api.md §13); `none` without one. */
+  readonly health: RuntimeHealth;
+  /** What its creator asked of the watchdog (labels or annotations). */
+  readonly healthPolicy: HealthPolicy;
+}
+
+/** A bot's health as a check says it (docs/api.md §13). */
+export type HealthStatus = 'healthy' | 'unhealthy' | 'starting' | 'none';
+
+/** What the runtime's own check (Docker's HEALTHCHECK, a Kubernetes probe) says of a bot. */
+export interface RuntimeHealth {
+  readonly status: HealthStatus;
+  /** The last failing check's output, bounded (HEALTH_OUTPUT_MAX); null when none failed or it is not known. */
+  readonly output: string | null;
+}
+
+/** What a bot's creator asked of the watchdog: kept on the bot (Docker labels, Kubernetes annotations). */
+export interface HealthPolicy {
+  /** How long the bot may stay unhealthy before the watchdog restarts it; undefined: the default. */
+  readonly graceMs: number | undefined;
+  /** How long after its last heartbeat (or its run's start) a bot expected to beat turns unhealthy; undefined: it is not expected to. */
+  readonly heartbeatTtlMs: number | undefined;
+}
+
+/** A running bot as the watchdog sees it: what its runtime's check says, and since when. */
+export interface RunningHealth {
+  readonly botId: string;
+  /** Its current run's start (ms). */
+  readonly startedAtMs: number;
+  readonly status: HealthStatus;
+  /** When the check last changed to this status (ms); the run's start when it never did. */
+  readonly sinceMs: number;
+  readonly policy: HealthPolicy;
 }
 
 /** A run of a bot that began. */
@@ -34,6 +67,8 @@ export interface RunEnd {
   readonly startedAt: Date | undefined;
   /** The last (up to 100) lines of that run, read when it ended. */
   readonly logs: string;
+  /** The runtime ended it for its health (the kubelet, on a failed liveness probe): the check and its output. */
+  readonly unhealthy?: { readonly check: 'exec' | 'heartbeat'; readonly output: string | null } | undefined;
   /** Names this run's end uniquely, so that one seen twice is recorded once. */
   readonly key: string;
 }
@@ -97,6 +132,15 @@ export interface RuntimeDriver {
 
   /** The ids of the bots the index or watch holds running now; none while it is being built. */
   runningBots(): string[];
+
+  /**
+   * Every running bot the index or watch holds, with its check's status and its health policy, without a
+   * call to the runtime; none while it is being built. What the watchdog acts on (docs/api.md §13).
+   */
+  runningHealth(): RunningHealth[];
+
+  /** Whether the runtime itself restarts a bot whose check fails (Kubernetes' liveness probes): then the watchdog does not. */
+  readonly restartsUnhealthy: boolean;
 
   /**
    * Every bot the index or watch holds, as the platform's listing shows it, without a call to the

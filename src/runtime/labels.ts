@@ -5,3 +5,9 @@ export const BOT_LABEL = 'bot-agent/bot-id';
 export const OWNER_LABEL = 'bot-agent/user-id';
 
 export { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../bot-id.js';
+
+/** Label (Docker) or Deployment annotation (Kubernetes): seconds a bot may stay unhealthy before the watchdog restarts it. */
+export const HEALTH_GRACE_LABEL = 'bot-agent/health-grace-s';
+
+/** Label (Docker) or Deployment annotation (Kubernetes): seconds after its last heartbeat a bot turns unhealthy. */
+export const HEARTBEAT_TTL_LABEL = 'bot-agent/heartbeat-ttl-s';

@@ -23,6 +23,22 @@ export interface SharedStateStore {
   sessionEnded(nonce: string): Promise<boolean>;
 }
 
+/** A bot's latest heartbeat: when (ms) and how long it holds. */
+export interface Beat {
+  readonly botId: string;
+  readonly atMs: number;
+  /** What the beat asked for; null: the bot's own (its creator's `heartbeat.ttl_s`), else the default. */
+  readonly ttlMs: number | null;
+}
+
+/** Where agents sharing a database hand each other their beats (PostgreSQL's `heartbeats` table). */
+export interface SharedBeats {
+  /** Keeps each bot's beat unless a newer one is kept. */
+  shareBeats(beats: readonly Beat[]): Promise<void>;
+  /** The beats kept later than `sinceMs`. */
+  beatsSince(sinceMs: number): Promise<Beat[]>;
+}
+
 /** How long what another agent may have changed (a bot's removal, a session's end), as read, is used. */
 const FRESH_MS = 5_000;
 /** How long a call waits for such a read. */

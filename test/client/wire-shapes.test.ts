@@ -20,6 +20,8 @@ const WIRE: Record<string, (schemas: Record<string, JsonSchema>) => JsonSchema> 
   BotStats: (schemas) => schemas.Stats!.properties!.stats!,
   ExitRecord: (schemas) => schemas.ExitRecord!,
   BotStatus: (schemas) => schemas.BotStatus!.properties!.bot!,
+  Health: (schemas) => schemas.Health!,
+  UnhealthyEnd: (schemas) => schemas.UnhealthyEnd!,
 };
 
 interface JsonSchema {
@@ -51,11 +53,11 @@ function documentShapes(): Shapes {
 /** The shape of a TypeScript type as wire.ts writes it. */
 function shapeOfType(type: ts.TypeNode): Shape {
   if (ts.isUnionTypeNode(type)) {
-    const members = type.types;
-    if (members.every((member) => ts.isLiteralTypeNode(member) && ts.isStringLiteral(member.literal))) {
-      return `enum(${members.map((member) => ((member as ts.LiteralTypeNode).literal as ts.StringLiteral).text).sort().join(',')})`;
-    }
-    return members.map(shapeOfType).sort().join('|');
+    // String literals are one enum, as the document says them; the rest (null, another shape) stand beside it.
+    const isText = (member: ts.TypeNode): member is ts.LiteralTypeNode => ts.isLiteralTypeNode(member) && ts.isStringLiteral(member.literal);
+    const texts = type.types.filter(isText).map((member) => (member.literal as ts.StringLiteral).text);
+    const others = type.types.filter((member) => !isText(member)).map(shapeOfType);
+    return [...(texts.length > 0 ? [`enum(${texts.sort().join(',')})`] : []), ...others].sort().join('|');
   }
   if (ts.isLiteralTypeNode(type) && type.literal.kind === ts.SyntaxKind.NullKeyword) return 'null';
   if (ts.isTypeReferenceNode(type)) return type.typeName.getText();

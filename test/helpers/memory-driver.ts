@@ -1,7 +1,7 @@
 import { messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../src/errors.js';
 import { EventEmitter, once } from 'node:events';
 import type { BotSummary } from '../../src/provisioning/bot-spec.js';
-import type { BotInfo, BotStats, LogLine, LogsFrom, PowerOutcome, RunObserver, RuntimeDriver } from '../../src/runtime/driver.js';
+import type { BotInfo, BotStats, HealthPolicy, LogLine, LogsFrom, PowerOutcome, RunningHealth, RunObserver, RuntimeDriver, RuntimeHealth } from '../../src/runtime/driver.js';
 
 /** A bot held by MemoryDriver. */
 export interface MemoryBot {
@@ -12,6 +12,10 @@ export interface MemoryBot {
   startedAt: Date;
   logLines: string[];
   restarts: number;
+  /** What its runtime check says, and since when (ms). */
+  health: RuntimeHealth;
+  healthSinceMs: number;
+  healthPolicy: HealthPolicy;
 }
 
 /**
@@ -44,6 +48,9 @@ export class MemoryDriver implements RuntimeDriver {
       startedAt: new Date(Date.now() - 3_723_000),
       logLines: [],
       restarts: 0,
+      health: { status: 'none', output: null },
+      healthSinceMs: Date.now(),
+      healthPolicy: { graceMs: undefined, heartbeatTtlMs: undefined },
       ...bot,
     };
     this.bots.set(bot.id, full);
@@ -77,9 +84,24 @@ export class MemoryDriver implements RuntimeDriver {
     return [...this.bots.values()].filter((bot) => bot.running).map((bot) => bot.id);
   }
 
+  readonly restartsUnhealthy = false;
+
+  runningHealth(): RunningHealth[] {
+    return [...this.bots.values()]
+      .filter((bot) => bot.running)
+      .map((bot) => ({ botId: bot.id, startedAtMs: bot.startedAt.getTime(), status: bot.health.status, sinceMs: bot.healthSinceMs, policy: bot.healthPolicy }));
+  }
+
   async findBot(botId: string): Promise<BotInfo> {
     const bot = this.get('findBot', botId);
-    return { id: bot.id, ownerId: bot.ownerId, running: bot.running, startedAt: bot.running ? bot.startedAt : undefined };
+    return {
+      id: bot.id,
+      ownerId: bot.ownerId,
+      running: bot.running,
+      startedAt: bot.running ? bot.startedAt : undefined,
+      health: bot.running ? bot.health : { status: 'none', output: null },
+      healthPolicy: bot.healthPolicy,
+    };
   }
 
   observeRuns(observer: RunObserver): void {

@@ -13,6 +13,7 @@ const record = (atMs: number, logs = 'x\n'): ExitRecord => ({
   oom_killed: false,
   requested: false,
   started_at: null,
+  unhealthy: null,
   logs,
 });
 

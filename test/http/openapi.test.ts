@@ -71,6 +71,23 @@ const fields: Record<string, unknown[]> = {
   memory_limit: [6 * 1024 * 1024, 1, 1e9, 1.5, 2 ** 50, 2 ** 50 + 1, 4.6107539383909726e24],
   cpu_limit: [0.5, 256, 0, 257, -1],
   command: [['sh'], [], ['sh', 1], [''], ['sh', ''], ['sh', 'a\u0000b'], 'sh', Array.from({ length: 65 }, () => 'x')],
+  health: [
+    { exec: ['true'], interval_s: 5, grace_s: 30 },
+    { heartbeat: { ttl_s: 30 } },
+    { exec: ['true'], heartbeat: { ttl_s: 5 }, retries: 3, timeout_s: 2, start_period_s: 0 },
+    {},
+    { grace_s: 30 },
+    { exec: [] },
+    { exec: 'true' },
+    { heartbeat: { ttl_s: 4 } },
+    { heartbeat: {} },
+    { heartbeat: null },
+    { exec: ['true'], grace_s: 4 },
+    { exec: ['true'], interval_s: 0 },
+    { exec: ['true'], retries: 1.5 },
+    null,
+    [],
+  ],
 };
 // The first value of each list is valid: bodies lean to it, so that many are valid and each fault stands alone.
 const field = (values: unknown[]) =>

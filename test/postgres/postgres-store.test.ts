@@ -41,7 +41,7 @@ test('two agents sharing a database: an event kept by one reaches the subscriber
   const [one, other] = await pair(t);
   const heardByOther: StoredEvent[] = [];
   other.subscribe((event) => heardByOther.push(event));
-  const exit = { at: new Date().toISOString(), exit_code: 3, signal: null, oom_killed: false, requested: false, started_at: null, logs: 'bye\n' };
+  const exit = { at: new Date().toISOString(), exit_code: 3, signal: null, oom_killed: false, requested: false, started_at: null, unhealthy: null, logs: 'bye\n' };
   const [first, second] = await Promise.all([one.addExit('bot_1_1_a', exit, 'docker:abc:1'), other.addExit('bot_1_1_a', exit, 'docker:abc:1')]);
   t.is([first, second].filter(Boolean).length, 1, 'one of them kept it');
   t.deepEqual(await other.exits('bot_1_1_a', 50), [exit]);

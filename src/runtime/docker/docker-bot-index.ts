@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
 import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
-import type { FaultReporter } from '../driver.js';
+import type { FaultReporter, HealthPolicy, HealthStatus } from '../driver.js';
+import { healthInStatusLine, healthPolicyOf, healthStatusOf } from '../health-policy.js';
 import type { IndexedCache } from '../indexed-cache.js';
 import { TEMPLATE_LABEL } from '../../provisioning/bot-spec.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
@@ -24,6 +25,11 @@ export interface IndexedBot {
   readonly tty: boolean;
   /** When the current run started, for a running container (parsed once here, not on every read of its stats). */
   readonly startedAt: Date | undefined;
+  /** What its HEALTHCHECK says, and since when (ms) as the engine's events or this index saw it change. */
+  readonly health: HealthStatus;
+  readonly healthSinceMs: number;
+  /** What its labels ask of the watchdog. */
+  readonly healthPolicy: HealthPolicy;
 }
 
 /** Container events after which a container no longer holds its addresses. */
@@ -140,6 +146,10 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
   }
 
   private take(event: EngineEvent): void {
+    if (event.Type === 'container' && event.Action?.startsWith(HEALTH_STATUS)) {
+      this.healthChanged(event);
+      return;
+    }
     const containerId = event.Type === 'network' ? event.Actor?.Attributes?.container : event.Actor?.ID;
     const action = event.Action ?? '';
     // Containers without the bot label are no bots; a network event matters only for a container the index holds.
@@ -157,8 +167,18 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     else this.inspections.track(containerId);
   }
 
+  /** A container's HEALTHCHECK changed its verdict: the entry says so at once, with no inspection. */
+  private healthChanged(event: EngineEvent): void {
+    const held = event.Actor?.ID === undefined ? undefined : this.byContainer.get(event.Actor.ID);
+    const health = healthStatusOf(event.Action?.slice(HEALTH_STATUS.length).trim());
+    if (!held || held.health === health) return;
+    const at = event.timeNano !== undefined ? Math.floor(event.timeNano / 1e6) : Date.now();
+    this.file(held.containerId, { ...held, health, healthSinceMs: at });
+  }
+
   /** Puts the container's entry in place of what the index held of it; none removes it. */
-  private file(containerId: string, bot: IndexedBot | undefined): void {
+  private file(containerId: string, filed: IndexedBot | undefined): void {
+    let bot = filed;
     const held = this.byContainer.get(containerId);
     if (held) {
       this.byContainer.delete(containerId);
@@ -166,11 +186,13 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
       for (const address of held.addresses) if (this.byAddress.get(address)?.[0] === held) this.byAddress.delete(address);
     }
     if (!bot) return;
+    // A verdict the engine did not change keeps the time this index saw it come.
+    if (held && held.health === bot.health && held.running && bot.running) bot = { ...bot, healthSinceMs: held.healthSinceMs };
     // One array per entry, made here: a look-up on a request's path allocates nothing.
-    const filed = [bot] as const;
+    const entry = [bot] as const;
     this.byContainer.set(containerId, bot);
-    this.byBotId.set(bot.botId, filed);
-    for (const address of bot.addresses) this.byAddress.set(address, filed);
+    this.byBotId.set(bot.botId, entry);
+    for (const address of bot.addresses) this.byAddress.set(address, entry);
   }
 
   /** Drops the container's addresses and marks it stopped at once; its inspection that follows says the rest. */
@@ -229,8 +251,12 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     const [ownerId, template] = [container.Labels[OWNER_LABEL], container.Labels[TEMPLATE_LABEL]];
     // TTY never changes, and the start time only when the container starts: inspect
     // a container when it is new, started again, or seen running for the first time.
+    const status = running ? healthInStatusLine(container.Status) : 'none';
+    // A verdict the index held already keeps the time it saw it come.
+    const healthSinceMs = known?.running && running && known.health === status ? known.healthSinceMs : Date.now();
+    const health = { health: status, healthSinceMs, healthPolicy: healthPolicyOf(container.Labels) };
     if (known && (known.running || !running)) {
-      return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: known.tty, startedAt: running ? known.startedAt : undefined };
+      return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: known.tty, startedAt: running ? known.startedAt : undefined, ...health };
     }
     let info: ContainerInspectInfo;
     try {
@@ -241,11 +267,13 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
       throw err;
     }
     const startedAt = running ? new Date(info.State.StartedAt) : undefined;
-    return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: info.Config.Tty, startedAt };
+    return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: info.Config.Tty, startedAt, ...health };
   }
 }
 
 const NONE: readonly IndexedBot[] = Object.freeze([]);
+/** The action of an event that a HEALTHCHECK's verdict changed: `health_status: unhealthy`. */
+const HEALTH_STATUS = 'health_status:';
 
 /** The addresses a container holds on its networks, IPv4 and IPv6. */
 function addressesOf(networks: Record<string, { IPAddress?: string; GlobalIPv6Address?: string }> | undefined): string[] {
@@ -261,5 +289,19 @@ function indexedFrom(info: ContainerInspectInfo): IndexedBot | undefined {
   const running = info.State.Running && !info.State.Paused;
   const addresses = running ? addressesOf(info.NetworkSettings?.Networks) : [];
   const [ownerId, template] = [info.Config.Labels?.[OWNER_LABEL], info.Config.Labels?.[TEMPLATE_LABEL]];
-  return { containerId: info.Id, botId, running, ownerId, template, addresses, tty: info.Config.Tty, startedAt: running ? new Date(info.State.StartedAt) : undefined };
+  const startedAt = running ? new Date(info.State.StartedAt) : undefined;
+  const health = running ? healthStatusOf(info.State.Health?.Status) : 'none';
+  return {
+    containerId: info.Id,
+    botId,
+    running,
+    ownerId,
+    template,
+    addresses,
+    tty: info.Config.Tty,
+    startedAt,
+    health,
+    healthSinceMs: health === 'starting' && startedAt ? startedAt.getTime() : Date.now(),
+    healthPolicy: healthPolicyOf(info.Config.Labels),
+  };
 }

@@ -3,7 +3,8 @@ import { LRUCache } from 'lru-cache';
 import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
 import { messages, NotFound, NotRunning, OperationFailed } from '../../errors.js';
 import type { BotSummary } from '../../provisioning/bot-spec.js';
-import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunObserver, RuntimeDriver } from '../driver.js';
+import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunningHealth, RunObserver, RuntimeDriver, RuntimeHealth } from '../driver.js';
+import { boundedOutput, healthPolicyOf, healthStatusOf } from '../health-policy.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { isLoopback } from '../../loopback.js';
 import { DockerBotIndex } from './docker-bot-index.js';
@@ -61,6 +62,17 @@ class DockerDriver implements RuntimeDriver {
     return this.index.running();
   }
 
+  readonly restartsUnhealthy = false;
+
+  runningHealth(): RunningHealth[] {
+    const health: RunningHealth[] = [];
+    for (const bot of this.index.all() ?? []) {
+      if (!bot.running || bot.startedAt === undefined) continue;
+      health.push({ botId: bot.botId, startedAtMs: bot.startedAt.getTime(), status: bot.health, sinceMs: bot.healthSinceMs, policy: bot.healthPolicy });
+    }
+    return health;
+  }
+
   listedBots(): BotSummary[] | undefined {
     return this.index.all()?.map((bot) => ({
       bot_id: bot.botId,
@@ -79,6 +91,8 @@ class DockerDriver implements RuntimeDriver {
       ownerId: info.Config.Labels?.[OWNER_LABEL],
       running,
       startedAt: running ? new Date(info.State.StartedAt) : undefined,
+      health: running ? healthOf(info.State.Health) : { status: 'none', output: null },
+      healthPolicy: healthPolicyOf(info.Config.Labels),
     };
   }
 
@@ -318,3 +332,8 @@ export function createDockerDriver(options: { dockerHost: string; report?: Fault
   return new DockerDriver(new Docker(dockerConnection(options.dockerHost)), options.report ?? (() => {}), options.cgroupRoot);
 }
 
+/** What a container's HEALTHCHECK says: its status, and the output of its newest check that failed. */
+function healthOf(health: ContainerInspectInfo['State']['Health']): RuntimeHealth {
+  const failed = health?.Log?.findLast((check) => check.ExitCode !== 0);
+  return { status: healthStatusOf(health?.Status), output: boundedOutput(failed?.Output) };
+}

@@ -2,7 +2,8 @@ import Docker from 'dockerode';
 import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
 import type { BotTokens } from '../../identity/bot-tokens.js';
 import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
-import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
+import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
+import { healthPolicyLabels } from '../health-policy.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { dockerConnection } from './docker-connection.js';
@@ -40,7 +41,8 @@ class DockerProvisioner implements Provisioner {
         Image: spec.image,
         Cmd: spec.command ? [...spec.command] : undefined,
         Env: Object.entries(env).map(([name, value]) => `${name}=${value}`),
-        Labels: { [BOT_LABEL]: spec.id, [OWNER_LABEL]: spec.ownerId, [TEMPLATE_LABEL]: spec.template },
+        Labels: { [BOT_LABEL]: spec.id, [OWNER_LABEL]: spec.ownerId, [TEMPLATE_LABEL]: spec.template, ...healthPolicyLabels(spec.health ?? {}) },
+        Healthcheck: healthcheckOf(spec.health),
         HostConfig: {
           NetworkMode: this.options.network,
           RestartPolicy: { Name: 'unless-stopped' },
@@ -124,4 +126,17 @@ class DockerProvisioner implements Provisioner {
 /** Provisioning on the Docker engine at DOCKER_HOST. */
 export function createDockerProvisioner(options: DockerProvisionerOptions): Provisioner {
   return new DockerProvisioner(options);
+}
+
+/** Docker's Healthcheck for a create's exec check (its times in nanoseconds); undefined: the image's own. */
+function healthcheckOf(health: BotHealthSpec | undefined): Docker.ContainerCreateOptions['Healthcheck'] {
+  if (health?.exec === undefined) return undefined;
+  const ns = (seconds: number): number => seconds * 1e9;
+  return {
+    Test: ['CMD', ...health.exec],
+    Interval: ns(health.intervalS),
+    Timeout: ns(health.timeoutS),
+    Retries: health.retries,
+    StartPeriod: ns(health.startPeriodS),
+  };
 }

@@ -5,7 +5,9 @@ import { withDeadline } from './kube-deadline.js';
 import type { CallOptions } from './kube-deadline.js';
 import { AgentError, messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../errors.js';
 import type { BotSummary } from '../../provisioning/bot-spec.js';
-import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunObserver, RuntimeDriver } from '../driver.js';
+import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunningHealth, RunObserver, RuntimeDriver } from '../driver.js';
+import { healthPolicyOf } from '../health-policy.js';
+import { podHealth } from './kube-health.js';
 import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { followPodLogs, readPodLogs } from './kube-logs.js';
@@ -118,10 +120,35 @@ class KubernetesDriver implements RuntimeDriver {
     return (this.watchedPods.keysOf('bot') ?? []).filter((botId) => this.watchedPods.byIndex('bot', botId)?.some(isRunning));
   }
 
+  /** The kubelet restarts a container whose liveness probe fails: the watchdog acts on heartbeats only. */
+  readonly restartsUnhealthy = true;
+
+  runningHealth(): RunningHealth[] {
+    const health: RunningHealth[] = [];
+    for (const botId of this.deployments.keysOf('bot') ?? []) {
+      const deployment = this.deployments.byIndex('bot', botId)?.[0];
+      const pod = newest((this.watchedPods.byIndex('bot', botId) ?? []).filter(isRunning));
+      if (!deployment || !pod) continue;
+      const startedAtMs = runStartOf(pod).getTime();
+      const { status, sinceMs } = podHealth(pod, defaultContainer(pod), startedAtMs);
+      health.push({ botId, startedAtMs, status, sinceMs, policy: healthPolicyOf(deployment.metadata?.annotations) });
+    }
+    return health;
+  }
+
   async findBot(botId: string): Promise<BotInfo> {
     const deployment = await this.knownDeployment(botId);
     const pod = desiredReplicas(deployment) > 0 ? await this.runningPod(botId) : undefined;
-    return { id: botId, ownerId: deployment.metadata?.annotations?.[OWNER_LABEL], running: pod !== undefined, startedAt: pod && runStartOf(pod) };
+    const startedAt = pod && runStartOf(pod);
+    const status = pod && startedAt ? podHealth(pod, defaultContainer(pod), startedAt.getTime()).status : 'none';
+    return {
+      id: botId,
+      ownerId: deployment.metadata?.annotations?.[OWNER_LABEL],
+      running: pod !== undefined,
+      startedAt,
+      health: { status, output: null },
+      healthPolicy: healthPolicyOf(deployment.metadata?.annotations),
+    };
   }
 
   observeRuns(observer: RunObserver): void {

@@ -1,8 +1,9 @@
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
-import type { KubeConfig, V1Deployment, V1EnvVar, V1Pod, V1ResourceRequirements } from '@kubernetes/client-node';
+import type { KubeConfig, V1Container, V1Deployment, V1EnvVar, V1Pod, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
 import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
 import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
-import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
+import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
+import { healthPolicyLabels } from '../health-policy.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { withDeadline } from './kube-deadline.js';
@@ -111,7 +112,7 @@ class KubernetesProvisioner implements Provisioner {
     return {
       apiVersion: 'apps/v1',
       kind: 'Deployment',
-      metadata: { name, labels, annotations: { [OWNER_LABEL]: spec.ownerId } },
+      metadata: { name, labels, annotations: { [OWNER_LABEL]: spec.ownerId, ...healthPolicyLabels(spec.health ?? {}) } },
       spec: {
         replicas: 1,
         selector: { matchLabels: { [BOT_LABEL]: spec.id } },
@@ -143,6 +144,7 @@ class KubernetesProvisioner implements Provisioner {
                 env: [...plain, ...secret, { name: 'PLATFORM_AGENT_TOKEN_FILE', value: TOKEN_PATH }],
                 volumeMounts: [{ name: 'bot-agent-token', mountPath: TOKEN_MOUNT, readOnly: true }],
                 resources: botResources(spec),
+                ...probesOf(spec.health),
                 securityContext: { allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] } },
               },
             ],
@@ -195,4 +197,20 @@ export function botResources(spec: Pick<BotSpec, 'memoryLimitBytes' | 'cpuLimit'
     'ephemeral-storage': '64Mi',
   };
   return { requests, limits };
+}
+
+/**
+ * A create's exec check as the kubelet runs it (docs/api.md §13): a liveness probe, which restarts the
+ * container, and the same command as a readiness probe, whose verdict the agent reads as the bot's health.
+ */
+function probesOf(health: BotHealthSpec | undefined): Pick<V1Container, 'livenessProbe' | 'readinessProbe'> {
+  if (health?.exec === undefined) return {};
+  const probe: V1Probe = {
+    exec: { command: [...health.exec] },
+    periodSeconds: health.intervalS,
+    timeoutSeconds: health.timeoutS,
+    failureThreshold: health.retries,
+    initialDelaySeconds: health.startPeriodS,
+  };
+  return { livenessProbe: probe, readinessProbe: { ...probe } };
 }

@@ -46,6 +46,13 @@ class BotStats(TypedDict):
     uptime: str
 
 
+class UnhealthyEnd(TypedDict):
+    """Why a run was ended for its health: the check that failed, and its output."""
+
+    check: Literal["exec", "heartbeat"]
+    output: Optional[str]
+
+
 class ExitRecord(TypedDict):
     """How one run of the bot ended."""
 
@@ -55,7 +62,17 @@ class ExitRecord(TypedDict):
     oom_killed: bool
     requested: bool
     started_at: Optional[str]
+    unhealthy: Optional[UnhealthyEnd]
     logs: str
+
+
+class Health(TypedDict):
+    """The bot's health: its runtime's check, or its heartbeats."""
+
+    status: Literal["healthy", "unhealthy", "starting", "none"]
+    check: Optional[Literal["exec", "heartbeat"]]
+    since: Optional[str]
+    output: Optional[str]
 
 
 class BotStatus(TypedDict):
@@ -68,6 +85,7 @@ class BotStatus(TypedDict):
     uptime: Optional[str]
     crashes_last_hour: int
     last_exit: Optional[ExitRecord]
+    health: Health
 
 
 class LogLine(TypedDict):
