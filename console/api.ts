@@ -33,7 +33,7 @@ export function plainWords(err: unknown): string {
   return err.message;
 }
 
-export type { BotEvent, BotStatus, ExitRecord } from '../src/client/wire.js';
+export type { BotEvent, BotStatus, ExitRecord, Health } from '../src/client/wire.js';
 
 /** A bot as the console's table shows it (GET /api/console/fleet). */
 export type FleetBot = Omit<BotStatus, 'last_exit'> & {
@@ -52,7 +52,7 @@ export function exitReason(exit: ExitSummary | null): string {
   const parts = [exit.exit_code === null ? 'no code' : `code ${exit.exit_code}`];
   if (exit.signal) parts.push(exit.signal);
   if (exit.oom_killed) parts.push('out of memory');
-  parts.push(exit.requested ? 'asked for' : 'crashed');
+  parts.push(exit.unhealthy ? `restarted unhealthy (${exit.unhealthy.check})` : exit.requested ? 'asked for' : 'crashed');
   return parts.join(', ');
 }
 

@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, clock, exitReason, plainWords } from './api.js';
 import type { BotEvent, BotStatus, ExitRecord } from './api.js';
 import { Charts } from './charts.js';
+import { HealthBadge } from './health-badge.js';
 import { LogTail } from './log-tail.js';
 import { useEvents } from './use-events.js';
 
@@ -56,10 +57,16 @@ export function Bot({ botId, onForbidden }: { botId: string; onForbidden: (err: 
         <span class={`badge ${status.state}`} data-testid="state">
           {status.state}
         </span>
+        <HealthBadge health={status.health} />
         <span>owner {status.user_id ?? '—'}</span>
         <span>up {status.uptime ?? '—'}</span>
         <span>{status.crashes_last_hour} crashes in the last hour</span>
       </div>
+      {status.health.status === 'unhealthy' && status.health.output !== null && (
+        <p class="failure" data-testid="health-output">
+          Unhealthy since {clock(status.health.since ?? '')} ({status.health.check}): {status.health.output}
+        </p>
+      )}
       <Actions status={status} onDone={load} />
       <div class="panels">
         <section aria-labelledby="logs-title" class="panel wide">
@@ -169,6 +176,10 @@ export function describe(event: BotEvent): string {
       return `${String(event.operation)} by ${String(event.by)}: ${String(event.result)}`;
     case 'crash-looping':
       return `crash-looping: ${String(event.crashes)} crashes within ${String(event.window_s)} s`;
+    case 'unhealthy':
+      return `unhealthy (${String(event.check)}): ${String(event.output ?? '')}`;
+    case 'restarted':
+      return `restarted by the watchdog: unhealthy (${String(event.check)})`;
     default:
       return event.type;
   }

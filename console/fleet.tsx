@@ -2,6 +2,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, exitReason, megabytes } from './api.js';
 import type { BotStatus, FleetBot } from './api.js';
 import { Sparkline } from './sparkline.js';
+import { HealthBadge } from './health-badge.js';
 import { useEvents } from './use-events.js';
 
 const ROW_HEIGHT = 44;
@@ -61,12 +62,12 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
     return () => clearInterval(timer);
   }, []);
 
-  // An event changes one bot: its row is read again at once, a burst of a bot's events once.
-  const pending = useRef(new Set<string>());
+  // An event changes one bot: its row is read again at once, a burst of a bot's events once; none once the table is gone.
+  const pending = useRef(new Map<string, ReturnType<typeof setTimeout>>());
+  useEffect(() => () => pending.current.forEach((timer) => clearTimeout(timer)), []);
   useEvents('/api/events', (event) => {
     if (pending.current.has(event.bot_id)) return;
-    pending.current.add(event.bot_id);
-    setTimeout(async () => {
+    pending.current.set(event.bot_id, setTimeout(async () => {
       pending.current.delete(event.bot_id);
       try {
         const { bot } = await api<{ bot: BotStatus }>(`/api/bots/${encodeURIComponent(event.bot_id)}`);
@@ -84,7 +85,7 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
       } catch {
         // Removed meanwhile: the next reading of the table drops it.
       }
-    }, 200);
+    }, 200));
   });
 
   useEffect(() => {
@@ -112,6 +113,7 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
   const first = Math.max(0, Math.floor(scrollTop / ROW_HEIGHT) - OVERSCAN);
   const end = Math.min(shown.length, Math.ceil((scrollTop + viewHeight) / ROW_HEIGHT) + OVERSCAN);
   const crashLooping = [...bots.values()].filter((bot) => bot.state === 'crash-looping').length;
+  const unhealthy = [...bots.values()].filter((bot) => bot.health.status === 'unhealthy').length;
 
   const header = (key: SortKey, label: string) => (
     <th scope="col" aria-sort={sort.key === key ? (sort.descending ? 'descending' : 'ascending') : 'none'}>
@@ -128,6 +130,7 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
         <h1 id="fleet-title">
           Bots <span class="count">{shown.length === bots.size ? bots.size : `${shown.length} of ${bots.size}`}</span>
           {crashLooping > 0 && <span class="badge crash-looping">{crashLooping} crash-looping</span>}
+          {unhealthy > 0 && <span class="badge health-unhealthy">{unhealthy} unhealthy</span>}
         </h1>
         <label>
           Search <input type="search" value={search} placeholder="bot id or owner" onInput={(e) => setSearch(e.currentTarget.value)} />
@@ -172,7 +175,7 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
                   </td>
                   <td>{bot.user_id ?? '—'}</td>
                   <td>
-                    <span class={`badge ${bot.state}`}>{bot.state}</span>
+                    <span class={`badge ${bot.state}`}>{bot.state}</span> <HealthBadge health={bot.health} />
                   </td>
                   <td>{bot.uptime ?? '—'}</td>
                   <td class="number">

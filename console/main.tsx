@@ -67,6 +67,7 @@ function App() {
   const [signIn, setSignIn] = useState<string>();
   const [theme, setTheme] = useState<Theme>((localStorage.getItem('theme') as Theme | null) ?? 'auto');
   const [generation, setGeneration] = useState(0);
+  const [leaving, setLeaving] = useState(false);
 
   useEffect(() => {
     const follow = () => setRoute(routeOf(location.hash));
@@ -86,8 +87,13 @@ function App() {
     }
     return false;
   };
+  // The pages leave first (their streams close, their pending reads are dropped), then the session ends: no
+  // read of theirs goes out on a session already ended.
   const signOut = async () => {
+    setLeaving(true);
+    await new Promise((resolve) => setTimeout(resolve, 0));
     await api('/api/session', { method: 'DELETE' }).catch(() => undefined);
+    setLeaving(false);
     setSignIn('Signed out.');
   };
 
@@ -119,7 +125,9 @@ function App() {
         </button>
       </header>
       <main id="main" key={generation}>
-        {signIn !== undefined ? (
+        {leaving ? (
+          <p>Signing out…</p>
+        ) : signIn !== undefined ? (
           <SignIn
             reason={signIn}
             onSignedIn={() => {

@@ -1,7 +1,7 @@
 import { useEffect, useRef } from 'preact/hooks';
 import type { BotEvent } from './api.js';
 
-export const EVENT_TYPES = ['started', 'exited', 'crash-looping', 'recovered', 'operation'] as const;
+export const EVENT_TYPES = ['started', 'exited', 'crash-looping', 'recovered', 'operation', 'unhealthy', 'restarted'] as const;
 
 /** The stream's address, resuming after `cursor` when there is one. */
 function resumed(url: string, cursor: string | undefined): string {

@@ -36,6 +36,9 @@ const CONNECT_RETRY_MAX_MS = 2_000;
 /** How long a call keeps trying to connect at most, within its deadline: a replacement takes seconds, an agent that is gone does not come back. */
 const CONNECT_RETRY_FOR_MS = 15_000;
 /** Failures of opening a connection that a moment may mend. */
+/** How often `beatWhile` beats unless told, and the ttl it asks for: three beats to a ttl (docs/api.md §13). */
+const HEARTBEAT_EVERY_MS = 10_000;
+const HEARTBEAT_TTL_S = 30;
 const NOT_CONNECTED = new Set(['UND_ERR_CONNECT_TIMEOUT', 'ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
 
 /** A failed call: the agent's `msg` and HTTP status, or no status when the agent could not be reached. */
@@ -156,6 +159,34 @@ export class BotAgentClient {
   /** Restarts this bot; the answer comes before the restart, which then ends this process. */
   async selfRestart(): Promise<string> {
     return (await this.call<{ message: string }>('POST', '/api/bots/self/restart', undefined, { 'X-Bot-ID': this.botId })).message;
+  }
+
+  /**
+   * Tells the agent this bot is well (docs/api.md §13); without another beat within `ttlS` (30 unless given,
+   * or the bot's own from its creation) it is unhealthy, and the watchdog restarts it after its grace.
+   */
+  async heartbeat(ttlS?: number): Promise<string> {
+    const body = ttlS === undefined ? {} : { ttl_s: ttlS };
+    return (await this.call<{ message: string }>('POST', '/api/bots/self/heartbeat', body, { 'X-Bot-ID': this.botId })).message;
+  }
+
+  /**
+   * Beats every `everyMs` (10 s unless given) while `healthy()` says so (e.g. while the gateway is connected),
+   * until `signal` aborts: when it stops saying so, the agent sees the bot go unhealthy `ttlS` later. A beat
+   * that fails is tried again at the next tick (and handed to `onError`). Resolves once `signal` aborts.
+   */
+  async beatWhile(
+    healthy: () => boolean | Promise<boolean>,
+    { everyMs = HEARTBEAT_EVERY_MS, ttlS = HEARTBEAT_TTL_S, signal, onError }: { everyMs?: number; ttlS?: number; signal?: AbortSignal; onError?: (err: unknown) => void } = {},
+  ): Promise<void> {
+    while (!signal?.aborted) {
+      try {
+        if (await healthy()) await this.heartbeat(ttlS);
+      } catch (err) {
+        onError?.(err);
+      }
+      await sleep(everyMs, undefined, { signal }).catch(() => undefined);
+    }
   }
 
   async restart(): Promise<string> {

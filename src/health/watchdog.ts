@@ -90,7 +90,7 @@ export class Watchdog {
   /** The bot's health as the watchdog last judged it (within a second), without its output: the console's table. */
   lastJudged(botId: string): HealthView {
     const verdict = this.verdicts.get(botId);
-    return verdict ? { status: verdict.status, check: verdict.check, since: new Date(verdict.sinceMs).toISOString(), output: null } : NONE;
+    return verdict ? { status: verdict.status, check: verdict.check, since: sinceOf(verdict), output: null } : NONE;
   }
 
   /** Running bots by health, as last judged. */
@@ -147,7 +147,7 @@ export class Watchdog {
 
   private view(botId: string, verdict: Verdict, checkOutput: string | null, now: number): HealthView {
     const output = verdict.check === 'heartbeat' ? heartbeatOutput(verdict, now) : verdict.status === 'healthy' || verdict.status === 'none' ? null : checkOutput;
-    return { status: verdict.status, check: verdict.check, since: new Date(verdict.sinceMs).toISOString(), output };
+    return { status: verdict.status, check: verdict.check, since: sinceOf(verdict), output };
   }
 
   /** The `unhealthy` event, with the failing check's output (one inspection of the bot). */
@@ -189,4 +189,9 @@ export class Watchdog {
 function heartbeatOutput(verdict: Verdict, now: number): string | null {
   if (verdict.lastBeatMs === undefined) return null;
   return `no heartbeat for ${Math.round((now - verdict.lastBeatMs) / 1000)} s (since ${new Date(verdict.lastBeatMs).toISOString()})`;
+}
+
+/** Since when a verdict holds; none without a check. */
+function sinceOf(verdict: Verdict): string | null {
+  return verdict.status === 'none' ? null : new Date(verdict.sinceMs).toISOString();
 }

@@ -365,3 +365,34 @@ test('while no agent listens (refused) and while a connection neither opens nor 
   t.is((await t.throwsAsync(nobody.logs(1), { instanceOf: BotAgentError })).status, undefined);
   t.true(Date.now() - gaveUp < 3_000, `gave up after ${Date.now() - gaveUp} ms`);
 });
+
+test('heartbeat() and beatWhile(): beats while the condition holds make the bot healthy by its heartbeats; the platform may not beat', async (t) => {
+  const driver = new MemoryDriver();
+  driver.add({ id: BOT, ownerId: 'user_5' });
+  const botTokens = BotTokens.open(':memory:');
+  const started = await startAgent(driver, { identity: 'token', botTokens });
+  t.teardown(started.close);
+  const agentUrl = `http://127.0.0.1:${(started.server.address() as AddressInfo).port}`;
+  const client = await BotAgentClient.create({ agentUrl, env: { BOT_ID: BOT, USER_ID: 'user_5', PLATFORM_AGENT_TOKEN: botTokens.sign(BOT) } });
+  t.regex(await client.heartbeat(60), new RegExp(`Heartbeat of bot ${BOT} taken`));
+  t.like(started.heartbeats.latest(BOT), { botId: BOT, ttlMs: 60_000 });
+
+  let connected = true;
+  const stop = new AbortController();
+  const beating = client.beatWhile(() => connected, { everyMs: 50, ttlS: 5, signal: stop.signal });
+  t.true(await eventually(() => started.heartbeats.latest(BOT)?.ttlMs === 5_000, 2_000));
+  t.like((await client.status()).health, { status: 'healthy', check: 'heartbeat' });
+  // The condition no longer holds: no more beats.
+  connected = false;
+  await new Promise((resolve) => setTimeout(resolve, 120));
+  const last = started.heartbeats.latest(BOT)?.atMs;
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.is(started.heartbeats.latest(BOT)?.atMs, last, 'a beat came while the condition did not hold');
+  stop.abort();
+  await beating;
+
+  // Without the token, from the host itself, the caller is the platform, which has no heartbeat.
+  const platform = await BotAgentClient.create({ agentUrl, env: { BOT_ID: BOT } });
+  const refused = await t.throwsAsync(platform.heartbeat(), { instanceOf: BotAgentError });
+  t.true(refused.status === 403, refused.message);
+});

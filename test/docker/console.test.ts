@@ -103,6 +103,28 @@ test.serial('the fleet lists the running bots; a bot that begins crash-looping s
   await page.close();
 });
 
+test.serial('a bot whose health check starts failing shows unhealthy in the fleet within 5 s, unreloaded, and its page says why', async (t) => {
+  const bot = await fixture.runBot({ healthcheck: 'test -f /tmp/ok || { echo "no gateway"; exit 1; }', script: `touch /tmp/ok; ${IDLE_BOT}` });
+  const page = await browser.newPage();
+  const problems = watchPage(page);
+  await openFleet(page, loopback.url);
+  await row(page, bot).locator('.badge.health-healthy').waitFor({ timeout: 15_000 });
+  await fixture.exec(bot, 'rm /tmp/ok');
+  // The engine says so after two failed checks a second apart; the page is timed from then.
+  t.true(await eventually(async () => (await bot.container.inspect()).State.Health?.Status === 'unhealthy', 15_000, 50));
+  const marked = Date.now();
+  await row(page, bot).locator('.badge.health-unhealthy').waitFor({ timeout: 15_000 });
+  const shownAfter = Date.now() - marked;
+  t.log(`unhealthy shown ${shownAfter} ms after the engine marked it`);
+  t.true(shownAfter < 5_000, `shown after ${shownAfter} ms`);
+  await row(page, bot).getByRole('link').click();
+  await page.getByTestId('health-output').getByText(/no gateway/).waitFor();
+  t.deepEqual(problems, []);
+  await page.close();
+  // Left unhealthy, the watchdog would restart it in 30 s: this test is done with it before that.
+  await bot.container.remove({ force: true });
+});
+
 test.serial('a line the bot prints appears in the live tail within 1 s; the tail follows the bot across a restart made with the page\'s button; stop and start from the page change the real container', async (t) => {
   const bot = await fixture.runBot({ script: IDLE_BOT.replace('; while', '; echo first run; while') });
   const page = await browser.newPage();

@@ -8,6 +8,7 @@ import { call } from '../helpers/http-client.js';
 import { runAgentProcess, webhookReceiver } from '../helpers/agent-process.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { openStream } from '../helpers/sse-client.js';
+import { HEALTH_GRACE_LABEL } from '../../src/runtime/labels.js';
 
 // Two agents over the real engine keeping one history in a real PostgreSQL database (AGENT_DATABASE_URL,
 // docs/api.md §11): whichever answers, the same records, state and events, with the same cursors, and one
@@ -123,4 +124,31 @@ test.serial('a webhook receiver gets every event of a bot, in order, none missin
   const firsts = [...new Set(got())];
   t.deepEqual(firsts, ids, 'in order, each at least once');
   t.true(hooks.received.every((delivery) => delivery.signatureOk));
+});
+
+test('a bot unhealthy past its grace is restarted by exactly one of the two agents, once (docs/api.md §13)', async (t) => {
+  // Its check fails from the start, and in every run after (the file it wants never comes).
+  const bot = await fixture.runBot({ healthcheck: 'test -f /tmp/never || { echo stuck; exit 1; }', labels: { [HEALTH_GRACE_LABEL]: '5' } });
+  const streams = await Promise.all([one, other].map((agent) => openStream(agent.server, `/api/bots/${bot.id}/events`)));
+  const restarted = await streams[0]!.next((event) => event.event === 'restarted', 30_000);
+  t.like(restarted.data, { reason: 'unhealthy', check: 'exec', output: 'stuck' });
+  await streams[1]!.next((event) => event.id === restarted.id, 5_000);
+  const firstRun = restarted.data.at as string;
+  // Each agent's watchdog saw the bot past its grace; their claims of the run were one: one restart of it, by one.
+  const restartsBy = async (agent: TestAgent) => {
+    const text = (await call(agent.server, '/metrics')).text;
+    return Number(/bot_agent_watchdog_restarts_total\{check="exec"\} (\d+)/.exec(text)?.[1] ?? 0);
+  };
+  t.true(await eventually(async () => (await fixture.restartEvents(bot, Math.floor(Date.parse(firstRun) / 1000) - 1)) >= 1, 15_000, 200));
+  await new Promise((resolve) => setTimeout(resolve, 2_000));
+  t.is(await fixture.restartEvents(bot, Math.floor(Date.parse(firstRun) / 1000) - 1), 1, 'the engine restarted it once');
+  t.deepEqual((await Promise.all([restartsBy(one), restartsBy(other)])).sort(), [0, 1], 'one agent claimed it, the other did not');
+  t.is(streams[0]!.events.filter((event) => event.event === 'restarted' && Date.parse(String(event.data.at)) < Date.parse(firstRun) + 4_000).length, 1);
+  // Whichever agent wrote the run's end, it is an end for the bot's health: both agents answer it so.
+  const exitsFrom = async (agent: TestAgent) => (await call(agent.server, `/api/bots/${bot.id}/exits`)).body?.exits as Array<Record<string, unknown>>;
+  t.true(await eventually(async () => (await exitsFrom(one)).length >= 1, 15_000, 100));
+  t.like((await exitsFrom(one))[0], { requested: false, unhealthy: { check: 'exec', output: 'stuck' } });
+  t.deepEqual((await exitsFrom(one))[0], (await exitsFrom(other))[0]);
+  for (const stream of streams) stream.close();
+  await bot.container.remove({ force: true });
 });

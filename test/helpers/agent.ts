@@ -4,6 +4,7 @@ import { pino } from 'pino';
 import { assembleAgent } from '../../src/agent.js';
 import type { AgentConfig } from '../../src/agent.js';
 import type { BotTokenVerifier } from '../../src/identity/bot-tokens.js';
+import type { Heartbeats } from '../../src/health/heartbeats.js';
 import type { BotHistory } from '../../src/history/bot-history.js';
 import type { BotLifecycle } from '../../src/lifecycle/bot-lifecycle.js';
 import type { BotLocks } from '../../src/runtime/bot-locks.js';
@@ -37,6 +38,8 @@ export interface TestAgent {
   lifecycle: BotLifecycle;
   /** Its exit records and events. */
   history: BotHistory;
+  /** The heartbeats it took (docs/api.md §13). */
+  heartbeats: Heartbeats;
   close(): Promise<void>;
 }
 
@@ -66,6 +69,7 @@ export async function startAgent(
     server,
     lifecycle: made.lifecycle,
     history: made.history,
+    heartbeats: made.heartbeats,
     close: async () => {
       server.closeAllConnections();
       server.close();

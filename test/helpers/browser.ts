@@ -26,7 +26,13 @@ export function watchPage(page: Page, { expected = [] }: { expected?: RegExp[] }
   });
   page.on('response', (response) => {
     const line = `${response.status()} ${response.request().method()} ${response.url()}`;
-    if (response.status() >= 400 && unexpected(line)) problems.push(`answered ${line}`);
+    if (response.status() < 400 || !unexpected(line)) return;
+    // What the agent said, so that a refusal seen once says which check made it.
+    const index = problems.push(`answered ${line}`) - 1;
+    void response.text().then(
+      (body) => (problems[index] = `answered ${line}: ${body.slice(0, 300)}`),
+      () => undefined,
+    );
   });
   return problems;
 }

@@ -35,6 +35,10 @@ export interface BotSpec {
   restartPolicy?: string;
   /** The bot id to use again (a bot recreated); a fresh one by default. */
   id?: string;
+  /** A HEALTHCHECK: a shell command, run every second, unhealthy after two failures. */
+  healthcheck?: string;
+  /** Further labels (e.g. the watchdog's grace). */
+  labels?: Record<string, string>;
 }
 
 export interface TestBot {
@@ -94,7 +98,7 @@ export class DockerFixture {
   /** Creates (and by default starts) a bot container on the file's network. */
   async runBot(spec: BotSpec = {}): Promise<TestBot> {
     const id = spec.id ?? this.newBotId();
-    const labels: Record<string, string> = { 'bot-agent-test': this.runId, [OWNER_LABEL]: spec.owner ?? 'user_1' };
+    const labels: Record<string, string> = { ...spec.labels, 'bot-agent-test': this.runId, [OWNER_LABEL]: spec.owner ?? 'user_1' };
     if (spec.labelled !== false) labels[BOT_LABEL] = id;
     const container = await this.docker.createContainer({
       name: id,
@@ -103,6 +107,7 @@ export class DockerFixture {
       Tty: spec.tty ?? false,
       Labels: labels,
       StopTimeout: spec.stopTimeout,
+      Healthcheck: spec.healthcheck === undefined ? undefined : { Test: ['CMD-SHELL', spec.healthcheck], Interval: 1e9, Timeout: 1e9, Retries: 2 },
       HostConfig: {
         NetworkMode: (await this.network()).name,
         NanoCpus: spec.cpus === undefined ? undefined : Math.round(spec.cpus * 1e9),

@@ -11,9 +11,10 @@ test('a refusal in plain words: 429 and 409 say what to do, the agent\'s own tex
 });
 
 test('how a run ended, in a few words', (t) => {
-  const exit = { at: '', started_at: null, exit_code: 137, signal: 'SIGKILL', oom_killed: true, requested: false };
+  const exit = { at: '', started_at: null, exit_code: 137, signal: 'SIGKILL', oom_killed: true, requested: false, unhealthy: null };
   t.is(exitReason(exit), 'code 137, SIGKILL, out of memory, crashed');
   t.is(exitReason({ ...exit, exit_code: 0, signal: null, oom_killed: false, requested: true }), 'code 0, asked for');
   t.is(exitReason({ ...exit, exit_code: null, signal: null, oom_killed: false }), 'no code, crashed');
+  t.is(exitReason({ ...exit, exit_code: 143, signal: 'SIGTERM', oom_killed: false, unhealthy: { check: 'heartbeat', output: null } }), 'code 143, SIGTERM, restarted unhealthy (heartbeat)');
   t.is(exitReason(null), '—');
 });

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from typing import Callable, List
 
@@ -92,5 +93,37 @@ def test_the_asyncio_client_reads_and_follows_alike(say: Callable[[str], None]) 
                 if item.get("type") == "log" and item["line"] == marker:
                     break
             assert marker in await agent.logs(20)
+
+    asyncio.run(asyncio.wait_for(run(), 30))
+
+
+def test_beats_while_the_condition_holds_make_this_bot_healthy_by_its_heartbeats(client: BotAgentClient) -> None:
+    connected = True
+    beats = client.beat_while(lambda: connected, every_s=0.5, ttl_s=5)
+    try:
+        assert eventually(lambda: client.status()["health"]["status"] == "healthy")
+        health = client.status()["health"]
+        assert health["check"] == "heartbeat"
+        assert health["output"] is None
+        assert beats.beats >= 1 and beats.failures == 0
+        connected = False
+        time.sleep(1.0)
+        counted = beats.beats
+        time.sleep(1.5)
+        assert beats.beats == counted, "a beat went out while the condition did not hold"
+    finally:
+        beats.stop()
+        # One long beat, so that the watchdog leaves this bot be while the other tests run in it.
+        client.heartbeat(ttl_s=3600)
+
+
+def test_the_asyncio_client_beats_too(client: BotAgentClient) -> None:
+    async def run() -> None:
+        async with await AsyncBotAgentClient.from_env() as agent:
+            assert os.environ["BOT_ID"] in await agent.heartbeat(3600)
+            task = agent.beat_while(lambda: True, every_s=0.2, ttl_s=3600)
+            await asyncio.sleep(0.5)
+            task.cancel()
+            assert (await agent.status())["health"]["status"] == "healthy"
 
     asyncio.run(asyncio.wait_for(run(), 30))

@@ -9,6 +9,9 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Tuple, TypedDict, Union, cast
 
+#: How often the background heartbeat beats unless told, and the ttl it asks for: three beats to a ttl.
+HEARTBEAT_EVERY_S = 10.0
+HEARTBEAT_TTL_S = 30
 #: The agent sends ``: ping`` at least every 15 s: this long without a byte means the connection is gone.
 STREAM_SILENCE_S = 45.0
 #: Reconnection delays of an event stream: from 1 s, doubling, to at most 30 s.
@@ -97,7 +100,7 @@ class LogLine(TypedDict):
     at: str
 
 
-#: One event: ``id``, ``type`` (started, exited, crash-looping, recovered, operation), ``bot_id``, ``at`` and
+#: One event: ``id``, ``type`` (started, exited, crash-looping, recovered, operation, unhealthy, restarted), ``bot_id``, ``at`` and
 #: what the type adds (``exit`` for exited; ``operation``, ``result`` and ``by`` for operation).
 BotEvent = Dict[str, Any]
 
@@ -242,6 +245,10 @@ class Calls:
 
     def self_restart(self) -> Call:
         return Call("POST", "/api/bots/self/restart", "message", headers={"X-Bot-ID": self._settings.bot_id})
+
+    def heartbeat(self, ttl_s: Optional[int]) -> Call:
+        body: Dict[str, Any] = {} if ttl_s is None else {"ttl_s": int(ttl_s)}
+        return Call("POST", "/api/bots/self/heartbeat", "message", body, headers={"X-Bot-ID": self._settings.bot_id})
 
     def lifecycle(self, operation: Literal["restart", "stop", "start"]) -> Call:
         if not self._settings.user_id:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Union, cast
 
@@ -12,6 +13,8 @@ import httpx
 from ._common import (
     CONNECT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
+    HEARTBEAT_EVERY_S,
+    HEARTBEAT_TTL_S,
     PROBE_TIMEOUT_S,
     STREAM_SILENCE_S,
     BotAgentError,
@@ -91,6 +94,31 @@ class AsyncBotAgentClient:
     async def self_restart(self) -> str:
         """Restarts this bot; the answer comes before the restart, which then ends this process."""
         return str(await self._ask(self._calls.self_restart()))
+
+    async def heartbeat(self, ttl_s: Optional[int] = None) -> str:
+        """Tells the agent this bot is well; without another beat within ``ttl_s`` (30 unless given, or the
+        bot's own from its creation) it is unhealthy, and the watchdog restarts it after its grace."""
+        return str(await self._ask(self._calls.heartbeat(ttl_s)))
+
+    def beat_while(
+        self, healthy: Callable[[], Union[bool, Awaitable[bool]]], every_s: float = HEARTBEAT_EVERY_S, ttl_s: int = HEARTBEAT_TTL_S
+    ) -> "asyncio.Task[None]":
+        """Beats every ``every_s`` seconds, in a task, while ``healthy()`` says so (e.g. while the gateway is
+        connected): cancel the task to stop. A beat that fails is tried again at the next tick."""
+
+        async def beat() -> None:
+            while True:
+                try:
+                    verdict = healthy()
+                    if await verdict if inspect.isawaitable(verdict) else verdict:
+                        await self.heartbeat(ttl_s)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # noqa: BLE001 - a beat that failed (or a check that threw) is tried at the next tick
+                    pass
+                await asyncio.sleep(every_s)
+
+        return asyncio.get_running_loop().create_task(beat(), name="bot-agent-heartbeat")
 
     async def restart(self) -> str:
         """Restarts this bot (as its owner USER_ID); from inside the bot, answered before it happens."""

@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -15,6 +16,8 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Union
 from ._common import (
     CONNECT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
+    HEARTBEAT_EVERY_S,
+    HEARTBEAT_TTL_S,
     PROBE_TIMEOUT_S,
     STREAM_SILENCE_S,
     BotAgentError,
@@ -136,6 +139,17 @@ class BotAgentClient:
         """Restarts this bot; the answer comes before the restart, which then ends this process."""
         return str(self._ask(self._calls.self_restart()))
 
+    def heartbeat(self, ttl_s: Optional[int] = None) -> str:
+        """Tells the agent this bot is well; without another beat within ``ttl_s`` (30 unless given, or the
+        bot's own from its creation) it is unhealthy, and the watchdog restarts it after its grace."""
+        return str(self._ask(self._calls.heartbeat(ttl_s)))
+
+    def beat_while(self, healthy: Callable[[], bool], every_s: float = HEARTBEAT_EVERY_S, ttl_s: int = HEARTBEAT_TTL_S) -> "Heartbeat":
+        """Beats every ``every_s`` seconds, in a daemon thread, while ``healthy()`` says so (e.g. while the
+        gateway is connected): when it stops saying so, or the thread is stopped, the beats stop and the agent
+        sees the bot go unhealthy ``ttl_s`` later. A beat that fails is tried again at the next tick."""
+        return Heartbeat(self, healthy, every_s, ttl_s)
+
     def restart(self) -> str:
         """Restarts this bot (as its owner USER_ID); from inside the bot, answered before it happens."""
         return str(self._ask(self._calls.lifecycle("restart")))
@@ -232,3 +246,29 @@ class BotAgentClient:
                 yield from messages(line.decode("utf-8") for line in reply)
             except (OSError, ValueError) as err:
                 raise BotAgentError(f"the agent's stream at {self.agent_url} broke off ({err})") from None
+
+
+class Heartbeat:
+    """The beats :meth:`BotAgentClient.beat_while` sends, in a daemon thread, until :meth:`stop`."""
+
+    def __init__(self, client: BotAgentClient, healthy: Callable[[], bool], every_s: float, ttl_s: int) -> None:
+        self.beats = 0
+        self.failures = 0
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(client, healthy, every_s, ttl_s), name="bot-agent-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _run(self, client: BotAgentClient, healthy: Callable[[], bool], every_s: float, ttl_s: int) -> None:
+        while not self._stopped.is_set():
+            try:
+                if healthy():
+                    client.heartbeat(ttl_s)
+                    self.beats += 1
+            except Exception:  # noqa: BLE001 - a beat that failed (or a check that threw) is tried at the next tick
+                self.failures += 1
+            self._stopped.wait(every_s)
+
+    def stop(self) -> None:
+        """Stops beating; the agent sees the bot go unhealthy once its last beat's ttl has passed."""
+        self._stopped.set()
+        self._thread.join()
