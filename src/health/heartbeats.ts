@@ -17,7 +17,8 @@ export class Heartbeats {
   private readonly beats = new Map<string, Beat>();
   /** Beats taken here since the last round, to hand on. */
   private readonly taken = new Map<string, Beat>();
-  private readSinceMs = 0;
+  /** The newest round of the shared beats read so far. */
+  private roundRead = 0;
   private timer: NodeJS.Timeout | undefined;
   private round: Promise<void> = Promise.resolve();
 
@@ -74,10 +75,9 @@ export class Heartbeats {
     this.taken.clear();
     try {
       if (out.length > 0) await shared.shareBeats(out);
-      // Read from a little before the last round: a beat another agent wrote late is not skipped.
-      const since = this.readSinceMs;
-      this.readSinceMs = Date.now() - 2 * BEATS_SHARED_EVERY_MS;
-      for (const beat of await shared.beatsSince(since)) {
+      const { beats, round } = await shared.beatsAfter(this.roundRead);
+      this.roundRead = round;
+      for (const beat of beats) {
         const known = this.beats.get(beat.botId);
         if (!known || known.atMs < beat.atMs) this.beats.set(beat.botId, beat);
       }

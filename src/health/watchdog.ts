@@ -83,7 +83,7 @@ export class Watchdog {
     const startedAtMs = info.startedAt.getTime();
     const known = this.verdicts.get(info.id);
     const sinceMs = known?.status === info.health.status ? known.sinceMs : startedAtMs;
-    const verdict = this.judge({ botId: info.id, startedAtMs, status: info.health.status, sinceMs, policy: info.healthPolicy }, now);
+    const verdict = this.judge({ botId: info.id, startedAtMs, status: info.health.status, sinceMs, policy: info.healthPolicy, createdAtMs: info.createdAt?.getTime() }, now);
     return this.view(info.id, verdict, info.health.output, now);
   }
 
@@ -130,7 +130,9 @@ export class Watchdog {
 
   /** A running bot's verdict: heartbeats that stopped come first, then the runtime's check. */
   private judge(bot: RunningHealth, now: number): Verdict {
-    const beat = this.heartbeats.latest(bot.botId);
+    const latest = this.heartbeats.latest(bot.botId);
+    // A beat from before the bot was made was an earlier bot's of the same id (removed, made again).
+    const beat = latest !== undefined && latest.atMs >= (bot.createdAtMs ?? 0) ? latest : undefined;
     const ttlMs = beat === undefined ? bot.policy.heartbeatTtlMs : (beat.ttlMs ?? bot.policy.heartbeatTtlMs ?? DEFAULT_HEARTBEAT_TTL_S * 1000);
     if (ttlMs !== undefined) {
       // A beat of an earlier run does not speak for this one: the run's start is where waiting begins.

@@ -14,6 +14,8 @@ export interface BotInfo {
   readonly health: RuntimeHealth;
   /** What its creator asked of the watchdog (labels or annotations). */
   readonly healthPolicy: HealthPolicy;
+  /** When this bot (its container, its Deployment) was made: a heartbeat older than that was an earlier bot's of the same id. */
+  readonly createdAt?: Date | undefined;
 }
 
 /** A bot's health as a check says it (docs/api.md §13). */
@@ -43,6 +45,8 @@ export interface RunningHealth {
   /** When the check last changed to this status (ms); the run's start when it never did. */
   readonly sinceMs: number;
   readonly policy: HealthPolicy;
+  /** When the bot was made (ms): heartbeats from before then were an earlier bot's. */
+  readonly createdAtMs?: number | undefined;
 }
 
 /** A run of a bot that began. */

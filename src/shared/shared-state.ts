@@ -35,8 +35,8 @@ export interface Beat {
 export interface SharedBeats {
   /** Keeps each bot's beat unless a newer one is kept. */
   shareBeats(beats: readonly Beat[]): Promise<void>;
-  /** The beats kept later than `sinceMs`. */
-  beatsSince(sinceMs: number): Promise<Beat[]>;
+  /** The beats written after the round `round` (0: all), and the newest round among them. */
+  beatsAfter(round: number): Promise<{ beats: Beat[]; round: number }>;
 }
 
 /** How long what another agent may have changed (a bot's removal, a session's end), as read, is used. */

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { agentFor } from '../helpers/agent.js';
+import { agentFor, startAgent } from '../helpers/agent.js';
 import { call } from '../helpers/http-client.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
 
@@ -75,4 +75,26 @@ test("a bot's logs read of many lines counts as one read for each started 1,000"
   const big = () => call(server, '/api/bots/logs', { body: { bot_id: SELF.id, lines: 10_000 }, from: SELF.address });
   for (let i = 0; i < 4; i += 1) t.is((await big()).status, 200, `read ${i + 1}`);
   t.is((await big()).status, 429);
+});
+
+test('a flood of heartbeats from one bot: past its read rate each is a 429, it holds one entry, and no runtime call is made for any', async (t) => {
+  const driver = new MemoryDriver();
+  driver.add({ ...SELF });
+  const started = await startAgent(driver, { readRate: 5 });
+  t.teardown(started.close);
+  const beat = () => call(started.server, '/api/bots/self/heartbeat', { body: { ttl_s: 30 }, from: SELF.address });
+  const replies = await Promise.all(Array.from({ length: 50 }, beat));
+  const taken = replies.filter((reply) => reply.status === 200).length;
+  t.true(taken >= 5 && taken <= 11, `${taken} beats taken at once with a rate of 5 a second (bursts of 10)`);
+  for (const reply of replies.filter((reply) => reply.status !== 200)) {
+    t.is(reply.status, 429);
+    t.regex(String(reply.body?.msg), /too many reads/);
+  }
+  t.is(started.heartbeats.size, 1);
+  t.deepEqual(driver.calls.filter((call) => !call.startsWith('botAtAddress')), [], 'a beat asks the runtime nothing but who calls');
+  // Bad input is a 400 that names it, before anything else.
+  for (const body of [{ ttl_s: 4 }, { ttl_s: 3601 }, { ttl_s: '30' }, { ttl_s: 1.5 }, []]) {
+    const reply = await call(started.server, '/api/bots/self/heartbeat', { body, from: SELF.address });
+    t.is(reply.status, 400, JSON.stringify(body));
+  }
 });

@@ -30,6 +30,8 @@ export interface IndexedBot {
   readonly healthSinceMs: number;
   /** What its labels ask of the watchdog. */
   readonly healthPolicy: HealthPolicy;
+  /** When the container was made (ms). */
+  readonly createdAtMs: number;
 }
 
 /** Container events after which a container no longer holds its addresses. */
@@ -254,7 +256,7 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     const status = running ? healthInStatusLine(container.Status) : 'none';
     // A verdict the index held already keeps the time it saw it come.
     const healthSinceMs = known?.running && running && known.health === status ? known.healthSinceMs : Date.now();
-    const health = { health: status, healthSinceMs, healthPolicy: healthPolicyOf(container.Labels) };
+    const health = { health: status, healthSinceMs, healthPolicy: healthPolicyOf(container.Labels), createdAtMs: container.Created * 1000 };
     if (known && (known.running || !running)) {
       return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: known.tty, startedAt: running ? known.startedAt : undefined, ...health };
     }
@@ -303,5 +305,6 @@ function indexedFrom(info: ContainerInspectInfo): IndexedBot | undefined {
     health,
     healthSinceMs: health === 'starting' && startedAt ? startedAt.getTime() : Date.now(),
     healthPolicy: healthPolicyOf(info.Config.Labels),
+    createdAtMs: Date.parse(info.Created),
   };
 }

@@ -68,7 +68,7 @@ class DockerDriver implements RuntimeDriver {
     const health: RunningHealth[] = [];
     for (const bot of this.index.all() ?? []) {
       if (!bot.running || bot.startedAt === undefined) continue;
-      health.push({ botId: bot.botId, startedAtMs: bot.startedAt.getTime(), status: bot.health, sinceMs: bot.healthSinceMs, policy: bot.healthPolicy });
+      health.push({ botId: bot.botId, startedAtMs: bot.startedAt.getTime(), status: bot.health, sinceMs: bot.healthSinceMs, policy: bot.healthPolicy, createdAtMs: bot.createdAtMs });
     }
     return health;
   }
@@ -93,6 +93,7 @@ class DockerDriver implements RuntimeDriver {
       startedAt: running ? new Date(info.State.StartedAt) : undefined,
       health: running ? healthOf(info.State.Health) : { status: 'none', output: null },
       healthPolicy: healthPolicyOf(info.Config.Labels),
+      createdAt: new Date(info.Created),
     };
   }
 

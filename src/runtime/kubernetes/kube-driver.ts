@@ -131,7 +131,7 @@ class KubernetesDriver implements RuntimeDriver {
       if (!deployment || !pod) continue;
       const startedAtMs = runStartOf(pod).getTime();
       const { status, sinceMs } = podHealth(pod, defaultContainer(pod), startedAtMs);
-      health.push({ botId, startedAtMs, status, sinceMs, policy: healthPolicyOf(deployment.metadata?.annotations) });
+      health.push({ botId, startedAtMs, status, sinceMs, policy: healthPolicyOf(deployment.metadata?.annotations), createdAtMs: createdAtOf(deployment)?.getTime() });
     }
     return health;
   }
@@ -148,6 +148,7 @@ class KubernetesDriver implements RuntimeDriver {
       startedAt,
       health: { status, output: null },
       healthPolicy: healthPolicyOf(deployment.metadata?.annotations),
+      createdAt: createdAtOf(deployment),
     };
   }
 
@@ -449,4 +450,10 @@ export function botHolding(pods: readonly V1Pod[], address: string): string | un
 /** The Kubernetes driver, talking to the API server `kubeConfig` names, in `namespace`. */
 export function createKubernetesDriver(options: KubernetesDriverOptions): RuntimeDriver {
   return new KubernetesDriver(options);
+}
+
+/** When the bot's Deployment was made. */
+function createdAtOf(deployment: V1Deployment): Date | undefined {
+  const created = deployment.metadata?.creationTimestamp;
+  return created === undefined ? undefined : new Date(created);
 }

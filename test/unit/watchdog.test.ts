@@ -1,0 +1,108 @@
+import test from 'ava';
+import { pino } from 'pino';
+import { assembleAgent } from '../../src/agent.js';
+import type { Agent } from '../../src/agent.js';
+import type { StoredEvent } from '../../src/history/history-store.js';
+import { TEST_APP_CONFIG } from '../helpers/agent.js';
+import { eventually } from '../helpers/eventually.js';
+import { MemoryDriver } from '../helpers/memory-driver.js';
+import type { MemoryBot } from '../helpers/memory-driver.js';
+
+// The watchdog's judgement (docs/api.md §13), its clock in the test's hand: when a bot is unhealthy, when it
+// is restarted, and when it is left be. The real engine's tests (test/docker/health.test.ts) do it for real.
+
+const GRACE_MS = 10_000;
+
+function agentOver(driver: MemoryDriver, t: { teardown(fn: () => Promise<void>): void }, restartsUnhealthy = false): { agent: Agent; events: StoredEvent[] } {
+  Object.defineProperty(driver, 'restartsUnhealthy', { value: restartsUnhealthy });
+  const agent = assembleAgent({ driver, config: TEST_APP_CONFIG, logger: pino({ level: 'silent' }), statsSamples: 'off', watchdogTickMs: 'off' });
+  const events: StoredEvent[] = [];
+  agent.history.follow((event) => events.push(event));
+  t.teardown(() => agent.close());
+  return { agent, events };
+}
+
+function bot(driver: MemoryDriver, fields: Partial<MemoryBot> = {}): MemoryBot {
+  return driver.add({
+    id: `bot_1_${driver.bots.size}_wd`,
+    startedAt: new Date(Date.now() - 60_000),
+    healthPolicy: { graceMs: GRACE_MS, heartbeatTtlMs: undefined },
+    ...fields,
+  });
+}
+
+const named = (events: StoredEvent[], type: string, botId: string) => events.filter((event) => event.type === type && event.botId === botId);
+
+test('a bot whose beats stop: unhealthy once its ttl has passed (one event however often it is looked at), restarted once its grace has too, once per run', async (t) => {
+  const driver = new MemoryDriver();
+  const { agent, events } = agentOver(driver, t);
+  const quiet = bot(driver);
+  const now = Date.now();
+  agent.heartbeats.beat(quiet.id, 5_000, now);
+  agent.watchdog.tick(now + 4_000);
+  t.like(agent.watchdog.lastJudged(quiet.id), { status: 'healthy', check: 'heartbeat' });
+  for (const at of [now + 5_000, now + 6_000, now + 7_000]) agent.watchdog.tick(at);
+  t.true(await eventually(() => named(events, 'unhealthy', quiet.id).length === 1, 2_000));
+  t.like(JSON.parse(named(events, 'unhealthy', quiet.id)[0]!.data), { check: 'heartbeat', output: `no heartbeat for 5 s (since ${new Date(now).toISOString()})` });
+  t.is(driver.lifecycleCalls.length, 0, 'within its grace');
+  agent.watchdog.tick(now + 5_000 + GRACE_MS);
+  agent.watchdog.tick(now + 6_000 + GRACE_MS);
+  t.true(await eventually(() => driver.lifecycleCalls.length === 1, 2_000));
+  t.deepEqual(driver.lifecycleCalls, [`restart:${quiet.id}`]);
+  t.like(JSON.parse(named(events, 'restarted', quiet.id)[0]!.data), { reason: 'unhealthy', check: 'heartbeat', unhealthy_since: new Date(now + 5_000).toISOString() });
+  // Its new run has its ttl from its start to beat: until then it is starting, and not touched.
+  agent.watchdog.tick(Date.now() + 1_000);
+  t.like(agent.watchdog.lastJudged(quiet.id), { status: 'starting', check: 'heartbeat' });
+  await agent.lifecycle.drain();
+  t.is(driver.lifecycleCalls.length, 1);
+});
+
+test('a failing check past its grace is restarted; a healthy, a starting and a checkless bot never are, whatever the time', async (t) => {
+  const driver = new MemoryDriver();
+  const { agent, events } = agentOver(driver, t);
+  const now = Date.now();
+  const failing = bot(driver, { health: { status: 'unhealthy', output: 'gateway lost' }, healthSinceMs: now });
+  const others = [
+    bot(driver, { health: { status: 'healthy', output: null } }),
+    bot(driver, { health: { status: 'starting', output: null } }),
+    bot(driver),
+  ];
+  for (let at = now; at <= now + 3 * GRACE_MS; at += 1_000) agent.watchdog.tick(at);
+  t.true(await eventually(() => named(events, 'restarted', failing.id).length === 1, 2_000));
+  await agent.lifecycle.drain();
+  t.deepEqual(driver.lifecycleCalls, [`restart:${failing.id}`]);
+  t.like(JSON.parse(named(events, 'unhealthy', failing.id)[0]!.data), { check: 'exec', output: 'gateway lost' });
+  for (const other of others) t.is(named(events, 'unhealthy', other.id).length + named(events, 'restarted', other.id).length, 0);
+  t.deepEqual(agent.watchdog.counts(), { healthy: 1, unhealthy: 1, starting: 1, none: 1 });
+});
+
+test('where the runtime restarts for a failing check itself (the kubelet), the watchdog reports it and leaves the restart to it', async (t) => {
+  const driver = new MemoryDriver();
+  const { agent, events } = agentOver(driver, t, true);
+  const now = Date.now();
+  const failing = bot(driver, { health: { status: 'unhealthy', output: 'probe failed' }, healthSinceMs: now });
+  for (let at = now; at <= now + 3 * GRACE_MS; at += 1_000) agent.watchdog.tick(at);
+  t.true(await eventually(() => named(events, 'unhealthy', failing.id).length === 1, 2_000));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  t.deepEqual(driver.lifecycleCalls, []);
+  t.is(named(events, 'restarted', failing.id).length, 0);
+});
+
+test("a beat from before the bot was made was an earlier bot's of the same id: the new bot is not expected to beat", (t) => {
+  const driver = new MemoryDriver();
+  const { agent } = agentOver(driver, t);
+  const now = Date.now();
+  const remade = bot(driver);
+  agent.heartbeats.beat(remade.id, 5_000, now - 120_000);
+  const info = { id: remade.id, ownerId: 'user_1', running: true, startedAt: remade.startedAt, health: remade.health, healthPolicy: remade.healthPolicy };
+  t.like(agent.watchdog.healthOf({ ...info, createdAt: new Date(now - 90_000) }, now), { status: 'none', check: null, since: null });
+  t.like(agent.watchdog.healthOf(info, now), { status: 'unhealthy', check: 'heartbeat' }, 'the same beat, for a bot made before it');
+});
+
+test('a heartbeat is one entry in memory per bot, however many come', (t) => {
+  const driver = new MemoryDriver();
+  const { agent } = agentOver(driver, t);
+  const beating = bot(driver);
+  for (let i = 0; i < 10_000; i++) agent.heartbeats.beat(beating.id, null, Date.now());
+  t.is(agent.heartbeats.size, 1);
+});
