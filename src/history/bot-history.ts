@@ -217,7 +217,7 @@ export class BotHistory implements RunObserver {
     await this.keep(async (tx, kept) => {
       const before = kept.length;
       const since = new Date(unhealthySinceMs).toISOString();
-      await this.append(tx, kept, botId, 'restarted', new Date(), { reason: 'unhealthy', ...unhealthy, unhealthy_since: since }, undefined, watchdogKey(botId, runStartMs));
+      await this.append(tx, kept, botId, 'restarted', new Date(), { reason: 'unhealthy', by: 'watchdog', ...unhealthy, unhealthy_since: since }, undefined, watchdogKey(botId, runStartMs));
       claimed = kept.length > before;
     });
     return claimed;
@@ -466,6 +466,11 @@ export class BotHistory implements RunObserver {
           if (!(await tx.addExit(write.botId, record, write.key))) return;
           const { logs: _logs, ...exit } = record;
           await this.append(tx, kept, write.botId, 'exited', at, { exit }, write.key);
+          // The runtime's own restart for the bot's health (the kubelet's, on a failed liveness probe) is reported as the watchdog's is.
+          if (write.unhealthy) {
+            const fields = { reason: 'unhealthy', by: 'kubelet', ...write.unhealthy, unhealthy_since: null };
+            await this.append(tx, kept, write.botId, 'restarted', at, fields, write.key);
+          }
           if (record.requested) return;
           const crashes = await tx.crashesSince(write.botId, write.atMs - CRASH_WINDOW_MS);
           if (!isCrashLooping(crashes, write.atMs) || !(await tx.startCrashLoop(write.botId, write.atMs))) return;

@@ -1,5 +1,5 @@
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import type { KubeConfig, V1Deployment, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Event, KubeConfig, V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { LRUCache } from 'lru-cache';
 import { withDeadline } from './kube-deadline.js';
 import type { CallOptions } from './kube-deadline.js';
@@ -8,6 +8,7 @@ import type { BotSummary } from '../../provisioning/bot-spec.js';
 import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunningHealth, RunObserver, RuntimeDriver } from '../driver.js';
 import { healthPolicyOf } from '../health-policy.js';
 import { podHealth } from './kube-health.js';
+import { lastProbeFailure, livenessKill } from './kube-probe-events.js';
 import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { followPodLogs, readPodLogs } from './kube-logs.js';
@@ -141,12 +142,14 @@ class KubernetesDriver implements RuntimeDriver {
     const pod = desiredReplicas(deployment) > 0 ? await this.runningPod(botId) : undefined;
     const startedAt = pod && runStartOf(pod);
     const status = pod && startedAt ? podHealth(pod, defaultContainer(pod), startedAt.getTime()).status : 'none';
+    // What the probe said is in the pod's events: read only for a bot whose probe fails.
+    const output = status === 'unhealthy' && pod?.metadata?.name ? lastProbeFailure(await this.podEvents(pod.metadata.name)) : null;
     return {
       id: botId,
       ownerId: deployment.metadata?.annotations?.[OWNER_LABEL],
       running: pod !== undefined,
       startedAt,
-      health: { status, output: null },
+      health: { status, output },
       healthPolicy: healthPolicyOf(deployment.metadata?.annotations),
       createdAt: createdAtOf(deployment),
     };
@@ -159,6 +162,7 @@ class KubernetesDriver implements RuntimeDriver {
         readPodLogs(this.core, this.kubeConfig, { namespace: this.namespace, pod, container, previous }, lines),
       defaultContainer,
       this.report,
+      async (pod, startedMs, endedMs) => livenessKill(await this.podEvents(pod), startedMs, endedMs),
     );
     runs.watch(this.watchedPods);
   }
@@ -366,6 +370,17 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   /** One API server call under a deadline, its failure translated at this edge. */
+  /** A pod's events (the kubelet's word on its probes); none when they cannot be read (the Role lacks `events list`, a deadline). */
+  private async podEvents(pod: string): Promise<CoreV1Event[]> {
+    try {
+      const list = await this.api(undefined, (options) => this.core.listNamespacedEvent({ namespace: this.namespace, fieldSelector: `involvedObject.name=${pod}` }, options));
+      return list.items;
+    } catch (err) {
+      this.report('the events of a bot pod could not be read (its probes say nothing here)', err);
+      return [];
+    }
+  }
+
   private async api<T>(
     botId: string | undefined,
     call: (options: CallOptions) => Promise<T>,

@@ -17,6 +17,9 @@ export const OOM_REASON_WAIT_MS = 15_000;
 /** Reads the last lines of a pod's container: its current run, or its previous one. */
 export type PodLogsReader = (pod: string, container: string | undefined, previous: boolean, lines: number) => Promise<string>;
 
+/** Whether the kubelet ended a pod's run (from `startedMs` to `endedMs`) for a failed liveness probe, and what the probe said. */
+export type LivenessKills = (pod: string, startedMs: number | undefined, endedMs: number) => Promise<{ check: 'exec'; output: string | null } | undefined>;
+
 /** What the watch last saw of one pod. */
 interface PodRuns {
   /** Runs already reported as begun, by start time. */
@@ -50,6 +53,8 @@ export class KubeRunWatcher {
     private readonly readLogs: PodLogsReader,
     private readonly containerOf: (pod: V1Pod) => string | undefined,
     private readonly report: FaultReporter,
+    /** Asked of every end the kubelet made (not a deletion's): none, no end is taken for one of health. */
+    private readonly livenessKills: LivenessKills = async () => undefined,
   ) {}
 
   /** Follows the watched pods: when their watch first lists them, runs it reports again are recorded once (by their keys). */
@@ -100,13 +105,13 @@ export class KubeRunWatcher {
 
     // A run the kubelet ended and started again: its lines are the container's previous ones.
     const last = status.lastState?.terminated;
-    if (last) this.end(botId, uid, runs, last, false, () => linesOf(true));
+    if (last) this.end(botId, uid, name, runs, last, false, () => linesOf(true));
     const ended = status.state?.terminated;
     if (ended) {
       runs.running = undefined;
       // A pod being deleted may answer its lines empty once the kubelet has removed its container: the lines read
       // when the deletion began are then the run's.
-      this.end(botId, uid, runs, ended, deleting, async () => (await linesOf(false).catch(() => '')) || ((await runs.linesAtDeletion) ?? ''));
+      this.end(botId, uid, name, runs, ended, deleting, async () => (await linesOf(false).catch(() => '')) || ((await runs.linesAtDeletion) ?? ''));
     }
     const running = status.state?.running?.startedAt;
     if (running) {
@@ -146,7 +151,7 @@ export class KubeRunWatcher {
     }
   }
 
-  private end(botId: string, uid: string, runs: PodRuns, terminated: V1ContainerStateTerminated, requested: boolean, lines: () => Promise<string>): void {
+  private end(botId: string, uid: string, pod: string, runs: PodRuns, terminated: V1ContainerStateTerminated, requested: boolean, lines: () => Promise<string>): void {
     const startedAt = terminated.startedAt ? new Date(terminated.startedAt) : undefined;
     const runKey = `run:${startedAt?.toISOString() ?? terminated.containerID ?? ''}`;
     const oomKilled = terminated.reason === 'OOMKilled';
@@ -155,6 +160,8 @@ export class KubeRunWatcher {
     runs.ended.add(runKey);
     const at = terminated.finishedAt ? new Date(terminated.finishedAt) : new Date();
     const reason = !oomKilled && !requested && terminated.exitCode === 137 ? this.reasonLater(runs, runKey) : Promise.resolve(oomKilled);
+    // A kill for a failed liveness probe is the kubelet's word in the pod's events, which it writes before it kills.
+    const unhealthy = requested ? Promise.resolve(undefined) : this.livenessKills(pod, startedAt?.getTime(), at.getTime()).catch(() => undefined);
     this.inOrder(runs, async () => {
       const logs = await lines().catch(() => '');
       await this.observer.ended({
@@ -166,6 +173,7 @@ export class KubeRunWatcher {
         requested,
         startedAt,
         logs,
+        unhealthy: await unhealthy,
         key: `kube:${uid}:${runKey}`,
       });
     });
