@@ -169,7 +169,11 @@ export class Watchdog {
   private async act(bot: RunningHealth, verdict: Verdict, episode: Episode, now: number): Promise<void> {
     let claimed: boolean;
     try {
-      const unhealthy: UnhealthyEnd = { check: verdict.check ?? 'exec', output: await this.outputOf(bot.botId, verdict, now) };
+      // The run judged must still be the bot's: one stopped, or started again, meanwhile is left as it is now.
+      const info = await this.driver.findBot(bot.botId);
+      if (!info.running || info.startedAt?.getTime() !== bot.startedAtMs) return;
+      const output = verdict.check === 'heartbeat' ? heartbeatOutput(verdict, now) : info.health.output;
+      const unhealthy: UnhealthyEnd = { check: verdict.check ?? 'exec', output };
       claimed = await this.history.claimRestart(bot.botId, bot.startedAtMs, unhealthy, verdict.sinceMs);
     } catch (err) {
       this.options.report?.(`the watchdog could not claim the restart of unhealthy bot ${bot.botId}; it asks again in ${CLAIM_RETRY_MS / 1000} s`, err);
