@@ -1,7 +1,12 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { LRUCache } from 'lru-cache';
 import { BOT_ID_PATTERN } from '../bot-id.js';
+
+/** How many verified tokens are kept (about 200 bytes each), and for how long. */
+const VERIFIED_MAX = 10_000;
+const VERIFIED_MS = 60_000;
 
 /** What a bot token says once its signature holds: which bot, and when it was signed. */
 export interface BotTokenClaim {
@@ -62,6 +67,12 @@ export interface BotTokenVerifier {
  */
 export class BotTokens implements BotTokenVerifier {
   private removedAt: ((botId: string) => Promise<number | undefined>) | undefined;
+  /**
+   * Tokens whose signature held lately, with the key that signed them: a bot presents the same token on every
+   * call (a heartbeat every few seconds), and an HMAC is most of what naming it costs. One is taken from here
+   * only while its key still verifies.
+   */
+  private readonly verified = new LRUCache<string, { claim: BotTokenClaim; keyId: string }>({ max: VERIFIED_MAX, ttl: VERIFIED_MS });
 
   private constructor(
     private keys: SigningKey[],
@@ -110,6 +121,14 @@ export class BotTokens implements BotTokenVerifier {
 
   /** What the token claims, once its signature holds under a key that still verifies; BadBotToken says why not. */
   verify(token: string): BotTokenClaim {
+    const known = this.verified.get(token);
+    if (known !== undefined && this.verifying().some((key) => key.id === known.keyId)) return known.claim;
+    const { claim, keyId } = this.verifySignature(token);
+    this.verified.set(token, { claim, keyId });
+    return claim;
+  }
+
+  private verifySignature(token: string): { claim: BotTokenClaim; keyId: string } {
     const parts = TOKEN.exec(token);
     if (!parts) throw new BadBotToken('forbidden: not a bot token this agent signs');
     const [, botId = '', issued = '', id = '', signature = ''] = parts;
@@ -117,7 +136,7 @@ export class BotTokens implements BotTokenVerifier {
     if (!key) throw new BadBotToken('forbidden: the bot token was signed with a key this agent no longer holds');
     const expected = Buffer.from(mac(key.secret, `${PREFIX}.${botId}.${issued}`));
     if (!timingSafeEqual(expected, Buffer.from(signature))) throw new BadBotToken('forbidden: the bot token is forged');
-    return { botId, issuedMs: Number(issued) * 1000 };
+    return { claim: { botId, issuedMs: Number(issued) * 1000 }, keyId: id };
   }
 
   /** A new key signs from now on; the one before still verifies for ROTATION_GRACE_MS. */

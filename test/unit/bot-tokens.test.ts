@@ -77,3 +77,17 @@ test('a token signed in a second before its bot was removed is refused; one of t
   tokens.revokeRemovedBots(() => Promise.reject(new Error('the database does not answer')));
   t.is(await tokens.botNamed(earlier), 'bot_1_2_abc');
 });
+
+test('a token verified once is named again from memory while its key verifies; once the key no longer does, it is refused', (t) => {
+  let now = Date.parse('2026-11-26T00:00:00Z');
+  const tokens = BotTokens.open(':memory:', () => now);
+  const old = tokens.sign('bot_1_2_abc');
+  t.is(tokens.verify(old).botId, 'bot_1_2_abc');
+  t.is(tokens.verify(old).botId, 'bot_1_2_abc', 'the second time, from memory');
+  tokens.rotate();
+  now += ROTATION_GRACE_MS;
+  t.throws(() => tokens.verify(old), { message: /no longer holds/ }, 'a verdict kept in memory outlived its key');
+  const fresh = tokens.sign('bot_1_2_abc');
+  t.is(tokens.verify(fresh).botId, 'bot_1_2_abc');
+  t.throws(() => tokens.verify(`${fresh.slice(0, -2)}xx`), { message: /forged/ }, 'a forged token is never taken for the one verified');
+});
