@@ -171,6 +171,8 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
 
   /** A container's HEALTHCHECK changed its verdict: the entry says so at once, with no inspection. */
   private healthChanged(event: EngineEvent): void {
+    // A listing under way may predate the verdict: the container is inspected after it.
+    if (this.listing && event.Actor?.ID !== undefined) this.changedWhileListing.add(event.Actor.ID);
     const held = event.Actor?.ID === undefined ? undefined : this.byContainer.get(event.Actor.ID);
     const health = healthStatusOf(event.Action?.slice(HEALTH_STATUS.length).trim());
     if (!held || held.health === health) return;
