@@ -7,6 +7,7 @@ import { WebhookSender } from './history/webhook.js';
 import { loadConsole } from './http/console-assets.js';
 import { Heartbeats } from './health/heartbeats.js';
 import { Watchdog } from './health/watchdog.js';
+import type { WatchdogOptions } from './health/watchdog.js';
 import { SharedState } from './shared/shared-state.js';
 import { createApp } from './http/create-app.js';
 import { Readiness } from './http/readiness.js';
@@ -50,8 +51,8 @@ export interface AgentParts {
   readonly recoverAfterMs?: number;
   /** How the console's CPU and memory samples are taken; 'off': never (tests that count runtime calls). */
   readonly statsSamples?: StatsSamplesOptions | 'off';
-  /** How often the watchdog looks; 'off': never (tests that count runtime calls). */
-  readonly watchdogTickMs?: number | 'off';
+  /** How the watchdog looks (tests: how often, at which bots); 'off': never (tests that count runtime calls, or share an engine). */
+  readonly watchdog?: Pick<WatchdogOptions, 'tickMs' | 'watches' | 'acts'> | 'off';
 }
 
 /** The running agent: its HTTP app and what the app stands on. */
@@ -83,7 +84,7 @@ export async function createAgent(config: Config, logger: Logger): Promise<Agent
   const runtime: Runtime = await createRuntime(config, reporter(logger));
   const shared = config.databaseUrl !== undefined && runtime.sharedLocks !== undefined;
   const locks = shared ? runtime.sharedLocks?.(agentIdentity()) : undefined;
-  return assembleAgent({ ...runtime, locks, config, logger });
+  return assembleAgent({ ...runtime, locks, config, logger, watchdog: { acts: config.watchdog } });
 }
 
 /**
@@ -92,7 +93,7 @@ export async function createAgent(config: Config, logger: Logger): Promise<Agent
  * and the HTTP app, over a runtime already made; `close()` undoes them in
  * the reverse order (the watch and the driver first, the store last).
  */
-export function assembleAgent({ driver, provisioner, locks = localLocks, botTokens, config, logger, recoverAfterMs, statsSamples = {}, watchdogTickMs }: AgentParts): Agent {
+export function assembleAgent({ driver, provisioner, locks = localLocks, botTokens, config, logger, recoverAfterMs, statsSamples = {}, watchdog: watchdogOptions = {} }: AgentParts): Agent {
   const report = reporter(logger);
   const closers: (() => Promise<void>)[] = [];
   const { store, sharedWindow, sharedBeats } = (() => {
@@ -152,9 +153,9 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   closers.push(() => heartbeats.close());
   const watchdog = new Watchdog(driver, heartbeats, history, (botId) => lifecycle.restartInFull(botId), {
     report,
-    tickMs: watchdogTickMs === 'off' ? undefined : watchdogTickMs,
+    ...(watchdogOptions === 'off' ? {} : watchdogOptions),
   });
-  if (watchdogTickMs !== 'off') watchdog.start();
+  if (watchdogOptions !== 'off') watchdog.start();
   closers.push(async () => watchdog.close());
   metrics.health(watchdog, heartbeats);
   const readiness = new Readiness(driver, config.readyGraceMs);

@@ -42,6 +42,8 @@ export interface Config {
   readonly readyGraceMs: number;
   /** After SIGTERM, how long the agent answers on, `/readyz` saying 503, before it stops taking calls. */
   readonly shutdownDelayMs: number;
+  /** Whether the watchdog restarts bots unhealthy past their grace (docs/api.md §13); health is judged and reported either way. */
+  readonly watchdog: boolean;
 }
 
 /** What names a bot (AGENT_IDENTITY). */
@@ -100,6 +102,7 @@ const env = object({
   ),
   AGENT_PROVISIONING: string().oneOf(['on', 'off'] as const, 'AGENT_PROVISIONING must be on or off').default('on'),
   AGENT_LOOPBACK_PLATFORM: string().oneOf(['on', 'off'] as const, 'AGENT_LOOPBACK_PLATFORM must be on or off').default('on'),
+  AGENT_WATCHDOG: string().oneOf(['on', 'off'] as const, 'AGENT_WATCHDOG must be on or off').default('on'),
   AGENT_IDENTITY: string()
     .oneOf(['address', 'token', 'address+token'] as const, 'AGENT_IDENTITY must be address, token or address+token')
     .default('address'),
@@ -157,6 +160,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       connectionsPerAddress: values.AGENT_CONNECTIONS_PER_ADDRESS,
       readyGraceMs: values.AGENT_READY_GRACE_MS,
       shutdownDelayMs: values.AGENT_SHUTDOWN_DELAY_MS,
+      watchdog: values.AGENT_WATCHDOG === 'on',
       identity: values.AGENT_IDENTITY,
       proxyAddresses: Object.freeze(
         (values.AGENT_PROXY_ADDRESSES ?? '')

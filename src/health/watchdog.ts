@@ -42,6 +42,10 @@ export interface WatchdogOptions {
   readonly defaultGraceMs?: number;
   readonly tickMs?: number;
   readonly report?: (what: string, err: unknown) => void;
+  /** The bots this watchdog looks after; all when undefined (tests sharing one engine keep to their own). */
+  readonly watches?: (botId: string) => boolean;
+  /** False (AGENT_WATCHDOG=off): health is judged and reported, but no bot is restarted. */
+  readonly acts?: boolean;
 }
 
 const NONE: HealthView = { status: 'none', check: null, since: null, output: null };
@@ -104,6 +108,7 @@ export class Watchdog {
   tick(now = Date.now()): void {
     const verdicts = new Map<string, Verdict>();
     for (const bot of this.driver.runningHealth()) {
+      if (this.options.watches && !this.options.watches(bot.botId)) continue;
       const verdict = this.judge(bot, now);
       verdicts.set(bot.botId, verdict);
       if (verdict.status !== 'unhealthy' || verdict.check === null) {
@@ -118,7 +123,7 @@ export class Watchdog {
         void this.turnedUnhealthy(bot.botId, key, verdict, now);
       }
       const graceMs = bot.policy.graceMs ?? this.defaultGraceMs;
-      const leftToRuntime = verdict.check === 'exec' && this.driver.restartsUnhealthy;
+      const leftToRuntime = (verdict.check === 'exec' && this.driver.restartsUnhealthy) || this.options.acts === false;
       if (!episode.acted && !leftToRuntime && now >= verdict.sinceMs + graceMs) {
         episode.acted = true;
         void this.act(bot, verdict, episode, now);

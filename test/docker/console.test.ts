@@ -34,6 +34,8 @@ async function startAgent(config: Partial<typeof TEST_APP_CONFIG> = {}): Promise
     config: { ...TEST_APP_CONFIG, ...config },
     logger: pino({ level: 'silent' }),
     statsSamples: { intervalMs: 1_000 },
+    // This file's bots only: other files' bots on the same engine are theirs to restart.
+    watchdog: { watches: (botId) => botId.endsWith(fixture.runId) },
   });
   // On every address: the bots' containers reach it through their network's gateway.
   const server = await listen(agent.app, '0.0.0.0', 0);
@@ -105,6 +107,10 @@ test.serial('the fleet lists the running bots; a bot that begins crash-looping s
 
 test.serial('a bot whose health check starts failing shows unhealthy in the fleet within 5 s, unreloaded, and its page says why', async (t) => {
   const bot = await fixture.runBot({ healthcheck: 'test -f /tmp/ok || { echo "no gateway"; exit 1; }', script: `touch /tmp/ok; ${IDLE_BOT}` });
+  // Healthy first, as the table reads it (a turn to healthy sends no event: the table sees it at its next reading).
+  const healthInFleet = async () =>
+    ((await (await fetch(`${loopback.url}/api/console/fleet`)).json()) as { bots: { bot_id: string; health: { status: string } }[] }).bots.find((b) => b.bot_id === bot.id)?.health.status;
+  t.true(await eventually(async () => (await healthInFleet()) === 'healthy', 30_000, 200), 'the check never passed');
   const page = await browser.newPage();
   const problems = watchPage(page);
   await openFleet(page, loopback.url);

@@ -43,6 +43,8 @@ test.before(async () => {
     provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network: network.name, agentUrl: 'http://agent:8000' }),
     config: { ...TEST_APP_CONFIG, webhook: { url: hooks.url, secret: SECRET } },
     logger: pino(lineSink(logLines)),
+    // This file's bots only: other files' bots on the same engine are theirs to restart.
+    watchdog: { watches: (botId) => botId.endsWith(fixture.runId) },
   });
   server = await listen(agent.app, '0.0.0.0', 0);
   target = { host: network.gateway, port: (server.address() as AddressInfo).port };

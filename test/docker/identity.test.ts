@@ -31,6 +31,8 @@ async function agent(identity: Identity, tokens = botTokens): Promise<{ server: 
     botTokens: tokens,
     config: { ...TEST_APP_CONFIG, identity },
     logger: pino(lineSink(logLines)),
+    // On an engine other test files share: no restarts of their bots.
+    watchdog: 'off',
     statsSamples: 'off',
   });
   const server = await listen(app, '0.0.0.0', 0);

@@ -27,6 +27,8 @@ test.before(async () => {
     provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' }),
     config: TEST_APP_CONFIG,
     logger: pino(lineSink(logLines)),
+    // On an engine other test files share: no restarts of their bots.
+    watchdog: 'off',
   });
   server = await listen(app, '0.0.0.0', 0);
 });
@@ -229,6 +231,8 @@ test('with AGENT_PROVISIONING=off, create and remove are refused with a 403 and 
     provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network: (await fixture.network()).name, agentUrl: 'http://agent:8000' }),
     config: { ...TEST_APP_CONFIG, provisioning: false },
     logger: pino({ level: 'silent' }),
+    // On an engine other test files share: no restarts of their bots.
+    watchdog: 'off',
   });
   const off = await listen(app, '127.0.0.1', 0);
   t.teardown(async () => {

@@ -30,6 +30,8 @@ test('the Python client, run by pytest inside a bot container, does everything i
     botTokens,
     config: { ...TEST_APP_CONFIG, identity: 'address+token' },
     logger: pino({ level: 'silent' }),
+    // On an engine other test files share: no restarts of their bots.
+    watchdog: 'off',
     statsSamples: 'off',
   });
   const server = await listen(app, '0.0.0.0', 0);

@@ -50,6 +50,8 @@ test.before(async () => {
     // Budgets wide enough that the fuzzer meets the answers it came for, not only 429s.
     config: { ...TEST_APP_CONFIG, adminToken: TOKEN, rateLimit: 100_000, readRate: 100_000, restartTimeoutMs: 20_000 },
     logger: pino({ level: 'silent' }),
+    // On an engine other test files share: no restarts of their bots.
+    watchdog: 'off',
   });
   server = await listen(app, '127.0.0.1', 0);
   work = await mkdtemp(join(tmpdir(), 'bot-agent-schemathesis-'));

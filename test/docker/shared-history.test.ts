@@ -21,8 +21,10 @@ let databaseUrl: string;
 test.before(async () => {
   await fixture.ready();
   databaseUrl = await freshDatabase();
-  one = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl, rateLimit: 2 });
-  other = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl, rateLimit: 2 });
+  // Each agent's watchdog looks after this file's bots only: other files' bots on the same engine are theirs.
+  const watchdog = { watches: (botId: string) => botId.endsWith(fixture.runId) };
+  one = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl, rateLimit: 2, watchdog });
+  other = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl, rateLimit: 2, watchdog });
 });
 
 test.after.always(async () => {

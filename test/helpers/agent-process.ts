@@ -79,7 +79,8 @@ export async function runAgentProcess(
   { captureStderr = false }: { captureStderr?: boolean } = {},
 ): Promise<{ process: ChildProcess; port: number; output(): string }> {
   const child = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
-    env: { ...process.env, AGENT_HOST: '127.0.0.1', AGENT_PORT: '0', ...env },
+    // On an engine other test files share, its watchdog restarts none of their bots (unless a test asks).
+    env: { ...process.env, AGENT_HOST: '127.0.0.1', AGENT_PORT: '0', AGENT_WATCHDOG: 'off', ...env },
     stdio: ['ignore', 'pipe', captureStderr ? 'pipe' : 'inherit'],
   });
   let output = '';

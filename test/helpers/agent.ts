@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import { pino } from 'pino';
 import { assembleAgent } from '../../src/agent.js';
-import type { AgentConfig } from '../../src/agent.js';
+import type { AgentConfig, AgentParts } from '../../src/agent.js';
 import type { BotTokenVerifier } from '../../src/identity/bot-tokens.js';
 import type { Heartbeats } from '../../src/health/heartbeats.js';
 import type { BotHistory } from '../../src/history/bot-history.js';
@@ -44,13 +44,20 @@ export interface TestAgent {
 }
 
 /** What a test may add to the app beyond its configuration. */
-export type TestAgentOptions = Partial<AgentConfig> & { recoverAfterMs?: number; locks?: BotLocks; statsSamples?: StatsSamplesOptions | 'off'; botTokens?: BotTokenVerifier };
+export type TestAgentOptions = Partial<AgentConfig> & {
+  recoverAfterMs?: number;
+  locks?: BotLocks;
+  statsSamples?: StatsSamplesOptions | 'off';
+  botTokens?: BotTokenVerifier;
+  /** Off unless asked for: on an engine other test files share, a watchdog would act on their bots too. */
+  watchdog?: AgentParts['watchdog'];
+};
 
 /** Starts the agent's app over `driver`; `host` 0.0.0.0 lets containers reach it. */
 export async function startAgent(
   driver: RuntimeDriver,
   // Off unless asked for: the samples' reads would show among the runtime calls a test counts.
-  { recoverAfterMs, locks, statsSamples = 'off', botTokens, ...config }: TestAgentOptions = {},
+  { recoverAfterMs, locks, statsSamples = 'off', botTokens, watchdog = 'off', ...config }: TestAgentOptions = {},
   host = '127.0.0.1',
   provisioner?: Provisioner,
 ): Promise<TestAgent> {
@@ -63,6 +70,7 @@ export async function startAgent(
     locks,
     statsSamples,
     botTokens,
+    watchdog,
   });
   const server = await listen(made.app, host, 0);
   return {

@@ -10,7 +10,7 @@ import { BOT_LABEL, OWNER_LABEL } from '../../src/runtime/labels.js';
 import { STUBBORN_BOT, TALKING_BOT } from '../behaviours/bot-scripts.js';
 import type { BotOptions, HarnessBot, RuntimeHarness } from '../behaviours/runtime-harness.js';
 import { startAgent } from '../helpers/agent.js';
-import type { TestAgent } from '../helpers/agent.js';
+import type { TestAgent, TestAgentOptions } from '../helpers/agent.js';
 import { TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
@@ -120,12 +120,13 @@ export async function clusterHarness(chartValues: Record<string, string> = {}): 
   const apps = admin.makeApiClient(AppsV1Api);
   const core = admin.makeApiClient(CoreV1Api);
   const agents: TestAgent[] = [];
-  const agentOver = async (kubeConfig: KubeConfig, restartTimeoutMs = 60_000): Promise<TestAgent> => {
-    const agent = await startAgent(createKubernetesDriver({ kubeConfig, namespace }), { restartTimeoutMs }, '0.0.0.0');
+  // The main agent's watchdog looks after the namespace's bots; further agents (each with a store of its own) have none.
+  const agentOver = async (kubeConfig: KubeConfig, restartTimeoutMs = 60_000, watchdog: TestAgentOptions['watchdog'] = 'off'): Promise<TestAgent> => {
+    const agent = await startAgent(createKubernetesDriver({ kubeConfig, namespace }), { restartTimeoutMs, watchdog }, '0.0.0.0');
     agents.push(agent);
     return agent;
   };
-  const main = await agentOver(agentConfig);
+  const main = await agentOver(agentConfig, 60_000, {});
   // As behind a Service: calls come once the agent is ready (its first watches synced).
   if (!(await eventually(async () => (await call(main.server, '/readyz')).status === 200, 30_000, 50))) throw new Error('the agent never became ready');
   let bots = 0;

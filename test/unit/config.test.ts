@@ -27,6 +27,7 @@ test('defaults follow docs/api.md §5', (t) => {
     proxyAddresses: [],
     readyGraceMs: 0,
     shutdownDelayMs: 0,
+    watchdog: true,
   });
 });
 
@@ -53,6 +54,8 @@ test('trusted hosts are a comma-separated list, read in lower case; provisioning
   t.deepEqual(loadConfig({ AGENT_TRUSTED_HOSTS: 'Agent.Internal, platform.local' }).trustedHosts, ['agent.internal', 'platform.local']);
   t.false(loadConfig({ AGENT_PROVISIONING: 'off' }).provisioning);
   t.false(loadConfig({ AGENT_LOOPBACK_PLATFORM: 'off' }).loopbackPlatform);
+  t.true(loadConfig({}).watchdog);
+  t.false(loadConfig({ AGENT_WATCHDOG: 'off' }).watchdog);
   t.is(loadConfig({ AGENT_CONNECTIONS_PER_ADDRESS: '200' }).connectionsPerAddress, 200);
   t.throws(() => loadConfig({ AGENT_CONNECTIONS_PER_ADDRESS: '0' }), { instanceOf: ConfigError, message: /^AGENT_CONNECTIONS_PER_ADDRESS/ });
 });
@@ -120,6 +123,7 @@ const bad: Array<[string, string]> = [
   ['AGENT_PROVISIONING', 'false'],
   ['AGENT_DATABASE_URL', 'mysql://agent@db/history'],
   ['AGENT_LOOPBACK_PLATFORM', 'no'],
+  ['AGENT_WATCHDOG', 'false'],
   ['AGENT_IDENTITY', 'cookie'],
 ];
 

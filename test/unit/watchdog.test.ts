@@ -13,9 +13,10 @@ import type { MemoryBot } from '../helpers/memory-driver.js';
 
 const GRACE_MS = 10_000;
 
-function agentOver(driver: MemoryDriver, t: { teardown(fn: () => Promise<void>): void }, restartsUnhealthy = false): { agent: Agent; events: StoredEvent[] } {
+function agentOver(driver: MemoryDriver, t: { teardown(fn: () => Promise<void>): void }, restartsUnhealthy = false, acts = true): { agent: Agent; events: StoredEvent[] } {
   Object.defineProperty(driver, 'restartsUnhealthy', { value: restartsUnhealthy });
-  const agent = assembleAgent({ driver, config: TEST_APP_CONFIG, logger: pino({ level: 'silent' }), statsSamples: 'off', watchdogTickMs: 'off' });
+  // Its clock in the test's hand: it looks only when the test calls tick().
+  const agent = assembleAgent({ driver, config: TEST_APP_CONFIG, logger: pino({ level: 'silent' }), statsSamples: 'off', watchdog: { acts, tickMs: 3_600_000 } });
   const events: StoredEvent[] = [];
   agent.history.follow((event) => events.push(event));
   t.teardown(() => agent.close());
@@ -86,6 +87,17 @@ test('where the runtime restarts for a failing check itself (the kubelet), the w
   await new Promise((resolve) => setTimeout(resolve, 100));
   t.deepEqual(driver.lifecycleCalls, []);
   t.is(named(events, 'restarted', failing.id).length, 0);
+});
+
+test('with AGENT_WATCHDOG=off an unhealthy bot is reported, and never restarted', async (t) => {
+  const driver = new MemoryDriver();
+  const { agent, events } = agentOver(driver, t, false, false);
+  const now = Date.now();
+  const failing = bot(driver, { health: { status: 'unhealthy', output: 'gateway lost' }, healthSinceMs: now });
+  for (let at = now; at <= now + 3 * GRACE_MS; at += 1_000) agent.watchdog.tick(at);
+  t.true(await eventually(() => named(events, 'unhealthy', failing.id).length === 1, 2_000));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  t.deepEqual(driver.lifecycleCalls, []);
 });
 
 test("a beat from before the bot was made was an earlier bot's of the same id: the new bot is not expected to beat", (t) => {
