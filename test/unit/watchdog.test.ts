@@ -77,28 +77,22 @@ test('a failing check past its grace is restarted; a healthy, a starting and a c
   t.deepEqual(agent.watchdog.counts(), { healthy: 1, unhealthy: 1, starting: 1, none: 1 });
 });
 
-test('where the runtime restarts for a failing check itself (the kubelet), the watchdog reports it and leaves the restart to it', async (t) => {
-  const driver = new MemoryDriver();
-  const { agent, events } = agentOver(driver, t, true);
-  const now = Date.now();
-  const failing = bot(driver, { health: { status: 'unhealthy', output: 'probe failed' }, healthSinceMs: now });
-  for (let at = now; at <= now + 3 * GRACE_MS; at += 1_000) agent.watchdog.tick(at);
-  t.true(await eventually(() => named(events, 'unhealthy', failing.id).length === 1, 2_000));
-  await new Promise((resolve) => setTimeout(resolve, 100));
-  t.deepEqual(driver.lifecycleCalls, []);
-  t.is(named(events, 'restarted', failing.id).length, 0);
-});
-
-test('with AGENT_WATCHDOG=off an unhealthy bot is reported, and never restarted', async (t) => {
-  const driver = new MemoryDriver();
-  const { agent, events } = agentOver(driver, t, false, false);
-  const now = Date.now();
-  const failing = bot(driver, { health: { status: 'unhealthy', output: 'gateway lost' }, healthSinceMs: now });
-  for (let at = now; at <= now + 3 * GRACE_MS; at += 1_000) agent.watchdog.tick(at);
-  t.true(await eventually(() => named(events, 'unhealthy', failing.id).length === 1, 2_000));
-  await new Promise((resolve) => setTimeout(resolve, 100));
-  t.deepEqual(driver.lifecycleCalls, []);
-});
+for (const [why, restartsUnhealthy, acts] of [
+  ['where the runtime restarts for a failing check itself (the kubelet)', true, true],
+  ['with AGENT_WATCHDOG=off', false, false],
+] as const) {
+  test(`${why}, the watchdog reports an unhealthy bot and restarts it never`, async (t) => {
+    const driver = new MemoryDriver();
+    const { agent, events } = agentOver(driver, t, restartsUnhealthy, acts);
+    const now = Date.now();
+    const failing = bot(driver, { health: { status: 'unhealthy', output: 'probe failed' }, healthSinceMs: now });
+    for (let at = now; at <= now + 3 * GRACE_MS; at += 1_000) agent.watchdog.tick(at);
+    t.true(await eventually(() => named(events, 'unhealthy', failing.id).length === 1, 2_000));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    t.deepEqual(driver.lifecycleCalls, []);
+    t.is(named(events, 'restarted', failing.id).length, 0);
+  });
+}
 
 test("a beat from before the bot was made was an earlier bot's of the same id: the new bot is not expected to beat", (t) => {
   const driver = new MemoryDriver();
