@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, exitReason, megabytes } from './api.js';
+import { api, ApiError, exitReason, megabytes } from './api.js';
 import type { BotStatus, FleetBot } from './api.js';
 import { Sparkline } from './sparkline.js';
 import { HealthBadge } from './health-badge.js';
@@ -82,8 +82,15 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
           next.set(bot.bot_id, { ...known, ...status, last_exit, restarts_last_hour: known.restarts_last_hour + (event.type === 'exited' ? 1 : 0) });
           return next;
         });
-      } catch {
-        // Removed meanwhile: the next reading of the table drops it.
+      } catch (err) {
+        // Removed meanwhile: its row goes now (any other failure waits for the next reading of the table).
+        if (err instanceof ApiError && err.status === 404) {
+          setBots((current) => {
+            const next = new Map(current);
+            next.delete(event.bot_id);
+            return next;
+          });
+        }
       }
     }, 200));
   });
