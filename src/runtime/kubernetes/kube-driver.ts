@@ -28,6 +28,8 @@ const DEFAULT_PROGRESS_DEADLINE_S = 600;
 const DEFAULT_GRACE_S = 30;
 /** metrics-server takes a sample every 15 s: a pod's metrics are asked for again at most this often. */
 const METRICS_FRESH_MS = 10_000;
+/** How long a pod's events, read for an unhealthy bot's status, are used again. */
+const EVENTS_FRESH_MS = 2_000;
 /** A node's allocatable CPU and memory change only when the node is reconfigured. */
 const NODE_FRESH_MS = 60_000;
 /** How long a call from an address no watched pod holds waits for the watch to learn it (a pod that just started). */
@@ -59,6 +61,8 @@ class KubernetesDriver implements RuntimeDriver {
   private readonly deployments: KubeObjectCache<V1Deployment>;
   private readonly watchedPods: KubeObjectCache<V1Pod>;
   private readonly metrics: LRUCache<string, PodMetrics>;
+  /** Pods' events as lately read: a status read of an unhealthy bot in a loop asks the API server once a while. */
+  private readonly events: LRUCache<string, CoreV1Event[]>;
   private readonly unknownAddresses: LRUCache<string, Promise<void>>;
   private readonly nodes: LRUCache<string, Capacity>;
 
@@ -91,6 +95,7 @@ class KubernetesDriver implements RuntimeDriver {
     // Concurrent reads of one pod's metrics, or one node's capacity, make one request.
     this.unknownAddresses = new LRUCache({ max: 10_000, ttl: UNKNOWN_ADDRESS_MS });
     this.metrics = new LRUCache({ max: 10_000, ttl: METRICS_FRESH_MS, fetchMethod: (pod) => this.readPodMetrics(pod) });
+    this.events = new LRUCache({ max: 1_000, ttl: EVENTS_FRESH_MS, fetchMethod: (pod) => this.readPodEvents(pod) });
     this.nodes = new LRUCache({ max: 1_000, ttl: NODE_FRESH_MS, fetchMethod: (node) => this.readNodeCapacity(node) });
     this.deployments.start();
     this.watchedPods.start();
@@ -162,7 +167,8 @@ class KubernetesDriver implements RuntimeDriver {
         readPodLogs(this.core, this.kubeConfig, { namespace: this.namespace, pod, container, previous }, lines),
       defaultContainer,
       this.report,
-      async (pod, startedMs, endedMs) => livenessKill(await this.podEvents(pod), startedMs, endedMs),
+      // Read afresh: the kubelet's word on a kill comes just before the end it explains.
+      async (pod, startedMs, endedMs) => livenessKill(await this.readPodEvents(pod), startedMs, endedMs),
     );
     runs.watch(this.watchedPods);
   }
@@ -372,6 +378,10 @@ class KubernetesDriver implements RuntimeDriver {
   /** One API server call under a deadline, its failure translated at this edge. */
   /** A pod's events (the kubelet's word on its probes); none when they cannot be read (the Role lacks `events list`, a deadline). */
   private async podEvents(pod: string): Promise<CoreV1Event[]> {
+    return (await this.events.fetch(pod)) ?? [];
+  }
+
+  private async readPodEvents(pod: string): Promise<CoreV1Event[]> {
     try {
       const list = await this.api(undefined, (options) => this.core.listNamespacedEvent({ namespace: this.namespace, fieldSelector: `involvedObject.name=${pod}` }, options));
       return list.items;
