@@ -122,9 +122,14 @@ test('calls to the engine share kept-alive connections; once every one of them i
   const requestsBefore = proxy.requests.length;
   for (let i = 0; i < 40; i += 1) t.is((await logs()).status, 200);
   // Each read asked the engine at least once (a read whose entries held no whole line asks again, for more).
-  const asked = proxy.requests.slice(requestsBefore).filter((line) => line.includes('/logs?')).length;
+  const made = proxy.requests.slice(requestsBefore);
+  const asked = made.filter((line) => line.includes('/logs?')).length;
   t.true(asked >= 40, `${asked} logs requests`);
-  t.true(proxy.connectionsAccepted - before <= 4, `40 reads opened ${proxy.connectionsAccepted - before} connections to the engine`);
+  // Other test files' containers come and go meanwhile on the same engine: the index's inspection of each, at once
+  // with a read, may need a connection of its own. The reads themselves open at most 4 between them.
+  const others = made.length - asked;
+  const opened = proxy.connectionsAccepted - before;
+  t.true(opened <= 4 + others, `40 reads opened ${opened} connections to the engine, beside ${others} other requests`);
   // Every connection dropped while reads keep coming, as an engine restarting drops them.
   let reading = true;
   const during = (async () => {
