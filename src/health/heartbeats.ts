@@ -44,10 +44,13 @@ export class Heartbeats {
     return this.beats.get(botId);
   }
 
-  /** Forgets a bot that is gone. */
-  forget(botId: string): void {
-    this.beats.delete(botId);
-    this.taken.delete(botId);
+  /** Forgets the beats of bots the runtime no longer has (removed): the map holds the bots there are, no more. */
+  keepOnly(botIds: ReadonlySet<string>): void {
+    for (const botId of this.beats.keys()) {
+      if (botIds.has(botId)) continue;
+      this.beats.delete(botId);
+      this.taken.delete(botId);
+    }
   }
 
   get size(): number {

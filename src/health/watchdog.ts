@@ -10,6 +10,8 @@ export const GRACE_MIN_S = 5;
 export const GRACE_MAX_S = 86_400;
 /** How often the watchdog looks at every running bot. */
 const TICK_MS = 1_000;
+/** How often (in looks) the beats of removed bots are forgotten. */
+const PRUNE_EVERY_TICKS = 60;
 /** How long a claim that could not be asked (the history's store is away) waits before it is asked again. */
 const CLAIM_RETRY_MS = 5_000;
 
@@ -60,6 +62,7 @@ export class Watchdog {
   private verdicts = new Map<string, Verdict>();
   private readonly episodes = new Map<string, Episode>();
   private timer: NodeJS.Timeout | undefined;
+  private ticks = 0;
   private readonly defaultGraceMs: number;
 
   constructor(
@@ -106,6 +109,7 @@ export class Watchdog {
 
   /** Looks at every running bot once: reports those that turned unhealthy, restarts those past their grace. */
   tick(now = Date.now()): void {
+    if (++this.ticks % PRUNE_EVERY_TICKS === 0) this.forgetRemovedBots();
     const verdicts = new Map<string, Verdict>();
     for (const bot of this.driver.runningHealth()) {
       if (this.options.watches && !this.options.watches(bot.botId)) continue;
@@ -131,6 +135,12 @@ export class Watchdog {
     }
     for (const botId of this.episodes.keys()) if (!verdicts.has(botId)) this.episodes.delete(botId);
     this.verdicts = verdicts;
+  }
+
+  /** Beats of bots the runtime no longer lists go (not while its index is being built, when it lists none). */
+  private forgetRemovedBots(): void {
+    const listed = this.driver.listedBots();
+    if (listed !== undefined) this.heartbeats.keepOnly(new Set(listed.map((bot) => bot.bot_id)));
   }
 
   /** A running bot's verdict: heartbeats that stopped come first, then the runtime's check. */

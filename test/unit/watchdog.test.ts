@@ -105,10 +105,17 @@ test("a beat from before the bot was made was an earlier bot's of the same id: t
   t.like(agent.watchdog.healthOf(info, now), { status: 'unhealthy', check: 'heartbeat' }, 'the same beat, for a bot made before it');
 });
 
-test('a heartbeat is one entry in memory per bot, however many come', (t) => {
+test('a heartbeat is one entry in memory per bot, however many come; a removed bot\'s goes within a minute of looks', (t) => {
   const driver = new MemoryDriver();
   const { agent } = agentOver(driver, t);
   const beating = bot(driver);
+  const removed = bot(driver);
   for (let i = 0; i < 10_000; i++) agent.heartbeats.beat(beating.id, null, Date.now());
+  agent.heartbeats.beat(removed.id, null, Date.now());
+  t.is(agent.heartbeats.size, 2);
+  driver.bots.delete(removed.id);
+  for (let i = 0; i < 60; i++) agent.watchdog.tick();
   t.is(agent.heartbeats.size, 1);
+  t.is(agent.heartbeats.latest(removed.id), undefined);
+  t.truthy(agent.heartbeats.latest(beating.id), 'a bot that is still there keeps its beat');
 });
