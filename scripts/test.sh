@@ -12,6 +12,9 @@ npm run --silent build:console
 BOT_AGENT_CHROMIUM=$(bash scripts/chromium.sh | tail -n 1)
 export BOT_AGENT_CHROMIUM
 bash scripts/docker-engine.sh --test-image >/dev/null
+# Networks an earlier run left (one interrupted, or a bench's): the engine has about 30 address pools, and a test
+# file that cannot make its network fails. Only those no container uses go; nothing of this run exists yet.
+docker network ls -q --filter name=bot-agent-test- --filter name=bot-agent-bench- | xargs -r docker network rm >/dev/null 2>&1 || true
 # A real single-node Kubernetes (built once from Go modules, then cached; up in about 30 s).
 BOT_AGENT_KUBECONFIG=$(bash scripts/kube/up.sh | tail -n 1)
 export BOT_AGENT_KUBECONFIG
