@@ -20,7 +20,8 @@ export class Heartbeats {
   /** The newest round of the shared beats read so far. */
   private roundRead = 0;
   private timer: NodeJS.Timeout | undefined;
-  private round: Promise<void> = Promise.resolve();
+  /** The round under way, if any: a database that answers slowly (or not at all, until its deadline) gets no queue of rounds behind it. */
+  private round: Promise<void> | undefined;
 
   constructor(
     /** The store other agents read, when several share one; none: this agent takes every beat. */
@@ -61,7 +62,7 @@ export class Heartbeats {
   start(): void {
     if (this.shared === undefined || this.timer !== undefined) return;
     this.timer = setInterval(() => {
-      this.round = this.round.then(() => this.share());
+      this.round ??= this.share().finally(() => (this.round = undefined));
     }, BEATS_SHARED_EVERY_MS).unref();
   }
 

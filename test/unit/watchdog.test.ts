@@ -5,6 +5,7 @@ import type { Agent } from '../../src/agent.js';
 import type { StoredEvent } from '../../src/history/history-store.js';
 import { TEST_APP_CONFIG } from '../helpers/agent.js';
 import { eventually } from '../helpers/eventually.js';
+import { BEATS_SHARED_EVERY_MS, Heartbeats } from '../../src/health/heartbeats.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
 import type { MemoryBot } from '../helpers/memory-driver.js';
 
@@ -118,4 +119,25 @@ test('a heartbeat is one entry in memory per bot, however many come; a removed b
   t.is(agent.heartbeats.size, 1);
   t.is(agent.heartbeats.latest(removed.id), undefined);
   t.truthy(agent.heartbeats.latest(beating.id), 'a bot that is still there keeps its beat');
+});
+
+test('a database that does not answer a round of beats gets no queue of rounds behind it: the next begins once it ends', async (t) => {
+  let answer = (): void => undefined;
+  let asked = 0;
+  const shared = {
+    shareBeats: () => new Promise<void>((resolve) => (answer = resolve)),
+    beatsAfter: async (round: number) => {
+      asked += 1;
+      return { beats: [], round };
+    },
+  };
+  const heartbeats = new Heartbeats(shared);
+  heartbeats.beat('bot_1_1_silent', null);
+  heartbeats.start();
+  t.teardown(() => heartbeats.close());
+  // Three rounds' time while the first round's write hangs.
+  await new Promise((resolve) => setTimeout(resolve, 3.5 * BEATS_SHARED_EVERY_MS));
+  answer();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  t.is(asked, 1, 'rounds queued behind the silent one ran back to back once it answered');
 });
