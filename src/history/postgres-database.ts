@@ -126,6 +126,12 @@ export class PostgresDatabase {
   private async inTransactionNow<T>(work: (query: Query) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let broken: unknown;
+    // The pool stops listening for a connection's errors while it is lent out: a connection lost meanwhile
+    // (the server stopped or killed it) would be an uncaught 'error' that ends the agent. Its statements fail.
+    const lost = (err: Error): void => {
+      broken = err;
+    };
+    client.on('error', lost);
     try {
       await client.query('BEGIN');
       const value = await work((text, values) => client.query(text, values));
@@ -137,6 +143,7 @@ export class PostgresDatabase {
       else await client.query('ROLLBACK').catch((rollbackErr: unknown) => (broken = rollbackErr));
       throw err;
     } finally {
+      client.off('error', lost);
       client.release(broken === undefined ? undefined : broken instanceof Error ? broken : true);
     }
   }
