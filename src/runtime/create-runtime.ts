@@ -3,6 +3,7 @@ import { BotTokens } from '../identity/bot-tokens.js';
 import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { BotLocks } from './bot-locks.js';
+import { engineClients } from './docker/docker-connection.js';
 import { createDockerDriver } from './docker/docker-driver.js';
 import { createDockerProvisioner } from './docker/docker-provisioner.js';
 import type { FaultReporter, RuntimeDriver } from './driver.js';
@@ -25,10 +26,12 @@ export async function createRuntime(config: Config, report: FaultReporter): Prom
   switch (config.runtime) {
     case 'docker': {
       const botTokens = BotTokens.open(config.dataDir);
+      const engine = engineClients(config.dockerHost);
       return {
-        driver: createDockerDriver({ dockerHost: config.dockerHost, report }),
+        driver: createDockerDriver({ dockerHost: config.dockerHost, engine, report }),
         provisioner: createDockerProvisioner({
           dockerHost: config.dockerHost,
+          engine,
           network: config.botsNetwork,
           agentUrl: config.botsAgentUrl,
           tokens: botTokens,

@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
 import { DockerBotIndex } from '../../src/runtime/docker/docker-bot-index.js';
+import { QUICK_CONNECTIONS } from '../../src/runtime/docker/docker-connection.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import Docker from 'dockerode';
 import { startAgent } from '../helpers/agent.js';
@@ -111,8 +112,8 @@ test('the identity index goes dark while its event stream is down, and is rebuil
   t.true(await eventually(() => index.byIndex('address', address)?.[0]?.botId === bot.id), 'the index was not rebuilt');
 });
 
-// A connection to the engine for every call would cost a logs read about as much as the engine's answer: Node's
-// global agent keeps them alive (dockerode's modem uses it), and a connection the engine drops is not used again.
+// A connection to the engine for every call would cost a logs read about as much as the engine's answer: the
+// agent keeps them open (src/runtime/docker/docker-connection.ts), and a connection the engine drops is not used again.
 test('calls to the engine share kept-alive connections; once every one of them is dropped (an engine restarted), each call after answers', async (t) => {
   const { proxy, server } = await setUp(t);
   const bot = await fixture.runBot({ script: "for i in 1 2 3; do echo line $i; done; trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done" });
@@ -145,4 +146,30 @@ test('calls to the engine share kept-alive connections; once every one of them i
   const after: number[] = [];
   for (let i = 0; i < 20; i += 1) after.push((await logs()).status);
   t.deepEqual(after, Array.from({ length: 20 }, () => 200), 'every call after the drop answered');
+});
+
+test(`quick calls wait for one of at most ${QUICK_CONNECTIONS} connections to the engine, however many come at once; one idle for seconds is used again`, async (t) => {
+  const { proxy, server } = await setUp(t);
+  const bot = await fixture.runBot();
+  const status = () => call(server, `/api/bots/${bot.id}`, within10s());
+  t.is((await status()).status, 200);
+  // Every inspection of the bot held 200 ms by the engine: 100 reads of its status at once would each want a connection.
+  proxy.delay(new RegExp(`^GET \\S*/containers/${bot.id}/json`), 200);
+  proxy.peakConnections = 0;
+  const replies = await Promise.all(Array.from({ length: 100 }, status));
+  proxy.undelay();
+  t.deepEqual(replies.filter((reply) => reply.status !== 200).map((reply) => reply.text), [], 'every read answered, within its deadline');
+  // Beside the quick calls' connections: the event stream's.
+  t.true(proxy.peakConnections <= QUICK_CONNECTIONS + 1, `${proxy.peakConnections} connections to the engine at once`);
+  t.log(`100 status reads at once: at most ${proxy.peakConnections} connections to the engine at once`);
+
+  // Node's own agent closes a connection idle for 5 s; the agent's are kept for the next call.
+  const before = proxy.connectionsAccepted;
+  const requestsBefore = proxy.requests.length;
+  await new Promise((resolve) => setTimeout(resolve, 6_000));
+  t.is((await status()).status, 200);
+  // Other files' containers come and go on the same engine meanwhile: an inspection of one may come at once with the read.
+  const others = proxy.requests.length - requestsBefore - 1;
+  const opened = proxy.connectionsAccepted - before;
+  t.true(opened <= others, `a read after 6 s idle opened ${opened} connections, beside ${others} other requests`);
 });

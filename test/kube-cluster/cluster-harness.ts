@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
+import { PooledKubeConfig } from '../../src/runtime/kubernetes/kube-connection.js';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import { objectName } from '../../src/runtime/kubernetes/kube-names.js';
 import { BOT_LABEL, OWNER_LABEL } from '../../src/runtime/labels.js';
@@ -51,7 +52,8 @@ export async function agentKubeConfig(admin: KubeConfig, namespace: string, valu
     .makeApiClient(CoreV1Api)
     .createNamespacedServiceAccountToken({ name: account, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
   const cluster = admin.getCurrentCluster();
-  const config = new KubeConfig();
+  // Pooled, as the agent's own (src/runtime/kubernetes/kube-connection.ts).
+  const config = new PooledKubeConfig();
   config.loadFromOptions({
     clusters: [{ name: 'local', server: cluster?.server ?? '', caData: cluster?.caData, skipTLSVerify: false }],
     users: [{ name: account, token: request.status?.token ?? '' }],
@@ -195,7 +197,7 @@ export async function clusterHarness(chartValues: Record<string, string> = {}): 
 export function reachedAt(config: KubeConfig, server: string): KubeConfig {
   const cluster = config.getCurrentCluster();
   const user = config.getCurrentUser();
-  const moved = new KubeConfig();
+  const moved = new PooledKubeConfig();
   moved.loadFromOptions({
     clusters: [{ name: 'moved', server, caData: cluster?.caData, skipTLSVerify: false }],
     users: [{ name: 'agent', token: user?.token }],

@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import test from 'ava';
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, V1MicroTime } from '@kubernetes/client-node';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { PooledKubeConfig } from '../../src/runtime/kubernetes/kube-connection.js';
 import { OperationInProgress, RuntimeUnavailable } from '../../src/errors.js';
 import { LeaseLocks } from '../../src/runtime/kubernetes/kube-leases.js';
 import { leaseName } from '../../src/runtime/kubernetes/kube-names.js';
@@ -153,7 +154,7 @@ async function relayedAgentConfig(t: { teardown(fn: () => Promise<void>): void }
   const relay = new TcpRelay({ host: server.hostname, port: Number(server.port) });
   const port = await relay.start();
   t.teardown(() => relay.close());
-  const relayed = new KubeConfig();
+  const relayed = new PooledKubeConfig();
   relayed.loadFromOptions({
     clusters: [{ ...agentConfig.getCurrentCluster()!, name: 'local', server: `https://127.0.0.1:${port}` }],
     users: [agentConfig.getCurrentUser()!],

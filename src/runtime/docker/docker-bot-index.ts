@@ -69,15 +69,17 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
   /** When each container's process last died (ms, the engine's clock), as its events said. */
   private readonly deaths = new Map<string, number>();
 
+  /** `lasting`: the client the event stream holds its connection on (see EngineClients); `docker` by default. */
   constructor(
     private readonly docker: Docker,
     report: FaultReporter = () => {},
+    lasting: Docker = docker,
   ) {
     this.inspections = new InspectionQueue(docker, report, (containerId, info) => {
       this.startedSince.delete(containerId);
       this.file(containerId, info && indexedFrom(info));
     });
-    this.stream = new DockerEventStream(docker, report, {
+    this.stream = new DockerEventStream(lasting, report, {
       event: (event) => this.take(event),
       opened: async () => {
         await this.list();

@@ -1,4 +1,4 @@
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
 import { LRUCache } from 'lru-cache';
 import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
 import { messages, NotFound, NotRunning, OperationFailed } from '../../errors.js';
@@ -9,7 +9,8 @@ import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { isLoopback } from '../../loopback.js';
 import { DockerBotIndex } from './docker-bot-index.js';
 import { CgroupStats } from './docker-cgroup.js';
-import { dockerConnection } from './docker-connection.js';
+import { engineClients } from './docker-connection.js';
+import type { EngineClients } from './docker-connection.js';
 import { signalled } from './docker-signals.js';
 import { engineStatus, translateDockerError } from './docker-errors.js';
 import { followLogs, readLogs } from './docker-logs.js';
@@ -40,13 +41,19 @@ class DockerDriver implements RuntimeDriver {
   /** ... and the look-up under way, which every address that misses the index meanwhile shares. */
   private runningListing: Promise<ContainerInfo[]> | undefined;
 
+  private readonly docker: Docker;
+  /** For calls that last: followed logs and lifecycle operations (see EngineClients). */
+  private readonly lasting: Docker;
+
   constructor(
-    private readonly docker: Docker,
+    engine: EngineClients,
     private readonly report: FaultReporter,
     cgroupRoot?: string,
   ) {
-    this.index = new DockerBotIndex(docker, report);
-    this.statsFeed = new DockerStatsFeed(docker, report);
+    this.docker = engine.docker;
+    this.lasting = engine.lasting;
+    this.index = new DockerBotIndex(engine.docker, report, engine.lasting);
+    this.statsFeed = new DockerStatsFeed(engine.lasting, report);
     this.cgroups = new CgroupStats(cgroupRoot);
   }
 
@@ -118,7 +125,7 @@ class DockerDriver implements RuntimeDriver {
       const died = this.index.diedAt(containerId);
       return died !== undefined && died !== diedBefore && line.at.getTime() > died;
     };
-    await this.translated(botId, () => followLogs(this.docker, containerId, tty, from, onLine, signal, nextRun));
+    await this.translated(botId, () => followLogs(this.lasting, containerId, tty, from, onLine, signal, nextRun));
   }
 
   /**
@@ -147,7 +154,7 @@ class DockerDriver implements RuntimeDriver {
     const failed: Failed = (detail) => new OperationFailed(messages.restartFailed(botId, detail));
     try {
       // Without `t` the engine waits the container's own StopTimeout (else 10 s) before it kills.
-      await this.engine(botId, (abortSignal) => this.docker.getContainer(botId).restart({ abortSignal }), {
+      await this.engine(botId, (abortSignal) => this.lasting.getContainer(botId).restart({ abortSignal }), {
         failed,
         deadlineMs: lifecycleDeadline(info),
       });
@@ -161,7 +168,7 @@ class DockerDriver implements RuntimeDriver {
     const info = await this.inspectBot(botId);
     if (!info.State.Running) return 'already';
     return this.power(botId, 'stop', lifecycleDeadline(info), (abortSignal) =>
-      this.docker.getContainer(botId).stop({ abortSignal }),
+      this.lasting.getContainer(botId).stop({ abortSignal }),
     );
   }
 
@@ -169,7 +176,7 @@ class DockerDriver implements RuntimeDriver {
     const info = await this.inspectBot(botId);
     if (info.State.Running) return 'already';
     return this.power(botId, 'start', LIFECYCLE_MARGIN_MS, (abortSignal) =>
-      this.docker.getContainer(botId).start({ abortSignal }),
+      this.lasting.getContainer(botId).start({ abortSignal }),
     );
   }
 
@@ -272,7 +279,7 @@ class DockerDriver implements RuntimeDriver {
   private async startIfStopped(botId: string): Promise<void> {
     try {
       const info = await this.inspectBot(botId);
-      if (!info.State.Running) await this.engine(botId, (abortSignal) => this.docker.getContainer(botId).start({ abortSignal }));
+      if (!info.State.Running) await this.engine(botId, (abortSignal) => this.lasting.getContainer(botId).start({ abortSignal }));
     } catch {
       // The restart's own failure is what the caller hears of.
     }
@@ -328,9 +335,12 @@ function holdsAddress(container: ContainerInfo, address: string): boolean {
   );
 }
 
-/** The Docker driver, talking to the engine at DOCKER_HOST; faults of its event and stats streams go to `report`. */
-export function createDockerDriver(options: { dockerHost: string; report?: FaultReporter; cgroupRoot?: string }): RuntimeDriver {
-  return new DockerDriver(new Docker(dockerConnection(options.dockerHost)), options.report ?? (() => {}), options.cgroupRoot);
+/**
+ * The Docker driver, talking to the engine at DOCKER_HOST over `engine`'s connections (its own when none
+ * is given); faults of its event and stats streams go to `report`.
+ */
+export function createDockerDriver(options: { dockerHost: string; engine?: EngineClients; report?: FaultReporter; cgroupRoot?: string }): RuntimeDriver {
+  return new DockerDriver(options.engine ?? engineClients(options.dockerHost), options.report ?? (() => {}), options.cgroupRoot);
 }
 
 /** What a container's HEALTHCHECK says: its status, and the output of its newest check that failed. */

@@ -1,4 +1,4 @@
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
 import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
 import type { BotTokens } from '../../identity/bot-tokens.js';
 import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
@@ -6,7 +6,8 @@ import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-
 import { healthPolicyLabels } from '../health-policy.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
-import { dockerConnection } from './docker-connection.js';
+import { engineClients } from './docker-connection.js';
+import type { EngineClients } from './docker-connection.js';
 import { engineDetail, engineStatus, translateDockerError } from './docker-errors.js';
 
 export interface DockerProvisionerOptions {
@@ -17,6 +18,8 @@ export interface DockerProvisionerOptions {
   readonly agentUrl: string;
   /** Signs each bot's PLATFORM_AGENT_TOKEN; none: the bots get none. */
   readonly tokens?: BotTokens | undefined;
+  /** The connections to the engine, shared with the driver; its own when none is given. */
+  readonly engine?: EngineClients | undefined;
 }
 
 const DEADLINE_MS = 30_000;
@@ -24,9 +27,13 @@ const DEADLINE_MS = 30_000;
 /** Bots as containers named by their id, with their labels, limits, restart policy and environment. */
 class DockerProvisioner implements Provisioner {
   private readonly docker: Docker;
+  /** Creations, starts and removals wait for the container: see EngineClients. */
+  private readonly lasting: Docker;
 
   constructor(private readonly options: DockerProvisionerOptions) {
-    this.docker = new Docker(dockerConnection(options.dockerHost));
+    const engine = options.engine ?? engineClients(options.dockerHost);
+    this.docker = engine.docker;
+    this.lasting = engine.lasting;
   }
 
   async create(spec: BotSpec): Promise<void> {
@@ -36,7 +43,7 @@ class DockerProvisioner implements Provisioner {
     const abortSignal = AbortSignal.timeout(DEADLINE_MS);
     let container: Docker.Container | undefined;
     try {
-      container = await this.docker.createContainer({
+      container = await this.lasting.createContainer({
         name: spec.id,
         Image: spec.image,
         Cmd: spec.command ? [...spec.command] : undefined,
@@ -113,10 +120,9 @@ class DockerProvisioner implements Provisioner {
 
   async remove(botId: string): Promise<void> {
     try {
-      const container = this.docker.getContainer(botId);
-      const info = await container.inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+      const info = await this.docker.getContainer(botId).inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
       if (info.Name !== `/${botId}` || info.Config.Labels?.[BOT_LABEL] !== botId) throw new NotFound(messages.botNotFound(botId));
-      await container.remove({ force: true, abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+      await this.lasting.getContainer(botId).remove({ force: true, abortSignal: AbortSignal.timeout(DEADLINE_MS) });
     } catch (err) {
       throw translateDockerError(err, botId, (detail) => new OperationFailed(`Failed to remove bot ${botId}: ${detail}`));
     }
