@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
@@ -34,6 +35,7 @@ test('dockerd restarted under load: each call meanwhile is answered, a 409 or a 
     HostConfig: { NetworkMode: 'none', RestartPolicy: { Name: 'unless-stopped' } },
   });
   await container.start();
+  const sharedBridge = existsSync('/sys/class/net/docker0');
   const agent = await startAgent(createDockerDriver({ dockerHost: engine.dockerHost }));
   t.teardown(agent.close);
   const within10s = () => ({ signal: AbortSignal.timeout(10_000) });
@@ -78,6 +80,7 @@ test('dockerd restarted under load: each call meanwhile is answered, a 409 or a 
     }
   }
   t.deepEqual(after, [], 'every call after the restart answered');
+  t.is(existsSync('/sys/class/net/docker0'), sharedBridge, "the shared engine's bridge is untouched");
   // Both runs' lines, read through the engine that came back.
   t.like(await call(agent.server, '/api/bots/logs', { body: { bot_id: id, lines: 6 }, ...within10s() }), {
     status: 200,

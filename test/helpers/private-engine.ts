@@ -8,8 +8,8 @@ import { TEST_IMAGE } from './docker-fixture.js';
 import { eventually } from './eventually.js';
 
 /**
- * A Docker engine of one test file's own (its own dockerd and containerd, data, socket and no networks of
- * its own), which the test may stop and start again without touching the engine every other file shares.
+ * A Docker engine of one test file's own (its own dockerd and containerd, data, socket and network
+ * namespace), which the test may stop and start again without touching the engine every other file shares.
  * Its bots run with `NetworkMode: 'none'`. The test image is copied over from the shared engine.
  */
 export class PrivateEngine {
@@ -36,9 +36,14 @@ export class PrivateEngine {
     this.startedOnce = true;
     mkdirSync(`${this.root}/exec`, { recursive: true });
     const log = openSync(`${this.root}/dockerd.log`, 'a');
+    // A network namespace of its own: a dockerd given no bridge deletes the host's `docker0` as a leftover,
+    // which would take the shared engine's default network from every other test.
     this.daemon = spawn(
-      'dockerd',
+      'unshare',
       [
+        '--net',
+        '--',
+        'dockerd',
         `--data-root=${this.root}/data`,
         `--exec-root=${this.root}/exec`,
         `--pidfile=${this.root}/dockerd.pid`,
