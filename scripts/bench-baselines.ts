@@ -10,7 +10,7 @@ export const STATS_JSON = JSON.stringify({ ok: true, stats: { cpu_percent: 0.12,
  * library allows: a request id (taken from X-Request-Id or made from a prefix and a count) returned in a header,
  * the caller looked up by the socket's address (one Map), the request counted and timed in prom-client children
  * bound once per route and status, and the access line (the agent's fields) written by pino to a file. Its stats
- * read no bot; its logs call (POST /api/bots/logs, the body read by @koa/bodyparser) is dockerode's logs call and
+ * read no bot; its logs call (POST /api/bots/logs, the body read by co-body, as the agent reads it) is dockerode's logs call and
  * the frames' payloads joined: the agent's driver, read limits and bounds are not in it. Evaluated in the project's
  * folder, so that its packages resolve from its node_modules.
  */
@@ -24,7 +24,7 @@ export const BASELINES = {
   promises: (port: number, host: string) => `import Koa from 'koa'; import Router from '@koa/router';
     import { randomBytes } from 'node:crypto'; import { rmSync } from 'node:fs'; import { tmpdir } from 'node:os'; import { join } from 'node:path';
     import { pino } from 'pino'; import { Counter, Histogram, Registry } from 'prom-client';
-    import { bodyParser } from '@koa/bodyparser'; import Docker from 'dockerode';
+    import coBody from 'co-body'; import Docker from 'dockerode';
     const stats = ${STATS_JSON}.stats; const router = new Router();
     const logFile = join(tmpdir(), 'bot-agent-bench-promises-' + process.pid + '.log');
     process.on('exit', () => rmSync(logFile, { force: true }));
@@ -49,8 +49,8 @@ export const BASELINES = {
     });
     router.get('/api/bots/:bot_id/stats', (ctx) => { identify(ctx, ctx.params.bot_id); ctx.body = { ok: true, stats }; });
     const docker = new Docker();
-    router.post('/api/bots/logs', bodyParser(), async (ctx) => {
-      const { bot_id, lines } = ctx.request.body; identify(ctx, bot_id);
+    router.post('/api/bots/logs', async (ctx) => {
+      const { bot_id, lines } = await coBody.json(ctx); identify(ctx, bot_id);
       const framed = await docker.getContainer(bot_id).logs({ stdout: true, stderr: true, tail: lines, follow: false });
       const payloads = [];
       for (let at = 0; at + 8 <= framed.length; at += 8 + framed.readUInt32BE(at + 4)) payloads.push(framed.subarray(at + 8, at + 8 + framed.readUInt32BE(at + 4)));

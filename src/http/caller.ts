@@ -124,6 +124,8 @@ export function isSelf(caller: Caller, botId: string): boolean {
 /** The caller of a request, from its connection and Authorization header; recorded on the context for the request log. */
 export async function callerOf(ctx: Context, driver: RuntimeDriver, policy: PlatformPolicy): Promise<Caller> {
   const headers = ctx.req.headers;
+  // koa's cookie jar is made on first use: a request without a Cookie header (every bot's) never needs one.
+  const session = headers.cookie !== undefined && policy.sessions !== undefined && (await policy.sessions.current(ctx.cookies.get(SESSION_COOKIE)));
   const caller = await identifyCaller(
     {
       address: ctx.req.socket.remoteAddress,
@@ -131,7 +133,7 @@ export async function callerOf(ctx: Context, driver: RuntimeDriver, policy: Plat
       host: headers.host,
       origin: headers.origin,
       fetchSite: headerValue(headers['sec-fetch-site']),
-      session: (await policy.sessions?.current(ctx.cookies.get(SESSION_COOKIE))) ?? false,
+      session,
     },
     driver,
     policy,

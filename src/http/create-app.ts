@@ -92,12 +92,13 @@ function literalPathsFirst(router: Router): Koa.Middleware {
     for (const method of layer.methods) methods.add(method);
     served.set(layer.path, methods);
   }
-  return async (ctx, next) => {
+  return (ctx, next) => {
     const methods = served.get(ctx.path);
     if (methods === undefined || methods.has(ctx.method)) return next();
     ctx.set('Allow', [...methods].join(', '));
     ctx.status = ctx.method === 'OPTIONS' ? 200 : 405;
     ctx.body = '';
+    return Promise.resolve();
   };
 }
 

@@ -33,22 +33,27 @@ const PARSE_OPTIONS = { limit: BODY_LIMIT, strict: true, onProtoPoisoning: 'remo
  * clients send none). An empty body is `{}`; one that is not JSON is a 400.
  */
 export function jsonBody(): Middleware {
-  return async (ctx, next) => {
-    // A request without a body (every GET) has nothing to read: no parser runs.
+  // A request without a body (every GET) has nothing to read: no parser runs, and no promise of this layer's own.
+  return (ctx, next) => {
     if (!hasBody(ctx)) {
       ctx.request.body = {};
       return next();
     }
-    const type = ctx.get('content-type');
-    if (type !== '' && !ctx.request.is('json', '+json')) {
-      throw new UnsupportedMediaType(`Content-Type ${ctx.request.type || type} is not supported: send a JSON object as application/json`);
-    }
-    try {
-      ctx.request.body = await coBody.json(ctx, PARSE_OPTIONS);
-    } catch (err) {
-      if ((err as { status?: number }).status === 413) throw new PayloadTooLarge('request body is larger than 16 KiB');
-      throw new BadRequest('request body must be a JSON object');
-    }
-    return next();
+    return parsed(ctx, next);
   };
+}
+
+/** The request's JSON body, read before the layers after this one run. */
+async function parsed(ctx: Context, next: () => Promise<unknown>): Promise<unknown> {
+  const type = ctx.get('content-type');
+  if (type !== '' && !ctx.request.is('json', '+json')) {
+    throw new UnsupportedMediaType(`Content-Type ${ctx.request.type || type} is not supported: send a JSON object as application/json`);
+  }
+  try {
+    ctx.request.body = await coBody.json(ctx, PARSE_OPTIONS);
+  } catch (err) {
+    if ((err as { status?: number }).status === 413) throw new PayloadTooLarge('request body is larger than 16 KiB');
+    throw new BadRequest('request body must be a JSON object');
+  }
+  return next();
 }

@@ -34,8 +34,8 @@ export function failureFields(err: unknown): Record<string, unknown> {
 export function requestLog(logger: Logger, metrics: AgentMetrics): Middleware {
   return async (ctx, next) => {
     const started = performance.now();
-    const given = ctx.get('x-request-id');
-    const requestId = usableRequestId.test(given) ? given : newRequestId();
+    const given = ctx.req.headers['x-request-id'];
+    const requestId = typeof given === 'string' && usableRequestId.test(given) ? given : newRequestId();
     ctx.state.requestId = requestId;
     // Straight to node:http: koa's ctx.set builds three arrays and a closure to set one header.
     ctx.res.setHeader('X-Request-Id', requestId);

@@ -66,8 +66,16 @@ export interface LogWindow {
 /** Hands the payload of the last `tail` log entries within `window` to `sink`; answers how many entries a framed stream sent. */
 async function stream(docker: Docker, containerId: string, tty: boolean, tail: number, window: LogWindow, sink: Sink): Promise<number | undefined> {
   const controller = new AbortController();
-  // The engine may stay silent between chunks as long as any quick call may take.
-  const silence = setTimeout(() => controller.abort(), ENGINE_DEADLINE_MS);
+  // The engine may stay silent between chunks as long as any quick call may take. A chunk only notes the
+  // time: refreshing the timer on each (the engine sends one per entry) cost a timer list insertion each.
+  let heardAt = Date.now();
+  const watchSilence = (): NodeJS.Timeout =>
+    setTimeout(() => {
+      const silentMs = Date.now() - heardAt;
+      if (silentMs >= ENGINE_DEADLINE_MS) controller.abort();
+      else silence = watchSilence();
+    }, ENGINE_DEADLINE_MS - (Date.now() - heardAt));
+  let silence = watchSilence();
   try {
     const query: LogsQuery = {
       tail,
@@ -79,7 +87,7 @@ async function stream(docker: Docker, containerId: string, tty: boolean, tail: n
     const demuxer = tty ? undefined : new DockerLogDemuxer((_stream, bytes) => sink.push(bytes));
     // Chunks as they come: the engine sends a chunk per log entry, and an async iterator costs a promise each.
     answer.on('data', (chunk: Buffer) => {
-      silence.refresh();
+      heardAt = Date.now();
       if (demuxer) demuxer.push(chunk);
       else sink.push(chunk);
     });
