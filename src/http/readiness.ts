@@ -17,6 +17,8 @@ export class Readiness {
   /** Whether the runtime has answered since the agent started: the grace is for a runtime that was there. */
   private answered = false;
   private failingSinceMs: number | undefined;
+  /** The ping under way, which every check that comes meanwhile shares: a flood of `/readyz` is one ping at a time. */
+  private pinging: Promise<void> | undefined;
 
   constructor(
     private readonly driver: Pick<RuntimeDriver, 'ping' | 'runtime'>,
@@ -34,11 +36,11 @@ export class Readiness {
     if (this.stopping) throw new ShuttingDown(messages.shuttingDown);
     const reachable = `${this.driver.runtime} runtime reachable`;
     if (this.graceMs === 0) {
-      await this.driver.ping();
+      await this.ping();
       return reachable;
     }
     try {
-      await pingWithin(this.driver, PING_WITHIN_GRACE_MS);
+      await answeredWithin(this.ping(), this.driver.runtime, PING_WITHIN_GRACE_MS);
       this.answered = true;
       this.failingSinceMs = undefined;
       return reachable;
@@ -51,12 +53,17 @@ export class Readiness {
       return `${this.driver.runtime} runtime not answering for ${(failingMs / 1000).toFixed(1)} s; ready for up to ${this.graceMs / 1000} s of that (AGENT_READY_GRACE_MS)`;
     }
   }
+
+  private ping(): Promise<void> {
+    this.pinging ??= this.driver.ping().finally(() => (this.pinging = undefined));
+    return this.pinging;
+  }
 }
 
-/** The runtime's ping, failed as unreachable once it took `ms` (the timer, unreferenced, holds nothing open). */
-async function pingWithin(driver: Pick<RuntimeDriver, 'ping' | 'runtime'>, ms: number): Promise<void> {
+/** The runtime's `ping`, failed as unreachable once it took `ms` (the timer, unreferenced, holds nothing open). */
+async function answeredWithin(ping: Promise<void>, runtime: string, ms: number): Promise<void> {
   const late = Symbol('late');
-  if ((await Promise.race([driver.ping(), sleep(ms, late, { ref: false })])) === late) {
-    throw new RuntimeUnavailable(messages.runtimeUnavailable(driver.runtime));
+  if ((await Promise.race([ping, sleep(ms, late, { ref: false })])) === late) {
+    throw new RuntimeUnavailable(messages.runtimeUnavailable(runtime));
   }
 }
