@@ -177,13 +177,16 @@ export class DockerFixture {
     return text.split('\n').filter((line) => line.includes('"restart"')).length;
   }
 
-  /** Removes every container and the network this file made. */
+  /**
+   * Removes every container and the network this file made: also the containers on that network the file made
+   * otherwise (bots created through an agent's provisioning carry no test label), which would keep the network.
+   */
   async cleanup(): Promise<void> {
     const mine = await this.docker.listContainers({ all: true, filters: { label: [`bot-agent-test=${this.runId}`] } });
-    await Promise.all(mine.map((c) => this.docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
-    if (this.networkMade !== undefined) {
-      const { name } = await this.networkMade;
-      await this.docker.getNetwork(name).remove().catch(() => undefined);
-    }
+    const network = this.networkMade === undefined ? undefined : (await this.networkMade).name;
+    const onNetwork = network === undefined ? [] : await this.docker.listContainers({ all: true, filters: { network: [network] } }).catch(() => []);
+    const ids = new Set([...mine, ...onNetwork].map((c) => c.Id));
+    await Promise.all([...ids].map((id) => this.docker.getContainer(id).remove({ force: true }).catch(() => undefined)));
+    if (network !== undefined) await this.docker.getNetwork(network).remove().catch(() => undefined);
   }
 }

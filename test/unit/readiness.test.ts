@@ -5,7 +5,7 @@ import { Readiness } from '../../src/http/readiness.js';
 // What /readyz asks of the runtime (docs/api.md §2): a flood of probes is one ping at a time, never a stale answer.
 function countingRuntime(ms: number, fails = false) {
   const runtime = {
-    runtime: 'docker',
+    runtime: 'docker' as const,
     pings: 0,
     async ping(): Promise<void> {
       runtime.pings += 1;
