@@ -28,8 +28,11 @@ export function botNamespace(configured: string | undefined): string {
   }
 }
 
-/** At most this many quick calls go to the API server at once; more wait their turn, within their own deadline. */
-export const QUICK_API_CONNECTIONS = 16;
+/**
+ * At most this many quick calls go to the API server at once; more wait their turn, within their own deadline.
+ * As many as to the engine: enough that a busy agent's lifecycle reads rarely queue behind its other calls.
+ */
+export const QUICK_API_CONNECTIONS = 32;
 /** An idle connection is closed after this long. */
 const IDLE_MS = 30_000;
 /** How often the credentials the connections were made with are read again (a certificate rotated on disk). */
