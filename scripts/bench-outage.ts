@@ -1,6 +1,6 @@
 // A bot's restart through the agent, its history in PostgreSQL: its latency with the database up,
 // stopped (pg_ctl stop) and frozen (SIGSTOP of the server's every process), on the real engine,
-// against a server of this script's own (scripts/postgres.sh in its own folder, on port 55434).
+// against a server of this script's own (scripts/postgres.sh in its own folder, on port 25434).
 // Prints the figures and writes them into BENCHMARKS.md between its markers (npm run bench keeps them).
 // Run as root, with the engine up: npm run bench:outage
 import { mkdtempSync } from 'node:fs';
@@ -19,7 +19,7 @@ import { writeSection } from './bench-sections.js';
 const RESTARTS = 15;
 
 const fixture = new DockerFixture();
-const server = new OwnPostgres('bench-outage', 55434);
+const server = new OwnPostgres('bench-outage', 25434);
 
 function percentile(sorted: number[], share: number): number {
   return Math.round(sorted[Math.min(sorted.length - 1, Math.floor(share * sorted.length))] ?? 0);

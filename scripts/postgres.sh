@@ -2,7 +2,9 @@
 # A real PostgreSQL server for several agents' shared history (AGENT_DATABASE_URL), idempotently:
 #   - installs Debian's postgresql when its server binaries are missing
 #   - makes a cluster of its own in its own folder, run by a user of its own
-#     (the server refuses to run as root), on its own port
+#     (the server refuses to run as root), on its own port (below the kernel's
+#     range of ports for outgoing connections, 32768 to 60999, so that no client's
+#     connection can hold it as the server starts)
 #   - starts it, and makes the role and database `botagent`
 # It listens on loopback and, when the local cluster's bridge is up, on its
 # address (10.88.0.1), so that pods reach it; password logins only.
@@ -11,7 +13,7 @@
 set -euo pipefail
 
 DATA=${BOT_AGENT_PG_DATA:-/var/lib/bot-agent-postgres}
-PORT=${BOT_AGENT_PG_PORT:-55432}
+PORT=${BOT_AGENT_PG_PORT:-25432}
 OWNER=bot-agent-pg
 DATABASE=botagent
 PASSWORD=botagent-local-only
@@ -59,8 +61,8 @@ listen=127.0.0.1
 # Not `ip ... | grep -q`: under pipefail, grep's early exit kills ip with SIGPIPE once many interfaces are listed.
 [ -n "$(ip -o -4 addr show to "$BRIDGE_ADDRESS" 2>/dev/null)" ] && listen="127.0.0.1,$BRIDGE_ADDRESS"
 running_on=$(cat "$DATA/listen" 2>/dev/null || true)
-if as_owner "$bindir/pg_ctl" -D "$DATA/cluster" status >/dev/null 2>&1 && [ "$running_on" != "$listen" ]; then
-  # Started before the bridge existed: again, on both addresses.
+if as_owner "$bindir/pg_ctl" -D "$DATA/cluster" status >/dev/null 2>&1 && [ "$running_on" != "$listen port $PORT" ]; then
+  # Started before the bridge existed, or on another port: again, on both addresses and this port.
   as_owner "$bindir/pg_ctl" -D "$DATA/cluster" -m fast -w stop >/dev/null
 fi
 if ! as_owner "$bindir/pg_ctl" -D "$DATA/cluster" status >/dev/null 2>&1; then
@@ -69,8 +71,10 @@ if ! as_owner "$bindir/pg_ctl" -D "$DATA/cluster" status >/dev/null 2>&1; then
   as_owner "$bindir/pg_ctl" -D "$DATA/cluster" -l "$LOG" -w -t 60 start \
     -o "-c listen_addresses='$listen' -c port=$PORT -c unix_socket_directories='$DATA' -c max_connections=200 -c fsync=on" \
     >/dev/null || { tail -20 "$LOG" >&2; fail "the server did not start; see $LOG"; }
-  printf '%s\n' "$listen" >"$DATA/listen"
+  printf '%s\n' "$listen port $PORT" >"$DATA/listen"
 fi
+# The server starts when any one of its addresses is free: a port taken on loopback would leave it unreachable there.
+"$bindir/pg_isready" -q -h 127.0.0.1 -p "$PORT" -t 10 || { tail -20 "$LOG" >&2; fail "the server does not answer on 127.0.0.1:$PORT; see $LOG"; }
 
 psql_() { as_owner "$bindir/psql" -h "$DATA" -p "$PORT" -U postgres -v ON_ERROR_STOP=1 -qAt "$@"; }
 if [ "$(psql_ -d postgres -c "SELECT 1 FROM pg_roles WHERE rolname = '$DATABASE'")" != 1 ]; then

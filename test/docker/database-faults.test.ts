@@ -25,7 +25,7 @@ const READ_DEADLINE_MS = 5_000;
 const SECRET = 'faults-secret';
 
 const fixture = new DockerFixture();
-const server = new OwnPostgres('faults', 55433);
+const server = new OwnPostgres('faults', 25433);
 let databaseUrl: string;
 let agent: TestAgent;
 let receiver: WebhookReceiver;

@@ -18,7 +18,7 @@ import { OwnPostgres } from '../helpers/postgres.js';
 // (docs/api.md §11). Before, the removal answered 500 with the bot half forgotten, and the session's end was dropped.
 // The server is this file's own (scripts/postgres.sh, its own folder and port).
 const fixture = new DockerFixture();
-const server = new OwnPostgres('outage-writes', 55434);
+const server = new OwnPostgres('outage-writes', 25434);
 const tokens = BotTokens.open(':memory:');
 const ADMIN = 'outage-admin-token-0123456789abcdef01234';
 let serverUrl: string;
