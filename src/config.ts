@@ -1,4 +1,5 @@
 import { object, string, ValidationError } from 'yup';
+import { isHostItself } from './loopback.js';
 import { wholeNumber } from './whole-number.js';
 
 /** The agent's configuration, read once at start (docs/api.md §5). */
@@ -101,7 +102,8 @@ const env = object({
     'AGENT_TRUSTED_HOSTS must be host names separated by commas, e.g. agent.internal,platform.local',
   ),
   AGENT_PROVISIONING: string().oneOf(['on', 'off'] as const, 'AGENT_PROVISIONING must be on or off').default('on'),
-  AGENT_LOOPBACK_PLATFORM: string().oneOf(['on', 'off'] as const, 'AGENT_LOOPBACK_PLATFORM must be on or off').default('on'),
+  // No default here: it follows AGENT_IDENTITY (loopbackPlatformOf).
+  AGENT_LOOPBACK_PLATFORM: string().oneOf(['on', 'off'] as const, 'AGENT_LOOPBACK_PLATFORM must be on or off'),
   AGENT_WATCHDOG: string().oneOf(['on', 'off'] as const, 'AGENT_WATCHDOG must be on or off').default('on'),
   AGENT_IDENTITY: string()
     .oneOf(['address', 'token', 'address+token'] as const, 'AGENT_IDENTITY must be address, token or address+token')
@@ -119,6 +121,27 @@ const env = object({
 });
 
 /**
+ * Whether the host itself (127.0.0.1, ::1) is the platform (docs/api.md §4, rule 6): by default only
+ * where addresses name bots. Where tokens do, loopback is a proxy's hop (a sidecar hands every bot's
+ * connections over from it), and one address cannot be both: that combination, or a hop named on
+ * 127.0.0.1 or ::1, is refused rather than making every bot behind the hop the platform.
+ */
+function loopbackPlatformOf(given: 'on' | 'off' | undefined, identity: Identity, proxyAddresses: readonly string[]): boolean {
+  if (given === undefined) return identity === 'address' && !proxyAddresses.some(isHostItself);
+  if (given === 'off') return false;
+  if (identity !== 'address') {
+    throw new ConfigError(
+      `AGENT_LOOPBACK_PLATFORM=on cannot go with AGENT_IDENTITY=${identity}: there loopback is a proxy's hop that every bot may call through; unset AGENT_LOOPBACK_PLATFORM and give the platform AGENT_ADMIN_TOKEN`,
+    );
+  }
+  const hop = proxyAddresses.find(isHostItself);
+  if (hop !== undefined) {
+    throw new ConfigError(`AGENT_LOOPBACK_PLATFORM=on cannot go with ${hop} in AGENT_PROXY_ADDRESSES: every bot behind that hop would be the platform; unset AGENT_LOOPBACK_PLATFORM and give the platform AGENT_ADMIN_TOKEN`);
+  }
+  return true;
+}
+
+/**
  * Reads and validates the configuration. An empty variable counts as unset.
  * Throws ConfigError naming the first bad variable.
  */
@@ -130,6 +153,12 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   );
   try {
     const values = env.validateSync(given, { abortEarly: true, stripUnknown: true });
+    const proxyAddresses = Object.freeze(
+      (values.AGENT_PROXY_ADDRESSES ?? '')
+        .split(',')
+        .map((address) => address.trim().toLowerCase())
+        .filter((address) => address !== ''),
+    );
     return Object.freeze({
       runtime: values.AGENT_RUNTIME,
       host: values.AGENT_HOST,
@@ -156,18 +185,13 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
           .filter((host) => host !== ''),
       ),
       provisioning: values.AGENT_PROVISIONING === 'on',
-      loopbackPlatform: values.AGENT_LOOPBACK_PLATFORM === 'on',
+      loopbackPlatform: loopbackPlatformOf(values.AGENT_LOOPBACK_PLATFORM, values.AGENT_IDENTITY, proxyAddresses),
       connectionsPerAddress: values.AGENT_CONNECTIONS_PER_ADDRESS,
       readyGraceMs: values.AGENT_READY_GRACE_MS,
       shutdownDelayMs: values.AGENT_SHUTDOWN_DELAY_MS,
       watchdog: values.AGENT_WATCHDOG === 'on',
       identity: values.AGENT_IDENTITY,
-      proxyAddresses: Object.freeze(
-        (values.AGENT_PROXY_ADDRESSES ?? '')
-          .split(',')
-          .map((address) => address.trim().toLowerCase())
-          .filter((address) => address !== ''),
-      ),
+      proxyAddresses,
     });
   } catch (err) {
     if (err instanceof ValidationError) throw new ConfigError(err.errors[0] ?? err.message);

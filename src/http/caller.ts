@@ -93,7 +93,8 @@ export async function identifyCaller(evidence: CallerEvidence, driver: RuntimeDr
   if (holdsAdminToken(evidence.authorization, policy.adminToken)) return { kind: 'platform' };
   const crossSite = isCrossSite({ host: evidence.host, origin: evidence.origin, fetchSite: evidence.fetchSite }, policy.trustedHosts);
   if (evidence.session === true && !crossSite) return { kind: 'platform' };
-  if (address !== undefined && policy.loopbackPlatform && isHostItself(address)) {
+  // A hop (under token identity, loopback itself) hands over every bot's connections: it is never the platform.
+  if (address !== undefined && policy.loopbackPlatform && isHostItself(address) && policy.isHop?.(address) !== true) {
     if (crossSite) throw new Forbidden(messages.crossSite);
     return { kind: 'platform' };
   }

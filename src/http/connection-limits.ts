@@ -1,4 +1,5 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import onFinished from 'on-finished';
 import type { Socket } from 'node:net';
 import { isHostItself } from '../loopback.js';
 import { plainAddress } from './caller.js';
@@ -32,10 +33,12 @@ export function serverTimeouts(limits: ConnectionLimits) {
 
 /** What a connection counted against its address carries: the way to stop counting it. */
 const UNCOUNT = Symbol('uncount');
-/** What a connection through a hop carries: the way to count it against the bot a request on it named. */
+/** What a connection through a hop carries: the way to count it against the bot a request on it named, ... */
 const NAME = Symbol('name');
+/** ... and the way to say a request on it is under way (it is then not closed for a newcomer). */
+const BUSY = Symbol('busy');
 
-type Counted = Socket & { [UNCOUNT]?: () => void; [NAME]?: (botId: string) => boolean };
+type Counted = Socket & { [UNCOUNT]?: () => void; [NAME]?: (botId: string) => boolean; [BUSY]?: (busy: boolean) => void };
 
 /**
  * Bounds the connections `server` holds: at most `perAddress` from any one
@@ -46,14 +49,20 @@ type Counted = Socket & { [UNCOUNT]?: () => void; [NAME]?: (botId: string) => bo
  *
  * Through a proxy's hop every bot shares one address: there the hop holds at
  * most `perHop`, of which connections no request has named yet hold at most
- * half (they last at most `headersMs` without one), and each bot at most
- * `perAddress` once its requests name it (namedConnection): no one bot fills
- * the hop.
+ * half (a newcomer takes the place of the oldest idle one), and each bot at
+ * most `perAddress` once its requests name it (namedConnection): no one bot
+ * fills the hop, and unnamed traffic never keeps a bot out.
  */
 export function limitConnections(server: Server, limits: ConnectionLimits): void {
   server.maxConnections = limits.total;
   const open = new Map<string, number>();
   const hops = new HopConnections(limits);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const busy = (req.socket as Counted)[BUSY];
+    if (busy === undefined) return;
+    busy(true);
+    onFinished(res, () => busy(false));
+  });
   server.on('connection', (socket: Counted) => {
     const address = plainAddress(socket.remoteAddress ?? '');
     if (limits.isHop?.(address)) {
@@ -96,37 +105,46 @@ export function namedConnection(socket: Socket, botId: string): boolean {
   return (socket as Counted)[NAME]?.(botId) ?? true;
 }
 
-/** The connections through proxies' hops: all of them, those no request named yet, and each bot's. */
+/**
+ * The connections through proxies' hops: all of them, those no request named yet, and each bot's.
+ * Unnamed connections never take a named caller's place: when they hold their half, the oldest of them
+ * with no request under way gives its place to the new one, so idle or refused traffic through a hop can
+ * delay a bot's connection by nothing (docs/api.md §2).
+ */
 class HopConnections {
   private open = 0;
-  private unnamed = 0;
+  /** Connections no request named yet, oldest first, each with whether a request on it is under way. */
+  private readonly unnamed = new Map<Counted, { busy: boolean }>();
   private readonly byBot = new Map<string, number>();
 
   constructor(private readonly limits: ConnectionLimits) {}
 
   take(socket: Counted): void {
-    if (this.open >= this.limits.perHop || this.unnamed >= this.limits.perHop / 2) {
+    const full = this.open >= this.limits.perHop || this.unnamed.size >= this.limits.perHop / 2;
+    if (full && !this.evictIdleUnnamed()) {
       socket.destroy();
       return;
     }
     this.open += 1;
-    this.unnamed += 1;
+    const state = { busy: false };
+    this.unnamed.set(socket, state);
     let bot: string | undefined;
     let counted = true;
+    socket[BUSY] = (busy) => (state.busy = busy);
     socket[NAME] = (botId) => {
       if (bot !== undefined) return true;
       const held = this.byBot.get(botId) ?? 0;
       if (held >= this.limits.perAddress) return false;
       bot = botId;
       this.byBot.set(botId, held + 1);
-      this.unnamed -= 1;
+      this.unnamed.delete(socket);
       return true;
     };
     socket[UNCOUNT] = () => {
       if (!counted) return;
       counted = false;
       this.open -= 1;
-      if (bot === undefined) this.unnamed -= 1;
+      if (bot === undefined) this.unnamed.delete(socket);
       else {
         const left = (this.byBot.get(bot) ?? 1) - 1;
         if (left === 0) this.byBot.delete(bot);
@@ -134,5 +152,16 @@ class HopConnections {
       }
     };
     socket.once('close', socket[UNCOUNT]);
+  }
+
+  /** Closes the oldest unnamed connection with no request under way; false when there is none. */
+  private evictIdleUnnamed(): boolean {
+    for (const [socket, state] of this.unnamed) {
+      if (state.busy) continue;
+      socket[UNCOUNT]?.();
+      socket.destroy();
+      return true;
+    }
+    return false;
   }
 }

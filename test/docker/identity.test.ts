@@ -8,7 +8,7 @@ import { BotTokens } from '../../src/identity/bot-tokens.js';
 import { listen } from '../../src/http/listen.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
-import { TEST_APP_CONFIG } from '../helpers/agent.js';
+import { asPlatform, TEST_ADMIN_TOKEN, TEST_APP_CONFIG } from '../helpers/agent.js';
 import { lineSink } from '../helpers/log-sink.js';
 import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { call } from '../helpers/http-client.js';
@@ -29,7 +29,7 @@ async function agent(identity: Identity, tokens = botTokens): Promise<{ server: 
     driver,
     provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000', tokens }),
     botTokens: tokens,
-    config: { ...TEST_APP_CONFIG, identity },
+    config: { ...TEST_APP_CONFIG, identity, adminToken: TEST_ADMIN_TOKEN },
     logger: pino(lineSink(logLines)),
     // On an engine other test files share: no restarts of their bots.
     watchdog: 'off',
@@ -58,6 +58,7 @@ test('address+token: a created bot carries its token and acts on itself with it;
   const id = fixture.newBotId();
   t.teardown(() => fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined));
   const created = await call(server, '/api/admin/bots', {
+    headers: asPlatform,
     body: { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'telegram', token: 'telegram-secret-0123456789', command: ['sleep', '1000'] },
   });
   t.is(created.status, 201, created.text);
@@ -110,12 +111,12 @@ test('token: a bot removed and created again under its id is named by its new to
   const id = fixture.newBotId();
   t.teardown(() => fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined));
   const create = () =>
-    call(server, '/api/admin/bots', { body: { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'telegram', token: 'telegram-secret-0123456789', command: ['sleep', '1000'] } });
+    call(server, '/api/admin/bots', { headers: asPlatform, body: { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'telegram', token: 'telegram-secret-0123456789', command: ['sleep', '1000'] } });
   t.is((await create()).status, 201);
   const removedToken = (await envOf(id)).PLATFORM_AGENT_TOKEN ?? '';
   // Tokens are signed to the second: the removal comes in a later one.
   await new Promise((resolve) => setTimeout(resolve, 1_100));
-  t.is((await call(server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
+  t.is((await call(server, `/api/admin/bots/${id}`, { method: 'DELETE', headers: asPlatform })).status, 200);
   t.is((await create()).status, 201);
   const newToken = (await envOf(id)).PLATFORM_AGENT_TOKEN ?? '';
   t.not(newToken, removedToken);

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import test from 'ava';
 import { BotTokens } from '../../src/identity/bot-tokens.js';
 import { runAgentProcess } from '../helpers/agent-process.js';
+import { TcpRelay } from '../helpers/tcp-relay.js';
 
 // Behind a service mesh every bot reaches the agent from the sidecar's hop, 127.0.0.6 (docs/api.md §2): the agent as
 // operators run it, under AGENT_IDENTITY=token, bounds connections there by the bot a request names, not by the
@@ -78,4 +79,64 @@ test("through a mesh's hop one bot holds at most its 64 connections, never the h
   const idleOpen = idle.filter((held) => !held.closed).length;
   t.is(idleOpen, 512, `${idleOpen} connections that named no one stayed open`);
   t.is(await ask(others.held, other, tokens.sign(other)), 404, 'a bot lost its open connection to the idle ones');
+});
+
+test('idle connections through a hop, opened again as fast as the agent closes them, never keep a bot behind the same hop from an answer within 1 s', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'bot-agent-hop-'));
+  const agent = await runAgentProcess({ AGENT_DATA_DIR: dataDir, AGENT_IDENTITY: 'token' });
+  const tokens = BotTokens.open(dataDir);
+  const flood = new Set<Socket>();
+  let flooding = true;
+  // 700 connections that never send a byte, each opened again as soon as it closes.
+  const keepOne = (): void => {
+    if (!flooding) return;
+    const socket = connect({ port: agent.port, host: '127.0.0.1', localAddress: HOP });
+    flood.add(socket);
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      flood.delete(socket);
+      keepOne();
+    });
+  };
+  t.teardown(() => {
+    flooding = false;
+    for (const socket of flood) socket.destroy();
+    agent.process.kill('SIGKILL');
+  });
+  for (let i = 0; i < 700; i += 1) keepOne();
+  await settle();
+  const botId = 'bot_1_1_behindhop';
+  const token = tokens.sign(botId);
+  for (let round = 0; round < 5; round += 1) {
+    const held = await open(agent.port);
+    const started = performance.now();
+    const status = await ask(held, botId, token);
+    const tookMs = performance.now() - started;
+    held.socket.destroy();
+    // The bot does not exist: 404 is the answer that names it; 0 is a connection reset or closed unanswered.
+    t.is(status, 404, `round ${round}: the bot's call got ${status === 0 ? 'no answer' : status}`);
+    t.true(tookMs < 1_000, `round ${round}: the answer took ${Math.round(tookMs)} ms`);
+  }
+  t.true(flood.size >= 500, `the flood held only ${flood.size} connections: it tested nothing`);
+});
+
+test('a hop on loopback itself (a sidecar or TCP proxy that connects from 127.0.0.1) is never the platform under token identity, with every other setting at its default', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'bot-agent-hop-'));
+  const agent = await runAgentProcess({ AGENT_DATA_DIR: dataDir, AGENT_IDENTITY: 'token' });
+  const relay = new TcpRelay({ host: '127.0.0.1', port: agent.port });
+  const relayPort = await relay.start();
+  t.teardown(async () => {
+    await relay.close();
+    agent.process.kill('SIGKILL');
+  });
+  const through = await fetch(`http://127.0.0.1:${relayPort}/api/admin/bots`);
+  t.is(through.status, 403, 'a bot behind a proxy on the host was the platform');
+  t.like(await through.json(), { ok: false });
+  const direct = await fetch(`http://127.0.0.1:${agent.port}/api/admin/bots`);
+  t.is(direct.status, 403, 'the host itself, without the admin token');
+  await direct.body?.cancel();
+  // Saying loopback is the platform as well is refused at start, naming both settings.
+  const refused = runAgentProcess({ AGENT_DATA_DIR: dataDir, AGENT_IDENTITY: 'token', AGENT_LOOPBACK_PLATFORM: 'on' }, { captureStderr: true });
+  const error = await t.throwsAsync(refused);
+  t.regex(error.message, /exited \(1\)[\s\S]*AGENT_LOOPBACK_PLATFORM=on cannot go with AGENT_IDENTITY=token/);
 });

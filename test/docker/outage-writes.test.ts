@@ -5,7 +5,7 @@ import test from 'ava';
 import { BotTokens } from '../../src/identity/bot-tokens.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
-import { startAgent } from '../helpers/agent.js';
+import { asPlatform, startAgent, TEST_ADMIN_TOKEN } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
 import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
@@ -40,7 +40,7 @@ async function dockerAgent(): Promise<TestAgent> {
   const databaseUrl = await server.freshDatabase(serverUrl);
   const provisioner = createDockerProvisioner({ dockerHost: fixture.dockerHost, network: (await fixture.network()).name, agentUrl: 'http://agent:8000', tokens });
   const dataDir = mkdtempSync(join(tmpdir(), 'bot-agent-outage-writes-'));
-  const agent = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl, dataDir, identity: 'token', botTokens: tokens }, '127.0.0.1', provisioner);
+  const agent = await startAgent(createDockerDriver({ dockerHost: fixture.dockerHost }), { databaseUrl, dataDir, identity: 'token', botTokens: tokens, adminToken: TEST_ADMIN_TOKEN }, '127.0.0.1', provisioner);
   agents.push(agent);
   return agent;
 }
@@ -51,11 +51,12 @@ const tokenOf = async (id: string): Promise<string> =>
 /** Creates the bot, restarts it once through the agent (a record and events to forget), and answers its token. */
 async function botWithHistory(agent: TestAgent, id: string): Promise<string> {
   const created = await call(agent.server, '/api/admin/bots', {
+    headers: asPlatform,
     body: { bot_id: id, user_id: 'user_1', image: TEST_IMAGE, template: 'discord', token: 'discord-secret-0123456789', command: ['sleep', '1000'] },
   });
   if (created.status !== 201) throw new Error(created.text);
-  if ((await call(agent.server, '/api/bots/restart', { body: { bot_id: id, user_id: 'user_1' } })).status !== 200) throw new Error('restart');
-  if (!(await eventually(async () => (await call(agent.server, `/api/bots/${id}`)).body?.bot !== undefined && (await lastExit(agent, id)) !== null))) {
+  if ((await call(agent.server, '/api/bots/restart', { headers: asPlatform, body: { bot_id: id, user_id: 'user_1' } })).status !== 200) throw new Error('restart');
+  if (!(await eventually(async () => (await call(agent.server, `/api/bots/${id}`, { headers: asPlatform })).body?.bot !== undefined && (await lastExit(agent, id)) !== null))) {
     throw new Error('the restart left no record');
   }
   // Tokens are signed to the second: one signed in the second of the removal still names the bot.
@@ -64,7 +65,7 @@ async function botWithHistory(agent: TestAgent, id: string): Promise<string> {
 }
 
 async function lastExit(agent: TestAgent, id: string): Promise<unknown> {
-  return ((await call(agent.server, `/api/bots/${id}`)).body?.bot as { last_exit?: unknown } | undefined)?.last_exit;
+  return ((await call(agent.server, `/api/bots/${id}`, { headers: asPlatform })).body?.bot as { last_exit?: unknown } | undefined)?.last_exit;
 }
 
 /** The bot's status as a caller presenting `token` through a sidecar's hop gets it. */
@@ -77,13 +78,14 @@ test.serial('a bot removed while the database is frozen is removed in full: 200,
   server.freeze();
   let removed;
   try {
-    removed = await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' });
+    removed = await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE', headers: asPlatform });
   } finally {
     server.thaw();
   }
   t.is(removed.status, 200, removed.text);
   await t.throwsAsync(fixture.docker.getContainer(id).inspect(), undefined, 'the container is still there');
   const again = await call(agent.server, '/api/admin/bots', {
+    headers: asPlatform,
     body: { bot_id: id, user_id: 'user_1', image: TEST_IMAGE, template: 'discord', token: 'discord-secret-0123456789', command: ['sleep', '1000'] },
   });
   t.is(again.status, 201, again.text);
@@ -100,9 +102,10 @@ test.serial('a DELETE of a bot whose container is already gone still forgets it:
   const id = fixture.newBotId();
   const oldToken = await botWithHistory(agent, id);
   await fixture.docker.getContainer(id).remove({ force: true });
-  const removed = await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' });
+  const removed = await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE', headers: asPlatform });
   t.is(removed.status, 404, removed.text);
   t.is((await call(agent.server, '/api/admin/bots', {
+    headers: asPlatform,
     body: { bot_id: id, user_id: 'user_1', image: TEST_IMAGE, template: 'discord', token: 'discord-secret-0123456789', command: ['sleep', '1000'] },
   })).status, 201);
   t.is(await lastExit(agent, id), null);

@@ -6,7 +6,7 @@ import { BotTokens } from '../../src/identity/bot-tokens.js';
 import { listen } from '../../src/http/listen.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
-import { TEST_APP_CONFIG } from '../helpers/agent.js';
+import { asPlatform, TEST_ADMIN_TOKEN, TEST_APP_CONFIG } from '../helpers/agent.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
@@ -28,7 +28,7 @@ test('the Python client, run by pytest inside a bot container, does everything i
     driver,
     provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network: network.name, agentUrl: 'http://agent:8000', tokens: botTokens }),
     botTokens,
-    config: { ...TEST_APP_CONFIG, identity: 'address+token' },
+    config: { ...TEST_APP_CONFIG, identity: 'address+token', adminToken: TEST_ADMIN_TOKEN },
     logger: pino({ level: 'silent' }),
     // On an engine other test files share: no restarts of their bots.
     watchdog: 'off',
@@ -45,6 +45,7 @@ test('the Python client, run by pytest inside a bot container, does everything i
     await driver.close();
   });
   const created = await call(server, '/api/admin/bots', {
+    headers: asPlatform,
     body: { bot_id: id, user_id: 'user_py', image, template: 'discord', token: 'discord-secret-0123456789', command: ['sh', '-c', PYTHON_BOT_SCRIPT] },
   });
   t.is(created.status, 201, created.text);

@@ -31,6 +31,11 @@ export const TEST_APP_CONFIG: AgentConfig = {
   identity: 'address',
 };
 
+/** The platform's token for agents under a token identity, where loopback is a hop and never the platform (docs/api.md §4, rule 6). */
+export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789abcdef0123';
+/** The headers of a platform call holding TEST_ADMIN_TOKEN. */
+export const asPlatform: Readonly<Record<string, string>> = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+
 /** A running agent on a free port, for one test file. */
 export interface TestAgent {
   server: Server;

@@ -11,12 +11,16 @@ const B = { id: 'bot_1_2_beta', address: '127.0.0.22', ownerId: 'user_1' };
 /** A mesh sidecar's hop: loopback, but not the host itself. */
 const SIDECAR = '127.0.0.6';
 
+/** The platform's token: under token identity loopback is a hop, never the platform (docs/api.md §4, rule 6). */
+const ADMIN = 'admin-token-of-at-least-32-characters';
+const platform = { authorization: `Bearer ${ADMIN}` };
+
 async function setUp(t: Parameters<typeof agentFor>[0], identity: Identity) {
   const driver = new MemoryDriver();
   driver.add(A);
   driver.add(B);
   const botTokens = BotTokens.open(':memory:');
-  const server = await agentFor(t, driver, { identity, botTokens });
+  const server = await agentFor(t, driver, { identity, botTokens, adminToken: ADMIN });
   const as = (token: string) => ({ authorization: `Bot ${token}` });
   return { driver, server, tokens: { a: as(botTokens.sign(A.id)), b: as(botTokens.sign(B.id)) } };
 }
@@ -39,7 +43,10 @@ test('token: the token alone names the bot, from any address, a sidecar hop incl
   // The host itself with a bot's token is that bot, not the platform.
   const hostWithToken = await call(server, '/api/events', { headers: tokens.a });
   t.is(hostWithToken.status, 403);
-  t.is((await call(server, '/api/events')).status, 200, 'the host itself without a token is still the platform');
+  // Loopback is a hop here: a sidecar (Linkerd) may hand bots' connections over from 127.0.0.1 itself.
+  const bareHost = await call(server, '/api/events');
+  t.is(bareHost.status, 403, 'the host itself without a token was the platform behind a hop');
+  t.is((await call(server, '/api/events', { headers: platform })).status, 200, "the admin token's holder is the platform");
   t.true(driver.lifecycleCalls.every((name) => name.endsWith(A.id)));
 });
 
@@ -76,7 +83,7 @@ test('a forged or foreign token is refused, saying why, in every mode that reads
 
 test('the platform asks for a bot\'s token; a bot may not, and it is never answered where no tokens are signed', async (t) => {
   const { server } = await setUp(t, 'address+token');
-  const issued = await call(server, `/api/admin/bots/${A.id}/token`, { method: 'POST' });
+  const issued = await call(server, `/api/admin/bots/${A.id}/token`, { method: 'POST', headers: platform });
   t.is(issued.status, 200);
   const token = String(issued.body?.token);
   t.is((await call(server, `/api/bots/${A.id}/stats`, { headers: { authorization: `Bot ${token}` }, from: A.address })).status, 200);

@@ -8,7 +8,7 @@ import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver
 import { createKubernetesProvisioner } from '../../src/runtime/kubernetes/kube-provisioner.js';
 import { ServiceAccountTokens } from '../../src/runtime/kubernetes/kube-token-review.js';
 import { BOT_LABEL } from '../../src/runtime/labels.js';
-import { startAgent } from '../helpers/agent.js';
+import { asPlatform, startAgent, TEST_ADMIN_TOKEN } from '../helpers/agent.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
 import { CRASH_CODE, PYTEST_SCRIPT, PYTHON_BOT_SCRIPT, pythonBotImage, pytestSummary } from '../helpers/python-bot.js';
@@ -25,7 +25,7 @@ test('the Python client, run by pytest inside a bot pod, does everything it offe
   const { harness, namespace, agentConfig } = await clusterHarness({ 'identity.mode': 'token' });
   const agent = await startAgent(
     createKubernetesDriver({ kubeConfig: agentConfig, namespace }),
-    { identity: 'token', botTokens: new ServiceAccountTokens(agentConfig, namespace) },
+    { identity: 'token', botTokens: new ServiceAccountTokens(agentConfig, namespace), adminToken: TEST_ADMIN_TOKEN },
     '0.0.0.0',
     createKubernetesProvisioner({ kubeConfig: agentConfig, namespace, agentUrl: 'http://agent:8000' }),
   );
@@ -35,6 +35,7 @@ test('the Python client, run by pytest inside a bot pod, does everything it offe
   });
   const id = harness.newBotId();
   const created = await call(agent.server, '/api/admin/bots', {
+    headers: asPlatform,
     body: { bot_id: id, user_id: 'user_py', image, template: 'discord', token: 'discord-secret-0123456789', command: ['sh', '-c', PYTHON_BOT_SCRIPT] },
   });
   t.is(created.status, 201, created.text);

@@ -16,7 +16,7 @@ import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver
 import { createKubernetesProvisioner } from '../../src/runtime/kubernetes/kube-provisioner.js';
 import { ServiceAccountTokens, TOKEN_PATH } from '../../src/runtime/kubernetes/kube-token-review.js';
 import { BOT_LABEL } from '../../src/runtime/labels.js';
-import { TEST_APP_CONFIG } from '../helpers/agent.js';
+import { asPlatform, TEST_ADMIN_TOKEN, TEST_APP_CONFIG } from '../helpers/agent.js';
 import { TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
@@ -64,7 +64,7 @@ async function onCluster(t: ExecutionContext): Promise<Cluster> {
         driver,
         provisioner: createKubernetesProvisioner({ kubeConfig: agentConfig, namespace, agentUrl: 'http://agent:8000' }),
         botTokens: new ServiceAccountTokens(agentConfig, namespace),
-        config: { ...TEST_APP_CONFIG, identity },
+        config: { ...TEST_APP_CONFIG, identity, adminToken: TEST_ADMIN_TOKEN },
         logger: pino(lineSink(logLines)),
         statsSamples: 'off',
       });
@@ -83,6 +83,7 @@ async function onCluster(t: ExecutionContext): Promise<Cluster> {
 /** A bot made through the agent (so with its projected token), once its pod runs: its pod and the token inside it. */
 async function provisionedBot(cluster: Cluster, server: Server, id: string): Promise<{ pod: V1Pod; token: string }> {
   const created = await call(server, '/api/admin/bots', {
+    headers: asPlatform,
     body: { bot_id: id, user_id: 'user_7', image: IMAGE, template: 'discord', token: 'discord-secret-0123456789', command: ['sh', '-c', 'while :; do sleep 1; done'] },
   });
   if (created.status !== 201) throw new Error(`create ${id}: ${created.status} ${created.text}`);

@@ -50,6 +50,19 @@ test('identity: by address unless told; by token, or both, on either runtime; no
   t.throws(() => loadConfig({ AGENT_IDENTITY: 'bearer' }), { instanceOf: ConfigError, message: /^AGENT_IDENTITY must be address, token or address\+token/ });
 });
 
+test('loopback is the platform by default only where addresses name bots: under a token identity it is a hop, and on with one is refused, naming both settings', (t) => {
+  t.true(loadConfig({}).loopbackPlatform);
+  t.false(loadConfig({ AGENT_IDENTITY: 'token' }).loopbackPlatform);
+  t.false(loadConfig({ AGENT_IDENTITY: 'address+token' }).loopbackPlatform);
+  t.false(loadConfig({ AGENT_PROXY_ADDRESSES: '127.0.0.1' }).loopbackPlatform, 'a hop named on the host itself');
+  for (const identity of ['token', 'address+token']) {
+    const error = t.throws(() => loadConfig({ AGENT_IDENTITY: identity, AGENT_LOOPBACK_PLATFORM: 'on' }), { instanceOf: ConfigError });
+    t.regex(error.message, new RegExp(`^AGENT_LOOPBACK_PLATFORM=on cannot go with AGENT_IDENTITY=${identity.replace('+', '\\+')}`));
+  }
+  t.regex(t.throws(() => loadConfig({ AGENT_PROXY_ADDRESSES: '10.0.0.5,::1', AGENT_LOOPBACK_PLATFORM: 'on' }))!.message, /^AGENT_LOOPBACK_PLATFORM=on cannot go with ::1 in AGENT_PROXY_ADDRESSES/);
+  t.false(loadConfig({ AGENT_IDENTITY: 'token', AGENT_LOOPBACK_PLATFORM: 'off' }).loopbackPlatform);
+});
+
 test('trusted hosts are a comma-separated list, read in lower case; provisioning can be turned off', (t) => {
   t.deepEqual(loadConfig({ AGENT_TRUSTED_HOSTS: 'Agent.Internal, platform.local' }).trustedHosts, ['agent.internal', 'platform.local']);
   t.false(loadConfig({ AGENT_PROVISIONING: 'off' }).provisioning);
