@@ -53,6 +53,8 @@ function exit(why: string): never {
 
 /** Reads the configuration, builds the agent (src/agent.ts), listens, and drains on SIGTERM or SIGINT. */
 async function main(): Promise<void> {
+  // Whatever the agent writes (AGENT_DATA_DIR) is its own alone; src/private-files.ts makes sure of it file by file too.
+  process.umask(0o077);
   const config = configOrExit();
   // Written asynchronously and in batches: a write per request line cost more than answering the request.
   // Lines go out once 8 KiB are waiting, or within a second; what is left is written at exit.

@@ -1,5 +1,6 @@
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { narrowFiles, PRIVATE_FILE_MODE, privateDir } from '../private-files.js';
 
 /** The spool's file of writes waiting, its record of the last one written, and where damaged lines are set aside. */
 export const SPOOL_FILE = 'history-spool.jsonl';
@@ -60,7 +61,9 @@ export class HistorySpool<T> {
   ) {
     if (dir === undefined) return;
     try {
-      mkdirSync(dir, { recursive: true });
+      privateDir(dir);
+      // Files an earlier version made readable to all: they hold bot log lines and session nonces.
+      narrowFiles(dir, [SPOOL_FILE, DONE_FILE, DAMAGED_FILE]);
       this.doneN = Number.parseInt(readOr(join(dir, DONE_FILE), '0'), 10) || 0;
       this.lastN = this.doneN;
       this.load(readOr(join(dir, SPOOL_FILE), ''));
@@ -223,7 +226,7 @@ function parseLine(piece: string): { n: number | undefined; w: object } | undefi
 
 /** Appends and flushes to the disk before returning. */
 function appendDurably(path: string, text: string): void {
-  const fd = openSync(path, 'a');
+  const fd = openSync(path, 'a', PRIVATE_FILE_MODE);
   try {
     writeFileSync(fd, text);
     fsyncSync(fd);
@@ -234,7 +237,7 @@ function appendDurably(path: string, text: string): void {
 
 /** Replaces the file's text at once: a reader (or a restart after a crash) finds the old text or the new, never part of one. */
 function replaceDurably(path: string, text: string): void {
-  const fd = openSync(`${path}.new`, 'w');
+  const fd = openSync(`${path}.new`, 'w', PRIVATE_FILE_MODE);
   try {
     writeFileSync(fd, text);
     fsyncSync(fd);

@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import type { SharedStateStore } from '../shared/shared-state.js';
@@ -7,6 +6,7 @@ import { fitJson } from '../json-text.js';
 import { cursorOf, deliveryOf, eventOf, exitOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
 import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, StoredEvent } from './history-store.js';
 import { migrate, SCHEMA_VERSION_TABLE } from './migrations.js';
+import { narrowFiles, privateDir, privateFile } from '../private-files.js';
 
 /**
  * Each bot's oldest pending delivery, the only one of its bot that may be made (in order per bot): one
@@ -14,6 +14,13 @@ import { migrate, SCHEMA_VERSION_TABLE } from './migrations.js';
  * (with 50,000 waiting, 27 ms a query against 5; without the index, 900).
  */
 export const OLDEST_PENDING = 'SELECT MIN(seq) AS seq FROM deliveries GROUP BY bot_id';
+
+/** `history.sqlite` in `dataDir`, made first as its owner's alone (its journals take its mode). */
+function historyFile(dataDir: string): string {
+  privateDir(dataDir);
+  narrowFiles(dataDir, ['history.sqlite-wal', 'history.sqlite-shm', 'history.sqlite-journal']);
+  return privateFile(join(dataDir, 'history.sqlite'));
+}
 
 /** The migration that gives exit records a logs column: the logs kept inside old records move there. */
 const LOGS_COLUMN_VERSION = 3;
@@ -40,8 +47,7 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
   /** Opens (and creates) `history.sqlite` in `dataDir`; ':memory:' keeps it in memory. */
   constructor(dataDir: string) {
     super();
-    if (dataDir !== ':memory:') mkdirSync(dataDir, { recursive: true });
-    this.db = new DatabaseSync(dataDir === ':memory:' ? ':memory:' : join(dataDir, 'history.sqlite'));
+    this.db = new DatabaseSync(dataDir === ':memory:' ? ':memory:' : historyFile(dataDir));
     try {
       this.db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 2000;');
       this.migrate();

@@ -1,8 +1,9 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import { BOT_ID_PATTERN } from '../bot-id.js';
+import { privateDir } from '../private-files.js';
 
 /** How many verified tokens are kept (about 200 bytes each), and for how long. */
 const VERIFIED_MAX = 10_000;
@@ -156,7 +157,7 @@ export class BotTokens implements BotTokenVerifier {
 
   private save(): void {
     if (this.file === undefined) return;
-    mkdirSync(join(this.file, '..'), { recursive: true });
+    privateDir(join(this.file, '..'));
     const temporary = `${this.file}.${process.pid}.tmp`;
     const stored = { keys: this.keys.map((key) => ({ secret: key.secret.toString('base64url'), since: key.since })) };
     writeFileSync(temporary, `${JSON.stringify(stored)}\n`, { mode: 0o600 });
