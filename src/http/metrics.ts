@@ -8,6 +8,8 @@ import type { HealthStatus } from '../runtime/driver.js';
  * stall of the loop is still seen whole by the sample due during it.
  */
 const EVENT_LOOP_SAMPLE_MS = 100;
+/** How often, at most, a scrape has the crash-looping bots counted again. */
+export const CRASH_LOOP_COUNT_MS = 5_000;
 
 /** The agent's Prometheus metrics, in a registry of its own. */
 export class AgentMetrics {
@@ -73,9 +75,13 @@ export class AgentMetrics {
     );
   }
 
-  /** The gauge of crash-looping bots, read from `count` when scraped. */
+  /**
+   * The gauge of crash-looping bots, from `count` (a query of the history's database) at most once every
+   * CRASH_LOOP_COUNT_MS, in the background: `/metrics` needs no credentials, so a flood of scrapes is not a
+   * flood of queries, and a database that does not answer never holds a scrape.
+   */
   crashLoopingBots(count: () => Promise<number>): void {
-    this.gauge('bot_agent_crash_looping_bots', 'Bots in the crash-looping state (3 or more unrequested ends within 10 minutes)', count);
+    this.gauge('bot_agent_crash_looping_bots', 'Bots in the crash-looping state (3 or more unrequested ends within 10 minutes)', countedAtMostEvery(CRASH_LOOP_COUNT_MS, count));
   }
 
   /** Running bots by health, as the watchdog last judged them, and the bots whose heartbeats it holds. */
@@ -150,4 +156,28 @@ export class AgentMetrics {
     series.count();
     series.observe(seconds);
   }
+}
+
+/**
+ * A figure that `count` reads (a query), asked at most once every `ms` and never twice at once. A call
+ * answers the last figure read at once, and has it read again in the background when it is older than
+ * `ms`; only the very first call waits for it. A read that fails leaves the figure before it standing.
+ */
+export function countedAtMostEvery(ms: number, count: () => Promise<number>, now: () => number = Date.now): () => number | Promise<number> {
+  let figure: number | undefined;
+  let askedAtMs = -Infinity;
+  let asking: Promise<void> | undefined;
+  return () => {
+    if (asking === undefined && now() - askedAtMs >= ms) {
+      askedAtMs = now();
+      asking = count()
+        .then((value) => void (figure = value), () => undefined)
+        .finally(() => (asking = undefined));
+    }
+    if (figure !== undefined) return figure;
+    return (asking ?? Promise.resolve()).then(() => {
+      if (figure === undefined) throw new Error('not counted yet');
+      return figure;
+    });
+  };
 }
