@@ -2,8 +2,7 @@ import type { Beat, SharedBeats } from '../shared/shared-state.js';
 
 /** What a heartbeat without `ttl_s` holds, and its bounds (docs/api.md §13). */
 export const DEFAULT_HEARTBEAT_TTL_S = 30;
-export const HEARTBEAT_TTL_MIN_S = 5;
-export const HEARTBEAT_TTL_MAX_S = 3_600;
+export { HEARTBEAT_TTL_MAX_S, HEARTBEAT_TTL_MIN_S } from '../runtime/health-policy.js';
 /** How often agents sharing a database hand each other the beats they took, in one statement each way. */
 export const BEATS_SHARED_EVERY_MS = 2_000;
 

@@ -3,11 +3,11 @@ import type { UnhealthyEnd } from '../history/history-store.js';
 import type { BotInfo, HealthStatus, RunningHealth, RuntimeDriver } from '../runtime/driver.js';
 import { DEFAULT_HEARTBEAT_TTL_S } from './heartbeats.js';
 import type { Heartbeats } from './heartbeats.js';
+import { RestartBackoff } from './restart-backoff.js';
 
 /** How long a bot may stay unhealthy before the watchdog restarts it, unless its creator said otherwise (docs/api.md §13). */
 export const DEFAULT_GRACE_S = 30;
-export const GRACE_MIN_S = 5;
-export const GRACE_MAX_S = 86_400;
+export { GRACE_MAX_S, GRACE_MIN_S } from '../runtime/health-policy.js';
 /** How often the watchdog looks at every running bot. */
 const TICK_MS = 1_000;
 /** How often (in looks) the beats of removed bots are forgotten. */
@@ -61,6 +61,7 @@ const NONE: HealthView = { status: 'none', check: null, since: null, output: nul
 export class Watchdog {
   private verdicts = new Map<string, Verdict>();
   private readonly episodes = new Map<string, Episode>();
+  private readonly backoff = new RestartBackoff();
   private timer: NodeJS.Timeout | undefined;
   private ticks = 0;
   private readonly defaultGraceMs: number;
@@ -109,7 +110,10 @@ export class Watchdog {
 
   /** Looks at every running bot once: reports those that turned unhealthy, restarts those past their grace. */
   tick(now = Date.now()): void {
-    if (++this.ticks % PRUNE_EVERY_TICKS === 0) this.forgetRemovedBots();
+    if (++this.ticks % PRUNE_EVERY_TICKS === 0) {
+      this.forgetRemovedBots();
+      this.backoff.forgetSettled(now);
+    }
     const verdicts = new Map<string, Verdict>();
     for (const bot of this.driver.runningHealth()) {
       if (this.options.watches && !this.options.watches(bot.botId)) continue;
@@ -128,7 +132,7 @@ export class Watchdog {
       }
       const graceMs = bot.policy.graceMs ?? this.defaultGraceMs;
       const leftToRuntime = (verdict.check === 'exec' && this.driver.restartsUnhealthy) || this.options.acts === false;
-      if (!episode.acted && !leftToRuntime && now >= verdict.sinceMs + graceMs) {
+      if (!episode.acted && !leftToRuntime && now >= verdict.sinceMs + graceMs && now >= this.backoff.notBefore(bot.botId, now)) {
         episode.acted = true;
         void this.act(bot, verdict, episode, now);
       }
@@ -190,6 +194,8 @@ export class Watchdog {
       const output = verdict.check === 'heartbeat' ? heartbeatOutput(verdict, now) : info.health.output;
       const unhealthy: UnhealthyEnd = { check: verdict.check ?? 'exec', output };
       claimed = await this.history.claimRestart(bot.botId, bot.startedAtMs, unhealthy, verdict.sinceMs);
+      // Claimed here or by another agent, the run is being restarted: each agent backs off alike.
+      this.backoff.restarted(bot.botId, now);
     } catch (err) {
       this.options.report?.(`the watchdog could not claim the restart of unhealthy bot ${bot.botId}; it asks again in ${CLAIM_RETRY_MS / 1000} s`, err);
       setTimeout(() => (episode.acted = false), CLAIM_RETRY_MS).unref();

@@ -136,7 +136,8 @@ export class BotHistory implements RunObserver {
     private readonly options: BotHistoryOptions = {},
   ) {
     this.recoverAfterMs = options.recoverAfterMs ?? RECOVER_AFTER_MS;
-    this.spool = new HistorySpool(options.spoolDir, SPOOL_MAX_BYTES, options.report);
+    // Each bot's writes are a share of their own: no bot fills the spool for the others, or for removals and sign-outs.
+    this.spool = new HistorySpool(options.spoolDir, SPOOL_MAX_BYTES, options.report, (write) => (write.kind === 'forgotten' || write.kind === 'session-ended' ? undefined : write.botId));
     // What an agent stopped during an outage left waiting is written before anything new.
     for (const write of this.spool.waiting()) this.noteSpooled(write);
     if (this.spool.size > 0) this.retrySpoolSoon(0);

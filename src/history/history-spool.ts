@@ -8,6 +8,10 @@ export const DONE_FILE = 'history-spool.done';
 export const DAMAGED_FILE = 'history-spool.damaged';
 /** Past this many lines written, and more bytes of them than of lines waiting, the file is rewritten with only those waiting. */
 const COMPACT_AFTER_LINES = 1_000;
+/** The part of the spool's bytes one share (one bot) may hold waiting, ... */
+export const SHARE_PART = 1 / 16;
+/** ... and the part kept for writes of no share (a removal, a sign-out), which shared writes never take. */
+export const UNSHARED_PART = 1 / 8;
 
 /** One line of the spool's file: its number, and the write. */
 interface SpooledLine {
@@ -20,6 +24,8 @@ interface Waiting {
   readonly n: number;
   readonly text: string;
   readonly bytes: number;
+  /** Whose write it is (shareOf), if anyone's. */
+  readonly share: string | undefined;
 }
 
 /**
@@ -34,11 +40,17 @@ interface Waiting {
  * disk, or one that is not a write, is set aside in a file of its own and
  * counted; every whole line is still written. Bounded in bytes: the file on
  * disk (lines written and waiting) stays within `maxBytes`, and past that
- * many bytes waiting a new write is refused and counted as dropped.
+ * many bytes waiting a new write is refused and counted as dropped. Fair:
+ * the writes of one share (`shareOf`: one bot's) hold at most SHARE_PART of
+ * `maxBytes`, and all shares together leave UNSHARED_PART to writes of none,
+ * so that no bot fills the spool for the others or for the platform.
  */
 export class HistorySpool<T> {
   private readonly lines: Waiting[] = [];
   private waitingTotal = 0;
+  /** Bytes waiting of each share, and of all shares together. */
+  private readonly shareBytes = new Map<string, number>();
+  private sharedTotal = 0;
   /** Bytes of the file on disk: lines written already and those waiting. */
   private fileBytes = 0;
   /** The number of the last line written, and of the last one spooled. */
@@ -58,6 +70,7 @@ export class HistorySpool<T> {
     private readonly dir: string | undefined,
     private readonly maxBytes: number,
     private readonly report: (what: string, err: unknown) => void = () => undefined,
+    private readonly shareOf: (item: T) => string | undefined = () => undefined,
   ) {
     if (dir === undefined) return;
     try {
@@ -87,13 +100,13 @@ export class HistorySpool<T> {
     const n = this.lastN + 1;
     const text = JSON.stringify({ n, w: item } satisfies SpooledLine);
     const bytes = Buffer.byteLength(text) + 1;
-    if (this.waitingTotal + bytes > this.maxBytes) {
+    const share = this.shareOf(item);
+    if (!this.hasRoom(share, bytes)) {
       this.dropped += 1;
       return false;
     }
     this.lastN = n;
-    this.lines.push({ n, text, bytes });
-    this.waitingTotal += bytes;
+    this.keep({ n, text, bytes, share });
     this.onDisk((dir) => {
       // The file holds lines written already too: it is rewritten with those waiting before it would pass the bound.
       if (!this.fileSound || this.fileBytes + bytes > this.maxBytes) this.rewrite(dir);
@@ -118,6 +131,7 @@ export class HistorySpool<T> {
     const line = this.lines.shift();
     if (line === undefined) return;
     this.waitingTotal -= line.bytes;
+    this.countShare(line.share, -line.bytes);
     this.doneN = line.n;
     this.doneLines += 1;
     this.onDisk((dir) => {
@@ -137,6 +151,27 @@ export class HistorySpool<T> {
   /** Every write waiting, oldest first. */
   *waiting(): Generator<T> {
     for (const line of this.lines) yield (JSON.parse(line.text) as SpooledLine).w as T;
+  }
+
+  /** Whether a write of `share` of `bytes` fits: within the spool, within its share, and leaving writes of none their part. */
+  private hasRoom(share: string | undefined, bytes: number): boolean {
+    if (this.waitingTotal + bytes > this.maxBytes) return false;
+    if (share === undefined) return true;
+    return (this.shareBytes.get(share) ?? 0) + bytes <= this.maxBytes * SHARE_PART && this.sharedTotal + bytes <= this.maxBytes * (1 - UNSHARED_PART);
+  }
+
+  private keep(line: Waiting): void {
+    this.lines.push(line);
+    this.waitingTotal += line.bytes;
+    this.countShare(line.share, line.bytes);
+  }
+
+  private countShare(share: string | undefined, bytes: number): void {
+    if (share === undefined) return;
+    this.sharedTotal += bytes;
+    const held = (this.shareBytes.get(share) ?? 0) + bytes;
+    if (held <= 0) this.shareBytes.delete(share);
+    else this.shareBytes.set(share, held);
   }
 
   /** Takes the file's whole lines after the last one written; sets aside what is damaged, and rewrites the file without it. */
@@ -163,9 +198,7 @@ export class HistorySpool<T> {
       this.lastN = Math.max(this.lastN, n);
       if (n <= this.doneN) continue;
       const lineText = JSON.stringify({ n, w: line.w });
-      const bytes = Buffer.byteLength(lineText) + 1;
-      this.lines.push({ n, text: lineText, bytes });
-      this.waitingTotal += bytes;
+      this.keep({ n, text: lineText, bytes: Buffer.byteLength(lineText) + 1, share: this.shareOf(line.w as T) });
     }
     // Numbers only grow in the file: a line out of order can only be damage that happened to parse.
     this.lines.sort((a, b) => a.n - b.n);

@@ -207,3 +207,31 @@ test('a bot may beat only for itself: another bot named is 403, and so is the pl
   t.is(platform.status, 403);
   t.regex(String(platform.body?.msg), /only a bot may send its own heartbeat/);
 });
+
+test("an image's own labels are input, not the platform's word: a heartbeat ttl and grace of 1 s there order no restart storm", async (t) => {
+  // Docker merges an image's LABELs into its containers: this image says heartbeats every second, a grace of one.
+  const maker = await fixture.docker.createContainer({ Image: TEST_IMAGE, Cmd: ['true'], Labels: { 'bot-agent-test': fixture.runId } });
+  const image = `bot-agent-labelled:${fixture.runId}`;
+  await maker.commit({ repo: 'bot-agent-labelled', tag: fixture.runId, changes: 'LABEL bot-agent/heartbeat-ttl-s=1 bot-agent/health-grace-s=1' });
+  await maker.remove();
+  t.teardown(() => fixture.docker.getImage(image).remove({ force: true }).catch(() => undefined));
+  t.like((await fixture.docker.getImage(image).inspect()).Config.Labels, { 'bot-agent/heartbeat-ttl-s': '1', 'bot-agent/health-grace-s': '1' });
+  // A bot the platform runs itself from that image, and one the agent's create makes from it.
+  const platformMade = await fixture.runBot({ image });
+  const created = fixture.newBotId();
+  t.teardown(() => fixture.docker.getContainer(created).remove({ force: true }).catch(() => undefined));
+  const reply = await call(server, '/api/admin/bots', {
+    body: { bot_id: created, user_id: 'user_1', image, template: 'discord', token: 'tok-labels', command: ['sh', '-c', 'sleep 2147483647 & wait'] },
+  });
+  t.is(reply.status, 201, reply.text);
+  t.like((await fixture.docker.getContainer(created).inspect()).Config.Labels, { 'bot-agent/heartbeat-ttl-s': '', 'bot-agent/health-grace-s': '' });
+  const bots = [platformMade, { id: created, container: fixture.docker.getContainer(created) }];
+  const firstRuns = await Promise.all(bots.map((bot) => fixture.startedAt(bot)));
+  // Before, the watchdog restarted such a bot every two seconds or so (17 times in 60 s).
+  await new Promise((resolve) => setTimeout(resolve, 8_000));
+  t.deepEqual(await Promise.all(bots.map((bot) => fixture.startedAt(bot))), firstRuns, 'a bot was restarted');
+  for (const bot of bots) {
+    const status = await call(server, `/api/bots/${bot.id}`);
+    t.like(status.body?.bot, { health: { status: 'none', check: null } }, status.text);
+  }
+});

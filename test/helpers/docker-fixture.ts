@@ -37,6 +37,8 @@ export interface BotSpec {
   id?: string;
   /** A HEALTHCHECK: a shell command, run every second, unhealthy after two failures. */
   healthcheck?: string;
+  /** The image (TEST_IMAGE by default). */
+  image?: string;
   /** Further labels (e.g. the watchdog's grace). */
   labels?: Record<string, string>;
 }
@@ -102,7 +104,7 @@ export class DockerFixture {
     if (spec.labelled !== false) labels[BOT_LABEL] = id;
     const container = await this.docker.createContainer({
       name: id,
-      Image: TEST_IMAGE,
+      Image: spec.image ?? TEST_IMAGE,
       Cmd: ['sh', '-c', spec.script ?? IDLE_BOT, 'sh', ...(spec.args ?? [])],
       Tty: spec.tty ?? false,
       Labels: labels,

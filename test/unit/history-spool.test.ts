@@ -123,3 +123,31 @@ test('a spool that keeps receiving while it is written is rewritten with only wh
   t.true(lines <= waiting.length + 1_000, `the file holds ${lines} lines, not all 3,000 ever added`);
   t.deepEqual([...new HistorySpool<{ n: number }>(dir, 10_000_000).waiting()].map((item) => item.n), waiting);
 });
+
+test("fair shares: one share's writes hold at most a sixteenth of the spool, all shares leave an eighth to writes of none; held across a restart", (t) => {
+  const dir = folder();
+  type Write = { bot?: string; pad: string };
+  const shareOf = (write: Write) => write.bot;
+  const spool = new HistorySpool<Write>(dir, 16_000, undefined, shareOf);
+  const write = (bot: string | undefined) => ({ ...(bot === undefined ? {} : { bot }), pad: 'x'.repeat(150) });
+  // One bot writing without end (a restart storm during an outage): its share is 1,000 bytes.
+  let greedy = 0;
+  while (spool.add(write('greedy'))) greedy += 1;
+  t.true(greedy >= 5 && greedy <= 6, `${greedy} writes of one bot`);
+  t.true(spool.waitingBytes <= 1_000);
+  t.is(spool.dropped, 1);
+  t.true(spool.add(write('other')), "another bot's write was refused");
+  // Many bots together stop at seven eighths: the last eighth is for removals and sign-outs.
+  for (let bot = 0; bot < 100; bot += 1) while (spool.add(write(`bot${bot}`)));
+  t.true(spool.waitingBytes <= 14_000, `${spool.waitingBytes} bytes of bots' writes`);
+  t.true(spool.add(write(undefined)), 'a removal found no room');
+  // Opened again after a restart, the shares are what the file holds.
+  const reopened = new HistorySpool<Write>(dir, 16_000, undefined, shareOf);
+  t.is(reopened.size, spool.size);
+  t.false(reopened.add(write('greedy')), 'the greedy bot got past its share after a restart');
+  t.true(reopened.add(write(undefined)));
+  // Written, a share's bytes are its own again.
+  while (reopened.first()?.bot !== 'greedy' && reopened.size > 0) reopened.shift();
+  reopened.shift();
+  t.true(reopened.add(write('greedy')), 'a written line did not give its bytes back to its share');
+});

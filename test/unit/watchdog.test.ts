@@ -141,3 +141,24 @@ test('a database that does not answer a round of beats gets no queue of rounds b
   await new Promise((resolve) => setTimeout(resolve, 100));
   t.is(asked, 1, 'rounds queued behind the silent one ran back to back once it answered');
 });
+
+test("the watchdog's restarts of one bot back off as the kubelet's do: 10 s, doubling, however short the grace; another bot is not held back", async (t) => {
+  const driver = new MemoryDriver();
+  const { agent } = agentOver(driver, t);
+  const now = Date.now();
+  const grace = { graceMs: 5_000, heartbeatTtlMs: undefined };
+  // Its check fails in every run: each new run is unhealthy at once, past its grace.
+  const failing = bot(driver, { health: { status: 'unhealthy', output: 'down' }, healthSinceMs: now - 60_000, healthPolicy: grace });
+  const restartsAt: number[] = [];
+  for (let at = now; at <= now + 120_000; at += 1_000) {
+    agent.watchdog.tick(at);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+    await agent.lifecycle.drain();
+    if (failing.restarts > restartsAt.length) restartsAt.push(at - now);
+  }
+  // Before, it was restarted at every look once its grace had passed: 121 times here.
+  t.deepEqual(restartsAt, [0, 10_000, 30_000, 70_000], `restarted at ${restartsAt.join(', ')} ms`);
+  const other = bot(driver, { health: { status: 'unhealthy', output: 'down' }, healthSinceMs: now - 60_000, healthPolicy: grace });
+  agent.watchdog.tick(now + 121_000);
+  t.true(await eventually(() => other.restarts === 1, 2_000), 'another bot waited for the first one\'s back-off');
+});

@@ -3,7 +3,7 @@ import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } fro
 import type { BotTokens } from '../../identity/bot-tokens.js';
 import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
-import { healthPolicyLabels } from '../health-policy.js';
+import { healthPolicyLabels, NO_HEALTH_POLICY } from '../health-policy.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { engineClients } from './docker-connection.js';
@@ -48,7 +48,7 @@ class DockerProvisioner implements Provisioner {
         Image: spec.image,
         Cmd: spec.command ? [...spec.command] : undefined,
         Env: Object.entries(env).map(([name, value]) => `${name}=${value}`),
-        Labels: { [BOT_LABEL]: spec.id, [OWNER_LABEL]: spec.ownerId, [TEMPLATE_LABEL]: spec.template, ...healthPolicyLabels(spec.health ?? {}) },
+        Labels: { [BOT_LABEL]: spec.id, [OWNER_LABEL]: spec.ownerId, [TEMPLATE_LABEL]: spec.template, ...NO_HEALTH_POLICY, ...healthPolicyLabels(spec.health ?? {}) },
         Healthcheck: healthcheckOf(spec.health),
         HostConfig: {
           NetworkMode: this.options.network,
