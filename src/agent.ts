@@ -115,6 +115,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   });
   metrics.historyStore(() => store.reachable, history.spool);
   botTokens?.revokeRemovedBots?.((botId) => history.removedAt(botId));
+  if (driver.botGeneration) botTokens?.bindToRuntime?.((botId) => driver.botGeneration!(botId));
   closers.push(() => history.close());
   if (webhook) {
     // Deliveries queued by any agent sharing the store are tried as their events arrive.

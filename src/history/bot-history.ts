@@ -126,6 +126,12 @@ export class BotHistory implements RunObserver {
   /** The newest run end, and the removal, of each bot that wait in the spool (cleared once the spool is written). */
   private readonly spooledEnds = new Map<string, number>();
   private readonly spooledRemovals = new Map<string, number>();
+  /**
+   * Console sessions ended while the store was away (with when they would have expired), this agent's or
+   * an earlier start's found in the spool: kept until they expire, so a sign-out holds across a restart
+   * in an outage and until the shared state has read it from the store.
+   */
+  private readonly spooledSessionEnds = new Map<string, number>();
   private spoolRetry: NodeJS.Timeout | undefined;
   private closed = false;
   constructor(
@@ -273,6 +279,11 @@ export class BotHistory implements RunObserver {
    * (SharedState); not ended as far as is known while the store is away or slow.
    */
   sessionEnded(nonce: string): Promise<boolean> {
+    const until = this.spooledSessionEnds.get(nonce);
+    if (until !== undefined) {
+      if (until > Date.now()) return Promise.resolve(true);
+      this.spooledSessionEnds.delete(nonce);
+    }
     return this.shared.sessionEnded(nonce);
   }
 
@@ -435,6 +446,10 @@ export class BotHistory implements RunObserver {
   private noteSpooled(write: HistoryWrite): void {
     if (write.kind === 'ended') this.spooledEnds.set(write.botId, Math.max(write.atMs, this.spooledEnds.get(write.botId) ?? 0));
     if (write.kind === 'forgotten') this.spooledRemovals.set(write.botId, Math.max(write.atMs, this.spooledRemovals.get(write.botId) ?? 0));
+    if (write.kind === 'session-ended' && write.untilMs > Date.now()) {
+      for (const [nonce, until] of this.spooledSessionEnds) if (until <= Date.now()) this.spooledSessionEnds.delete(nonce);
+      this.spooledSessionEnds.set(write.nonce, write.untilMs);
+    }
   }
 
   /** Keeps one write in the store; throws what the store threw. */

@@ -78,13 +78,15 @@ export function adminRoutes({ driver, provisioner, access, audit, history, botTo
     ctx.body = { ok: true, bots: await provisioning.list(user_id) };
   });
 
-  // The token of a bot the platform makes itself, for its PLATFORM_AGENT_TOKEN: asked for before the bot exists.
+  // The token of a bot the platform makes itself, for its PLATFORM_AGENT_TOKEN: asked for before the bot exists
+  // (bound to its id), or after (bound to the value it was made with, where it carries one: docs/api.md §4).
   router.post('/:bot_id/token', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
     await access.platformFor(ctx, messages.platformOnly);
     if (!botTokens?.sign) throw new NotImplemented(`the ${driver.runtime} runtime's bots present tokens of its own (docs/api.md §4)`);
     ctx.state.botId = botId;
-    ctx.body = { ok: true, token: botTokens.sign(botId) };
+    const generation = await driver.botGeneration?.(botId);
+    ctx.body = { ok: true, token: botTokens.sign(botId, generation ?? undefined) };
   });
 
   router.delete('/:bot_id', async (ctx) => {

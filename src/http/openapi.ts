@@ -272,7 +272,7 @@ export const openApiDocument = {
         },
       }),
       SessionRequest: jsonSchemaOf(sessionRequest),
-      BotToken: answer('token', { type: 'string', pattern: '^bat1\\.' }),
+      BotToken: answer('token', { type: 'string', pattern: '^bat[12]\\.' }),
       Failure: {
         type: 'object',
         required: ['ok', 'msg'],

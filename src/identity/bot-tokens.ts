@@ -2,7 +2,7 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypt
 import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
-import { BOT_ID_PATTERN } from '../bot-id.js';
+import { BOT_ID_PATTERN, GENERATION_PATTERN } from '../bot-id.js';
 import { privateDir } from '../private-files.js';
 
 /** How many verified tokens are kept (about 200 bytes each), and for how long. */
@@ -12,6 +12,8 @@ const VERIFIED_MS = 60_000;
 /** What a bot token says once its signature holds: which bot, and when it was signed. */
 export interface BotTokenClaim {
   readonly botId: string;
+  /** The value its bot was made with (a `bat2` token), which the bot must still carry; none in a `bat1` token. */
+  readonly generation: string | undefined;
   /** When it was signed (ms since the epoch, to the second). */
   readonly issuedMs: number;
 }
@@ -29,13 +31,20 @@ export const KEYS_FILE = 'bot-token-keys.json';
 /** How long a key that no longer signs still verifies, once a newer one signs. */
 export const ROTATION_GRACE_MS = 7 * 24 * 60 * 60 * 1000;
 
-const PREFIX = 'bat1';
-/** A token's parts: its bot id as the contract allows ids (docs/api.md §1), when it was signed, the key's id, the HMAC. */
-const TOKEN = new RegExp(`^bat1\\.(${BOT_ID_PATTERN.source.replace(/^\^|\$$/g, '')})\\.(\\d{1,13})\\.([A-Za-z0-9_-]{8})\\.([A-Za-z0-9_-]{43})$`);
+/**
+ * A token's parts: `bat1` or `bat2`, its bot id as the contract allows ids (docs/api.md §1), in a `bat2` the
+ * value the bot was made with, when it was signed, the key's id, the HMAC.
+ */
+const TOKEN = new RegExp(
+  `^(bat1|bat2)\\.(${BOT_ID_PATTERN.source.replace(/^\^|\$$/g, '')})\\.(?:(${GENERATION_PATTERN.source.replace(/^\^|\$$/g, '')})\\.)?(\\d{1,13})\\.([A-Za-z0-9_-]{8})\\.([A-Za-z0-9_-]{43})$`,
+);
 
 function keyId(secret: Buffer): string {
   return createHash('sha256').update(secret).digest('base64url').slice(0, 8);
 }
+
+/** The refusal of a token of a bot removed since (another bot now has its id). */
+const EARLIER_BOT = 'forbidden: the bot token belongs to an earlier bot of this id, since removed';
 
 /** Why a bot token names nobody; said in the 403 (docs/api.md §4, rule 8). */
 export class BadBotToken extends Error {}
@@ -47,14 +56,19 @@ export class BadBotToken extends Error {}
 export interface BotTokenVerifier {
   /** The bot the token names, presented from `address`; rejects with BadBotToken saying why it names none. */
   botNamed(token: string, address?: string): Promise<string>;
-  /** A token for the bot, where the agent issues them itself (Docker); a cluster issues its own. */
-  sign?(botId: string): string;
+  /** A token for the bot made with `generation` (none: bound to its id alone), where the agent issues them itself (Docker); a cluster issues its own. */
+  sign?(botId: string, generation?: string): string;
   /**
    * From now on, refuses a token signed before its bot was removed (`removedAt`: when, if ever), so that
    * a bot created again under the same id is not named by the removed one's token. Where tokens are
    * bound to what runs the bot (a pod), there is nothing to do.
    */
   revokeRemovedBots?(removedAt: (botId: string) => Promise<number | undefined>): void;
+  /**
+   * From now on, names a bot only by a token of the bot that runs now: `generationOf` answers the value
+   * the bot was made with (null: made without one; undefined: no such bot), from the runtime's index.
+   */
+  bindToRuntime?(generationOf: (botId: string) => Promise<string | null | undefined>): void;
 }
 
 /**
@@ -68,6 +82,7 @@ export interface BotTokenVerifier {
  */
 export class BotTokens implements BotTokenVerifier {
   private removedAt: ((botId: string) => Promise<number | undefined>) | undefined;
+  private generationOf: ((botId: string) => Promise<string | null | undefined>) | undefined;
   /**
    * Tokens whose signature held lately, with the key that signed them: a bot presents the same token on every
    * call (a heartbeat every few seconds), and an HMAC is most of what naming it costs. One is taken from here
@@ -98,16 +113,27 @@ export class BotTokens implements BotTokenVerifier {
     return tokens;
   }
 
-  /** A token that names the bot `botId`. */
-  sign(botId: string): string {
+  /** A token that names the bot `botId` made with `generation` (`bat2`), or, without one, any bot of that id (`bat1`). */
+  sign(botId: string, generation?: string): string {
     const key = this.keys.at(-1)!;
-    const body = `${PREFIX}.${botId}.${Math.floor(this.now() / 1000)}`;
+    if (generation !== undefined && !GENERATION_PATTERN.test(generation)) throw new Error('not a bot generation');
+    const issued = Math.floor(this.now() / 1000);
+    const body = generation === undefined ? `bat1.${botId}.${issued}` : `bat2.${botId}.${generation}.${issued}`;
     return `${body}.${key.id}.${mac(key.secret, body)}`;
   }
 
   async botNamed(token: string): Promise<string> {
-    const { botId, issuedMs } = this.verify(token);
-    // While the store does not answer, a token is judged by its signature alone (docs/api.md §4, rule 8).
+    const { botId, generation, issuedMs } = this.verify(token);
+    // The runtime's index, in memory, says which bot of that id runs now: a removed one's token names nobody,
+    // whatever the database does (docs/api.md §4, rule 8).
+    const current = await this.generationOf?.(botId);
+    if (generation !== undefined) {
+      if (current !== undefined && current !== generation) throw new BadBotToken(EARLIER_BOT);
+      return botId;
+    }
+    // A token bound to the id alone never names a bot made with a value of its own.
+    if (typeof current === 'string') throw new BadBotToken(EARLIER_BOT);
+    // While the store does not answer, such a token is judged by its signature alone (docs/api.md §4, rule 8).
     const removed = await this.removedAt?.(botId).catch(() => undefined);
     // To the second, as tokens are signed: a token of the second of the removal itself still names the bot.
     if (removed !== undefined && issuedMs < Math.floor(removed / 1000) * 1000) {
@@ -118,6 +144,10 @@ export class BotTokens implements BotTokenVerifier {
 
   revokeRemovedBots(removedAt: (botId: string) => Promise<number | undefined>): void {
     this.removedAt = removedAt;
+  }
+
+  bindToRuntime(generationOf: (botId: string) => Promise<string | null | undefined>): void {
+    this.generationOf = generationOf;
   }
 
   /** What the token claims, once its signature holds under a key that still verifies; BadBotToken says why not. */
@@ -132,12 +162,14 @@ export class BotTokens implements BotTokenVerifier {
   private verifySignature(token: string): { claim: BotTokenClaim; keyId: string } {
     const parts = TOKEN.exec(token);
     if (!parts) throw new BadBotToken('forbidden: not a bot token this agent signs');
-    const [, botId = '', issued = '', id = '', signature = ''] = parts;
+    const [, version = '', botId = '', generation, issued = '', id = '', signature = ''] = parts;
+    if ((version === 'bat2') !== (generation !== undefined)) throw new BadBotToken('forbidden: not a bot token this agent signs');
     const key = this.verifying().find((candidate) => candidate.id === id);
     if (!key) throw new BadBotToken('forbidden: the bot token was signed with a key this agent no longer holds');
-    const expected = Buffer.from(mac(key.secret, `${PREFIX}.${botId}.${issued}`));
+    const body = generation === undefined ? `bat1.${botId}.${issued}` : `bat2.${botId}.${generation}.${issued}`;
+    const expected = Buffer.from(mac(key.secret, body));
     if (!timingSafeEqual(expected, Buffer.from(signature))) throw new BadBotToken('forbidden: the bot token is forged');
-    return { claim: { botId, issuedMs: Number(issued) * 1000 }, keyId: id };
+    return { claim: { botId, generation, issuedMs: Number(issued) * 1000 }, keyId: id };
   }
 
   /** A new key signs from now on; the one before still verifies for ROTATION_GRACE_MS. */

@@ -159,6 +159,13 @@ export interface RuntimeDriver {
   botAtAddress(address: string): Promise<string | undefined>;
 
   /**
+   * The value the bot was made with (GENERATION_LABEL), which its tokens carry: null for a bot made
+   * without one, undefined when there is no such bot. Read from memory once the runtime's index holds the
+   * bots. Absent where tokens are bound to what runs the bot by the runtime itself (a pod's).
+   */
+  botGeneration?(botId: string): Promise<string | null | undefined>;
+
+  /**
    * Restarts a running bot, giving it its own grace period to stop, and
    * resolves once it runs again. Throws NotFound, NotRunning, OperationFailed.
    * `unfinishedSince`: an agent that died mid-restart began one then; a runtime

@@ -9,5 +9,11 @@ export { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../bot-id.js';
 /** Label (Docker) or Deployment annotation (Kubernetes): seconds a bot may stay unhealthy before the watchdog restarts it. */
 export const HEALTH_GRACE_LABEL = 'bot-agent/health-grace-s';
 
+/**
+ * Label (Docker): a value made when the bot was made (docs/api.md §4, rule 8), carried in its tokens. A bot
+ * removed and made again under its id has another, so the removed one's tokens name nobody.
+ */
+export const GENERATION_LABEL = 'bot-agent/generation';
+
 /** Label (Docker) or Deployment annotation (Kubernetes): seconds after its last heartbeat a bot turns unhealthy. */
 export const HEARTBEAT_TTL_LABEL = 'bot-agent/heartbeat-ttl-s';

@@ -63,7 +63,9 @@ test('address+token: a created bot carries its token and acts on itself with it;
   });
   t.is(created.status, 201, created.text);
   const token = (await envOf(id)).PLATFORM_AGENT_TOKEN ?? '';
-  t.regex(token, /^bat1\./);
+  // Bound to this bot: the value it was made with, kept on its container, is in its token.
+  const generation = (await fixture.docker.getContainer(id).inspect()).Config.Labels['bot-agent/generation'] ?? 'none';
+  t.regex(token, new RegExp(`^bat2\\.${id}\\.${generation}\\.`));
   t.false(created.text.includes(token));
   const bot = { id, container: fixture.docker.getContainer(id) };
 
@@ -124,7 +126,7 @@ test('token: a bot removed and created again under its id is named by its new to
   const stats = (token: string) => fixture.httpFromBot(bot, target, { method: 'GET', path: `/api/bots/${id}/stats`, headers: { authorization: `Bot ${token}` } });
   const stale = await stats(removedToken);
   t.is(stale.status, 403, stale.raw);
-  t.is(stale.body?.msg, 'forbidden: the bot token was signed before its bot was removed');
+  t.is(stale.body?.msg, 'forbidden: the bot token belongs to an earlier bot of this id, since removed');
   const fresh = await stats(newToken);
   t.is(fresh.status, 200, fresh.raw);
 });

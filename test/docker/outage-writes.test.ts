@@ -92,7 +92,7 @@ test.serial('a bot removed while the database is frozen is removed in full: 200,
   const newToken = await tokenOf(id);
   const refused = await asHolder(agent, id, oldToken);
   t.is(refused.status, 403, refused.text);
-  t.is(refused.body?.msg, 'forbidden: the bot token was signed before its bot was removed');
+  t.is(refused.body?.msg, 'forbidden: the bot token belongs to an earlier bot of this id, since removed');
   t.is((await asHolder(agent, id, newToken)).status, 200);
   t.true(await eventually(async () => (await lastExit(agent, id)) === null, 15_000, 200), "the removed bot's record stayed with the new bot");
 });
@@ -160,4 +160,55 @@ test.serial('/metrics answers at once while the database is frozen, and a flood 
   }
   // Before, each scrape waited on its own COUNT for the statement's 5 s timeout.
   t.true(Math.max(...timings) < 1_000, `the slowest scrape took ${Math.round(Math.max(...timings))} ms`);
+});
+
+test.serial("a removed bot's token names nobody while the database is frozen, past every cache, on the agent that removed it; the new bot's own calls go on", async (t) => {
+  const agent = await dockerAgent();
+  const id = fixture.newBotId();
+  const oldToken = await botWithHistory(agent, id);
+  t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE', headers: asPlatform })).status, 200);
+  const again = await call(agent.server, '/api/admin/bots', {
+    headers: asPlatform,
+    body: { bot_id: id, user_id: 'user_1', image: TEST_IMAGE, template: 'discord', token: 'discord-secret-0123456789', command: ['sleep', '1000'] },
+  });
+  t.is(again.status, 201, again.text);
+  const newToken = await tokenOf(id);
+  server.freeze();
+  try {
+    // Past the 5 s for which removals read from the database are kept.
+    await new Promise((resolve) => setTimeout(resolve, 7_000));
+    const stale = await call(agent.server, `/api/bots/${id}/logs?lines=5`, { headers: { authorization: `Bot ${oldToken}` }, from: '127.0.0.6' });
+    t.is(stale.status, 403, stale.text);
+    t.is(stale.body?.msg, 'forbidden: the bot token belongs to an earlier bot of this id, since removed');
+    const own = await call(agent.server, `/api/bots/${id}/logs?lines=5`, { headers: { authorization: `Bot ${newToken}` }, from: '127.0.0.6' });
+    t.is(own.status, 200, own.text);
+  } finally {
+    server.thaw();
+  }
+});
+
+test.serial('a console session ended while the database is frozen stays ended when the agent that ended it starts again before the database answers', async (t) => {
+  const databaseUrl = await server.freshDatabase(serverUrl);
+  const dataDir = mkdtempSync(join(tmpdir(), 'bot-agent-outage-signout-'));
+  const config = { databaseUrl, adminToken: ADMIN, loopbackPlatform: false, dataDir };
+  const first = await startAgent(new MemoryDriver(), config);
+  const started = await call(first.server, '/api/session', { body: { token: ADMIN } });
+  t.is(started.status, 200, started.text);
+  const cookie = String([started.headers['set-cookie']].flat()[0]).split(';')[0]!;
+  const fleet = (agent: TestAgent) => call(agent.server, '/api/console/fleet', { headers: { cookie } });
+  t.is((await fleet(first)).status, 200);
+  server.freeze();
+  let again: TestAgent | undefined;
+  try {
+    t.is((await call(first.server, '/api/session', { method: 'DELETE', headers: { cookie } })).status, 200);
+    await first.close();
+    // Started again on the same data folder while the database still does not answer: its spool holds the end.
+    again = await startAgent(new MemoryDriver(), config);
+    agents.push(again);
+    const after = await fleet(again);
+    t.is(after.status, 403, `the ended session was taken again after a restart: ${after.text}`);
+  } finally {
+    server.thaw();
+  }
+  t.is((await fleet(again)).status, 403, 'taken once the database answered');
 });

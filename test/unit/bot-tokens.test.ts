@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
+import { newGeneration } from '../../src/bot-id.js';
 import { BadBotToken, BotTokens, KEYS_FILE, ROTATION_GRACE_MS } from '../../src/identity/bot-tokens.js';
 
 test('a token names its bot on every agent holding the same keys, and on no other', (t) => {
@@ -90,4 +91,26 @@ test('a token verified once is named again from memory while its key verifies; o
   const fresh = tokens.sign('bot_1_2_abc');
   t.is(tokens.verify(fresh).botId, 'bot_1_2_abc');
   t.throws(() => tokens.verify(`${fresh.slice(0, -2)}xx`), { message: /forged/ }, 'a forged token is never taken for the one verified');
+});
+
+test("a bot's token carries the value it was made with: it names the bot that runs now only while that bot carries the same, whatever any database says", async (t) => {
+  const tokens = BotTokens.open(':memory:');
+  const [made, remade] = [newGeneration(), newGeneration()];
+  const runtime = new Map<string, string | null>([['bot_1_2_abc', made]]);
+  tokens.bindToRuntime(async (botId) => runtime.get(botId));
+  // Removals read from a database that does not answer: the binding alone decides.
+  tokens.revokeRemovedBots(() => Promise.reject(new Error('database away')));
+  const token = tokens.sign('bot_1_2_abc', made);
+  t.regex(token, new RegExp(`^bat2\\.bot_1_2_abc\\.${made}\\.\\d+\\.[\\w-]{8}\\.[\\w-]{43}$`));
+  t.is(await tokens.botNamed(token), 'bot_1_2_abc');
+  runtime.set('bot_1_2_abc', remade);
+  await t.throwsAsync(tokens.botNamed(token), { instanceOf: BadBotToken, message: 'forbidden: the bot token belongs to an earlier bot of this id, since removed' });
+  t.is(await tokens.botNamed(tokens.sign('bot_1_2_abc', remade)), 'bot_1_2_abc');
+  // A token bound to the id alone never names a bot made with a value; it still names one made without.
+  await t.throwsAsync(tokens.botNamed(tokens.sign('bot_1_2_abc')), { message: /earlier bot of this id/ });
+  runtime.set('bot_1_2_abc', null);
+  t.is(await tokens.botNamed(tokens.sign('bot_1_2_abc')), 'bot_1_2_abc');
+  // The value is signed: another put in its place is a forgery.
+  t.throws(() => tokens.verify(token.replace(made, remade)), { message: 'forbidden: the bot token is forged' });
+  t.throws(() => tokens.sign('bot_1_2_abc', 'short'), { message: /generation/ });
 });

@@ -4,7 +4,8 @@ import type { FaultReporter, HealthPolicy, HealthStatus } from '../driver.js';
 import { healthInStatusLine, healthPolicyOf, healthStatusOf } from '../health-policy.js';
 import type { IndexedCache } from '../indexed-cache.js';
 import { TEMPLATE_LABEL } from '../../provisioning/bot-spec.js';
-import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
+import { generationIn } from '../../bot-id.js';
+import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL } from '../labels.js';
 import { DockerEventStream } from './docker-events.js';
 import type { EngineEvent } from './docker-events.js';
 import { engineStatus } from './docker-errors.js';
@@ -32,6 +33,8 @@ export interface IndexedBot {
   readonly healthPolicy: HealthPolicy;
   /** When the container was made (ms). */
   readonly createdAtMs: number;
+  /** The value it was made with (GENERATION_LABEL), if it carries one of that shape. */
+  readonly generation: string | null;
 }
 
 /** Container events after which a container no longer holds its addresses. */
@@ -260,7 +263,7 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     const status = running ? healthInStatusLine(container.Status) : 'none';
     // A verdict the index held already keeps the time it saw it come.
     const healthSinceMs = known?.running && running && known.health === status ? known.healthSinceMs : Date.now();
-    const health = { health: status, healthSinceMs, healthPolicy: healthPolicyOf(container.Labels), createdAtMs: container.Created * 1000 };
+    const health = { health: status, healthSinceMs, healthPolicy: healthPolicyOf(container.Labels), createdAtMs: container.Created * 1000, generation: generationIn(container.Labels[GENERATION_LABEL]) };
     if (known && (known.running || !running)) {
       return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: known.tty, startedAt: running ? known.startedAt : undefined, ...health };
     }
@@ -310,5 +313,6 @@ function indexedFrom(info: ContainerInspectInfo): IndexedBot | undefined {
     healthSinceMs: health === 'starting' && startedAt ? startedAt.getTime() : Date.now(),
     healthPolicy: healthPolicyOf(info.Config.Labels),
     createdAtMs: Date.parse(info.Created),
+    generation: generationIn(info.Config.Labels?.[GENERATION_LABEL]),
   };
 }

@@ -5,7 +5,8 @@ import { messages, NotFound, NotRunning, OperationFailed } from '../../errors.js
 import type { BotSummary } from '../../provisioning/bot-spec.js';
 import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunningHealth, RunObserver, RuntimeDriver, RuntimeHealth } from '../driver.js';
 import { boundedOutput, healthPolicyOf, healthStatusOf } from '../health-policy.js';
-import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
+import { generationIn } from '../../bot-id.js';
+import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL } from '../labels.js';
 import { isLoopback } from '../../loopback.js';
 import { DockerBotIndex } from './docker-bot-index.js';
 import { CgroupStats } from './docker-cgroup.js';
@@ -147,6 +148,18 @@ class DockerDriver implements RuntimeDriver {
     if (botId !== undefined && holder?.Names.includes(`/${botId}`)) return botId;
     this.strangers.set(address, true);
     return undefined;
+  }
+
+  async botGeneration(botId: string): Promise<string | null | undefined> {
+    const indexed = this.index.byIndex('bot', botId);
+    if (indexed !== undefined) return indexed[0] === undefined ? undefined : indexed[0].generation;
+    // The index is being built: the engine answers.
+    try {
+      return generationIn((await this.inspectBot(botId)).Config.Labels?.[GENERATION_LABEL]);
+    } catch (err) {
+      if (err instanceof NotFound) return undefined;
+      throw err;
+    }
   }
 
   async restart(botId: string): Promise<void> {

@@ -1,11 +1,12 @@
 import type Docker from 'dockerode';
 import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
+import { newGeneration } from '../../bot-id.js';
 import type { BotTokens } from '../../identity/bot-tokens.js';
 import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import { healthPolicyLabels, NO_HEALTH_POLICY } from '../health-policy.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
-import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
+import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL } from '../labels.js';
 import { engineClients } from './docker-connection.js';
 import type { EngineClients } from './docker-connection.js';
 import { engineDetail, engineStatus, translateDockerError } from './docker-errors.js';
@@ -39,7 +40,9 @@ class DockerProvisioner implements Provisioner {
   async create(spec: BotSpec): Promise<void> {
     const env = { ...botEnvironment(spec, this.options.agentUrl) };
     for (const name of TOKEN_VARIABLES) env[name] = spec.token;
-    if (this.options.tokens) env.PLATFORM_AGENT_TOKEN = this.options.tokens.sign(spec.id);
+    // The value this bot is made with: its tokens carry it, so a bot made again under the id has others.
+    const generation = newGeneration();
+    if (this.options.tokens) env.PLATFORM_AGENT_TOKEN = this.options.tokens.sign(spec.id, generation);
     const abortSignal = AbortSignal.timeout(DEADLINE_MS);
     let container: Docker.Container | undefined;
     try {
@@ -48,7 +51,14 @@ class DockerProvisioner implements Provisioner {
         Image: spec.image,
         Cmd: spec.command ? [...spec.command] : undefined,
         Env: Object.entries(env).map(([name, value]) => `${name}=${value}`),
-        Labels: { [BOT_LABEL]: spec.id, [OWNER_LABEL]: spec.ownerId, [TEMPLATE_LABEL]: spec.template, ...NO_HEALTH_POLICY, ...healthPolicyLabels(spec.health ?? {}) },
+        Labels: {
+          [BOT_LABEL]: spec.id,
+          [OWNER_LABEL]: spec.ownerId,
+          [TEMPLATE_LABEL]: spec.template,
+          [GENERATION_LABEL]: generation,
+          ...NO_HEALTH_POLICY,
+          ...healthPolicyLabels(spec.health ?? {}),
+        },
         Healthcheck: healthcheckOf(spec.health),
         HostConfig: {
           NetworkMode: this.options.network,
