@@ -52,7 +52,7 @@ export async function createRuntime(config: Config, report: FaultReporter): Prom
         driver: createKubernetesDriver({ kubeConfig, namespace, report }),
         provisioner: createKubernetesProvisioner({ kubeConfig, namespace, agentUrl: config.botsAgentUrl }),
         sharedLocks: (holder) => new LeaseLocks(kubeConfig, namespace, holder),
-        botTokens: new ServiceAccountTokens(kubeConfig, namespace),
+        botTokens: new ServiceAccountTokens(kubeConfig, namespace, Date.now, report),
       };
     }
   }

@@ -33,6 +33,12 @@ async function standIn(t: ExecutionContext, options: { holdReviews?: boolean } =
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(JSON.stringify(value));
       };
+      // This stand-in publishes no keys (as for a user who may not read them): the reviews alone judge.
+      if (req.url?.startsWith('/openid/v1/jwks')) {
+        res.writeHead(403, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Forbidden', code: 403 }));
+        return;
+      }
       if (req.url?.startsWith('/apis/authentication.k8s.io/v1/tokenreviews')) {
         reviews += 1;
         const presented = String((JSON.parse(body) as { spec: { token: string } }).spec.token);

@@ -8,6 +8,7 @@ import type { BotTokenVerifier } from '../../identity/bot-tokens.js';
 import { BOT_ID_PATTERN, BOT_LABEL } from '../labels.js';
 import { translateKubeError } from './kube-errors.js';
 import { withDeadline } from './kube-deadline.js';
+import { ClusterTokenKeys } from './kube-token-keys.js';
 
 /** The audience a bot's projected ServiceAccount token must be minted for. */
 export const TOKEN_AUDIENCE = 'bot-agent';
@@ -28,6 +29,9 @@ const REVIEWS_WAITING = 64;
 const REFUSALS_PER_ADDRESS = 10;
 
 type Verdict = { readonly botId: string } | { readonly refusal: string };
+
+/** The refusal of a token none of the cluster's keys signed. */
+const NOT_SIGNED = "forbidden: the token is not signed by the cluster's ServiceAccount keys";
 
 /** The claims of a ServiceAccount token the agent reads before asking the cluster (the cluster alone vouches for them). */
 interface TokenClaims {
@@ -55,12 +59,15 @@ export class ServiceAccountTokens implements BotTokenVerifier {
   private readonly reviewing = new Map<string, Promise<Verdict>>();
   private active = 0;
   private readonly waiting: { admit(): void; refuse(err: unknown): void }[] = [];
+  private readonly keys: ClusterTokenKeys;
 
   constructor(
     kubeConfig: KubeConfig,
     private readonly namespace: string,
     private readonly now: () => number = Date.now,
+    report: (what: string, err: unknown) => void = () => undefined,
   ) {
+    this.keys = new ClusterTokenKeys(kubeConfig, report, now);
     this.authentication = kubeConfig.makeApiClient(AuthenticationV1Api);
     this.core = kubeConfig.makeApiClient(CoreV1Api);
     this.verdicts = new LRUCache({ max: 10_000, ttl: REFUSAL_MS, ttlResolution: 0, perf: { now } });
@@ -68,9 +75,11 @@ export class ServiceAccountTokens implements BotTokenVerifier {
   }
 
   /**
-   * The bot the token names. Refusals are counted by `address`, or behind a proxy's hop (no address given,
-   * many bots share it) by the pod the token claims: a bot making up tokens runs out of its own window,
-   * never the others' behind the same hop.
+   * The bot the token names. A new token's signature is checked against the cluster's keys first: one
+   * the cluster did not sign is refused without a review, and counts against no one. Refusals are counted
+   * by `address`, or behind a proxy's hop (no address given, many bots share it) by the pod the token
+   * claims, a claim its signature vouches for: a bot whose tokens the cluster refuses runs out of its own
+   * window, never the others' behind the same hop.
    */
   async botNamed(token: string, address?: string): Promise<string> {
     const claims = readClaims(token);
@@ -84,7 +93,9 @@ export class ServiceAccountTokens implements BotTokenVerifier {
     const key = createHash('sha256').update(token).digest('base64url');
     let verdict = this.verdicts.get(key);
     if (!verdict) {
-      // A bot sending token after forged token would have the API server review each: past a few, it waits.
+      // Where the keys cannot be read (`unknown`), the review alone judges, as before there were keys.
+      if ((await this.keys.verdict(token)) === 'invalid') throw new BadBotToken(NOT_SIGNED);
+      // A bot sending token after refused token would have the API server review each: past a few, it waits.
       if ((this.refusals.get(caller) ?? 0) >= REFUSALS_PER_ADDRESS) {
         const from = address ?? `tokens claiming ${caller}`;
         throw new TooManyRequests(`too many refused tokens from ${from}: try again in ${REFUSAL_MS / 1000} s`, REFUSAL_MS / 1000);
