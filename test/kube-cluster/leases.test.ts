@@ -342,3 +342,31 @@ test('bot ids that differ only in case have a Lease each: restarts of both at on
   t.true((await generationOf(upper)) > before[0]!, `${upper} was not restarted`);
   t.true((await generationOf(lower)) > before[1]!, `${lower} was not restarted`);
 });
+
+test.serial("during a rolling upgrade an agent of the release before, which names the bot's Lease by its id alone, and this one never act on one bot at once", async (t) => {
+  const [agent] = agents.length > 0 ? agents : [await agentNamed('agent-a')];
+  const id = await runningBot();
+  const before = await generationOf(id);
+  // What an agent of the release before does for a restart: the Lease of the older name, renewed while it acts.
+  const legacy = `bot-agent-op-${id.toLowerCase().replace(/[^a-z0-9-]/g, '-')}`;
+  const stamp = () => new V1MicroTime(Date.now());
+  let lease = await leases.createNamespacedLease({
+    namespace,
+    body: { metadata: { name: legacy, annotations: { 'bot-agent/operation': 'restart' } }, spec: { holderIdentity: 'agent-of-the-release-before', leaseDurationSeconds: 15, acquireTime: stamp(), renewTime: stamp() } },
+  });
+  let answered = false;
+  const restarting = restartThrough(agent!, id).finally(() => (answered = true));
+  for (let i = 0; i < 8; i += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    lease = await leases.replaceNamespacedLease({ name: legacy, namespace, body: { ...lease, spec: { ...lease.spec, renewTime: stamp() } } });
+  }
+  // Before, the newer agent took only the Lease of the new name and restarted the bot beside the older one.
+  t.false(answered, 'the restart answered while the older agent held the bot');
+  t.is(await generationOf(id), before, 'the bot was rolled out while the older agent held it');
+  await leases.deleteNamespacedLease({ name: legacy, namespace });
+  const reply = await restarting;
+  t.is(reply.status, 200, reply.text);
+  t.is(await generationOf(id), before + 1, 'restarted once the older agent was done');
+  const ofBot = async () => (await leases.listNamespacedLease({ namespace })).items.filter((item) => [legacy, leaseName(id)].includes(item.metadata?.name ?? ''));
+  t.true(await eventually(async () => (await ofBot()).length === 0, 5_000, 100), 'a Lease was left behind');
+});

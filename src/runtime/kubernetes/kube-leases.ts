@@ -2,7 +2,7 @@ import { CoordinationV1Api, V1MicroTime } from '@kubernetes/client-node';
 import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
 import { messages, OperationInProgress, RuntimeUnavailable } from '../../errors.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
-import { leaseName } from './kube-names.js';
+import { leaseName, legacyLeaseName } from './kube-names.js';
 import type { BotLocks, HeldElsewhere, HoldOptions, Inherited } from '../bot-locks.js';
 
 const OPERATION_ANNOTATION = 'bot-agent/operation';
@@ -66,8 +66,30 @@ export class LeaseLocks implements BotLocks {
     this.api = kubeConfig.makeApiClient(CoordinationV1Api);
   }
 
-  async hold<T>(botId: string, operation: string, work: (inherited?: Inherited) => Promise<T>, { joined, waitMs }: HoldOptions<T> = {}): Promise<T> {
-    const name = leaseName(botId);
+  /**
+   * Holds the bot's Lease, then the one an agent of the release before took (legacyLeaseName): an agent of
+   * that release, still running in a rolling upgrade, and this one never act on one bot at once. The same
+   * operation under way through the bot's own Lease is joined; the older Lease is only waited for (ids that
+   * differ only in case share it), in that order, so that no two agents ever wait for each other.
+   */
+  async hold<T>(botId: string, operation: string, work: (inherited?: Inherited) => Promise<T>, options: HoldOptions<T> = {}): Promise<T> {
+    const deadline = options.waitMs === undefined ? undefined : this.now() + options.waitMs;
+    const legacy = legacyLeaseName(botId);
+    // While it waits for the first, it keeps looking at the second: a holder that died left both, and they expire together.
+    return this.holdNamed(botId, leaseName(botId), operation, { ...options, watching: legacy }, (inherited) =>
+      this.holdNamed(botId, legacy, operation, { waitMs: deadline === undefined ? undefined : Math.max(0, deadline - this.now()) }, (left) =>
+        work(inherited ?? left),
+      ),
+    );
+  }
+
+  private async holdNamed<T>(
+    botId: string,
+    name: string,
+    operation: string,
+    { joined, waitMs, watching }: HoldOptions<T> & { watching?: string },
+    work: (inherited?: Inherited) => Promise<T>,
+  ): Promise<T> {
     const deadline = waitMs === undefined ? Infinity : this.now() + waitMs;
     let taken: { held: Held; inherited?: Inherited | undefined };
     for (;;) {
@@ -79,6 +101,7 @@ export class LeaseLocks implements BotLocks {
       // The same operation under way elsewhere ends as this one would: its end is this one's, unless its holder died.
       if (joined && other.operation === operation && (await this.waitGone(botId, name, deadline)) === 'ended') return joined();
       if (this.now() >= deadline) throw new OperationInProgress(messages.inProgress(other.operation, botId, waitMs ?? 0));
+      if (watching !== undefined) await this.look(botId, watching);
       await sleep(this.timings.pollMs);
     }
     const { held } = taken;
@@ -187,6 +210,12 @@ export class LeaseLocks implements BotLocks {
       return false;
     }
     return this.now() - seen.since >= (lease.spec?.leaseDurationSeconds ?? this.timings.durationS) * 1000;
+  }
+
+  /** Reads the lease, so that how long it has not changed is known when it is wanted. */
+  private async look(botId: string, name: string): Promise<void> {
+    const lease = await this.read(botId, name);
+    if (lease) this.expired(name, lease);
   }
 
   /** Resolves once the lease is deleted (its operation ended), has expired (its holder died), or at the deadline. */

@@ -14,3 +14,12 @@ export function objectName(botId: string): string {
 export function leaseName(botId: string): string {
   return `bot-agent-op-${objectName(botId)}`;
 }
+
+/**
+ * The Lease the agent's release before 0.2.0 took for a bot in operation, named by its id alone (ids that
+ * differ only in case share it). Taken too while agents of that release may still run (docs/kubernetes.md,
+ * "Upgrading"), so that one operation per bot holds across a rolling upgrade.
+ */
+export function legacyLeaseName(botId: string): string {
+  return `bot-agent-op-${botId.toLowerCase().replace(/[^a-z0-9-]/g, '-')}`.slice(0, 253);
+}
