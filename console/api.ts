@@ -1,4 +1,4 @@
-import type { BotStatus, ExitRecord } from '../src/client/wire.js';
+import type { BotStatus, ExitRecord } from '../clients/typescript/src/wire.js';
 
 /** A refusal or failure of the agent, with its status and its own words. */
 export class ApiError extends Error {
@@ -33,7 +33,7 @@ export function plainWords(err: unknown): string {
   return err.message;
 }
 
-export type { BotEvent, BotStatus, ExitRecord, Health } from '../src/client/wire.js';
+export type { BotEvent, BotStatus, ExitRecord, Health } from '../clients/typescript/src/wire.js';
 
 /** A bot as the console's table shows it (GET /api/console/fleet). */
 export type FleetBot = Omit<BotStatus, 'last_exit'> & {

@@ -7,6 +7,7 @@
 # Usage: bash scripts/node-base-image.sh [TAG]     (prints the tag)
 set -euo pipefail
 source "$(dirname "$0")/node-env.sh"
+source "$(dirname "$0")/rootfs.sh"
 
 TAG=${1:-bot-agent-node-base:$(node --version | tr -d v)}
 DOCKER=/usr/bin/docker
@@ -26,21 +27,10 @@ cp "$node" "$root/usr/bin/node"
 cp -r "$npm_dir" "$root/usr/local/lib/node_modules/npm"
 ln -s ../local/lib/node_modules/npm/bin/npm-cli.js "$root/usr/bin/npm"
 ln -s ../local/lib/node_modules/npm/bin/npx-cli.js "$root/usr/bin/npx"
-# The libraries node links, and glibc's NSS modules so that host names resolve.
-for lib in $(ldd "$node" | awk '/=> \//{print $3}') /lib/x86_64-linux-gnu/libnss_files.so.2 \
-  /lib/x86_64-linux-gnu/libnss_dns.so.2 /lib/x86_64-linux-gnu/libresolv.so.2; do
-  mkdir -p "$root$(dirname "$lib")"
-  cp -L "$lib" "$root$lib"
-done
-cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
-cp /bin/busybox "$root/bin/busybox"
-for applet in $("$root/bin/busybox" --list); do
-  [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
-done
+rootfs_libs "$root" "$node"
+rootfs_busybox "$root"
 ln -s /bin/busybox "$root/usr/bin/env"
-printf 'hosts: files dns\n' >"$root/etc/nsswitch.conf"
-printf 'root:x:0:0:root:/root:/bin/sh\nnode:x:1000:1000::/home/node:/bin/sh\n' >"$root/etc/passwd"
-printf 'root:x:0:\nnode:x:1000:\n' >"$root/etc/group"
+rootfs_users "$root" node 1000 /home/node
 chown 1000:1000 "$root/home/node"
 tar -C "$root" -c . | "$DOCKER" import -c 'ENV PATH=/usr/local/bin:/usr/bin:/bin' -c 'CMD ["node"]' - "$TAG" >/dev/null
 echo "$TAG"

@@ -4,11 +4,11 @@
 # official binary) into a cache keyed by version: about 50 MB, 2 s here.
 # scripts/node-env.sh puts it first on PATH, so that npm, tsc, ava and the
 # agent run on it whatever Node the machine has.
-# Usage: bash scripts/node.sh
+# Usage: bash scripts/node.sh [VERSION]   (another version, e.g. for the client's tests on Node 20 and 22)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-version=$(tr -d ' \n' <.node-version)
+version=${1:-$(tr -d ' \n' <.node-version)}
 case "$(uname -m)" in
   x86_64) arch=x64 ;;
   aarch64) arch=arm64 ;;

@@ -8,6 +8,7 @@
 #        bash scripts/python-bot-image.sh --venv   (only the venv: prints its path, for mypy on the host)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/rootfs.sh
 
 PYTEST_VERSION=8.4.2
 HTTPX_VERSION=0.28.1
@@ -38,7 +39,7 @@ if [ "${1:-}" = --venv ]; then echo "$VENV"; exit 0; fi
 hash=$({
   echo "$real $version $PYTEST_VERSION $HTTPX_VERSION"
   find clients/python -type f ! -path '*/__pycache__/*' ! -path '*.egg-info/*' ! -path '*/build/*' ! -path '*/.pytest_cache/*' | LC_ALL=C sort | xargs sha256sum
-  sha256sum scripts/python-bot-image.sh
+  sha256sum scripts/python-bot-image.sh scripts/rootfs.sh
 } | sha256sum | cut -c1-12)
 TAG=bot-agent-python:$hash
 if "$DOCKER" image inspect "$TAG" >/dev/null 2>&1; then echo "$TAG"; exit 0; fi
@@ -55,13 +56,8 @@ ln -s "python$version" "$root/usr/local/bin/python3"
 # The standard library, without what a bot never runs (its own tests, Tk, IDLE) or another interpreter's packages.
 tar -C "$stdlib" --exclude=./site-packages --exclude=./dist-packages --exclude=./test --exclude=./idlelib \
   --exclude=./tkinter --exclude=./turtledemo --exclude=./ensurepip -c . | tar -C "$lib" -x
-# The libraries python and its extension modules link, where they link them, and glibc's NSS modules.
-for so in $( { ldd "$real"; for module in "$lib"/lib-dynload/*.so; do ldd "$module"; done; } | awk '/=> \//{print $3}' | sort -u) \
-  /lib/x86_64-linux-gnu/libnss_files.so.2 /lib/x86_64-linux-gnu/libnss_dns.so.2 /lib/x86_64-linux-gnu/libresolv.so.2; do
-  mkdir -p "$root$(dirname "$so")"
-  cp -L "$so" "$root$so"
-done
-cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
+# The libraries python and its extension modules link.
+rootfs_libs "$root" "$real" "$lib"/lib-dynload/*.so
 # pytest and httpx with what they need, then the client as a user installs it: pip, from its pyproject.toml.
 (cd "$VENV/lib/python$version/site-packages" && tar --exclude='./pip*' --exclude='./setuptools*' --exclude=./_distutils_hack --exclude='./mypy*' \
   --exclude=./pkg_resources --exclude=./distutils-precedence.pth -c .) | tar -C "$lib/site-packages" -x
@@ -70,13 +66,8 @@ rm -rf "$work/client/build" "$work/client"/src/*.egg-info
 "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-build-isolation --target "$lib/site-packages" "$work/client" >&2 \
   || fail "pip could not install clients/python"
 cp -r clients/python/tests clients/python/pyproject.toml "$root/opt/bot-agent-python/"
-cp /bin/busybox "$root/bin/busybox"
-for applet in $("$root/bin/busybox" --list); do
-  [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
-done
-printf 'hosts: files dns\n' >"$root/etc/nsswitch.conf"
-printf 'root:x:0:0:root:/root:/bin/sh\nbot:x:10001:10001::/tmp:/bin/sh\n' >"$root/etc/passwd"
-printf 'root:x:0:\nbot:x:10001:\n' >"$root/etc/group"
+rootfs_busybox "$root"
+rootfs_users "$root" bot 10001 /tmp
 tar -C "$root" -c . | "$DOCKER" import -c 'ENV PATH=/usr/local/bin:/usr/bin:/bin' -c 'ENV PYTHONDONTWRITEBYTECODE=1' \
   -c 'WORKDIR /opt/bot-agent-python' -c 'CMD ["python3"]' - "$TAG" >/dev/null
 echo "$TAG"

@@ -8,7 +8,7 @@ import { createServer as createHttpServer } from 'node:http';
 import { connect, createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import test from 'ava';
-import { BotAgentClient, BotAgentError, findAgent } from '../../src/client/index.js';
+import { BotAgentClient, BotAgentError, findAgent } from '../../clients/typescript/src/index.js';
 import { BotTokens } from '../../src/identity/bot-tokens.js';
 import { agentFor, startAgent } from '../helpers/agent.js';
 import { eventually } from '../helpers/eventually.js';
@@ -70,7 +70,7 @@ async function clientFor(t: { teardown(fn: () => Promise<void>): void }): Promis
 
 /** The command line as a child process, with what it printed so far. */
 function cliProcess(t: { teardown(fn: () => void): void }, args: string[], port: number) {
-  const child = spawn(process.execPath, ['--import=tsx', 'src/client/cli.ts', ...args], {
+  const child = spawn(process.execPath, ['--import=tsx', 'clients/typescript/src/cli.ts', ...args], {
     env: { ...process.env, BOT_ID: BOT, BOT_AGENT_PROBE: `127.0.0.1:${port}` },
   });
   t.teardown(() => child.kill('SIGKILL'));
@@ -147,10 +147,10 @@ test('the command line prints the answer, and fails with one line', async (t) =>
   // Run apart, not synchronously: the agent answering it lives in this process.
   const cli = promisify(execFile);
   const env = { ...process.env, BOT_ID: BOT, BOT_AGENT_PROBE: `127.0.0.1:${port}` };
-  const logs = await cli(process.execPath, ['--import=tsx', 'src/client/cli.ts', 'logs', '1'], { env });
+  const logs = await cli(process.execPath, ['--import=tsx', 'clients/typescript/src/cli.ts', 'logs', '1'], { env });
   t.is(logs.stdout, 'b\n');
   const gone = await t.throwsAsync(
-    cli(process.execPath, ['--import=tsx', 'src/client/cli.ts', 'stats'], { env: { ...env, BOT_ID: 'bot_9_9_gone' } }),
+    cli(process.execPath, ['--import=tsx', 'clients/typescript/src/cli.ts', 'stats'], { env: { ...env, BOT_ID: 'bot_9_9_gone' } }),
   );
   t.is((gone as { code?: number }).code, 1);
   t.regex(String((gone as { stderr?: string }).stderr), /^bot-agent: 404: container not found/);
@@ -268,7 +268,7 @@ test('the command line follows logs and events until interrupted', async (t) => 
 test('the command line explains a wrong use', async (t) => {
   const cli = promisify(execFile);
   for (const args of [[], ['reboot'], ['logs', 'many'], ['exits', '--follow'], ['events', '7']]) {
-    const error = await t.throwsAsync(cli(process.execPath, ['--import=tsx', 'src/client/cli.ts', ...args], { env: { ...process.env, BOT_ID: BOT } }));
+    const error = await t.throwsAsync(cli(process.execPath, ['--import=tsx', 'clients/typescript/src/cli.ts', ...args], { env: { ...process.env, BOT_ID: BOT } }));
     t.is((error as { code?: number }).code, 2, args.join(' '));
     t.regex(String((error as { stderr?: string }).stderr), /^bot-agent: .+\nusage: bot-agent <command>/);
   }

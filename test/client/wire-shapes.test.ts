@@ -8,7 +8,7 @@ import { openApiDocument } from '../../src/http/openapi.js';
 const run = promisify(execFile);
 
 // One source for the answers' shapes: /openapi.json, which every answer of the HTTP tests is checked against. The
-// TypeScript client's types (src/client/wire.ts, which the console shares) and the Python client's TypedDicts are
+// TypeScript client's types (clients/typescript/src/wire.ts, which the console shares) and the Python client's TypedDicts are
 // compared with it here, field by field: a field added, dropped or retyped on one side and not the other fails.
 
 /** A field's shape, as both sides can say it: JSON types (integer apart from number), an enum, or another shape. */
@@ -64,7 +64,7 @@ function shapeOfType(type: ts.TypeNode): Shape {
   return type.getText();
 }
 
-const WIRE_TS = readFileSync('src/client/wire.ts', 'utf8');
+const WIRE_TS = readFileSync('clients/typescript/src/wire.ts', 'utf8');
 
 function typescriptShapes(text = WIRE_TS): Shapes {
   const source = ts.createSourceFile('wire.ts', text, ts.ScriptTarget.Latest, true);

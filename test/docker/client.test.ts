@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
-import { BotAgentClient } from '../../src/client/index.js';
-import type { BotEvent, LogLine } from '../../src/client/index.js';
+import { BotAgentClient } from '../../clients/typescript/src/index.js';
+import type { BotEvent, LogLine } from '../../clients/typescript/src/index.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';

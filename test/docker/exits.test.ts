@@ -3,7 +3,7 @@ import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
-import type { ExitRecord } from '../../src/client/index.js';
+import type { ExitRecord } from '../../clients/typescript/src/index.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';

@@ -37,7 +37,7 @@ test('the cycle check finds a cycle of any length, and the path that closes it',
   t.deepEqual(cyclesOf(new Map([['a/', new Set(['b/'])], ['b/', new Set<string>()]])), []);
 });
 
-test("the console is a front end of its own (console/): nothing of it in src, and it takes from src only the answers' types", (t) => {
+test("the console is a front end of its own (console/): nothing of it in src, and it takes from outside only the answers' types (the client's wire.ts)", (t) => {
   const src = fileURLToPath(new URL('../../src/', import.meta.url));
   const consoleDir = fileURLToPath(new URL('../../console/', import.meta.url));
   t.false(readdirSync(src, { recursive: true, encoding: 'utf8' }).some((file) => /\.(tsx|css|html)$/.test(file)), 'browser code in src');
@@ -46,10 +46,21 @@ test("the console is a front end of its own (console/): nothing of it in src, an
     .flatMap((file) => ts.preProcessFile(readFileSync(join(consoleDir, file), 'utf8'), true, true).importedFiles.map((imported) => imported.fileName))
     .filter((fileName) => fileName.startsWith('../'));
   t.true(fromSrc.length > 0, 'the console names its types');
-  t.deepEqual([...new Set(fromSrc)], ['../src/client/wire.js']);
+  t.deepEqual([...new Set(fromSrc)], ['../clients/typescript/src/wire.js']);
 });
 
 test('what agents share beside the history (shared/) stands on nothing of the agent, and the history takes nothing from the lifecycle', (t) => {
   t.deepEqual([...(graph.get('shared/') ?? [])], []);
   t.false(graph.get('history/')?.has('lifecycle/'), 'history/ imports lifecycle/');
+});
+
+test("the TypeScript client (clients/typescript) is a package of its own: no dependency, and it imports only the platform (node:) and its own files", (t) => {
+  const dir = fileURLToPath(new URL('../../clients/typescript/', import.meta.url));
+  const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Record<string, unknown>;
+  for (const field of ['dependencies', 'peerDependencies', 'optionalDependencies']) t.is(manifest[field], undefined, `package.json has ${field}`);
+  const imported = readdirSync(join(dir, 'src'))
+    .filter((file) => file.endsWith('.ts'))
+    .flatMap((file) => ts.preProcessFile(readFileSync(join(dir, 'src', file), 'utf8'), true, true).importedFiles.map((each) => each.fileName));
+  t.true(imported.length > 0);
+  t.deepEqual(imported.filter((name) => !name.startsWith('./') && !name.startsWith('node:')), []);
 });

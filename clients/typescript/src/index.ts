@@ -1,14 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { EventSourceParserStream } from 'eventsource-parser/stream';
-import type { EventSourceMessage } from 'eventsource-parser/stream';
-import { Agent, fetch } from 'undici';
-import type { RequestInit, Response } from 'undici';
+import { streamMessages } from './sse.js';
+import type { StreamMessage } from './sse.js';
 import type { BotEvent, BotStats, BotStatus, ExitRecord } from './wire.js';
 
-// The bot's side of bot-agent, with Node and one small event-stream parser:
-// find the agent (docs/api.md §7) and call it as the bot named by BOT_ID.
+// The bot's side of bot-agent, with nothing but the platform (fetch, web streams, node:net for the probe):
+// Node 18 to 24, Bun and Deno. Finds the agent (docs/api.md §7) and calls it as the bot named by BOT_ID.
 
 export type { BotEvent, BotStats, BotStatus, ExitRecord } from './wire.js';
 
@@ -26,11 +24,11 @@ const STREAM_SILENCE_MS = 45_000;
 const RECONNECT_FIRST_MS = 1_000;
 const RECONNECT_MAX_MS = 30_000;
 /**
- * How long opening a connection may take. While one agent replaces another, a connection may get neither
- * an answer nor a refusal (docs/api.md §7): the call tries again, from 250 ms apart doubling to 2 s,
- * for up to 15 s within its own deadline. Only a connection that never opened is tried again: no request is sent twice.
+ * While one agent replaces another, a connection may be refused, or get neither an answer nor a refusal
+ * (docs/api.md §7): a call whose connection never opened (refused at once, or given up by the platform's
+ * fetch, Node's after 10 s) tries again, from 250 ms apart doubling to 2 s, for up to 15 s within its own
+ * deadline. Only a connection that never opened is tried again: no request is sent twice.
  */
-const CONNECT_TIMEOUT_MS = 1_000;
 const CONNECT_RETRY_FIRST_MS = 250;
 const CONNECT_RETRY_MAX_MS = 2_000;
 /** How long a call keeps trying to connect at most, within its deadline: a replacement takes seconds, an agent that is gone does not come back. */
@@ -109,7 +107,7 @@ export interface BotAgentClientOptions extends FindAgentOptions {
  * The bot's token: PLATFORM_AGENT_TOKEN (Docker), else the file PLATFORM_AGENT_TOKEN_FILE names (a
  * Kubernetes pod's projected ServiceAccount token), read at each call since the kubelet renews it.
  */
-function tokenOf(env: NodeJS.ProcessEnv): () => Promise<string | undefined> {
+function tokenOf(env: Record<string, string | undefined>): () => Promise<string | undefined> {
   const token = env.PLATFORM_AGENT_TOKEN || undefined;
   const file = env.PLATFORM_AGENT_TOKEN_FILE;
   if (token !== undefined || !file) return async () => token;
@@ -124,9 +122,6 @@ function tokenOf(env: NodeJS.ProcessEnv): () => Promise<string | undefined> {
 
 /** Calls the agent as the bot named by BOT_ID (and, for stop, start and restart, its owner USER_ID). */
 export class BotAgentClient {
-  /** The client's own connections, kept alive, each opened within CONNECT_TIMEOUT_MS. */
-  private readonly connections = new Agent({ connect: { timeout: CONNECT_TIMEOUT_MS } });
-
   private constructor(
     readonly agentUrl: string,
     readonly botId: string,
@@ -291,7 +286,7 @@ export class BotAgentClient {
     headers: Record<string, string>,
     signal: AbortSignal | undefined,
     onOpen?: () => void,
-  ): AsyncGenerator<EventSourceMessage> {
+  ): AsyncGenerator<StreamMessage> {
     // One controller ends the request: the caller's signal, no answer within the
     // call's time-out, or a connection silent for longer than the agent's pings allow.
     const controller = new AbortController();
@@ -311,8 +306,7 @@ export class BotAgentClient {
       }
       onOpen?.();
       heard();
-      const messages = reply.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream({ onComment: heard }));
-      for await (const message of messages) {
+      for await (const message of streamMessages(reply.body, heard)) {
         heard();
         yield message;
       }
@@ -334,9 +328,9 @@ export class BotAgentClient {
     const retryUntil = Math.min(deadlineMs, Date.now() + CONNECT_RETRY_FOR_MS);
     for (let pauseMs = CONNECT_RETRY_FIRST_MS; ; pauseMs = Math.min(pauseMs * 2, CONNECT_RETRY_MAX_MS)) {
       try {
-        return await fetch(`${this.agentUrl}${path}`, { ...init, headers, dispatcher: this.connections });
+        return await fetch(`${this.agentUrl}${path}`, { ...init, headers });
       } catch (err) {
-        const code = ((err as Error).cause as NodeJS.ErrnoException | undefined)?.code;
+        const code = ((err as Error).cause as { code?: string } | undefined)?.code;
         const again = code !== undefined && NOT_CONNECTED.has(code) && !init.signal?.aborted && Date.now() + pauseMs < retryUntil;
         if (!again) throw unreachable(this.agentUrl, err);
         await sleep(pauseMs, undefined, { signal: init.signal ?? undefined }).catch(() => undefined);
