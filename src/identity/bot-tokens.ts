@@ -117,16 +117,15 @@ export class BotTokens implements BotTokenVerifier {
   sign(botId: string, generation?: string): string {
     const key = this.keys.at(-1)!;
     if (generation !== undefined && !GENERATION_PATTERN.test(generation)) throw new Error('not a bot generation');
-    const issued = Math.floor(this.now() / 1000);
-    const body = generation === undefined ? `bat1.${botId}.${issued}` : `bat2.${botId}.${generation}.${issued}`;
+    const body = tokenBody(botId, generation, String(Math.floor(this.now() / 1000)));
     return `${body}.${key.id}.${mac(key.secret, body)}`;
   }
 
   async botNamed(token: string): Promise<string> {
     const { botId, generation, issuedMs } = this.verify(token);
     // The runtime's index, in memory, says which bot of that id runs now: a removed one's token names nobody,
-    // whatever the database does (docs/api.md §4, rule 8).
-    const current = await this.generationOf?.(botId);
+    // whatever the database does (docs/api.md §4, rule 8). An engine that cannot be asked leaves the signature to judge.
+    const current = await this.generationOf?.(botId).catch(() => undefined);
     if (generation !== undefined) {
       if (current !== undefined && current !== generation) throw new BadBotToken(EARLIER_BOT);
       return botId;
@@ -166,8 +165,7 @@ export class BotTokens implements BotTokenVerifier {
     if ((version === 'bat2') !== (generation !== undefined)) throw new BadBotToken('forbidden: not a bot token this agent signs');
     const key = this.verifying().find((candidate) => candidate.id === id);
     if (!key) throw new BadBotToken('forbidden: the bot token was signed with a key this agent no longer holds');
-    const body = generation === undefined ? `bat1.${botId}.${issued}` : `bat2.${botId}.${generation}.${issued}`;
-    const expected = Buffer.from(mac(key.secret, body));
+    const expected = Buffer.from(mac(key.secret, tokenBody(botId, generation, issued)));
     if (!timingSafeEqual(expected, Buffer.from(signature))) throw new BadBotToken('forbidden: the bot token is forged');
     return { claim: { botId, generation, issuedMs: Number(issued) * 1000 }, keyId: id };
   }
@@ -201,6 +199,11 @@ export class BotTokens implements BotTokenVerifier {
 function newKey(since: number): SigningKey {
   const secret = randomBytes(32);
   return { id: keyId(secret), secret, since };
+}
+
+/** What a token's HMAC is over: `bat1.<bot id>.<issued>`, or `bat2.<bot id>.<generation>.<issued>`. */
+function tokenBody(botId: string, generation: string | undefined, issued: string): string {
+  return generation === undefined ? `bat1.${botId}.${issued}` : `bat2.${botId}.${generation}.${issued}`;
 }
 
 function mac(secret: Buffer, body: string): string {
