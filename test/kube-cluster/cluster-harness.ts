@@ -73,7 +73,7 @@ export async function agentKubeConfig(admin: KubeConfig, namespace: string, valu
  */
 export function botDeployment(
   id: string,
-  options: { labelled?: boolean; owner?: string; replicas?: number; graceS?: number; script?: string; args?: string[]; image?: string; env?: Record<string, string> } = {},
+  options: { labelled?: boolean; owner?: string; replicas?: number; graceS?: number; minReadyS?: number; script?: string; args?: string[]; image?: string; env?: Record<string, string> } = {},
 ): V1Deployment {
   const name = objectName(id);
   const labels: Record<string, string> = { [TEST_NAME_LABEL]: name };
@@ -82,6 +82,7 @@ export function botDeployment(
     metadata: { name, labels, annotations: { [OWNER_LABEL]: options.owner ?? 'user_1' } },
     spec: {
       replicas: options.replicas ?? 1,
+      minReadySeconds: options.minReadyS,
       selector: { matchLabels: { [TEST_NAME_LABEL]: name } },
       template: {
         metadata: { labels },
@@ -156,6 +157,9 @@ export async function clusterHarness(chartValues: Record<string, string> = {}): 
         owner: options.owner,
         replicas: options.running === false ? 0 : 1,
         graceS: options.slowRestartMs ? Math.ceil(options.slowRestartMs / 1000) : 2,
+        // A rollout ends once the new pod is available, not once the old one is gone: a slow restart is one whose
+        // new pod counts as available only after this long (as on Docker, where the old run's grace holds it).
+        minReadyS: options.slowRestartMs ? Math.ceil(options.slowRestartMs / 1000) : undefined,
         script: options.slowRestartMs ? STUBBORN_BOT : TALKING_BOT,
         args: options.logLines,
       });
