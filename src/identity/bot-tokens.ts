@@ -126,13 +126,11 @@ export class BotTokens implements BotTokenVerifier {
     // The runtime's index, in memory, says which bot of that id runs now: a removed one's token names nobody,
     // whatever the database does (docs/api.md §4, rule 8). An engine that cannot be asked leaves the signature to judge.
     const current = await this.generationOf?.(botId).catch(() => undefined);
-    if (generation !== undefined) {
-      if (current !== undefined && current !== generation) throw new BadBotToken(EARLIER_BOT);
-      return botId;
-    }
     // A token bound to the id alone never names a bot made with a value of its own.
-    if (typeof current === 'string') throw new BadBotToken(EARLIER_BOT);
-    // While the store does not answer, such a token is judged by its signature alone (docs/api.md §4, rule 8).
+    const otherBot = generation === undefined ? typeof current === 'string' : current !== undefined && current !== generation;
+    if (otherBot) throw new BadBotToken(EARLIER_BOT);
+    // The removals this agent made, or the database told it of, besides: they close the moment before the runtime's
+    // index sees a removed bot go. While the store does not answer, the signature judges (docs/api.md §4, rule 8).
     const removed = await this.removedAt?.(botId).catch(() => undefined);
     // To the second, as tokens are signed: a token of the second of the removal itself still names the bot.
     if (removed !== undefined && issuedMs < Math.floor(removed / 1000) * 1000) {

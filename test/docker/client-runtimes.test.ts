@@ -17,11 +17,12 @@ import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
 
 // The TypeScript client (clients/typescript) as a bot installs it, inside real bot containers on the real
-// engine, on each runtime a bot may bring: Node 20, 22 and the project's 24, Bun and Deno. Each bot is made by
+// engine, on each runtime a bot may bring: Node 18, 20, 22 and the project's 24, Bun and Deno. Each bot is made by
 // the agent (its token in PLATFORM_AGENT_TOKEN, address+token identity) and calls it through the client.
 const run = promisify(execFile);
 const fixture = new DockerFixture();
 const RUNTIMES: ReadonlyArray<{ runtime: 'node' | 'bun' | 'deno'; version: string; command: string }> = [
+  { runtime: 'node', version: '18.20.8', command: 'node check.mjs' },
   { runtime: 'node', version: '20.20.2', command: 'node check.mjs' },
   { runtime: 'node', version: '22.23.3', command: 'node check.mjs' },
   { runtime: 'node', version: readFileSync('.node-version', 'utf8').trim(), command: 'node check.mjs' },

@@ -203,7 +203,8 @@ async function disagreement(id: string, reader: () => RuntimeDriver): Promise<st
   for (let attempt = 0; attempt < 5; attempt++) {
     const [cli, ours] = await Promise.all([dockerStats(id), reader().stats(id)]);
     const memoryMiB = ours.memoryBytes / 1024 / 1024;
-    if (cli.cpu > 25 && Math.abs(ours.cpuPercent - cli.cpu) < 15 && Math.abs(memoryMiB - cli.memoryMiB) < 1) return undefined;
+    // Busy at all (on a machine whose cores are kept busy beside the tests, half a core's loop got 19% of one), and agreeing.
+    if (cli.cpu > 10 && Math.abs(ours.cpuPercent - cli.cpu) < 15 && Math.abs(memoryMiB - cli.memoryMiB) < 1) return undefined;
     gap = `agent ${ours.cpuPercent.toFixed(1)}% ${memoryMiB.toFixed(2)} MiB vs docker stats ${cli.cpu}% ${cli.memoryMiB} MiB`;
     await new Promise((resolve) => setTimeout(resolve, 1_100));
   }

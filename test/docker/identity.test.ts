@@ -126,7 +126,8 @@ test('token: a bot removed and created again under its id is named by its new to
   const stats = (token: string) => fixture.httpFromBot(bot, target, { method: 'GET', path: `/api/bots/${id}/stats`, headers: { authorization: `Bot ${token}` } });
   const stale = await stats(removedToken);
   t.is(stale.status, 403, stale.raw);
-  t.is(stale.body?.msg, 'forbidden: the bot token belongs to an earlier bot of this id, since removed');
+  // Refused by the runtime's word (the new bot's generation), or, while its index has not yet seen the old bot go, by the removal.
+  t.regex(String(stale.body?.msg), /^forbidden: the bot token (belongs to an earlier bot of this id, since removed|was signed before its bot was removed)$/);
   const fresh = await stats(newToken);
   t.is(fresh.status, 200, fresh.raw);
 });

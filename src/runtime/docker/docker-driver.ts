@@ -151,9 +151,9 @@ class DockerDriver implements RuntimeDriver {
   }
 
   async botGeneration(botId: string): Promise<string | null | undefined> {
-    const indexed = this.index.byIndex('bot', botId);
-    if (indexed !== undefined) return indexed[0] === undefined ? undefined : indexed[0].generation;
-    // The index is being built: the engine answers.
+    const indexed = this.index.byIndex('bot', botId)?.[0];
+    if (indexed !== undefined) return indexed.generation;
+    // Not in the index (being built, or a bot made a moment ago that its events have not brought yet): the engine answers.
     try {
       return generationIn((await this.inspectBot(botId)).Config.Labels?.[GENERATION_LABEL]);
     } catch (err) {
