@@ -72,7 +72,14 @@ export class OwnPostgres {
   }
 
   thaw(): void {
-    for (const pid of this.frozen.splice(0)) process.kill(pid, 'SIGCONT');
+    for (const pid of this.frozen.splice(0)) {
+      try {
+        process.kill(pid, 'SIGCONT');
+      } catch (err) {
+        // A child that was ending as it froze, reaped by the server once it went on: nothing left to thaw.
+        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+      }
+    }
   }
 
   /** A new, empty database on this server. */
