@@ -1,20 +1,13 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
 import test from 'ava';
-import { pino } from 'pino';
-import { assembleAgent } from '../../src/agent.js';
-import type { Agent } from '../../src/agent.js';
-import { BotTokens } from '../../src/identity/bot-tokens.js';
-import { listen } from '../../src/http/listen.js';
-import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
-import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
-import { asPlatform, TEST_ADMIN_TOKEN, TEST_APP_CONFIG } from '../helpers/agent.js';
+import { asPlatform } from '../helpers/agent.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
+import { provisioningAgent } from '../helpers/provisioning-agent.js';
+import type { ProvisioningAgent } from '../helpers/provisioning-agent.js';
 
 // The TypeScript client (clients/typescript) as a bot installs it, inside real bot containers on the real
 // engine, on each runtime a bot may bring: Node 18, 20, 22 and the project's 24, Bun and Deno. Each bot is made by
@@ -29,33 +22,15 @@ const RUNTIMES: ReadonlyArray<{ runtime: 'node' | 'bun' | 'deno'; version: strin
   { runtime: 'bun', version: '1.4.5', command: 'bun check.mjs' },
   { runtime: 'deno', version: '2.9.6', command: 'deno run --allow-all check.mjs' },
 ];
-let agent: Agent;
-let server: Server;
-let driver: ReturnType<typeof createDockerDriver>;
+let agent: ProvisioningAgent;
 
 test.before(async () => {
   await fixture.ready();
-  const network = await fixture.network();
-  driver = createDockerDriver({ dockerHost: fixture.dockerHost });
-  const botTokens = BotTokens.open(':memory:');
-  agent = assembleAgent({
-    driver,
-    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network: network.name, agentUrl: 'http://agent:8000', tokens: botTokens }),
-    botTokens,
-    config: { ...TEST_APP_CONFIG, identity: 'address+token', adminToken: TEST_ADMIN_TOKEN },
-    logger: pino({ level: 'silent' }),
-    // On an engine other test files share: no restarts of their bots.
-    watchdog: 'off',
-    statsSamples: 'off',
-  });
-  server = await listen(agent.app, '0.0.0.0', 0);
+  agent = await provisioningAgent(fixture, 'address+token');
 });
 
 test.after.always(async () => {
-  server?.closeAllConnections();
-  server?.close();
   await agent?.close();
-  await driver?.close();
   await fixture.cleanup();
 });
 
@@ -66,15 +41,14 @@ for (const { runtime, version, command } of RUNTIMES) {
     const id = fixture.newBotId();
     const container = fixture.docker.getContainer(id);
     t.teardown(() => container.remove({ force: true }).catch(() => undefined));
-    const created = await call(server, '/api/admin/bots', {
+    const created = await call(agent.server, '/api/admin/bots', {
       headers: asPlatform,
       body: { bot_id: id, user_id: 'user_js', image, template: 'discord', token: 'discord-secret-0123456789', command: ['sh', '-c', 'echo first line; echo second line; sleep 2147483647 & wait'] },
     });
     t.is(created.status, 201, created.text);
     const bot = { id, container };
     t.true(await eventually(() => fixture.running(bot), 30_000, 100), 'the bot never ran');
-    const network = await fixture.network();
-    const output = await fixture.exec(bot, `cd /app && ${command} 2>&1`, { BOT_AGENT_PROBE: `${network.gateway}:${(server.address() as AddressInfo).port}` });
+    const output = await fixture.exec(bot, `cd /app && ${command} 2>&1`, { BOT_AGENT_PROBE: `${agent.target.host}:${agent.target.port}` });
     const last = output.trim().split('\n').at(-1) ?? '';
     let report: Record<string, unknown>;
     try {

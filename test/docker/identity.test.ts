@@ -1,50 +1,31 @@
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import test from 'ava';
 import { pino } from 'pino';
-import { assembleAgent } from '../../src/agent.js';
 import type { Identity } from '../../src/config.js';
 import { BotTokens } from '../../src/identity/bot-tokens.js';
-import { listen } from '../../src/http/listen.js';
-import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
-import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
-import { asPlatform, TEST_ADMIN_TOKEN, TEST_APP_CONFIG } from '../helpers/agent.js';
+import { asPlatform } from '../helpers/agent.js';
 import { lineSink } from '../helpers/log-sink.js';
 import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { call } from '../helpers/http-client.js';
+import { provisioningAgent } from '../helpers/provisioning-agent.js';
+import type { ProvisioningAgent } from '../helpers/provisioning-agent.js';
 
 // Identity by token on the real engine (docs/api.md §4, rule 8): the token the agent gives each bot it
 // creates, presented from inside real containers, and never in the agent's log.
 const fixture = new DockerFixture();
 const logLines: string[] = [];
-const drivers: ReturnType<typeof createDockerDriver>[] = [];
-const servers: Server[] = [];
+const agents: ProvisioningAgent[] = [];
 const botTokens = BotTokens.open(':memory:');
 
-async function agent(identity: Identity, tokens = botTokens): Promise<{ server: Server; target: { host: string; port: number } }> {
-  const network = (await fixture.network()).name;
-  const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
-  drivers.push(driver);
-  const { app } = assembleAgent({
-    driver,
-    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000', tokens }),
-    botTokens: tokens,
-    config: { ...TEST_APP_CONFIG, identity, adminToken: TEST_ADMIN_TOKEN },
-    logger: pino(lineSink(logLines)),
-    // On an engine other test files share: no restarts of their bots.
-    watchdog: 'off',
-    statsSamples: 'off',
-  });
-  const server = await listen(app, '0.0.0.0', 0);
-  servers.push(server);
-  return { server, target: { host: (await fixture.network()).gateway, port: (server.address() as AddressInfo).port } };
+async function agent(identity: Identity, tokens = botTokens): Promise<ProvisioningAgent> {
+  const made = await provisioningAgent(fixture, identity, { tokens, logger: pino(lineSink(logLines)) });
+  agents.push(made);
+  return made;
 }
 
 test.before(() => fixture.ready());
 
 test.after.always(async () => {
-  for (const server of servers) server.close();
-  for (const driver of drivers) await driver.close();
+  for (const made of agents) await made.close();
   await fixture.cleanup();
 });
 

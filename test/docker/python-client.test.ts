@@ -1,15 +1,10 @@
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
-import { pino } from 'pino';
-import { assembleAgent } from '../../src/agent.js';
-import { BotTokens } from '../../src/identity/bot-tokens.js';
-import { listen } from '../../src/http/listen.js';
-import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
-import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
-import { asPlatform, TEST_ADMIN_TOKEN, TEST_APP_CONFIG } from '../helpers/agent.js';
+import { asPlatform } from '../helpers/agent.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
+import { provisioningAgent } from '../helpers/provisioning-agent.js';
 import { CRASH_CODE, PYTEST_SCRIPT, PYTHON_BOT_SCRIPT, pythonBotImage, pytestSummary } from '../helpers/python-bot.js';
 
 // The Python client (clients/python) from inside a real bot container on the real engine: pytest runs in
@@ -22,27 +17,13 @@ test.after.always(() => fixture.cleanup());
 test('the Python client, run by pytest inside a bot container, does everything it offers against the real agent', async (t) => {
   const image = await pythonBotImage();
   const network = await fixture.network();
-  const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
-  const botTokens = BotTokens.open(':memory:');
-  const { app, close } = assembleAgent({
-    driver,
-    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network: network.name, agentUrl: 'http://agent:8000', tokens: botTokens }),
-    botTokens,
-    config: { ...TEST_APP_CONFIG, identity: 'address+token', adminToken: TEST_ADMIN_TOKEN },
-    logger: pino({ level: 'silent' }),
-    // On an engine other test files share: no restarts of their bots.
-    watchdog: 'off',
-    statsSamples: 'off',
-  });
-  const server = await listen(app, '0.0.0.0', 0);
+  const agent = await provisioningAgent(fixture, 'address+token');
+  const { server } = agent;
   const id = fixture.newBotId();
   const container = fixture.docker.getContainer(id);
   t.teardown(async () => {
     await container.remove({ force: true }).catch(() => undefined);
-    server.closeAllConnections();
-    server.close();
-    await close();
-    await driver.close();
+    await agent.close();
   });
   const created = await call(server, '/api/admin/bots', {
     headers: asPlatform,
