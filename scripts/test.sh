@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test: type-check, a real Docker Engine and its test image, a real Kubernetes, a real PostgreSQL, then ava.
+# Every test: type-check, a real Docker Engine and its test image, a real Kubernetes, a real PostgreSQL, a real
+# image registry, then ava.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/node-env.sh
@@ -21,4 +22,7 @@ export BOT_AGENT_KUBECONFIG
 # Debian's PostgreSQL, a cluster of its own (after the cluster: it also listens on the pods' bridge).
 BOT_AGENT_DATABASE_URL=$(bash scripts/postgres.sh | tail -n 1)
 export BOT_AGENT_DATABASE_URL
+# A real image registry on loopback, with htpasswd logins (built once from Go modules, about 1 to 2 minutes, then cached).
+BOT_AGENT_REGISTRY=$(bash scripts/registry.sh | tail -n 1)
+export BOT_AGENT_REGISTRY
 npx ava "$@"

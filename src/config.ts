@@ -45,6 +45,12 @@ export interface Config {
   readonly shutdownDelayMs: number;
   /** Whether the watchdog restarts bots unhealthy past their grace (docs/api.md §13); health is judged and reported either way. */
   readonly watchdog: boolean;
+  /** How long a pull of a bot's image may take (docs/api.md §14). */
+  readonly pullTimeoutMs: number;
+  /** A Docker config.json whose logins pulls use (docs/api.md §14); undefined: only a create's own. */
+  readonly registryAuthFile: string | undefined;
+  /** The registries pulls may come from (docs/api.md §14); undefined: any. */
+  readonly registries: readonly string[] | undefined;
 }
 
 /** What names a bot (AGENT_IDENTITY). */
@@ -115,6 +121,12 @@ const env = object({
   AGENT_READY_GRACE_MS: wholeNumber('AGENT_READY_GRACE_MS', 0, 600_000, 'milliseconds').default(0),
   AGENT_SHUTDOWN_DELAY_MS: wholeNumber('AGENT_SHUTDOWN_DELAY_MS', 0, 60_000, 'milliseconds').default(0),
   AGENT_CONNECTIONS_PER_ADDRESS: wholeNumber('AGENT_CONNECTIONS_PER_ADDRESS', 1, 65_536, 'connections').default(64),
+  AGENT_PULL_TIMEOUT_S: wholeNumber('AGENT_PULL_TIMEOUT_S', 1, 3_600, 'seconds').default(300),
+  AGENT_REGISTRY_AUTH: string(),
+  AGENT_REGISTRIES: string().matches(
+    /^[a-z0-9.-]+(:\d+)?(\s*,\s*[a-z0-9.-]+(:\d+)?)*$/i,
+    'AGENT_REGISTRIES must be registry hosts separated by commas, e.g. registry.example.com,127.0.0.1:5000,docker.io',
+  ),
   AGENT_BOTS_AGENT_URL: string()
     .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_BOTS_AGENT_URL must be an http:// or https:// URL')
     .default('http://agent:8000'),
@@ -190,6 +202,12 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       readyGraceMs: values.AGENT_READY_GRACE_MS,
       shutdownDelayMs: values.AGENT_SHUTDOWN_DELAY_MS,
       watchdog: values.AGENT_WATCHDOG === 'on',
+      pullTimeoutMs: values.AGENT_PULL_TIMEOUT_S * 1000,
+      registryAuthFile: values.AGENT_REGISTRY_AUTH,
+      registries:
+        values.AGENT_REGISTRIES === undefined
+          ? undefined
+          : Object.freeze(values.AGENT_REGISTRIES.split(',').map((host) => host.trim().toLowerCase()).filter((host) => host !== '')),
       identity: values.AGENT_IDENTITY,
       proxyAddresses,
     });

@@ -49,6 +49,24 @@ export class Unprocessable extends AgentError {
   readonly status = 422;
 }
 
+/** A pull's image (or its tag) is not in its registry (docs/api.md §14). */
+export class ImageNotFound extends Unprocessable {}
+
+/** The registry refused a pull's credentials, or wants some and none were given (docs/api.md §14). */
+export class RegistryRefused extends AgentError {
+  readonly status = 403;
+}
+
+/** The registry of a pull's image cannot be reached, or failed the pull (docs/api.md §14). */
+export class RegistryUnreachable extends AgentError {
+  readonly status = 502;
+}
+
+/** A pull outlasted AGENT_PULL_TIMEOUT_S; it was abandoned (docs/api.md §14). */
+export class PullTooSlow extends AgentError {
+  readonly status = 504;
+}
+
 /** The request body is larger than the agent accepts. */
 export class PayloadTooLarge extends AgentError {
   readonly status = 413;

@@ -65,6 +65,16 @@ export type HistoryWrite =
       readonly by: OperationCaller;
       readonly atMs: number;
     }
+  | {
+      /** An event of the agent's own doing, such as a pull's (docs/api.md §9): kept as it is told. */
+      readonly kind: 'event';
+      /** Its key: kept once, whatever replays it. */
+      readonly id: string;
+      readonly botId: string;
+      readonly type: string;
+      readonly fields: Readonly<Record<string, unknown>>;
+      readonly atMs: number;
+    }
   | { readonly kind: 'recovery'; readonly botId: string; readonly atMs: number }
   | { readonly kind: 'forgotten'; readonly botId: string; readonly atMs: number }
   | { readonly kind: 'session-ended'; readonly nonce: string; readonly untilMs: number };
@@ -75,6 +85,7 @@ const WHAT: Record<HistoryWrite['kind'], string> = {
   ended: 'a run end',
   unhealthy: "a bot's turn to unhealthy",
   operation: 'an operation',
+  event: 'an event',
   recovery: 'a recovery',
   forgotten: "a bot's removal",
   'session-ended': "a console session's end",
@@ -233,6 +244,11 @@ export class BotHistory implements RunObserver {
   /** A lifecycle operation through the agent ended; a stop ends a crash loop. */
   async operationEnded(botId: string, operation: 'restart' | 'stop' | 'start', result: string, by: OperationCaller): Promise<void> {
     await this.write({ kind: 'operation', id: randomUUID(), botId, operation, result, by, atMs: Date.now() });
+  }
+
+  /** An event of the agent's own doing (a pull's, a deploy's), of `type` with its `fields` (docs/api.md §9). */
+  async note(botId: string, type: string, fields: Readonly<Record<string, unknown>>): Promise<void> {
+    await this.write({ kind: 'event', id: randomUUID(), botId, type, fields, atMs: Date.now() });
   }
 
   /** The bot's last exit, crash-loop state and crashes in the hour before `now`. */
@@ -509,6 +525,9 @@ export class BotHistory implements RunObserver {
         await this.keep((tx, kept) => this.append(tx, kept, write.botId, 'unhealthy', new Date(write.atMs), fields, undefined, `unhealthy:${write.key}`));
         return;
       }
+      case 'event':
+        await this.keep((tx, kept) => this.append(tx, kept, write.botId, write.type, new Date(write.atMs), write.fields, undefined, `event:${write.id}`));
+        return;
       case 'recovery':
         await this.keep((tx, kept) => this.recover(tx, kept, write.botId, new Date(write.atMs)));
         return;

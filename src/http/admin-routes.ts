@@ -6,6 +6,7 @@ import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
+import { pullEvents } from './pull-events.js';
 import type { Audit } from './audit.js';
 import type { Access } from './access.js';
 import { botIdInPath, createBotRequest, listBotsQuery, validate, validateQuery } from './schemas.js';
@@ -66,7 +67,8 @@ export function adminRoutes({ driver, provisioner, access, audit, history, botTo
           heartbeatTtlS: body.health.heartbeat?.ttl_s,
           graceS: body.health.grace_s,
         },
-      }),
+        registryLogin: body.registry_auth,
+      }, pullEvents(history, body.bot_id)),
     );
     ctx.status = 201;
     ctx.body = { ok: true, message: `Bot ${body.bot_id} created and started` };

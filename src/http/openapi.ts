@@ -52,7 +52,7 @@ const failureText: Record<number, string> = {
   409: '`container not found ... must be running`: the bot is stopped; or `<operation> in progress`: a stop or start waited the restart time-out behind another operation and was dropped',
   413: 'Body larger than 16 KiB',
   415: 'A body whose Content-Type is not JSON (`application/json` or `...+json`)',
-  422: 'A well-formed request the runtime cannot carry out as asked: an image it does not hold, more CPUs than the host has, a command the image lacks',
+  422: 'A well-formed request the runtime cannot carry out as asked: more CPUs than the host has, a command the image lacks',
   429: 'Too many lifecycle operations on this bot, (a bot reading itself) too many reads, or too many log followers; see Retry-After',
   500: 'The runtime refused the operation (`Failed to restart bot ...`), or the agent lacks a permission',
   501: 'The runtime in use does not offer this',
@@ -454,8 +454,12 @@ export const openApiDocument = {
         summary: 'Create and start a bot with the full bot environment (the platform only)',
         requestBody: { required: true, content: json(ref('CreateBotRequest')) },
         responses: {
-          ...responsesWith('201', { ...ok('Created and started'), links: botLinks }, 400, 403, 413, 415, 422, 500, 501, 503),
+          ...responsesWith('201', { ...ok('Created and started'), links: botLinks }, 400, 413, 415, 500, 501, 503),
+          '403': { description: `${failureText[403]}; or the registry refused the pull's login, or wants one (docs/api.md §14)`, content: json(ref('Failure')) },
           '409': { description: 'A bot with this id exists', content: json(ref('Failure')) },
+          '422': { description: `${failureText[422]}; or its image (or tag) is not in its registry (docs/api.md §14)`, content: json(ref('Failure')) },
+          '502': { description: "The image's registry cannot be reached, or failed the pull (docs/api.md §14)", content: json(ref('Failure')) },
+          '504': { description: 'The pull of the image took longer than AGENT_PULL_TIMEOUT_S; it was abandoned (docs/api.md §14)', content: json(ref('Failure')) },
         },
       },
       get: {

@@ -184,6 +184,13 @@ export const createBotRequest = object({
     .max(64, 'command is too long')
     .meta({ jsonSchema: { examples: [['sh', '-c', 'exec python -m bot']] } }),
   health: healthSpec,
+  registry_auth: object({
+    username: string().strict().typeError('registry_auth.username must be a string').required('registry_auth.username is required').max(1024, 'registry_auth.username is too long').matches(NO_NUL, 'registry_auth.username must not contain a NUL character'),
+    password: string().strict().typeError('registry_auth.password must be a string').required('registry_auth.password is required').max(4096, 'registry_auth.password is too long').matches(NO_NUL, 'registry_auth.password must not contain a NUL character'),
+  })
+    .default(undefined)
+    .typeError('registry_auth must be an object with username and password')
+    .meta({ jsonSchema: { description: "A login for the image's registry, used for this pull only; never answered back nor logged" } }),
 }).typeError(jsonObject);
 
 /** The query of the platform's listing. */

@@ -1,3 +1,5 @@
+import type { RegistryLogin } from './registry-credentials.js';
+
 /** Processes and threads a created bot may run at once: a fork bomb stays inside its bot. */
 export const BOT_PIDS_LIMIT = 512;
 /**
@@ -31,6 +33,8 @@ export interface BotSpec {
   readonly command: readonly string[] | undefined;
   /** Its health check and the watchdog's grace (docs/api.md §13); undefined: the image's own check, if any. */
   readonly health?: BotHealthSpec | undefined;
+  /** The login for the image's registry, where it wants one and AGENT_REGISTRY_AUTH has none (docs/api.md §14); never logged. */
+  readonly registryLogin?: RegistryLogin | undefined;
 }
 
 /** A create's `health` block (docs/api.md §13). */

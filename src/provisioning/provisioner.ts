@@ -1,13 +1,26 @@
 import type { BotSpec, BotSummary } from './bot-spec.js';
 
+/** How far a pull has come: the bytes of its layers downloaded, of those the registry has announced. */
+export interface PullProgress {
+  readonly bytes: number;
+  readonly totalBytes: number;
+}
+
+/** What a create reports while it pulls its image (docs/api.md §14): its start, its progress, its end. */
+export interface PullReport {
+  started(image: string): void;
+  progress(image: string, progress: PullProgress): void;
+  ended(image: string, outcome: { readonly bytes: number; readonly durationMs: number } | { readonly error: Error }): void;
+}
+
 /**
  * Creates, lists and removes bots in a runtime. Throws the errors of
- * `src/errors.ts`: AlreadyExists for a bot id in use, BadRequest for an image
- * the runtime does not have, NotFound, RuntimeUnavailable.
+ * `src/errors.ts`: AlreadyExists for a bot id in use, the pull errors of docs/api.md §14 for an image
+ * the runtime does not have and cannot pull, Unprocessable, NotFound, RuntimeUnavailable.
  */
 export interface Provisioner {
-  /** Creates the bot with its labels, limits and full environment, and starts it. */
-  create(spec: BotSpec): Promise<void>;
+  /** Creates the bot with its labels, limits and full environment (its image pulled first where missing), and starts it. */
+  create(spec: BotSpec, pulls?: PullReport): Promise<void>;
   /** Every bot, or those of one owner. */
   list(ownerId: string | undefined): Promise<BotSummary[]>;
   /** Removes the bot (and what was made for it, such as its token's Secret). */

@@ -7,6 +7,7 @@ import { engineClients } from './docker/docker-connection.js';
 import { createDockerDriver } from './docker/docker-driver.js';
 import { createDockerProvisioner } from './docker/docker-provisioner.js';
 import type { FaultReporter, RuntimeDriver } from './driver.js';
+import { readRegistryLogins } from '../provisioning/registry-credentials.js';
 
 /** The configured runtime: its driver, its provisioner, and its locks across agents where it has them. */
 export interface Runtime {
@@ -35,6 +36,9 @@ export async function createRuntime(config: Config, report: FaultReporter): Prom
           network: config.botsNetwork,
           agentUrl: config.botsAgentUrl,
           tokens: botTokens,
+          pullTimeoutMs: config.pullTimeoutMs,
+          registries: config.registries,
+          registryLogins: config.registryAuthFile === undefined ? undefined : readRegistryLogins(config.registryAuthFile),
         }),
         botTokens,
       };

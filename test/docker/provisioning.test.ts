@@ -11,6 +11,7 @@ import { eventually } from '../helpers/eventually.js';
 import type { Server } from 'node:http';
 import { TEST_APP_CONFIG } from '../helpers/agent.js';
 import { lineSink } from '../helpers/log-sink.js';
+import { REGISTRY_LOGIN, testRegistry } from '../helpers/registry.js';
 
 // The platform creates, lists and removes bots on the real engine; bots may not.
 const fixture = new DockerFixture();
@@ -109,9 +110,11 @@ test('bad input is a 400 naming the field; an image the engine lacks is a 400', 
     t.is(reply.status, 400, JSON.stringify(change));
     t.regex(String(reply.body?.msg), msg);
   }
-  const missing = await call(server, '/api/admin/bots', { body: { ...base, image: 'bot-agent-no-such-image:404' } });
+  // An image neither the engine nor its registry holds (the test registry on loopback: no pull leaves the machine).
+  const image = `${testRegistry()}/tests/no-such-image:404`;
+  const missing = await call(server, '/api/admin/bots', { body: { ...base, image, registry_auth: REGISTRY_LOGIN } });
   t.is(missing.status, 422, 'a well-formed request the engine cannot carry out is no malformed input');
-  t.regex(String(missing.body?.msg), /image bot-agent-no-such-image:404 is not on the engine/);
+  t.regex(String(missing.body?.msg), /^image \S+\/tests\/no-such-image:404 was not found in its registry/);
 });
 
 test('what the engine refuses to run is a 422 saying why (malformed input a 400), and leaves no container behind (was a 500, then a stopped bot)', async (t) => {

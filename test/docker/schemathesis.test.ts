@@ -17,6 +17,7 @@ import { BOT_LABEL } from '../../src/runtime/labels.js';
 import { TEST_APP_CONFIG } from '../helpers/agent.js';
 import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { verdictsOf } from '../helpers/schemathesis-verdicts.js';
+import { pushedAs, REGISTRY_LOGIN, testRegistry } from '../helpers/registry.js';
 
 // An OpenAPI fuzzer nobody here wrote (schemathesis, from PyPI) against the agent
 // on the real engine, with real bots among the ids it tries: no 5xx, and every
@@ -34,7 +35,15 @@ const created: string[] = [];
 test.before(async () => {
   await fixture.ready();
   network = (await fixture.network()).name;
-  const provisioner = createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' });
+  // Pulls only from the test registry, with its login, as an operator's AGENT_REGISTRIES and AGENT_REGISTRY_AUTH say:
+  // an image the fuzzer makes up is never looked for past this machine.
+  const provisioner = createDockerProvisioner({
+    dockerHost: fixture.dockerHost,
+    network,
+    agentUrl: 'http://agent:8000',
+    registries: [testRegistry()],
+    registryLogins: new Map([[testRegistry(), REGISTRY_LOGIN]]),
+  });
   const { app } = assembleAgent({
     driver,
     provisioner: {
@@ -109,11 +118,17 @@ test('schemathesis, all phases, finds no failure, no error of its own and no war
     // Made to be removed: DELETE reaches a real bot (each once) as well as ids no bot has.
     Promise.all(Array.from({ length: 4 }, () => fixture.runBot({ owner: owners[1], stopTimeout: 2 }))),
   ]);
-  // The engine holds the image the document's example names, as a platform's engine holds its bots' images:
-  // the coverage phase builds its creates from the document's examples.
-  const [repo = '', tag = ''] = EXAMPLE_IMAGE.split(':');
-  await fixture.docker.getImage(TEST_IMAGE).tag({ repo, tag });
-  t.teardown(() => fixture.docker.getImage(EXAMPLE_IMAGE).remove().catch(() => undefined));
+  // The document's example image, pushed to the test registry and not on the engine: the creates the coverage phase
+  // builds from the document's examples pull it. The fuzzer reads the document with the example naming that registry
+  // (registry.example.com is not on this machine).
+  const [exampleRepo = '', tag = ''] = EXAMPLE_IMAGE.split(':');
+  const example = await pushedAs(fixture.docker, `${testRegistry()}/${exampleRepo.slice(exampleRepo.indexOf('/') + 1)}`, tag);
+  t.teardown(() => fixture.docker.getImage(example).remove().catch(() => undefined));
+  const { port } = server.address() as AddressInfo;
+  const documentText = await (await fetch(`http://127.0.0.1:${port}/openapi.json`)).text();
+  t.true(documentText.includes(EXAMPLE_IMAGE));
+  const document = join(work, 'openapi.json');
+  await writeFile(document, documentText.replaceAll(EXAMPLE_IMAGE, example));
   const config = join(work, 'schemathesis.toml');
   // Real ids and owners much of the time; the rest is the fuzzer's own.
   await writeFile(
@@ -144,7 +159,7 @@ values = ${tomlList(await readdir('dist/console/assets'))}
 [dictionaries.owners]
 values = ${tomlList(owners)}
 [dictionaries.images]
-values = ${tomlList([TEST_IMAGE])}
+values = ${tomlList([example])}
 # CPUs this host has: beyond them a create is the 422 that says so. (A dictionary holds no lists, so
 # commands stay the fuzzer's own: most name no program the image has, and are that 422 too.)
 [dictionaries.cpus]
@@ -191,7 +206,6 @@ warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !=
 expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]
 `,
   );
-  const { port } = server.address() as AddressInfo;
   const report = join(work, 'report.json');
   const result = await run(
     st,
@@ -199,7 +213,9 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
       '--config-file',
       config,
       'run',
-      `http://127.0.0.1:${port}/openapi.json`,
+      document,
+      '--url',
+      `http://127.0.0.1:${port}`,
       '--checks',
       'all',
       // How long an answer takes is a speed (npm run bench measures it), not a verdict: with `all` the check held each
@@ -238,6 +254,7 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
   const failedOnExcusedWarningsAlone = verdictsOf(output).warnings.length > 0 && /Warnings fail the run/.test(output);
   t.true(((result as { code?: number }).code ?? 0) === 0 || failedOnExcusedWarningsAlone, 'schemathesis itself exited with success');
   t.true(created.length > 0, 'no create the schema allows made a bot');
+  t.true(await fixture.docker.getImage(example).inspect().then(() => true, () => false), "the example image was pulled from the test registry");
   for (const phase of ['Examples', 'Coverage', 'Fuzzing', 'Stateful']) t.regex(output, new RegExp(`^\\s+✅ ${phase}$`, 'm'), `the ${phase} phase did not run to the end`);
   t.true(summary.test_cases.generated > 200, `only ${summary.test_cases.generated} requests: the run says little`);
 });

@@ -8,6 +8,7 @@ import { BotTokens } from '../../src/identity/bot-tokens.js';
 import { listen } from '../../src/http/listen.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
+import type { DockerProvisionerOptions } from '../../src/runtime/docker/docker-provisioner.js';
 import { TEST_ADMIN_TOKEN, TEST_APP_CONFIG } from './agent.js';
 import type { DockerFixture } from './docker-fixture.js';
 
@@ -27,13 +28,17 @@ export interface ProvisioningAgent {
 export async function provisioningAgent(
   fixture: DockerFixture,
   identity: Identity,
-  { tokens = BotTokens.open(':memory:'), logger = pino({ level: 'silent' }) }: { tokens?: BotTokens; logger?: Logger } = {},
+  {
+    tokens = BotTokens.open(':memory:'),
+    logger = pino({ level: 'silent' }),
+    pulls = {},
+  }: { tokens?: BotTokens; logger?: Logger; pulls?: Pick<DockerProvisionerOptions, 'registryLogins' | 'pullTimeoutMs' | 'registries'> } = {},
 ): Promise<ProvisioningAgent> {
   const network = await fixture.network();
   const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
   const { app, close } = assembleAgent({
     driver,
-    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network: network.name, agentUrl: 'http://agent:8000', tokens }),
+    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network: network.name, agentUrl: 'http://agent:8000', tokens, ...pulls }),
     botTokens: tokens,
     config: { ...TEST_APP_CONFIG, identity, adminToken: TEST_ADMIN_TOKEN },
     logger,

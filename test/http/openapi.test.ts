@@ -88,6 +88,17 @@ const fields: Record<string, unknown[]> = {
     null,
     [],
   ],
+  registry_auth: [
+    { username: 'botagent', password: 'secret' },
+    { username: 'botagent' },
+    { password: 'secret' },
+    { username: 1, password: 'secret' },
+    { username: 'u', password: 'x'.repeat(4097) },
+    { username: 'a\u0000b', password: 'secret' },
+    'botagent:secret',
+    null,
+    [],
+  ],
 };
 // The first value of each list is valid: bodies lean to it, so that many are valid and each fault stands alone.
 const field = (values: unknown[]) =>

@@ -28,7 +28,18 @@ test('defaults follow docs/api.md §5', (t) => {
     readyGraceMs: 0,
     shutdownDelayMs: 0,
     watchdog: true,
+    pullTimeoutMs: 300_000,
+    registryAuthFile: undefined,
+    registries: undefined,
   });
+});
+
+test('pulls: a bounded time in seconds, and a Docker config.json of logins when given', (t) => {
+  t.like(loadConfig({ AGENT_PULL_TIMEOUT_S: '20', AGENT_REGISTRY_AUTH: '/etc/bot-agent/config.json' }), { pullTimeoutMs: 20_000, registryAuthFile: '/etc/bot-agent/config.json' });
+  t.throws(() => loadConfig({ AGENT_PULL_TIMEOUT_S: '0' }), { instanceOf: ConfigError, message: /^AGENT_PULL_TIMEOUT_S/ });
+  t.throws(() => loadConfig({ AGENT_PULL_TIMEOUT_S: '3601' }), { instanceOf: ConfigError, message: /^AGENT_PULL_TIMEOUT_S/ });
+  t.deepEqual(loadConfig({ AGENT_REGISTRIES: 'Registry.example.com, 127.0.0.1:5000,docker.io' }).registries, ['registry.example.com', '127.0.0.1:5000', 'docker.io']);
+  t.throws(() => loadConfig({ AGENT_REGISTRIES: 'https://registry.example.com' }), { instanceOf: ConfigError, message: /^AGENT_REGISTRIES must be registry hosts/ });
 });
 
 test('the readiness grace and the shutdown delay are milliseconds, bounded', (t) => {

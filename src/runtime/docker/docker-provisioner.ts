@@ -5,7 +5,10 @@ import type { BotTokens } from '../../identity/bot-tokens.js';
 import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import { healthPolicyLabels, NO_HEALTH_POLICY } from '../health-policy.js';
-import type { Provisioner } from '../../provisioning/provisioner.js';
+import type { Provisioner, PullReport } from '../../provisioning/provisioner.js';
+import { registryOf } from '../../provisioning/registry-credentials.js';
+import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
+import { pullImage } from './docker-pull.js';
 import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL } from '../labels.js';
 import { engineClients } from './docker-connection.js';
 import type { EngineClients } from './docker-connection.js';
@@ -21,7 +24,16 @@ export interface DockerProvisionerOptions {
   readonly tokens?: BotTokens | undefined;
   /** The connections to the engine, shared with the driver; its own when none is given. */
   readonly engine?: EngineClients | undefined;
+  /** Logins by registry host (AGENT_REGISTRY_AUTH), for pulls whose create brings none. */
+  readonly registryLogins?: ReadonlyMap<string, RegistryLogin> | undefined;
+  /** How long a pull may take (AGENT_PULL_TIMEOUT_S). */
+  readonly pullTimeoutMs?: number | undefined;
+  /** The registries pulls may come from (AGENT_REGISTRIES); undefined: any. */
+  readonly registries?: readonly string[] | undefined;
 }
+
+/** How long a pull may take when the options name no time. */
+export const DEFAULT_PULL_TIMEOUT_MS = 300_000;
 
 const DEADLINE_MS = 30_000;
 
@@ -37,53 +49,83 @@ class DockerProvisioner implements Provisioner {
     this.lasting = engine.lasting;
   }
 
-  async create(spec: BotSpec): Promise<void> {
+  async create(spec: BotSpec, pulls?: PullReport): Promise<void> {
     const env = { ...botEnvironment(spec, this.options.agentUrl) };
     for (const name of TOKEN_VARIABLES) env[name] = spec.token;
     // The value this bot is made with: its tokens carry it, so a bot made again under the id has others.
     const generation = newGeneration();
     if (this.options.tokens) env.PLATFORM_AGENT_TOKEN = this.options.tokens.sign(spec.id, generation);
+    const options = {
+      name: spec.id,
+      Image: spec.image,
+      Cmd: spec.command ? [...spec.command] : undefined,
+      Env: Object.entries(env).map(([name, value]) => `${name}=${value}`),
+      Labels: {
+        [BOT_LABEL]: spec.id,
+        [OWNER_LABEL]: spec.ownerId,
+        [TEMPLATE_LABEL]: spec.template,
+        [GENERATION_LABEL]: generation,
+        ...NO_HEALTH_POLICY,
+        ...healthPolicyLabels(spec.health ?? {}),
+      },
+      Healthcheck: healthcheckOf(spec.health),
+      HostConfig: {
+        NetworkMode: this.options.network,
+        RestartPolicy: { Name: 'unless-stopped' },
+        Memory: spec.memoryLimitBytes,
+        NanoCpus: spec.cpuLimit === undefined ? undefined : Math.round(spec.cpuLimit * 1e9),
+        CapDrop: ['ALL'],
+        CapAdd: [...BOT_CAPABILITIES],
+        SecurityOpt: ['no-new-privileges:true'],
+        PidsLimit: BOT_PIDS_LIMIT,
+        // Rotated: a bot that writes without end fills 30 MB of the host's disk, no more.
+        LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } },
+      },
+    } satisfies Docker.ContainerCreateOptions;
+    if ((await this.createAndStart(spec, options)) === 'started') return;
+    await this.pull(spec, pulls);
+    if ((await this.createAndStart(spec, options)) === 'started') return;
+    // Pulled, and gone again before the create (removed meanwhile by someone else).
+    throw new Unprocessable(`image ${spec.image} is not on the engine, although it was just pulled`);
+  }
+
+  /** Pulls the bot's image, with the create's login or the configured one for its registry, reporting as it goes. */
+  private async pull(spec: BotSpec, pulls: PullReport | undefined): Promise<void> {
+    const registry = registryOf(spec.image);
+    if (this.options.registries !== undefined && !this.options.registries.includes(registry)) {
+      throw new Unprocessable(`image ${spec.image} is not on the engine, and its registry ${registry} is not one of AGENT_REGISTRIES, so it is not pulled`);
+    }
+    const login = spec.registryLogin ?? this.options.registryLogins?.get(registry);
+    const began = Date.now();
+    let bytes = 0;
+    pulls?.started(spec.image);
+    try {
+      await pullImage(this.lasting, spec.image, login, this.options.pullTimeoutMs ?? DEFAULT_PULL_TIMEOUT_MS, (progress) => {
+        bytes = progress.bytes;
+        pulls?.progress(spec.image, progress);
+      });
+    } catch (err) {
+      pulls?.ended(spec.image, { error: err as Error });
+      throw err;
+    }
+    pulls?.ended(spec.image, { bytes, durationMs: Date.now() - began });
+  }
+
+  /** Makes and starts the container; 'no-image' when the engine lacks the image. Throws AlreadyExists, Unprocessable, OperationFailed. */
+  private async createAndStart(spec: BotSpec, options: Docker.ContainerCreateOptions): Promise<'started' | 'no-image'> {
     const abortSignal = AbortSignal.timeout(DEADLINE_MS);
     let container: Docker.Container | undefined;
     try {
-      container = await this.lasting.createContainer({
-        name: spec.id,
-        Image: spec.image,
-        Cmd: spec.command ? [...spec.command] : undefined,
-        Env: Object.entries(env).map(([name, value]) => `${name}=${value}`),
-        Labels: {
-          [BOT_LABEL]: spec.id,
-          [OWNER_LABEL]: spec.ownerId,
-          [TEMPLATE_LABEL]: spec.template,
-          [GENERATION_LABEL]: generation,
-          ...NO_HEALTH_POLICY,
-          ...healthPolicyLabels(spec.health ?? {}),
-        },
-        Healthcheck: healthcheckOf(spec.health),
-        HostConfig: {
-          NetworkMode: this.options.network,
-          RestartPolicy: { Name: 'unless-stopped' },
-          Memory: spec.memoryLimitBytes,
-          NanoCpus: spec.cpuLimit === undefined ? undefined : Math.round(spec.cpuLimit * 1e9),
-          CapDrop: ['ALL'],
-          CapAdd: [...BOT_CAPABILITIES],
-          SecurityOpt: ['no-new-privileges:true'],
-          PidsLimit: BOT_PIDS_LIMIT,
-          // Rotated: a bot that writes without end fills 30 MB of the host's disk, no more.
-          LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } },
-        },
-        abortSignal,
-      } as Docker.ContainerCreateOptions);
+      container = await this.lasting.createContainer({ ...options, abortSignal } as Docker.ContainerCreateOptions);
       await container.start({ abortSignal });
+      return 'started';
     } catch (err) {
       // A bot that could not start is not left behind: the platform may try again under the same id.
       if (container !== undefined) await container.remove({ force: true }).catch(() => undefined);
       const status = engineStatus(err);
       if (status === 409 && container === undefined) throw new AlreadyExists(`bot ${spec.id} exists already`);
       // The engine answers 404 for a missing image and for a missing network alike: ask which.
-      if (status === 404 && !(await this.hasImage(spec.image))) {
-        throw new Unprocessable(`image ${spec.image} is not on the engine: ${engineDetail(err)}`);
-      }
+      if (status === 404 && container === undefined && !(await this.hasImage(spec.image))) return 'no-image';
       // The engine refused what the request asked for (more CPUs than the host has, a command the image lacks).
       if (status === 400) throw new Unprocessable(`bot ${spec.id} cannot run as asked: ${engineDetail(err)}`);
       throw translateDockerError(err, undefined, (detail) => new OperationFailed(`Failed to create bot ${spec.id}: ${detail}`));
