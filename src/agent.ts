@@ -13,7 +13,9 @@ import { createApp } from './http/create-app.js';
 import { Readiness } from './http/readiness.js';
 import type { RouteEntry } from './http/create-app.js';
 import { AgentMetrics } from './http/metrics.js';
+import { Deploys } from './deploys/deploys.js';
 import { BotLifecycle } from './lifecycle/bot-lifecycle.js';
+import { LocalDeployMarks } from './lifecycle/deploy-marks.js';
 import { RateLimiter } from './lifecycle/rate-limiter.js';
 import type { BotTokenVerifier } from './identity/bot-tokens.js';
 import type { Provisioner } from './provisioning/provisioner.js';
@@ -132,7 +134,14 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     Date.now,
     sharedWindow && { window: sharedWindow, timeoutMs: SHARED_WINDOW_TIMEOUT_MS, awayMs: SHARED_WINDOW_AWAY_MS, report },
   );
-  const lifecycle = new BotLifecycle(driver, config.restartTimeoutMs, locks);
+  const deployMarks = new LocalDeployMarks();
+  const lifecycle = new BotLifecycle(driver, config.restartTimeoutMs, locks, deployMarks);
+  // Where the runtime deploys (docs/api.md §15): its deploys, and those dead agents left, settled from the start.
+  const deploys = provisioner?.revisions && new Deploys(provisioner.revisions, history, deployMarks, (botId) => lifecycle.whenIdle(botId), report);
+  if (deploys) {
+    deploys.start();
+    closers.push(() => deploys.close());
+  }
   // Runs are watched once the history says since when (a runtime replays what came after); closing the driver ends the watch.
   const watching = history.lastSeen().then(
     (since) => driver.observeRuns(history, since),
@@ -163,6 +172,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   const { app, routes } = createApp({
     driver,
     provisioner,
+    deploys,
     lifecycle,
     limiter,
     history,

@@ -163,6 +163,7 @@ export const messages = {
   shuttingDown: 'shutting down: this agent stops; it answers calls a little longer, while new ones go elsewhere',
   runtimeUnavailable: (runtime: string) => `runtime unavailable: cannot reach the ${runtime} runtime`,
   restartFailed: (botId: string, detail: string) => `Failed to restart bot ${botId}: ${detail}`,
+  deployInProgress: (botId: string) => `deploy in progress: bot ${botId} is being deployed or rolled back; retry once it ends (docs/api.md §15)`,
   inProgress: (operation: string, botId: string, waitedMs: number) =>
     `${operation} in progress: bot ${botId} was still busy with it after ${waitedMs} ms, so this operation was dropped; retry later`,
 } as const;

@@ -6,7 +6,7 @@ import type { SharedState } from '../shared/shared-state.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from './crash-loop.js';
 import { HistorySpool } from './history-spool.js';
 import { HOUR_MS } from './history-store.js';
-import type { ExitRecord, HistoryStore, HistoryTx, StoredEvent, UnhealthyEnd } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, RevisionRecord, StoredEvent, UnhealthyEnd } from './history-store.js';
 
 /** What a read of the history answers while its store is away. */
 const HISTORY_AWAY = "the history's database does not answer: status and exit records wait for it (restart, stop, start, logs and stats still answer)";
@@ -75,6 +75,15 @@ export type HistoryWrite =
       readonly fields: Readonly<Record<string, unknown>>;
       readonly atMs: number;
     }
+  | {
+      /** A revision made, or its new outcome, with the event that tells it (docs/api.md §15). */
+      readonly kind: 'revision';
+      readonly id: string;
+      readonly botId: string;
+      readonly record: RevisionRecord;
+      readonly event: { readonly type: string; readonly fields: Readonly<Record<string, unknown>> } | undefined;
+      readonly atMs: number;
+    }
   | { readonly kind: 'recovery'; readonly botId: string; readonly atMs: number }
   | { readonly kind: 'forgotten'; readonly botId: string; readonly atMs: number }
   | { readonly kind: 'session-ended'; readonly nonce: string; readonly untilMs: number };
@@ -86,6 +95,7 @@ const WHAT: Record<HistoryWrite['kind'], string> = {
   unhealthy: "a bot's turn to unhealthy",
   operation: 'an operation',
   event: 'an event',
+  revision: 'a revision',
   recovery: 'a recovery',
   forgotten: "a bot's removal",
   'session-ended': "a console session's end",
@@ -257,6 +267,16 @@ export class BotHistory implements RunObserver {
       Promise.all([this.store.exits(botId, 1), this.store.isCrashLooping(botId), this.store.crashesSince(botId, now.getTime() - HOUR_MS)]),
     );
     return { lastExit: exits[0] ?? null, crashLooping, crashesLastHour: crashes.length };
+  }
+
+  /** Keeps a revision or its new outcome (docs/api.md §15), and the event that tells it, once. */
+  async revision(botId: string, record: RevisionRecord, event?: { type: string; fields: Record<string, unknown> }): Promise<void> {
+    await this.write({ kind: 'revision', id: randomUUID(), botId, record, event, atMs: Date.now() });
+  }
+
+  /** The bot's newest revisions, newest first. */
+  revisions(botId: string, limit: number): Promise<RevisionRecord[]> {
+    return this.reading(() => this.store.revisions(botId, limit));
   }
 
   exits(botId: string, limit: number): Promise<ExitRecord[]> {
@@ -527,6 +547,13 @@ export class BotHistory implements RunObserver {
       }
       case 'event':
         await this.keep((tx, kept) => this.append(tx, kept, write.botId, write.type, new Date(write.atMs), write.fields, undefined, `event:${write.id}`));
+        return;
+      case 'revision':
+        await this.keep(async (tx, kept) => {
+          if (!(await tx.putRevision(write.botId, write.record)) || write.event === undefined) return;
+          const fields = { revision: write.record.revision, ...write.event.fields };
+          await this.append(tx, kept, write.botId, write.event.type, new Date(write.atMs), fields, undefined, `revision:${write.id}`);
+        });
         return;
       case 'recovery':
         await this.keep((tx, kept) => this.recover(tx, kept, write.botId, new Date(write.atMs)));

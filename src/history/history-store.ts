@@ -17,6 +17,26 @@ export interface UnhealthyEnd {
   readonly output: string | null;
 }
 
+/** How a revision ended, or `deploying` while it is under way (docs/api.md §15). */
+export type RevisionOutcome = 'deploying' | 'succeeded' | 'failed' | 'rolled-back' | 'interrupted';
+
+/** One revision of a bot (docs/api.md §15), as answered and kept. */
+export interface RevisionRecord {
+  readonly revision: number;
+  /** What it runs: image, command, limits, health, and the names (never the values) of its extra variables. */
+  readonly spec: Readonly<Record<string, unknown>>;
+  /** `platform`, or `rollback` for one the agent went back to by itself. */
+  readonly by: string;
+  readonly at: string;
+  readonly outcome: RevisionOutcome;
+  /** Why it failed or was undone; null otherwise. */
+  readonly reason: string | null;
+  readonly ended_at: string | null;
+}
+
+/** The revisions kept per bot, newest first. */
+export const REVISIONS_KEPT = 20;
+
 /** One event (docs/api.md §9): its `data` as sent, and the cursor it carries. */
 export interface StoredEvent {
   readonly seq: number;
@@ -69,6 +89,13 @@ export interface HistoryTx {
   addExit(botId: string, record: ExitRecord, runKey: string): Promise<boolean>;
   /** The bot's newest `limit` exit records (at most EXITS_KEPT), newest first. */
   exits(botId: string, limit: number): Promise<ExitRecord[]>;
+  /**
+   * Keeps a revision, or its new outcome (with reason and end) when it is kept already; false when nothing
+   * changed. The bot's revisions past the newest REVISIONS_KEPT are dropped.
+   */
+  putRevision(botId: string, record: RevisionRecord): Promise<boolean>;
+  /** The bot's newest `limit` revisions, newest first. */
+  revisions(botId: string, limit: number): Promise<RevisionRecord[]>;
   /** The data of the kept event with this key; undefined when none is kept. */
   eventData(key: string): Promise<string | undefined>;
   /** Runs of the bot that ended without a request at or after `sinceMs`, oldest first. */
@@ -156,7 +183,7 @@ export function deliveryOf(row: Record<string, unknown>): PendingDelivery {
 }
 
 /** A store's writes outside a transaction: each is a transaction of its own. */
-export abstract class WritesInTransactions implements Pick<HistoryTx, 'addExit' | 'appendEvent' | 'startCrashLoop' | 'endCrashLoop' | 'addDelivery' | 'forget'> {
+export abstract class WritesInTransactions implements Pick<HistoryTx, 'addExit' | 'appendEvent' | 'startCrashLoop' | 'endCrashLoop' | 'addDelivery' | 'forget' | 'putRevision'> {
   abstract transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T>;
 
   addExit(botId: string, record: ExitRecord, runKey: string): Promise<boolean> {
@@ -182,4 +209,21 @@ export abstract class WritesInTransactions implements Pick<HistoryTx, 'addExit' 
   forget(botId: string, atMs: number): Promise<void> {
     return this.transaction((tx) => tx.forget(botId, atMs));
   }
+
+  putRevision(botId: string, record: RevisionRecord): Promise<boolean> {
+    return this.transaction((tx) => tx.putRevision(botId, record));
+  }
+}
+
+/** A revisions row as both stores read it. */
+export function revisionOf(row: Record<string, unknown>): RevisionRecord {
+  return {
+    revision: Number(row.revision),
+    spec: JSON.parse(row.spec as string) as Record<string, unknown>,
+    by: row.made_by as string,
+    at: new Date(Number(row.made_at_ms)).toISOString(),
+    outcome: row.outcome as RevisionOutcome,
+    reason: (row.reason as string | null) ?? null,
+    ended_at: row.ended_at_ms === null || row.ended_at_ms === undefined ? null : new Date(Number(row.ended_at_ms)).toISOString(),
+  };
 }

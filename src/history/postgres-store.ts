@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { fitJson } from '../json-text.js';
-import { cursorOf, deliveryOf, eventOf, exitOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
+import { cursorOf, deliveryOf, eventOf, exitOf, revisionOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
 import type { SharedStateStore } from '../shared/shared-state.js';
-import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, StoredEvent } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, RevisionRecord, StoredEvent } from './history-store.js';
 import { connectionSettings, isDatabaseAway } from './postgres-database.js';
 import type { PostgresDatabase, Query } from './postgres-database.js';
 
@@ -168,6 +168,10 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return this.txOn(await this.query()).crashesSince(botId, sinceMs);
   }
 
+  async revisions(botId: string, limit: number): Promise<RevisionRecord[]> {
+    return this.txOn(await this.query()).revisions(botId, limit);
+  }
+
   async eventData(key: string): Promise<string | undefined> {
     return this.txOn(await this.query()).eventData(key);
   }
@@ -274,6 +278,20 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
         const { rows } = await query('SELECT record, logs FROM exits WHERE bot_id = $1 ORDER BY seq DESC LIMIT $2', [botId, Math.min(limit, EXITS_KEPT)]);
         return rows.map((row) => exitOf(row.record as string, row.logs as string));
       },
+      putRevision: async (botId, record) => {
+        const { rowCount } = await query(
+          `INSERT INTO revisions (bot_id, revision, spec, made_by, made_at_ms, outcome, reason, ended_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+           ON CONFLICT (bot_id, revision) DO UPDATE SET outcome = EXCLUDED.outcome, reason = EXCLUDED.reason, ended_at_ms = EXCLUDED.ended_at_ms
+           WHERE revisions.outcome <> EXCLUDED.outcome`,
+          [botId, record.revision, JSON.stringify(record.spec), record.by, Date.parse(record.at), record.outcome, record.reason, record.ended_at === null ? null : Date.parse(record.ended_at)],
+        );
+        await query(`DELETE FROM revisions WHERE bot_id = $1 AND revision <= (SELECT MAX(revision) FROM revisions WHERE bot_id = $1) - ${REVISIONS_KEPT}`, [botId]);
+        return (rowCount ?? 0) > 0;
+      },
+      revisions: async (botId, limit) => {
+        const { rows } = await query('SELECT * FROM revisions WHERE bot_id = $1 ORDER BY revision DESC LIMIT $2', [botId, limit]);
+        return rows.map((row) => revisionOf(row as Record<string, unknown>));
+      },
       eventData: async (key) => {
         const { rows } = await query('SELECT data FROM events WHERE run_key = $1', [key]);
         return rows[0]?.data as string | undefined;
@@ -314,6 +332,7 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
         await query('DELETE FROM exits WHERE bot_id = $1 AND at_ms <= $2', [botId, atMs]);
         await query('DELETE FROM events WHERE bot_id = $1 AND at_ms <= $2', [botId, atMs]);
         await query('DELETE FROM crash_loops WHERE bot_id = $1 AND since_ms <= $2', [botId, atMs]);
+        await query('DELETE FROM revisions WHERE bot_id = $1 AND made_at_ms <= $2', [botId, atMs]);
         await query(
           'INSERT INTO forgotten (bot_id, at_ms) VALUES ($1, $2) ON CONFLICT (bot_id) DO UPDATE SET at_ms = GREATEST(forgotten.at_ms, EXCLUDED.at_ms)',
           [botId, atMs],

@@ -3,8 +3,8 @@ import { DatabaseSync } from 'node:sqlite';
 import type { SharedStateStore } from '../shared/shared-state.js';
 import type { StatementSync } from 'node:sqlite';
 import { fitJson } from '../json-text.js';
-import { cursorOf, deliveryOf, eventOf, exitOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY } from './history-store.js';
-import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, StoredEvent } from './history-store.js';
+import { cursorOf, deliveryOf, eventOf, exitOf, revisionOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, RevisionRecord, StoredEvent } from './history-store.js';
 import { migrate, SCHEMA_VERSION_TABLE } from './migrations.js';
 import { narrowFiles, privateDir, privateFile } from '../private-files.js';
 
@@ -249,6 +249,16 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
       exits: async (botId, limit) => this.readExits(botId, limit),
       crashesSince: async (botId, sinceMs) => this.readCrashesSince(botId, sinceMs),
       eventData: async (key) => this.readEventData(key),
+      putRevision: async (botId, record) => {
+        const { changes } = this.statement(
+          `INSERT INTO revisions (bot_id, revision, spec, made_by, made_at_ms, outcome, reason, ended_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (bot_id, revision) DO UPDATE SET outcome = excluded.outcome, reason = excluded.reason, ended_at_ms = excluded.ended_at_ms
+           WHERE revisions.outcome != excluded.outcome`,
+        ).run(botId, record.revision, JSON.stringify(record.spec), record.by, Date.parse(record.at), record.outcome, record.reason, record.ended_at === null ? null : Date.parse(record.ended_at));
+        this.statement(`DELETE FROM revisions WHERE bot_id = ? AND revision <= (SELECT MAX(revision) FROM revisions WHERE bot_id = ?) - ${REVISIONS_KEPT}`).run(botId, botId);
+        return changes > 0;
+      },
+      revisions: async (botId, limit) => this.readRevisions(botId, limit),
       appendEvent: async (botId, type, atMs, build, runKey) => {
         const event = this.writeEvent(botId, type, atMs, build, runKey);
         if (event) appended.push(event);
@@ -273,6 +283,7 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
         this.statement('DELETE FROM exits WHERE bot_id = ? AND at_ms <= ?').run(botId, atMs);
         this.statement('DELETE FROM events WHERE bot_id = ? AND at_ms <= ?').run(botId, atMs);
         this.statement('DELETE FROM crash_loops WHERE bot_id = ? AND since_ms <= ?').run(botId, atMs);
+        this.statement('DELETE FROM revisions WHERE bot_id = ? AND made_at_ms <= ?').run(botId, atMs);
         this.statement('INSERT INTO forgotten (bot_id, at_ms) VALUES (?, ?) ON CONFLICT (bot_id) DO UPDATE SET at_ms = MAX(at_ms, excluded.at_ms)').run(botId, atMs);
       },
     };
@@ -293,6 +304,14 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
   private readExits(botId: string, limit: number): ExitRecord[] {
     const rows = this.statement('SELECT record, logs FROM exits WHERE bot_id = ? ORDER BY seq DESC LIMIT ?').all(botId, Math.min(limit, EXITS_KEPT));
     return rows.map((row) => exitOf(row.record as string, row.logs as string));
+  }
+
+  private readRevisions(botId: string, limit: number): RevisionRecord[] {
+    return this.statement('SELECT * FROM revisions WHERE bot_id = ? ORDER BY revision DESC LIMIT ?').all(botId, limit).map((row) => revisionOf(row));
+  }
+
+  async revisions(botId: string, limit: number): Promise<RevisionRecord[]> {
+    return this.readRevisions(botId, limit);
   }
 
   private readCrashesSince(botId: string, sinceMs: number): number[] {

@@ -3,17 +3,23 @@ import type { Context } from 'koa';
 import { Forbidden, messages, NotFound, NotImplemented } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { BotTokenVerifier } from '../identity/bot-tokens.js';
+import { DEFAULT_DEADLINE_S, DEFAULT_MIN_READY_S } from '../deploys/deploys.js';
+import type { Deploys } from '../deploys/deploys.js';
+import type { BotHealthSpec } from '../provisioning/bot-spec.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
 import { pullEvents } from './pull-events.js';
 import type { Audit } from './audit.js';
 import type { Access } from './access.js';
-import { botIdInPath, createBotRequest, listBotsQuery, validate, validateQuery } from './schemas.js';
+import { botIdInPath, createBotRequest, deployRequest, listBotsQuery, validate, validateQuery } from './schemas.js';
+import type { HealthRequest } from './schemas.js';
 
 export interface AdminRoutesDeps {
   readonly driver: RuntimeDriver;
   readonly provisioner: Provisioner | undefined;
+  /** Deploys and rollbacks, where the runtime has revisions (docs/api.md §15). */
+  readonly deploys?: Deploys | undefined;
   readonly access: Access;
   readonly audit: Audit;
   /** Forgets a removed bot's records and events. */
@@ -25,7 +31,7 @@ export interface AdminRoutesDeps {
 }
 
 /** Creating, listing and removing bots: the platform's alone (loopback or the admin token), never a bot's. */
-export function adminRoutes({ driver, provisioner, access, audit, history, botTokens, provisioning: provisioningOn }: AdminRoutesDeps): Router {
+export function adminRoutes({ driver, provisioner, deploys, access, audit, history, botTokens, provisioning: provisioningOn }: AdminRoutesDeps): Router {
   const router = new Router({ prefix: '/api/admin/bots' });
 
   async function platformOnly(ctx: Context): Promise<Provisioner> {
@@ -58,18 +64,12 @@ export function adminRoutes({ driver, provisioner, access, audit, history, botTo
         memoryLimitBytes: body.memory_limit,
         cpuLimit: body.cpu_limit,
         command: body.command,
-        health: body.health && {
-          exec: body.health.exec,
-          intervalS: body.health.interval_s ?? 10,
-          timeoutS: body.health.timeout_s ?? 5,
-          retries: body.health.retries ?? 3,
-          startPeriodS: body.health.start_period_s ?? 0,
-          heartbeatTtlS: body.health.heartbeat?.ttl_s,
-          graceS: body.health.grace_s,
-        },
+        health: healthOf(body.health),
         registryLogin: body.registry_auth,
       }, pullEvents(history, body.bot_id)),
     );
+    // Revision 1, where the runtime keeps revisions (docs/api.md §15).
+    if (deploys) await deploys.created(body.bot_id, 'platform');
     ctx.status = 201;
     ctx.body = { ok: true, message: `Bot ${body.bot_id} created and started` };
   });
@@ -91,6 +91,51 @@ export function adminRoutes({ driver, provisioner, access, audit, history, botTo
     ctx.body = { ok: true, token: botTokens.sign(botId, generation ?? undefined) };
   });
 
+  /** Deploys: the platform's, while provisioning is on, where the runtime has revisions. */
+  async function deploysFor(ctx: Context): Promise<Deploys> {
+    await provisioningFor(ctx);
+    if (!deploys) throw new NotImplemented(`deploys are not available on the ${driver.runtime} runtime yet`);
+    return deploys;
+  }
+
+  router.patch('/:bot_id', async (ctx) => {
+    const botId = botIdInPath(ctx.params.bot_id);
+    const body = validate(deployRequest, ctx.request.body);
+    const deploying = await deploysFor(ctx);
+    ctx.state.botId = botId;
+    const revision = await audit(askerOf(ctx), 'deploy', botId, () =>
+      deploying.deploy(
+        botId,
+        {
+          change: {
+            image: body.image,
+            env: body.env,
+            command: body.command,
+            memoryLimitBytes: body.memory_limit,
+            cpuLimit: body.cpu_limit,
+            health: healthOf(body.health),
+            registryLogin: body.registry_auth,
+          },
+          minReadyS: body.min_ready_s ?? DEFAULT_MIN_READY_S,
+          deadlineS: body.deadline_s ?? DEFAULT_DEADLINE_S,
+          rollback: body.rollback ?? true,
+        },
+        'platform',
+        pullEvents(history, botId),
+      ),
+    );
+    ctx.status = 202;
+    ctx.body = { ok: true, message: `Bot ${botId}: revision ${revision} started; it is judged now (GET /api/bots/${botId}/revisions)`, revision };
+  });
+
+  router.post('/:bot_id/rollback', async (ctx) => {
+    const botId = botIdInPath(ctx.params.bot_id);
+    const deploying = await deploysFor(ctx);
+    ctx.state.botId = botId;
+    const { from, to } = await audit(askerOf(ctx), 'rollback', botId, () => deploying.rollback(botId, 'platform'));
+    ctx.body = { ok: true, message: `Bot ${botId} rolled back from revision ${from} to revision ${to}`, revision: to };
+  });
+
   router.delete('/:bot_id', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
     const provisioning = await provisioningFor(ctx);
@@ -108,4 +153,19 @@ export function adminRoutes({ driver, provisioner, access, audit, history, botTo
   });
 
   return router;
+}
+
+/** A create's or deploy's `health` block as the runtime takes it, with its defaults (docs/api.md §13). */
+function healthOf(health: HealthRequest | undefined): BotHealthSpec | undefined {
+  return (
+    health && {
+      exec: health.exec,
+      intervalS: health.interval_s ?? 10,
+      timeoutS: health.timeout_s ?? 5,
+      retries: health.retries ?? 3,
+      startPeriodS: health.start_period_s ?? 0,
+      heartbeatTtlS: health.heartbeat?.ttl_s,
+      graceS: health.grace_s,
+    }
+  );
 }

@@ -8,6 +8,7 @@ import type { Heartbeats } from '../health/heartbeats.js';
 import type { Watchdog } from '../health/watchdog.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
+import type { Deploys } from '../deploys/deploys.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
@@ -39,6 +40,8 @@ export interface AppDeps {
   readonly driver: RuntimeDriver;
   /** Creates and removes bots; without one, those routes answer 501. */
   readonly provisioner?: Provisioner | undefined;
+  /** Deploys and rollbacks, where the runtime has revisions (docs/api.md §15). */
+  readonly deploys?: Deploys | undefined;
   readonly lifecycle: BotLifecycle;
   readonly limiter: RateLimiter;
   readonly history: BotHistory;
@@ -110,7 +113,7 @@ export type RouteEntry = `${string} ${string}`;
  * Who may call what, read and stream limits, and the audit of lifecycle
  * operations live here; what they act on is built in src/agent.ts.
  */
-export function createApp({ driver, provisioner, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger }: AppDeps): App {
+export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
@@ -127,8 +130,8 @@ export function createApp({ driver, provisioner, lifecycle, limiter, history, me
   const router = new Router().use(
     healthRoutes(readiness, metrics).routes(),
     botRoutes({ driver, lifecycle, limiter, heartbeats, access: checks, audit, logFollowing: new LogFollowing(driver, history, streams), logReads: new LogReads() }).routes(),
-    historyRoutes({ driver, history, watchdog, access: checks, streams }).routes(),
-    adminRoutes({ driver, provisioner, access: checks, audit, history, botTokens, provisioning: config.provisioning }).routes(),
+    historyRoutes({ driver, history, watchdog, access: checks, streams, revisions: provisioner?.revisions !== undefined }).routes(),
+    adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning }).routes(),
     consoleRoutes({ driver, provisioner, history, samples, watchdog, sessions, access: checks, trustedHosts: config.trustedHosts, files }).routes(),
   );
 

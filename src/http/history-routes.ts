@@ -1,9 +1,9 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { BadRequest } from '../errors.js';
+import { BadRequest, NotImplemented } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { Watchdog } from '../health/watchdog.js';
-import { seqOf } from '../history/history-store.js';
+import { REVISIONS_KEPT, seqOf } from '../history/history-store.js';
 import type { StoredEvent } from '../history/history-store.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Access } from './access.js';
@@ -18,6 +18,8 @@ export interface HistoryRoutesDeps {
   readonly watchdog: Watchdog;
   readonly access: Access;
   readonly streams: StreamLimits;
+  /** Whether the runtime keeps revisions (docs/api.md §15): without, their route answers 501. */
+  readonly revisions?: boolean;
 }
 
 /** The operations at /api/bots/<name>, which only POST reaches. */
@@ -72,7 +74,7 @@ async function streamEvents(
 }
 
 /** Status, exit records, events and live logs of bots (docs/api.md §§8-10). */
-export function historyRoutes({ driver, history, watchdog, access, streams }: HistoryRoutesDeps): Router {
+export function historyRoutes({ driver, history, watchdog, access, streams, revisions = false }: HistoryRoutesDeps): Router {
   const router = new Router();
   const { readerFor, platformFor } = access;
 
@@ -99,6 +101,16 @@ export function historyRoutes({ driver, history, watchdog, access, streams }: Hi
       if ((await history.exits(botId, 1)).length === 0) throw err;
     });
     ctx.body = { ok: true, exits: await history.exits(botId, limit) };
+  });
+
+  router.get('/api/bots/:bot_id/revisions', async (ctx) => {
+    const botId = botIdInPath(ctx.params.bot_id);
+    await readerFor(ctx, botId);
+    if (!revisions) throw new NotImplemented(`revisions are not kept on the ${driver.runtime} runtime yet`);
+    const kept = await history.revisions(botId, REVISIONS_KEPT);
+    // A bot never deployed has none kept; one never seen is unknown.
+    if (kept.length === 0) await driver.findBot(botId);
+    ctx.body = { ok: true, revisions: kept };
   });
 
   router.get('/api/bots/:bot_id/events', async (ctx) => {

@@ -1,7 +1,7 @@
 import { convertSchema } from '@sodaru/yup-to-json-schema';
 import type { Schema, SchemaDescription } from 'yup';
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
-import { createBotRequest, eventsQuery, exitsQuery, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId, sessionRequest } from './schemas.js';
+import { createBotRequest, deployRequest, eventsQuery, exitsQuery, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -49,7 +49,7 @@ const failureText: Record<number, string> = {
     'or a loopback request a web page could have sent (`forbidden: cross-site request`)',
   404: '`container not found`: no such bot',
   405: 'Method not allowed on this path',
-  409: '`container not found ... must be running`: the bot is stopped; or `<operation> in progress`: a stop or start waited the restart time-out behind another operation and was dropped',
+  409: '`container not found ... must be running`: the bot is stopped; or `<operation> in progress`: a stop or start waited the restart time-out behind another operation and was dropped; or `deploy in progress`: a deploy or rollback holds the bot (docs/api.md §15)',
   413: 'Body larger than 16 KiB',
   415: 'A body whose Content-Type is not JSON (`application/json` or `...+json`)',
   422: 'A well-formed request the runtime cannot carry out as asked: more CPUs than the host has, a command the image lacks',
@@ -205,6 +205,31 @@ export const openApiDocument = {
         },
       }),
       CreateBotRequest: jsonSchemaOf(createBotRequest),
+      DeployRequest: jsonSchemaOf(deployRequest),
+      Deployed: {
+        type: 'object',
+        required: ['ok', 'message', 'revision'],
+        additionalProperties: false,
+        properties: { ok: { const: true }, message: { type: 'string' }, revision: { type: 'integer', minimum: 1 } },
+      },
+      Revisions: answer('revisions', {
+        type: 'array',
+        maxItems: 20,
+        items: {
+          type: 'object',
+          required: ['revision', 'spec', 'by', 'at', 'outcome', 'reason', 'ended_at'],
+          additionalProperties: false,
+          properties: {
+            revision: { type: 'integer', minimum: 1 },
+            spec: { type: 'object', description: 'image, command, env (the names of its variables, never their values), memory_limit, cpu_limit, health' },
+            by: { type: 'string' },
+            at: { type: 'string', description: 'ISO 8601' },
+            outcome: { enum: ['deploying', 'succeeded', 'failed', 'rolled-back', 'interrupted'] },
+            reason: { type: ['string', 'null'] },
+            ended_at: { type: ['string', 'null'], description: 'ISO 8601' },
+          },
+        },
+      }),
       BotList: answer('bots', {
         type: 'array',
         items: {
@@ -379,6 +404,13 @@ export const openApiDocument = {
         responses: responses(ok('The exit records', ref('Exits')), 400, 403, 404, 429, 500, 503),
       },
     },
+    '/api/bots/{bot_id}/revisions': {
+      get: {
+        summary: "The bot's revisions, newest first (the last 20): what each ran, who made it, when, and how it ended (docs/api.md §15)",
+        parameters: [botIdParameter],
+        responses: responses(ok('The revisions', ref('Revisions')), 400, 403, 404, 429, 500, 501, 503),
+      },
+    },
     '/api/bots/{bot_id}/events': {
       get: {
         summary:
@@ -468,6 +500,17 @@ export const openApiDocument = {
         responses: responses(ok('The bots', ref('BotList')), 400, 403, 500, 501, 503),
       },
     },
+    '/api/admin/bots/{bot_id}/rollback': {
+      post: {
+        summary: 'Go back to the previous revision, kept stopped since the last deploy (docs/api.md §15; the platform only)',
+        parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }],
+        responses: {
+          ...responses(ok('Rolled back', ref('Deployed')), 400, 403, 500, 501, 503),
+          '404': { description: '`container not found`: no such bot; or `no previous revision`: none kept to go back to', content: json(ref('Failure')) },
+          '409': { description: '`deploy in progress`: another deploy or rollback holds the bot', content: json(ref('Failure')) },
+        },
+      },
+    },
     '/api/admin/bots/{bot_id}/token': {
       post: {
         summary: "A bot's token (Docker), for its PLATFORM_AGENT_TOKEN: it presents it as `Authorization: Bot <token>` (the platform only)",
@@ -476,6 +519,20 @@ export const openApiDocument = {
       },
     },
     '/api/admin/bots/{bot_id}': {
+      patch: {
+        summary: 'Deploy a new revision of the bot: its image, environment, command, limits or health changed; judged on its uptime and health, rolled back on failure (docs/api.md §15; the platform only)',
+        parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }],
+        // No body is `{}`: the same spec deployed again as a fresh run.
+        requestBody: { required: false, content: json(ref('DeployRequest')) },
+        responses: {
+          ...responsesWith('202', ok('The new revision runs and is being judged', ref('Deployed')), 400, 404, 413, 415, 500, 501, 503),
+          '403': { description: `${failureText[403]}; or the registry refused the pull's login (docs/api.md §14)`, content: json(ref('Failure')) },
+          '409': { description: '`deploy in progress`: another deploy or rollback holds the bot', content: json(ref('Failure')) },
+          '422': { description: `${failureText[422]}; or its image (or tag) is not in its registry (docs/api.md §14)`, content: json(ref('Failure')) },
+          '502': { description: "The image's registry cannot be reached, or failed the pull (docs/api.md §14)", content: json(ref('Failure')) },
+          '504': { description: 'The pull of the image took longer than AGENT_PULL_TIMEOUT_S (docs/api.md §14)', content: json(ref('Failure')) },
+        },
+      },
       delete: {
         operationId: 'removeBot',
         summary: 'Remove a bot (the platform only)',

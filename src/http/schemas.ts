@@ -1,7 +1,8 @@
 import { LRUCache } from 'lru-cache';
-import { array, mixed, number, object, ObjectSchema, string, ValidationError } from 'yup';
+import { array, boolean, mixed, number, object, ObjectSchema, string, ValidationError } from 'yup';
 import { DEFAULT_BOT_PORT, PLATFORM_VARIABLES } from '../provisioning/bot-spec.js';
-import type { Schema } from 'yup';
+import type { InferType, Schema } from 'yup';
+import { DEFAULT_DEADLINE_S, DEFAULT_MIN_READY_S } from '../deploys/deploys.js';
 import { BadRequest } from '../errors.js';
 import { DEFAULT_HEARTBEAT_TTL_S, HEARTBEAT_TTL_MAX_S, HEARTBEAT_TTL_MIN_S } from '../health/heartbeats.js';
 import { DEFAULT_GRACE_S, GRACE_MAX_S, GRACE_MIN_S } from '../health/watchdog.js';
@@ -112,16 +113,73 @@ export const healthSpec = object({
 
 const MEMORY_LIMIT = 'memory_limit must be a whole number of bytes from 6 MiB to 1 PiB';
 
+const imageField = string()
+  .strict()
+  .typeError('image must be a string')
+  .required('image is required')
+  .max(255, 'image must be at most 255 characters')
+  .matches(IMAGE_REFERENCE, 'image must be an image reference (lower-case name, optional :tag and @digest), e.g. registry.example.com/bot:1')
+  .meta({ jsonSchema: { examples: [EXAMPLE_IMAGE] } });
+
+const envField = mixed<Record<string, string>>()
+  .meta({
+    // What the test below checks, for /openapi.json (a test keeps the two in step).
+    jsonSchema: {
+      type: 'object',
+      maxProperties: 100,
+      propertyNames: { pattern: envName.source, not: { enum: [...PLATFORM_VARIABLES] } },
+      additionalProperties: { type: 'string', maxLength: 4096, pattern: NO_NUL.source },
+    },
+  })
+  .test(
+    'env',
+    `env must be an object of at most 100 string values without NUL, named like ABC_1, none of ${[...PLATFORM_VARIABLES].join(', ')}`,
+    (value) =>
+      value === undefined ||
+      (typeof value === 'object' &&
+        value !== null &&
+        !Array.isArray(value) &&
+        Object.keys(value).length <= 100 &&
+        Object.entries(value).every(
+          ([name, v]) => envName.test(name) && !PLATFORM_VARIABLES.has(name) && typeof v === 'string' && v.length <= 4096 && NO_NUL.test(v),
+        )),
+  );
+
+// At most 1 PiB: a larger number is past what the engine (an int64) or JSON (2^53) holds exactly.
+const memoryLimitField = number()
+  .strict()
+  .typeError(MEMORY_LIMIT)
+  .integer(MEMORY_LIMIT)
+  .min(6 * 1024 * 1024, MEMORY_LIMIT)
+  .max(2 ** 50, MEMORY_LIMIT)
+  .meta({ jsonSchema: { examples: [256 * 1024 * 1024] } });
+
+const cpuLimitField = number()
+  .strict()
+  .typeError('cpu_limit must be a number of CPUs')
+  .positive('cpu_limit must be above 0')
+  .max(256, 'cpu_limit is too high')
+  .meta({ jsonSchema: { examples: [0.5] } });
+
+const commandField = array(string().strict().typeError('command must be a list of strings').required().matches(NO_NUL, 'command must not contain a NUL character'))
+  .strict()
+  .typeError('command must be a list of strings')
+  .min(1, 'command must not be empty')
+  .max(64, 'command is too long')
+  .meta({ jsonSchema: { examples: [['sh', '-c', 'exec python -m bot']] } });
+
+const registryAuthField = object({
+  username: string().strict().typeError('registry_auth.username must be a string').required('registry_auth.username is required').max(1024, 'registry_auth.username is too long').matches(NO_NUL, 'registry_auth.username must not contain a NUL character'),
+  password: string().strict().typeError('registry_auth.password must be a string').required('registry_auth.password is required').max(4096, 'registry_auth.password is too long').matches(NO_NUL, 'registry_auth.password must not contain a NUL character'),
+})
+  .default(undefined)
+  .typeError('registry_auth must be an object with username and password')
+  .meta({ jsonSchema: { description: "A login for the image's registry, used for this pull only; never answered back nor logged" } });
+
 export const createBotRequest = object({
   bot_id: botIdSchema('bot_id'),
   user_id: userId,
-  image: string()
-    .strict()
-    .typeError('image must be a string')
-    .required('image is required')
-    .max(255, 'image must be at most 255 characters')
-    .matches(IMAGE_REFERENCE, 'image must be an image reference (lower-case name, optional :tag and @digest), e.g. registry.example.com/bot:1')
-    .meta({ jsonSchema: { examples: [EXAMPLE_IMAGE] } }),
+  image: imageField,
   template: string()
     .strict()
     .typeError('template must be a string')
@@ -140,57 +198,29 @@ export const createBotRequest = object({
     .typeError('domain must be a string')
     .matches(/^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/, 'domain must be a host name'),
   port: wholeNumber('port', 1, 65535).strict().meta({ jsonSchema: { default: DEFAULT_BOT_PORT } }),
-  env: mixed<Record<string, string>>()
-    .meta({
-      // What the test below checks, for /openapi.json (a test keeps the two in step).
-      jsonSchema: {
-        type: 'object',
-        maxProperties: 100,
-        propertyNames: { pattern: envName.source, not: { enum: [...PLATFORM_VARIABLES] } },
-        additionalProperties: { type: 'string', maxLength: 4096, pattern: NO_NUL.source },
-      },
-    })
-    .test(
-    'env',
-    `env must be an object of at most 100 string values without NUL, named like ABC_1, none of ${[...PLATFORM_VARIABLES].join(', ')}`,
-    (value) =>
-      value === undefined ||
-      (typeof value === 'object' &&
-        value !== null &&
-        !Array.isArray(value) &&
-        Object.keys(value).length <= 100 &&
-        Object.entries(value).every(
-          ([name, v]) => envName.test(name) && !PLATFORM_VARIABLES.has(name) && typeof v === 'string' && v.length <= 4096 && NO_NUL.test(v),
-        )),
-  ),
-  // At most 1 PiB: a larger number is past what the engine (an int64) or JSON (2^53) holds exactly.
-  memory_limit: number()
-    .strict()
-    .typeError(MEMORY_LIMIT)
-    .integer(MEMORY_LIMIT)
-    .min(6 * 1024 * 1024, MEMORY_LIMIT)
-    .max(2 ** 50, MEMORY_LIMIT)
-    .meta({ jsonSchema: { examples: [256 * 1024 * 1024] } }),
-  cpu_limit: number()
-    .strict()
-    .typeError('cpu_limit must be a number of CPUs')
-    .positive('cpu_limit must be above 0')
-    .max(256, 'cpu_limit is too high')
-    .meta({ jsonSchema: { examples: [0.5] } }),
-  command: array(string().strict().typeError('command must be a list of strings').required().matches(NO_NUL, 'command must not contain a NUL character'))
-    .strict()
-    .typeError('command must be a list of strings')
-    .min(1, 'command must not be empty')
-    .max(64, 'command is too long')
-    .meta({ jsonSchema: { examples: [['sh', '-c', 'exec python -m bot']] } }),
+  env: envField,
+  memory_limit: memoryLimitField,
+  cpu_limit: cpuLimitField,
+  command: commandField,
   health: healthSpec,
-  registry_auth: object({
-    username: string().strict().typeError('registry_auth.username must be a string').required('registry_auth.username is required').max(1024, 'registry_auth.username is too long').matches(NO_NUL, 'registry_auth.username must not contain a NUL character'),
-    password: string().strict().typeError('registry_auth.password must be a string').required('registry_auth.password is required').max(4096, 'registry_auth.password is too long').matches(NO_NUL, 'registry_auth.password must not contain a NUL character'),
-  })
-    .default(undefined)
-    .typeError('registry_auth must be an object with username and password')
-    .meta({ jsonSchema: { description: "A login for the image's registry, used for this pull only; never answered back nor logged" } }),
+  registry_auth: registryAuthField,
+}).typeError(jsonObject);
+
+/** A create's or deploy's `health` block, as validated. */
+export type HealthRequest = NonNullable<InferType<typeof healthSpec>>;
+
+/** Body of PATCH /api/admin/bots/{bot_id}: what a new revision changes, and how it is judged (docs/api.md §15). */
+export const deployRequest = object({
+  image: imageField.optional(),
+  env: envField,
+  command: commandField,
+  memory_limit: memoryLimitField,
+  cpu_limit: cpuLimitField,
+  health: healthSpec,
+  registry_auth: registryAuthField,
+  min_ready_s: wholeNumber('min_ready_s', 0, 3_600).strict().meta({ jsonSchema: { default: DEFAULT_MIN_READY_S } }),
+  deadline_s: wholeNumber('deadline_s', 5, 3_600).strict().meta({ jsonSchema: { default: DEFAULT_DEADLINE_S } }),
+  rollback: boolean().strict().typeError('rollback must be true or false').meta({ jsonSchema: { default: true } }),
 }).typeError(jsonObject);
 
 /** The query of the platform's listing. */

@@ -2,6 +2,8 @@ import { messages, OperationInProgress, RestartTimeout } from '../errors.js';
 import type { PowerOutcome, RuntimeDriver } from '../runtime/driver.js';
 import { localLocks } from '../runtime/bot-locks.js';
 import type { BotLocks, Inherited } from '../runtime/bot-locks.js';
+import { LocalDeployMarks } from './deploy-marks.js';
+import type { DeployMarks } from './deploy-marks.js';
 import { KeyedQueue, WaitedTooLong } from './keyed-queue.js';
 
 /**
@@ -19,13 +21,30 @@ export class BotLifecycle {
     private readonly driver: RuntimeDriver,
     private readonly restartTimeoutMs: number,
     private readonly locks: BotLocks = localLocks,
+    /** Bots under a deploy: they take no lifecycle operation meanwhile (docs/api.md §15). */
+    private readonly deploys: DeployMarks = new LocalDeployMarks(),
   ) {}
+
+  /** Refuses an operation on a bot under a deploy. */
+  private notDeploying(botId: string): void {
+    if (this.deploys.isHeld(botId)) throw new OperationInProgress(messages.deployInProgress(botId));
+  }
+
+  /** Resolves once the operations on the bot queued so far have ended (a deploy begins after them). */
+  async whenIdle(botId: string): Promise<void> {
+    await this.queue.run(botId, 'deploy', async () => undefined);
+  }
 
   /**
    * Restarts the bot, or joins the restart already under way, and runs it
    * to its end whoever waits for it. Settles with the restart's result.
    */
   restartInFull(botId: string): Promise<void> {
+    try {
+      this.notDeploying(botId);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     let restarting = this.restarts.get(botId);
     if (!restarting) {
       restarting = this.queue
@@ -74,6 +93,7 @@ export class BotLifecycle {
   }
 
   private async power(botId: string, operation: string, act: () => Promise<PowerOutcome>): Promise<PowerOutcome> {
+    this.notDeploying(botId);
     try {
       return await this.queue.run(botId, operation, () => this.locks.hold(botId, operation, act, { waitMs: this.restartTimeoutMs }), this.restartTimeoutMs);
     } catch (err) {

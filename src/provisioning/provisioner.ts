@@ -1,4 +1,5 @@
 import type { BotSpec, BotSummary } from './bot-spec.js';
+import type { RevisionRuntime } from './revisions.js';
 
 /** How far a pull has come: the bytes of its layers downloaded, of those the registry has announced. */
 export interface PullProgress {
@@ -25,4 +26,6 @@ export interface Provisioner {
   list(ownerId: string | undefined): Promise<BotSummary[]>;
   /** Removes the bot (and what was made for it, such as its token's Secret). */
   remove(botId: string): Promise<void>;
+  /** Its bots' revisions, where the runtime deploys (docs/api.md §15). */
+  readonly revisions?: RevisionRuntime;
 }

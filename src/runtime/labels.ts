@@ -17,3 +17,9 @@ export const GENERATION_LABEL = 'bot-agent/generation';
 
 /** Label (Docker) or Deployment annotation (Kubernetes): seconds after its last heartbeat a bot turns unhealthy. */
 export const HEARTBEAT_TTL_LABEL = 'bot-agent/heartbeat-ttl-s';
+
+/** The revision a bot's container runs (docs/api.md §15); a container without it is revision 1. */
+export const REVISION_LABEL = 'bot-agent/revision';
+
+/** When a deploy's new run is to be judged by (ms since the epoch), on that run's container: what an agent that finds the deploy left reads. */
+export const DEPLOY_DEADLINE_LABEL = 'bot-agent/deploy-deadline-ms';

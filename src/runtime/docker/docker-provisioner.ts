@@ -3,13 +3,14 @@ import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } fro
 import { newGeneration } from '../../bot-id.js';
 import type { BotTokens } from '../../identity/bot-tokens.js';
 import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
-import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
+import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import { healthPolicyLabels, NO_HEALTH_POLICY } from '../health-policy.js';
 import type { Provisioner, PullReport } from '../../provisioning/provisioner.js';
 import { registryOf } from '../../provisioning/registry-credentials.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { pullImage } from './docker-pull.js';
-import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL } from '../labels.js';
+import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
+import { DockerRevisions, healthcheckOf, PREVIOUS_SUFFIX, UNDO_SUFFIX } from './docker-revisions.js';
 import { engineClients } from './docker-connection.js';
 import type { EngineClients } from './docker-connection.js';
 import { engineDetail, engineStatus, translateDockerError } from './docker-errors.js';
@@ -43,10 +44,15 @@ class DockerProvisioner implements Provisioner {
   /** Creations, starts and removals wait for the container: see EngineClients. */
   private readonly lasting: Docker;
 
+  readonly revisions: DockerRevisions;
+
   constructor(private readonly options: DockerProvisionerOptions) {
     const engine = options.engine ?? engineClients(options.dockerHost);
     this.docker = engine.docker;
     this.lasting = engine.lasting;
+    this.revisions = new DockerRevisions(this.docker, this.lasting, async (image, login, pulls) => {
+      if (!(await this.hasImage(image))) await this.pull(image, login, pulls);
+    });
   }
 
   async create(spec: BotSpec, pulls?: PullReport): Promise<void> {
@@ -65,6 +71,7 @@ class DockerProvisioner implements Provisioner {
         [OWNER_LABEL]: spec.ownerId,
         [TEMPLATE_LABEL]: spec.template,
         [GENERATION_LABEL]: generation,
+        [REVISION_LABEL]: '1',
         ...NO_HEALTH_POLICY,
         ...healthPolicyLabels(spec.health ?? {}),
       },
@@ -83,32 +90,32 @@ class DockerProvisioner implements Provisioner {
       },
     } satisfies Docker.ContainerCreateOptions;
     if ((await this.createAndStart(spec, options)) === 'started') return;
-    await this.pull(spec, pulls);
+    await this.pull(spec.image, spec.registryLogin, pulls);
     if ((await this.createAndStart(spec, options)) === 'started') return;
     // Pulled, and gone again before the create (removed meanwhile by someone else).
     throw new Unprocessable(`image ${spec.image} is not on the engine, although it was just pulled`);
   }
 
-  /** Pulls the bot's image, with the create's login or the configured one for its registry, reporting as it goes. */
-  private async pull(spec: BotSpec, pulls: PullReport | undefined): Promise<void> {
-    const registry = registryOf(spec.image);
+  /** Pulls the image, with the caller's login or the configured one for its registry, reporting as it goes. */
+  private async pull(image: string, given: RegistryLogin | undefined, pulls: PullReport | undefined): Promise<void> {
+    const registry = registryOf(image);
     if (this.options.registries !== undefined && !this.options.registries.includes(registry)) {
-      throw new Unprocessable(`image ${spec.image} is not on the engine, and its registry ${registry} is not one of AGENT_REGISTRIES, so it is not pulled`);
+      throw new Unprocessable(`image ${image} is not on the engine, and its registry ${registry} is not one of AGENT_REGISTRIES, so it is not pulled`);
     }
-    const login = spec.registryLogin ?? this.options.registryLogins?.get(registry);
+    const login = given ?? this.options.registryLogins?.get(registry);
     const began = Date.now();
     let bytes = 0;
-    pulls?.started(spec.image);
+    pulls?.started(image);
     try {
-      await pullImage(this.lasting, spec.image, login, this.options.pullTimeoutMs ?? DEFAULT_PULL_TIMEOUT_MS, (progress) => {
+      await pullImage(this.lasting, image, login, this.options.pullTimeoutMs ?? DEFAULT_PULL_TIMEOUT_MS, (progress) => {
         bytes = progress.bytes;
-        pulls?.progress(spec.image, progress);
+        pulls?.progress(image, progress);
       });
     } catch (err) {
-      pulls?.ended(spec.image, { error: err as Error });
+      pulls?.ended(image, { error: err as Error });
       throw err;
     }
-    pulls?.ended(spec.image, { bytes, durationMs: Date.now() - began });
+    pulls?.ended(image, { bytes, durationMs: Date.now() - began });
   }
 
   /** Makes and starts the container; 'no-image' when the engine lacks the image. Throws AlreadyExists, Unprocessable, OperationFailed. */
@@ -175,6 +182,12 @@ class DockerProvisioner implements Provisioner {
       const info = await this.docker.getContainer(botId).inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
       if (info.Name !== `/${botId}` || info.Config.Labels?.[BOT_LABEL] !== botId) throw new NotFound(messages.botNotFound(botId));
       await this.lasting.getContainer(botId).remove({ force: true, abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+      // Its kept revisions go with it (docs/api.md §15).
+      for (const kept of [`${botId}${PREVIOUS_SUFFIX}`, `${botId}${UNDO_SUFFIX}`]) {
+        await this.lasting.getContainer(kept).remove({ force: true, abortSignal: AbortSignal.timeout(DEADLINE_MS) }).catch((err: unknown) => {
+          if (engineStatus(err) !== 404) throw err;
+        });
+      }
     } catch (err) {
       throw translateDockerError(err, botId, (detail) => new OperationFailed(`Failed to remove bot ${botId}: ${detail}`));
     }
@@ -184,17 +197,4 @@ class DockerProvisioner implements Provisioner {
 /** Provisioning on the Docker engine at DOCKER_HOST. */
 export function createDockerProvisioner(options: DockerProvisionerOptions): Provisioner {
   return new DockerProvisioner(options);
-}
-
-/** Docker's Healthcheck for a create's exec check (its times in nanoseconds); undefined: the image's own. */
-function healthcheckOf(health: BotHealthSpec | undefined): Docker.ContainerCreateOptions['Healthcheck'] {
-  if (health?.exec === undefined) return undefined;
-  const ns = (seconds: number): number => seconds * 1e9;
-  return {
-    Test: ['CMD', ...health.exec],
-    Interval: ns(health.intervalS),
-    Timeout: ns(health.timeoutS),
-    Retries: health.retries,
-    StartPeriod: ns(health.startPeriodS),
-  };
 }

@@ -1,0 +1,263 @@
+import { OperationInProgress } from '../errors.js';
+import type { DeployMarks } from '../lifecycle/deploy-marks.js';
+import type { BotHistory } from '../history/bot-history.js';
+import type { RevisionOutcome, RevisionRecord } from '../history/history-store.js';
+import type { PullReport } from '../provisioning/provisioner.js';
+import type { BotChange, CandidateState, LeftDeploy, RevisionRuntime, RevisionSpec } from '../provisioning/revisions.js';
+import type { FaultReporter } from '../runtime/driver.js';
+
+/** A deploy as the platform asks for it (docs/api.md §15). */
+export interface DeployRequest {
+  readonly change: BotChange;
+  /** How long the new run must be up (and healthy, where it has a check) to succeed. */
+  readonly minReadyS: number;
+  /** How long it may take to get there, from the switch. */
+  readonly deadlineS: number;
+  /** Whether a failure goes back to the previous revision by itself. */
+  readonly rollback: boolean;
+}
+
+/** The lines of a failed run that its `deploy-failed` event carries. */
+const FAILED_LINES = 20;
+/** How often a deploy looks at its new run. */
+const WATCH_EVERY_MS = 500;
+/** How long after a deploy's deadline, or after first finding it left without a new run, another agent settles it. */
+const LEFT_GRACE_MS = 30_000;
+/** How often the agent looks for deploys a dead agent left. */
+const LEFT_EVERY_MS = 15_000;
+
+export const DEFAULT_MIN_READY_S = 10;
+export const DEFAULT_DEADLINE_S = 120;
+
+/**
+ * Deploys and rollbacks (docs/api.md §15): switches a bot to a new revision, judges the new run on its
+ * uptime and health, keeps it or goes back, and tells each step as a revision record and an event.
+ * Finds what a dead agent left (at start, then now and then) and settles it: one run, never two.
+ */
+export class Deploys {
+  private readonly watches = new Set<Promise<void>>();
+  private leftTimer: NodeJS.Timeout | undefined;
+  /** Deploys found left without a new run, and when: settled once seen again LEFT_GRACE_MS later. */
+  private readonly seenLeft = new Map<string, number>();
+  private closed = false;
+
+  constructor(
+    private readonly runtime: RevisionRuntime,
+    private readonly history: BotHistory,
+    private readonly marks: DeployMarks,
+    /** Resolves once the lifecycle operations on the bot under way have ended. */
+    private readonly idle: (botId: string) => Promise<void>,
+    private readonly report: FaultReporter,
+    private readonly options: { readonly watchEveryMs?: number; readonly now?: () => number } = {},
+  ) {}
+
+  private now(): number {
+    return (this.options.now ?? Date.now)();
+  }
+
+  /**
+   * Switches the bot to a new revision made of `change`, and answers its number once the new run is
+   * started; it is judged after. Throws what the switch threw (a pull's error, 409, 422): then the bot runs as before.
+   */
+  async deploy(botId: string, request: DeployRequest, by: string, pulls?: PullReport): Promise<number> {
+    const release = this.marks.hold(botId);
+    try {
+      await this.idle(botId);
+      const { from, revision } = await this.nextRevision(botId);
+      const at = new Date(this.now()).toISOString();
+      const deadlineAtMs = this.now() + request.deadlineS * 1000;
+      let spec: RevisionSpec;
+      try {
+        spec = await this.runtime.switchTo(botId, revision, request.change, deadlineAtMs, pulls);
+      } catch (err) {
+        // Nothing changed; an error of its own, not a revision, when another deploy holds the bot.
+        if (!(err instanceof OperationInProgress)) {
+          const reason = (err as Error).message;
+          await this.history.revision(botId, record(revision, {}, by, at, 'failed', reason), { type: 'deploy-failed', fields: { reason, rolled_back: false } });
+        }
+        throw err;
+      }
+      await this.history.revision(botId, record(revision, spec, by, at, 'deploying', null), { type: 'deploy-started', fields: { image: spec.image, by } });
+      this.track(this.judge(botId, { from, revision }, spec, by, at, request, deadlineAtMs).finally(release));
+      return revision;
+    } catch (err) {
+      release();
+      throw err;
+    }
+  }
+
+  /** A bot just created: its revision 1, as it runs. A failure to keep it is the history's to report, not the create's. */
+  async created(botId: string, by: string): Promise<void> {
+    try {
+      const { revision, spec } = await this.runtime.current(botId);
+      const at = new Date(this.now()).toISOString();
+      await this.history.revision(botId, record(revision, spec, by, at, 'succeeded', null, at));
+    } catch (err) {
+      this.report(`the first revision of bot ${botId} could not be kept`, err);
+    }
+  }
+
+  /** Back to the previous revision, on the platform's request; answers the revisions left and reached. */
+  async rollback(botId: string, by: string): Promise<{ from: number; to: number }> {
+    const release = this.marks.hold(botId);
+    try {
+      await this.idle(botId);
+      const moved = await this.runtime.rollBack(botId);
+      await this.ended(botId, moved.from, 'rolled-back', `rolled back by ${by}`, { type: 'rolled-back', fields: { from_revision: moved.from, to_revision: moved.to, by } });
+      return moved;
+    } finally {
+      release();
+    }
+  }
+
+  /** Settles what dead agents left (now, then every LEFT_EVERY_MS): at start every deploy found is one. */
+  start(): void {
+    void this.settleLeft(true);
+    this.leftTimer = setInterval(() => void this.settleLeft(false), LEFT_EVERY_MS);
+    this.leftTimer.unref();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.leftTimer);
+    // A deploy under way is left as it is: the next agent to start settles it.
+    await Promise.allSettled([...this.watches]);
+  }
+
+  private track(watch: Promise<void>): void {
+    this.watches.add(watch);
+    void watch.finally(() => this.watches.delete(watch));
+  }
+
+  /** The revision the bot runs, and the number of the next: past every one it ran or was kept. */
+  private async nextRevision(botId: string): Promise<{ from: number; revision: number }> {
+    const [{ revision }, previous, kept] = await Promise.all([
+      this.runtime.current(botId),
+      this.runtime.previous(botId),
+      this.history.revisions(botId, 1).catch(() => []),
+    ]);
+    return { from: revision, revision: Math.max(revision, previous ?? 0, kept[0]?.revision ?? 0) + 1 };
+  }
+
+  /** Watches the new run until it succeeds or fails, then keeps it or goes back. */
+  private async judge(
+    botId: string,
+    { from, revision }: { from: number; revision: number },
+    spec: RevisionSpec,
+    by: string,
+    at: string,
+    request: DeployRequest,
+    deadlineAtMs: number,
+  ): Promise<void> {
+    let verdict: { ok: true } | { ok: false; reason: string };
+    try {
+      verdict = await this.verdict(botId, request, deadlineAtMs);
+    } catch (err) {
+      verdict = { ok: false, reason: `its run could not be read: ${(err as Error).message}` };
+    }
+    if (this.closed) return;
+    const done = (outcome: RevisionOutcome, reason: string | null) => record(revision, spec, by, at, outcome, reason, new Date(this.now()).toISOString());
+    try {
+      if (verdict.ok) {
+        await this.runtime.keep(botId);
+        await this.history.revision(botId, done('succeeded', null), { type: 'deploy-succeeded', fields: { image: spec.image } });
+        return;
+      }
+      const logs = await this.runtime.lastLines(botId, FAILED_LINES).catch(() => '');
+      if (!request.rollback) {
+        await this.runtime.keep(botId);
+        await this.history.revision(botId, done('failed', verdict.reason), { type: 'deploy-failed', fields: { reason: verdict.reason, logs, rolled_back: false } });
+        return;
+      }
+      await this.runtime.undo(botId);
+      await this.history.revision(botId, done('failed', verdict.reason), { type: 'deploy-failed', fields: { reason: verdict.reason, logs, rolled_back: true } });
+      await this.history.note(botId, 'rolled-back', { from_revision: revision, to_revision: from, by: 'agent' });
+    } catch (err) {
+      // Another agent settled it meanwhile (409), or the engine failed a step: what is left is settled as a dead agent's.
+      this.report(`the deploy of bot ${botId} (revision ${revision}) could not be ended`, err);
+    }
+  }
+
+  private async verdict(botId: string, request: DeployRequest, deadlineAtMs: number): Promise<{ ok: true } | { ok: false; reason: string }> {
+    let first: CandidateState | undefined;
+    for (;;) {
+      if (this.closed) return { ok: false, reason: 'the agent stopped' };
+      const state = await this.runtime.candidate(botId);
+      first ??= state;
+      if (!state.exists) return { ok: false, reason: 'its run was removed' };
+      if (!state.running || state.restarts > first.restarts || state.startedAtMs !== first.startedAtMs) {
+        return { ok: false, reason: await this.exitReason(botId, first.startedAtMs, state.running ? null : state.exitCode) };
+      }
+      if (state.health === 'unhealthy') return { ok: false, reason: 'its health check failed' };
+      const upMs = this.now() - (state.startedAtMs ?? this.now());
+      if (upMs >= request.minReadyS * 1000 && (state.health === 'healthy' || state.health === 'none')) return { ok: true };
+      if (this.now() >= deadlineAtMs) {
+        return { ok: false, reason: `it was not up${state.health === 'starting' ? ' and healthy' : ''} for ${request.minReadyS} s within ${request.deadlineS} s (deadline_s)` };
+      }
+      await new Promise((resolve) => setTimeout(resolve, this.options.watchEveryMs ?? WATCH_EVERY_MS));
+    }
+  }
+
+  /**
+   * Why the new run ended: its exit code, from the engine while it is down, else from its exit record
+   * (the runtime may have restarted it before the deploy looked), which the history keeps a moment after.
+   */
+  private async exitReason(botId: string, startedAtMs: number | undefined, exitCode: number | null): Promise<string> {
+    if (exitCode !== null) return `its run exited with code ${exitCode}`;
+    for (let tries = 0; tries < 10; tries += 1) {
+      const [last] = await this.history.exits(botId, 1).catch(() => []);
+      if (last !== undefined && startedAtMs !== undefined && last.started_at !== null && Date.parse(last.started_at) >= startedAtMs) {
+        return last.exit_code === null ? 'its run ended' : `its run exited with code ${last.exit_code}`;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    return 'its run restarted';
+  }
+
+  /** A revision's new outcome, with its event; a record never kept (its agent died first) is kept with what is known. */
+  private async ended(botId: string, revision: number, outcome: RevisionOutcome, reason: string, event: { type: string; fields: Record<string, unknown> }): Promise<void> {
+    const [kept] = (await this.history.revisions(botId, 50).catch(() => [])).filter((r) => r.revision === revision);
+    const at = new Date(this.now()).toISOString();
+    await this.history.revision(botId, record(revision, kept?.spec ?? {}, kept?.by ?? 'platform', kept?.at ?? at, outcome, reason, at), event);
+  }
+
+  private async settleLeft(atStart: boolean): Promise<void> {
+    let left: LeftDeploy[];
+    try {
+      left = await this.runtime.leftDeploys();
+    } catch (err) {
+      if (atStart) this.report('deploys left by an earlier agent could not be looked for; tried again shortly', err);
+      return;
+    }
+    const now = this.now();
+    for (const deploy of left) {
+      if (this.closed || this.marks.isHeld(deploy.botId)) continue;
+      if (!atStart && !this.dueToSettle(deploy, now)) continue;
+      this.seenLeft.delete(deploy.botId);
+      try {
+        await this.runtime.settle(deploy);
+        if (deploy.to === undefined || deploy.to > deploy.from) {
+          const reason = 'the agent that drove it stopped before it was judged; it was undone';
+          await this.ended(deploy.botId, deploy.to ?? deploy.from + 1, 'interrupted', reason, { type: 'deploy-failed', fields: { reason, rolled_back: true } });
+          await this.history.note(deploy.botId, 'rolled-back', { from_revision: deploy.to ?? null, to_revision: deploy.from, by: 'agent' });
+        }
+      } catch (err) {
+        // Settled by another agent meanwhile (its names moved), or the engine failed: looked at again next time.
+        if (!(err instanceof OperationInProgress)) this.report(`the deploy left of bot ${deploy.botId} could not be settled`, err);
+      }
+    }
+    for (const botId of this.seenLeft.keys()) if (!left.some((d) => d.botId === botId)) this.seenLeft.delete(botId);
+  }
+
+  /** Whether another agent's deploy is surely dead: past its deadline, or seen without a new run for a while. */
+  private dueToSettle(deploy: LeftDeploy, now: number): boolean {
+    if (deploy.deadlineAtMs !== undefined) return now > deploy.deadlineAtMs + LEFT_GRACE_MS;
+    const seen = this.seenLeft.get(deploy.botId);
+    if (seen === undefined) this.seenLeft.set(deploy.botId, now);
+    return seen !== undefined && now - seen >= LEFT_GRACE_MS;
+  }
+}
+
+function record(revision: number, spec: Readonly<Record<string, unknown>> | RevisionSpec, by: string, at: string, outcome: RevisionOutcome, reason: string | null, endedAt: string | null = null): RevisionRecord {
+  return { revision, spec: spec as Record<string, unknown>, by, at, outcome, reason, ended_at: outcome === 'deploying' ? null : endedAt ?? at };
+}
