@@ -1,6 +1,6 @@
 import test from 'ava';
 import { EXIT_LOG_BYTES } from '../../src/history/history-store.js';
-import type { ExitRecord, StoredEvent } from '../../src/history/history-store.js';
+import type { ExitRecord, RevisionRecord, StoredEvent } from '../../src/history/history-store.js';
 import type { AgentStore } from '../../src/history/open-store.js';
 
 /** Opens a store of the backend under test: empty, or with `shared` another store over the same data as one opened before. */
@@ -78,6 +78,30 @@ export function storeSuite(backend: string, open: OpenStore): void {
     t.false(await store.isCrashLooping('bot_1_1_a'));
     t.is(await store.forgottenAt('bot_1_1_a'), removedAt);
     t.is(await store.forgottenAt('bot_1_1_b'), undefined);
+  });
+
+  test(`${backend}: revisions: kept once, their outcome changed (a change to the same outcome changes nothing), the newest 20, gone with the bot`, async (t) => {
+    const store = await opened(t);
+    const at = new Date(Date.now() - 1_000).toISOString();
+    const revision = (n: number, outcome: RevisionRecord['outcome'], reason: string | null = null): RevisionRecord => ({
+      revision: n,
+      spec: { image: `bot:${n}`, env: ['MODE'] },
+      by: 'platform',
+      at,
+      outcome,
+      reason,
+      ended_at: outcome === 'deploying' ? null : at,
+    });
+    t.true(await store.putRevision('bot_1_1_a', revision(1, 'succeeded')));
+    t.true(await store.putRevision('bot_1_1_a', revision(2, 'deploying')));
+    t.true(await store.putRevision('bot_1_1_a', revision(2, 'failed', 'its run exited with code 3')));
+    t.false(await store.putRevision('bot_1_1_a', revision(2, 'failed', 'told again')), 'the same outcome twice is kept once');
+    t.deepEqual(await store.revisions('bot_1_1_a', 10), [revision(2, 'failed', 'its run exited with code 3'), revision(1, 'succeeded')]);
+    for (let n = 3; n <= 25; n += 1) await store.putRevision('bot_1_1_a', revision(n, 'succeeded'));
+    const kept = await store.revisions('bot_1_1_a', 50);
+    t.deepEqual(kept.map((r) => r.revision), Array.from({ length: 20 }, (_, i) => 25 - i));
+    await store.forget('bot_1_1_a', Date.now());
+    t.deepEqual(await store.revisions('bot_1_1_a', 50), []);
   });
 
   test(`${backend}: a removal written again late (a spool replayed after a crash) leaves what the bot made again since alone`, async (t) => {

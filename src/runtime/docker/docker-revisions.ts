@@ -189,7 +189,11 @@ export class DockerRevisions implements RevisionRuntime {
       await act();
     } catch (err) {
       const status = engineStatus(err);
-      if (status === 409 || (status === 404 && !first)) throw new OperationInProgress(deployInProgress(botId));
+      // The first step's name gone: renamed by another agent's deploy a moment ago, or the bot removed.
+      const taken = status === 404 && first && (await this.inspect(`${botId}${UNDO_SUFFIX}`)) !== undefined;
+      // Two renames of one container to one name at once: the later finds it named so already.
+      const raced = /same name as its current name/.test(engineDetail(err));
+      if (status === 409 || (status === 404 && !first) || taken || raced) throw new OperationInProgress(deployInProgress(botId));
       throw translateDockerError(err, botId);
     }
   }
