@@ -3,7 +3,8 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { BotHistory } from './history/bot-history.js';
 import { openStore } from './history/open-store.js';
-import { WebhookSender } from './history/webhook.js';
+import { WebhookSender, webhookTarget } from './history/webhook.js';
+import { chatTargets } from './notify/chat-targets.js';
 import { loadConsole } from './http/console-assets.js';
 import { Heartbeats } from './health/heartbeats.js';
 import { Watchdog } from './health/watchdog.js';
@@ -36,7 +37,8 @@ const SHARED_WINDOW_AWAY_MS = 5_000;
 export type AgentConfig = Pick<
   Config,
   'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses' | 'readyGraceMs'
->;
+> &
+  Partial<Pick<Config, 'chats'>>;
 
 /** A runtime already made (tests hand their own driver), and what the agent is to do with it. */
 export interface AgentParts {
@@ -107,7 +109,9 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   })();
   closers.push(() => store.close());
   const metrics = new AgentMetrics();
-  const webhook = config.webhook && new WebhookSender(store, { ...config.webhook, report });
+  // The signed webhook and the chats (docs/api.md §§9, 16): one queue of deliveries, each target reached once.
+  const targets = [...(config.webhook ? [webhookTarget(config.webhook.url, config.webhook.secret)] : []), ...(config.chats ? chatTargets(config.chats) : [])];
+  const webhook = targets.length > 0 ? new WebhookSender(store, { targets, report }) : undefined;
   const history = new BotHistory(store, new SharedState(store), (botId) => driver.findBot(botId), {
     recoverAfterMs,
     report,

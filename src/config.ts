@@ -51,6 +51,23 @@ export interface Config {
   readonly registryAuthFile: string | undefined;
   /** The registries pulls may come from (docs/api.md §14); undefined: any. */
   readonly registries: readonly string[] | undefined;
+  /** The chats the owner is told in (docs/api.md §16); undefined: none. */
+  readonly chats: ChatConfig | undefined;
+}
+
+/** The events told in chats unless AGENT_NOTIFY_EVENTS says otherwise: those an owner acts on. */
+export const CHAT_EVENTS = ['crash-looping', 'unhealthy', 'restarted', 'deploy-failed', 'rolled-back', 'deploy-succeeded', 'pull-failed', 'given-up'] as const;
+
+/** The chats the owner is told in (AGENT_NOTIFY_*, docs/api.md §16); each secret stays here. */
+export interface ChatConfig {
+  readonly discordUrl?: string | undefined;
+  readonly slackUrl?: string | undefined;
+  readonly telegram?: { readonly api: string; readonly token: string; readonly chatId: string } | undefined;
+  readonly ntfy?: { readonly url: string; readonly token: string | undefined } | undefined;
+  /** The event types told. */
+  readonly events: readonly string[];
+  /** The console's address, for each message's link to the bot's page. */
+  readonly consoleUrl?: string | undefined;
 }
 
 /** What names a bot (AGENT_IDENTITY). */
@@ -61,6 +78,13 @@ export const MIN_ADMIN_TOKEN = 32;
 
 /** Whether a value, when given, is a URL that can be read. */
 const readable = (value: string | undefined): boolean => value === undefined || URL.canParse(value);
+
+/** An http:// or https:// URL setting, whose value (it may hold a secret) no message repeats. */
+function httpUrl(name: string) {
+  return string()
+    .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, `${name} must be an http:// or https:// URL`)
+    .test('url', `${name} cannot be read as a URL`, readable);
+}
 
 /** A configuration value that cannot be used; its message names the variable. */
 export class ConfigError extends Error {}
@@ -127,6 +151,24 @@ const env = object({
     /^[a-z0-9.-]+(:\d+)?(\s*,\s*[a-z0-9.-]+(:\d+)?)*$/i,
     'AGENT_REGISTRIES must be registry hosts separated by commas, e.g. registry.example.com,127.0.0.1:5000,docker.io',
   ),
+  AGENT_NOTIFY_DISCORD_URL: httpUrl('AGENT_NOTIFY_DISCORD_URL'),
+  AGENT_NOTIFY_SLACK_URL: httpUrl('AGENT_NOTIFY_SLACK_URL'),
+  AGENT_NOTIFY_TELEGRAM_TOKEN: string().matches(/^\d+:[\w-]+$/, 'AGENT_NOTIFY_TELEGRAM_TOKEN must be a Telegram bot token, e.g. 123456:ABC-def'),
+  AGENT_NOTIFY_TELEGRAM_CHAT_ID: string()
+    .matches(/^(-?\d+|@\w{4,})$/, 'AGENT_NOTIFY_TELEGRAM_CHAT_ID must be a chat id (e.g. -1001234567890) or @channelname')
+    .when('AGENT_NOTIFY_TELEGRAM_TOKEN', {
+      is: (token: string | undefined) => token !== undefined,
+      then: (chat) => chat.required('AGENT_NOTIFY_TELEGRAM_CHAT_ID is required when AGENT_NOTIFY_TELEGRAM_TOKEN is set: the chat to tell'),
+    }),
+  AGENT_NOTIFY_TELEGRAM_API: httpUrl('AGENT_NOTIFY_TELEGRAM_API').default('https://api.telegram.org'),
+  AGENT_NOTIFY_NTFY_URL: httpUrl('AGENT_NOTIFY_NTFY_URL').test(
+    'topic',
+    'AGENT_NOTIFY_NTFY_URL must name a topic, e.g. https://ntfy.sh/my-bots',
+    (url) => url === undefined || /^\/[\w-]{1,64}\/?$/.test(URL.parse(url)?.pathname ?? ''),
+  ),
+  AGENT_NOTIFY_NTFY_TOKEN: string().matches(/^\S+$/, 'AGENT_NOTIFY_NTFY_TOKEN must not contain white space'),
+  AGENT_NOTIFY_EVENTS: string().matches(/^[a-z-]+(\s*,\s*[a-z-]+)*$/, 'AGENT_NOTIFY_EVENTS must be event types separated by commas, e.g. crash-looping,deploy-failed'),
+  AGENT_CONSOLE_URL: httpUrl('AGENT_CONSOLE_URL'),
   AGENT_BOTS_AGENT_URL: string()
     .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_BOTS_AGENT_URL must be an http:// or https:// URL')
     .default('http://agent:8000'),
@@ -204,6 +246,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       watchdog: values.AGENT_WATCHDOG === 'on',
       pullTimeoutMs: values.AGENT_PULL_TIMEOUT_S * 1000,
       registryAuthFile: values.AGENT_REGISTRY_AUTH,
+      chats: chatsOf(values),
       registries:
         values.AGENT_REGISTRIES === undefined
           ? undefined
@@ -216,3 +259,33 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     throw err;
   }
 }
+
+/** The chats of AGENT_NOTIFY_* (docs/api.md §16); undefined when none is set. */
+function chatsOf(values: {
+  AGENT_NOTIFY_DISCORD_URL?: string | undefined;
+  AGENT_NOTIFY_SLACK_URL?: string | undefined;
+  AGENT_NOTIFY_TELEGRAM_TOKEN?: string | undefined;
+  AGENT_NOTIFY_TELEGRAM_CHAT_ID?: string | undefined;
+  AGENT_NOTIFY_TELEGRAM_API: string;
+  AGENT_NOTIFY_NTFY_URL?: string | undefined;
+  AGENT_NOTIFY_NTFY_TOKEN?: string | undefined;
+  AGENT_NOTIFY_EVENTS?: string | undefined;
+  AGENT_CONSOLE_URL?: string | undefined;
+}): ChatConfig | undefined {
+  const telegram =
+    values.AGENT_NOTIFY_TELEGRAM_TOKEN && values.AGENT_NOTIFY_TELEGRAM_CHAT_ID
+      ? { api: values.AGENT_NOTIFY_TELEGRAM_API, token: values.AGENT_NOTIFY_TELEGRAM_TOKEN, chatId: values.AGENT_NOTIFY_TELEGRAM_CHAT_ID }
+      : undefined;
+  const ntfy = values.AGENT_NOTIFY_NTFY_URL ? { url: values.AGENT_NOTIFY_NTFY_URL, token: values.AGENT_NOTIFY_NTFY_TOKEN } : undefined;
+  if (!values.AGENT_NOTIFY_DISCORD_URL && !values.AGENT_NOTIFY_SLACK_URL && !telegram && !ntfy) return undefined;
+  const events = values.AGENT_NOTIFY_EVENTS?.split(',').map((type) => type.trim()).filter((type) => type !== '');
+  return Object.freeze({
+    discordUrl: values.AGENT_NOTIFY_DISCORD_URL,
+    slackUrl: values.AGENT_NOTIFY_SLACK_URL,
+    telegram,
+    ntfy,
+    events: Object.freeze(events ?? [...CHAT_EVENTS]),
+    consoleUrl: values.AGENT_CONSOLE_URL,
+  });
+}
+

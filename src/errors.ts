@@ -62,6 +62,11 @@ export class RegistryUnreachable extends AgentError {
   readonly status = 502;
 }
 
+/** A chat's service did not take a test message (docs/api.md §16). */
+export class ChatUnreachable extends AgentError {
+  readonly status = 502;
+}
+
 /** A pull outlasted AGENT_PULL_TIMEOUT_S; it was abandoned (docs/api.md §14). */
 export class PullTooSlow extends AgentError {
   readonly status = 504;
@@ -147,6 +152,7 @@ export const messages = {
     'forbidden: cross-site request: a loopback caller must name loopback (or AGENT_TRUSTED_HOSTS) in Host, with no Origin of another site and no Sec-Fetch-Site cross-site or same-site',
   platformOnly: 'forbidden: only the platform (loopback or admin token) may create, list or remove bots',
   provisioningOff: 'forbidden: provisioning is off on this agent (AGENT_PROVISIONING=off): bots are created and removed elsewhere',
+  platformOnlyNotifications: 'forbidden: only the platform (loopback or admin token) may send a test message to the chats',
   platformOnlyEvents: "forbidden: only the platform (loopback or admin token) may read every bot's events; a bot reads its own at /api/bots/{bot_id}/events",
   consoleForBots: "forbidden: the console is the platform's; a bot may manage only itself, through the API",
   heartbeatBotOnly: 'forbidden: only a bot may send its own heartbeat (the platform has no heartbeat to send)',

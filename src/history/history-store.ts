@@ -55,6 +55,8 @@ export interface PendingDelivery {
   readonly attempts: number;
   readonly nextAtMs: number;
   readonly firstAtMs: number;
+  /** The targets it reached already (the webhook, chats): a retry skips them. */
+  readonly doneTargets: readonly string[];
 }
 
 /** The last records kept per bot, whatever their age; older ones within the last hour keep only their time, for the crash count. */
@@ -150,7 +152,8 @@ export interface HistoryStore extends HistoryTx {
   /** When the next delivery falls due or its claim lapses (ms); undefined when none waits. */
   nextDeliveryAt(): Promise<number | undefined>;
   deliveryDone(seq: number): Promise<void>;
-  deliveryFailed(seq: number, attempts: number, nextAtMs: number): Promise<void>;
+  /** A delivery tried again at `nextAtMs`; `doneTargets` (when given) those it reached already, which the retry skips. */
+  deliveryFailed(seq: number, attempts: number, nextAtMs: number, doneTargets?: readonly string[]): Promise<void>;
   /** When the newest run start or end that is kept happened (ms), for a runtime that can replay what came after. */
   lastRunEventMs(): Promise<number | undefined>;
   /** How many of the bot's runs ended, requested or not, at or after `sinceMs`. */
@@ -179,6 +182,7 @@ export function deliveryOf(row: Record<string, unknown>): PendingDelivery {
     attempts: Number(row.attempts),
     nextAtMs: Number(row.next_at_ms),
     firstAtMs: Number(row.first_at_ms),
+    doneTargets: typeof row.done_targets === 'string' && row.done_targets !== '' ? row.done_targets.split(',') : [],
   };
 }
 

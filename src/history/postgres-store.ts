@@ -235,8 +235,8 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     await (await this.query())('DELETE FROM deliveries WHERE seq = $1', [seq]);
   }
 
-  async deliveryFailed(seq: number, attempts: number, nextAtMs: number): Promise<void> {
-    await (await this.query())('UPDATE deliveries SET attempts = $1, next_at_ms = $2, claimed_until_ms = 0 WHERE seq = $3', [attempts, nextAtMs, seq]);
+  async deliveryFailed(seq: number, attempts: number, nextAtMs: number, doneTargets: readonly string[] = []): Promise<void> {
+    await (await this.query())('UPDATE deliveries SET attempts = $1, next_at_ms = $2, claimed_until_ms = 0, done_targets = $3 WHERE seq = $4', [attempts, nextAtMs, doneTargets.join(','), seq]);
   }
 
   async lastRunEventMs(): Promise<number | undefined> {

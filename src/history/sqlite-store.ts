@@ -224,8 +224,8 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     this.statement('DELETE FROM deliveries WHERE seq = ?').run(seq);
   }
 
-  async deliveryFailed(seq: number, attempts: number, nextAtMs: number): Promise<void> {
-    this.statement('UPDATE deliveries SET attempts = ?, next_at_ms = ?, claimed_until_ms = 0 WHERE seq = ?').run(attempts, nextAtMs, seq);
+  async deliveryFailed(seq: number, attempts: number, nextAtMs: number, doneTargets: readonly string[] = []): Promise<void> {
+    this.statement('UPDATE deliveries SET attempts = ?, next_at_ms = ?, claimed_until_ms = 0, done_targets = ? WHERE seq = ?').run(attempts, nextAtMs, doneTargets.join(','), seq);
   }
 
   async lastRunEventMs(): Promise<number | undefined> {

@@ -22,19 +22,58 @@ export function signatureOf(body: string, secret: string): string {
   return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 }
 
-export interface WebhookOptions {
-  readonly url: string;
-  readonly secret: string;
+/** Where an event is delivered: the signed webhook, or a chat (docs/api.md §16). */
+export interface DeliveryTarget {
+  /** Its name in the store's record of targets reached, and in the log; never a secret. */
+  readonly name: string;
+  /** Whether an event of this type goes to it. */
+  wants(type: string): boolean;
+  /** Delivers; throws an Error whose message (never a secret) says why it did not. */
+  send(delivery: PendingDelivery): Promise<void>;
+}
+
+export interface DeliveryOptions {
+  readonly targets: readonly DeliveryTarget[];
   readonly report: (what: string, err: unknown) => void;
 }
 
+/** AGENT_WEBHOOK_URL as a target: every event, signed with AGENT_WEBHOOK_SECRET. */
+export function webhookTarget(url: string, secret: string): DeliveryTarget {
+  return {
+    name: 'webhook',
+    wants: () => true,
+    async send(delivery) {
+      await postWithin(url, {
+        'content-type': 'application/json',
+        'x-bot-agent-event': delivery.type,
+        'x-bot-agent-delivery': String(delivery.seq),
+        'x-bot-agent-signature': signatureOf(delivery.data, secret),
+      }, delivery.data);
+    },
+  };
+}
+
+/** POSTs `body`; resolves on a 2xx answer within DELIVERY_TIMEOUT_MS, else throws saying what came instead (never the URL). */
+export async function postWithin(url: string, headers: Record<string, string>, body: string): Promise<void> {
+  let response: Response;
+  try {
+    response = await fetch(url, { method: 'POST', headers, body, redirect: 'manual', signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
+  } catch (err) {
+    throw new Error(err instanceof Error ? `${err.message}${err.cause instanceof Error ? `: ${err.cause.message}` : ''}` : String(err));
+  }
+  await response.body?.cancel();
+  if (response.status < 200 || response.status >= 300) throw new Error(`answered ${response.status}`);
+}
+
 /**
- * POSTs every event to AGENT_WEBHOOK_URL, signed, at least once. Deliveries
+ * Delivers every event to its targets (AGENT_WEBHOOK_URL, signed; the chats that want it), to each at least
+ * once. Deliveries
  * wait in the store, queued in the transaction that keeps their event, so they
  * outlive a restart of the agent; only the oldest pending delivery of each bot
  * is tried, so that a bot's events arrive in order, and a receiver that is down
  * delays, never loses, them. Agents sharing a store claim each delivery before
- * making it: one at a time, and another once the claim of one that died lapses.
+ * making it: one at a time, and another once the claim of one that died lapses. A delivery that reached some
+ * targets and not others is tried again for the others only.
  */
 export class WebhookSender {
   private timer: NodeJS.Timeout | undefined;
@@ -45,7 +84,7 @@ export class WebhookSender {
 
   constructor(
     private readonly store: HistoryStore,
-    private readonly options: WebhookOptions,
+    private readonly options: DeliveryOptions,
   ) {}
 
   /** Sends whatever is due, now and whenever more falls due. */
@@ -97,29 +136,24 @@ export class WebhookSender {
   }
 
   private async deliver(delivery: PendingDelivery): Promise<void> {
-    let failure: string;
-    try {
-      const response = await fetch(this.options.url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'x-bot-agent-event': delivery.type,
-          'x-bot-agent-delivery': String(delivery.seq),
-          'x-bot-agent-signature': signatureOf(delivery.data, this.options.secret),
-        },
-        body: delivery.data,
-        redirect: 'manual',
-        signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
-      });
-      await response.body?.cancel();
-      if (response.status >= 200 && response.status < 300) {
-        await this.store.deliveryDone(delivery.seq);
-        return;
-      }
-      failure = `answered ${response.status}`;
-    } catch (err) {
-      failure = err instanceof Error ? `${err.message}${err.cause instanceof Error ? `: ${err.cause.message}` : ''}` : String(err);
+    const done = [...delivery.doneTargets];
+    const failures: string[] = [];
+    const due = this.options.targets.filter((target) => target.wants(delivery.type) && !done.includes(target.name));
+    await Promise.all(
+      due.map(async (target) => {
+        try {
+          await target.send(delivery);
+          done.push(target.name);
+        } catch (err) {
+          failures.push(`${target.name} ${(err as Error).message}`);
+        }
+      }),
+    );
+    if (failures.length === 0) {
+      await this.store.deliveryDone(delivery.seq);
+      return;
     }
+    const failure = failures.join('; ');
     const attempts = delivery.attempts + 1;
     if (Date.now() - delivery.firstAtMs > GIVE_UP_MS) {
       await this.store.deliveryDone(delivery.seq);
@@ -129,6 +163,6 @@ export class WebhookSender {
     if (attempts === 1 || attempts % 10 === 0) {
       this.options.report(`webhook: delivery of event ${delivery.seq} failed (${failure}); retrying`, new Error(failure));
     }
-    await this.store.deliveryFailed(delivery.seq, attempts, Date.now() + retryDelayMs(attempts));
+    await this.store.deliveryFailed(delivery.seq, attempts, Date.now() + retryDelayMs(attempts), done);
   }
 }

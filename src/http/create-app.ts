@@ -14,7 +14,7 @@ import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { StatsSamples } from '../stats/stats-samples.js';
 import { access } from './access.js';
-import { adminRoutes } from './admin-routes.js';
+import { adminRoutes, notificationRoutes } from './admin-routes.js';
 import { auditor } from './audit.js';
 import { botRoutes } from './bot-routes.js';
 import type { ConsoleFiles } from './console-assets.js';
@@ -33,7 +33,8 @@ import { requestLog } from './request-log.js';
 import { StreamLimits } from './stream-limits.js';
 
 /** What the HTTP layer reads of the configuration. */
-export type HttpConfig = Pick<Config, 'adminToken' | 'readRate' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses'>;
+export type HttpConfig = Pick<Config, 'adminToken' | 'readRate' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses'> &
+  Partial<Pick<Config, 'chats'>>;
 
 /** What the routes act on, built by the agent (src/agent.ts). */
 export interface AppDeps {
@@ -132,6 +133,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
     botRoutes({ driver, lifecycle, limiter, heartbeats, access: checks, audit, logFollowing: new LogFollowing(driver, history, streams), logReads: new LogReads() }).routes(),
     historyRoutes({ driver, history, watchdog, access: checks, streams, revisions: provisioner?.revisions !== undefined }).routes(),
     adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning }).routes(),
+    notificationRoutes({ access: checks, chats: config.chats }).routes(),
     consoleRoutes({ driver, provisioner, history, samples, watchdog, sessions, access: checks, trustedHosts: config.trustedHosts, files }).routes(),
   );
 

@@ -206,6 +206,12 @@ export const openApiDocument = {
       }),
       CreateBotRequest: jsonSchemaOf(createBotRequest),
       DeployRequest: jsonSchemaOf(deployRequest),
+      ChatsTested: {
+        type: 'object',
+        required: ['ok', 'message', 'targets'],
+        additionalProperties: false,
+        properties: { ok: { const: true }, message: { type: 'string' }, targets: { type: 'array', items: { enum: ['discord', 'slack', 'telegram', 'ntfy'] } } },
+      },
       Deployed: {
         type: 'object',
         required: ['ok', 'message', 'revision'],
@@ -508,6 +514,15 @@ export const openApiDocument = {
           ...responses(ok('Rolled back', ref('Deployed')), 400, 403, 500, 501, 503),
           '404': { description: '`container not found`: no such bot; or `no previous revision`: none kept to go back to', content: json(ref('Failure')) },
           '409': { description: '`deploy in progress`: another deploy or rollback holds the bot', content: json(ref('Failure')) },
+        },
+      },
+    },
+    '/api/admin/notifications/test': {
+      post: {
+        summary: 'Send a test message to every configured chat (docs/api.md §16; the platform only)',
+        responses: {
+          ...responses(ok('Every chat took it', ref('ChatsTested')), 403, 501),
+          '502': { description: 'A chat did not take it: `msg` names which and why', content: json(ref('Failure')) },
         },
       },
     },

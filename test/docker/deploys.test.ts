@@ -2,7 +2,8 @@ import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import { pino } from 'pino';
 import { BOT_LABEL, GENERATION_LABEL } from '../../src/runtime/labels.js';
-import { DockerFixture, IDLE_BOT, TEST_IMAGE } from '../helpers/docker-fixture.js';
+import { DockerFixture, IDLE_BOT } from '../helpers/docker-fixture.js';
+import { createdIdleBot } from '../helpers/idle-bot.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
 import { lineSink } from '../helpers/log-sink.js';
@@ -44,13 +45,7 @@ async function runsOf(botId: string): Promise<{ name: string; running: boolean; 
 
 /** A bot made through the API, idle and quick to stop, with its events followed from before any deploy. */
 async function newBot(t: ExecutionContext): Promise<{ id: string; events: EventStream; containerId: string }> {
-  const id = fixture.newBotId();
-  t.teardown(async () => {
-    for (const name of [id, `${id}.undo`, `${id}.previous`]) await fixture.docker.getContainer(name).remove({ force: true }).catch(() => undefined);
-  });
-  const body = { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'telegram', token: 'tok-deploys', command: ['sh', '-c', IDLE_BOT], env: { MODE: 'one' } };
-  const reply = await call(agent.server, '/api/admin/bots', { body });
-  t.is(reply.status, 201, reply.text);
+  const id = await createdIdleBot(t, fixture, agent.server, { token: 'tok-deploys', env: { MODE: 'one' } });
   const events = await openStream(agent.server, `/api/bots/${id}/events`);
   t.teardown(() => events.close());
   return { id, events, containerId: (await fixture.docker.getContainer(id).inspect()).Id };

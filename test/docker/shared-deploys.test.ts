@@ -4,7 +4,8 @@ import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisi
 import { BOT_LABEL } from '../../src/runtime/labels.js';
 import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
-import { DockerFixture, IDLE_BOT, TEST_IMAGE } from '../helpers/docker-fixture.js';
+import { DockerFixture } from '../helpers/docker-fixture.js';
+import { createdIdleBot } from '../helpers/idle-bot.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
@@ -32,14 +33,7 @@ test.after.always(async () => {
 });
 
 test('a deploy asked of two agents at once: one drives it (202), the other answers 409; both list the same revisions; one run', async (t) => {
-  const id = fixture.newBotId();
-  t.teardown(async () => {
-    for (const name of [id, `${id}.undo`, `${id}.previous`]) await fixture.docker.getContainer(name).remove({ force: true }).catch(() => undefined);
-  });
-  const created = await call(one.server, '/api/admin/bots', {
-    body: { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'telegram', token: 'tok-shared', command: ['sh', '-c', IDLE_BOT] },
-  });
-  t.is(created.status, 201, created.text);
+  const id = await createdIdleBot(t, fixture, one.server);
   const body = { env: { MODE: 'two' }, min_ready_s: 1 };
   const answers = await Promise.all([one, other].map((agent) => call(agent.server, `/api/admin/bots/${id}`, { method: 'PATCH', body })));
   t.deepEqual(answers.map((reply) => reply.status).sort(), [202, 409], answers.map((reply) => reply.text).join('\n'));

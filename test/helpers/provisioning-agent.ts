@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import type { Logger } from 'pino';
 import { assembleAgent } from '../../src/agent.js';
+import type { AgentConfig } from '../../src/agent.js';
 import type { Identity } from '../../src/config.js';
 import { BotTokens } from '../../src/identity/bot-tokens.js';
 import { listen } from '../../src/http/listen.js';
@@ -32,7 +33,13 @@ export async function provisioningAgent(
     tokens = BotTokens.open(':memory:'),
     logger = pino({ level: 'silent' }),
     pulls = {},
-  }: { tokens?: BotTokens; logger?: Logger; pulls?: Pick<DockerProvisionerOptions, 'registryLogins' | 'pullTimeoutMs' | 'registries'> } = {},
+    config = {},
+  }: {
+    tokens?: BotTokens;
+    logger?: Logger;
+    pulls?: Pick<DockerProvisionerOptions, 'registryLogins' | 'pullTimeoutMs' | 'registries'>;
+    config?: Partial<AgentConfig>;
+  } = {},
 ): Promise<ProvisioningAgent> {
   const network = await fixture.network();
   const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
@@ -40,7 +47,7 @@ export async function provisioningAgent(
     driver,
     provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network: network.name, agentUrl: 'http://agent:8000', tokens, ...pulls }),
     botTokens: tokens,
-    config: { ...TEST_APP_CONFIG, identity, adminToken: TEST_ADMIN_TOKEN },
+    config: { ...TEST_APP_CONFIG, identity, adminToken: TEST_ADMIN_TOKEN, ...config },
     logger,
     watchdog: 'off',
     statsSamples: 'off',

@@ -31,6 +31,7 @@ test('defaults follow docs/api.md §5', (t) => {
     pullTimeoutMs: 300_000,
     registryAuthFile: undefined,
     registries: undefined,
+    chats: undefined,
   });
 });
 

@@ -1,0 +1,146 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { once } from 'node:events';
+import test from 'ava';
+import { Ajv } from 'ajv';
+import { pino } from 'pino';
+import { CHAT_EVENTS } from '../../src/config.js';
+import { DockerFixture } from '../helpers/docker-fixture.js';
+import { createdIdleBot } from '../helpers/idle-bot.js';
+import { eventually } from '../helpers/eventually.js';
+import { call } from '../helpers/http-client.js';
+import { lineSink } from '../helpers/log-sink.js';
+import { provisioningAgent } from '../helpers/provisioning-agent.js';
+import type { ProvisioningAgent } from '../helpers/provisioning-agent.js';
+import { discordWebhook, ntfyPublish, slackWebhook, TELEGRAM_TAGS, telegramSendMessage } from '../fixtures/chat-schemas.js';
+
+// The owner told in their chats (docs/api.md §16): real events of a real bot on the real engine, each
+// chat's message received on loopback and checked against the schema its service documents.
+const fixture = new DockerFixture();
+const logLines: string[] = [];
+const SECRETS = { discord: 'SECRET-discord-0123', slack: 'SECRET-slack-4567', telegram: '123456:SECRET-telegram-89ab', ntfy: 'tk_SECRET-ntfy-cdef' };
+interface Received {
+  chat: string;
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: Record<string, unknown>;
+}
+const received: Received[] = [];
+/** Answers to fail, per chat: how many more of its requests get 500. */
+const failing = new Map<string, number>();
+const chatOf = (path: string): string =>
+  path.startsWith('/discord/') ? 'discord' : path.startsWith('/slack/') ? 'slack' : path.startsWith('/telegram/') ? 'telegram' : 'ntfy';
+const receiver = createServer((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (chunk: Buffer) => chunks.push(chunk));
+  req.on('end', () => {
+    const chat = chatOf(req.url ?? '');
+    const left = failing.get(chat) ?? 0;
+    if (left > 0) {
+      failing.set(chat, left - 1);
+      res.writeHead(500).end();
+      return;
+    }
+    received.push({ chat, path: req.url ?? '', headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> });
+    res.writeHead(chat === 'discord' ? 204 : 200, { 'content-type': 'application/json' }).end(chat === 'telegram' ? '{"ok":true,"result":{}}' : '');
+  });
+});
+let agent: ProvisioningAgent;
+
+test.before(async () => {
+  await fixture.ready();
+  receiver.listen(0, '127.0.0.1');
+  await once(receiver, 'listening');
+  const at = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+  agent = await provisioningAgent(fixture, 'address', {
+    logger: pino(lineSink(logLines)),
+    config: {
+      chats: {
+        discordUrl: `${at}/discord/api/webhooks/123/${SECRETS.discord}`,
+        slackUrl: `${at}/slack/services/T0/B0/${SECRETS.slack}`,
+        telegram: { api: `${at}/telegram`, token: SECRETS.telegram, chatId: '-1001234567890' },
+        ntfy: { url: `${at}/bot-alerts`, token: SECRETS.ntfy },
+        events: [...CHAT_EVENTS],
+        consoleUrl: 'https://console.example.com',
+      },
+    },
+  });
+});
+
+test.after.always(async () => {
+  await agent?.close();
+  receiver.close();
+  await fixture.cleanup();
+});
+
+const ajv = new Ajv({ strict: false, allErrors: true });
+const schemaOf = { discord: discordWebhook, slack: slackWebhook, telegram: telegramSendMessage, ntfy: ntfyPublish } as const;
+
+test('a failed deploy is told in every chat in its own format, within its limits, with the reason, last lines and console link; a chat that failed is retried alone', async (t) => {
+  const id = await createdIdleBot(t, fixture, agent.server);
+  // Its Discord fails twice first: the delivery is tried again, and only Discord is.
+  failing.set('discord', 2);
+  // Long lines with characters each format must escape.
+  const crash = `i=0; while [ $i -lt 30 ]; do i=$((i+1)); echo "line $i" '<b>&amp;</b> \`\`\`' "$(printf 'x%.0s' $(seq 1 300))"; done; exit 3`;
+  const deployed = await call(agent.server, `/api/admin/bots/${id}`, { method: 'PATCH', body: { command: ['sh', '-c', crash], min_ready_s: 5 } });
+  t.is(deployed.status, 202, deployed.text);
+  const ofBot = () => received.filter((r) => JSON.stringify(r.body).includes(id));
+  t.true(await eventually(() => ['discord', 'slack', 'telegram', 'ntfy'].every((chat) => ofBot().filter((r) => r.chat === chat).length === 2), 60_000, 100), JSON.stringify(ofBot().map((r) => r.chat)));
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  t.is(ofBot().length, 8, 'each chat told each event once: a retry of Discord reached no other chat again');
+  for (const message of ofBot()) {
+    const valid = ajv.validate(schemaOf[message.chat as keyof typeof schemaOf], message.body);
+    t.true(valid, `${message.chat}: ${ajv.errorsText()}`);
+  }
+  const [discord] = ofBot().filter((r) => r.chat === 'discord');
+  const embed = (discord?.body.embeds as Record<string, unknown>[])[0]!;
+  t.regex(String(embed.title), new RegExp(`^Bot ${id} failed its deploy \\(revision 2\\)$`));
+  t.regex(String(embed.description), /its run exited with code 3/, JSON.stringify(embed));
+  t.is(embed.url, `https://console.example.com/#/bots/${id}`);
+  const lines = (embed.fields as { name: string; value: string }[]).find((field) => field.name === 'Last lines')!.value;
+  t.regex(lines, /line 30 /, 'the newest lines are kept');
+  t.false(lines.slice(3, -3).includes('```'), 'no fence inside the code block');
+  t.true(JSON.stringify(embed).length < 6000);
+
+  const [slack] = ofBot().filter((r) => r.chat === 'slack');
+  const slackText = JSON.stringify(slack?.body.blocks);
+  t.true(slackText.includes(`<https://console.example.com/#/bots/${id}|Bot ${id} failed its deploy (revision 2)>`));
+  t.true(slackText.includes('&lt;b&gt;&amp;amp;&lt;/b&gt;'), 'mrkdwn escaped');
+
+  const [telegram] = ofBot().filter((r) => r.chat === 'telegram');
+  t.is(telegram?.path, `/telegram/bot${SECRETS.telegram}/sendMessage`);
+  t.like(telegram?.body, { chat_id: '-1001234567890', parse_mode: 'HTML' });
+  const html = String(telegram?.body.text);
+  const tags = [...html.matchAll(/<\/?([a-z-]+)[^>]*>/g)].map((match) => match[1]);
+  t.true(tags.every((tag) => TELEGRAM_TAGS.includes(tag ?? '')), `tags: ${tags.join(',')}`);
+  const parsedLength = html.replace(/<[^>]+>/g, '').replace(/&(lt|gt|amp|quot);/g, '_').length;
+  t.true(parsedLength <= 4096, `${parsedLength} characters after parsing`);
+  t.true(html.includes(`<a href="https://console.example.com/#/bots/${id}">Console</a>`));
+
+  const [ntfy] = ofBot().filter((r) => r.chat === 'ntfy');
+  t.is(ntfy?.path, '/');
+  t.is(ntfy?.headers.authorization, `Bearer ${SECRETS.ntfy}`);
+  t.like(ntfy?.body, { topic: 'bot-alerts', priority: 4, click: `https://console.example.com/#/bots/${id}` });
+  t.true(Buffer.byteLength(String(ntfy?.body.message)) <= 4096);
+
+  const rolledBack = ofBot().filter((r) => r.chat === 'discord')[1];
+  t.regex(String((rolledBack?.body.embeds as Record<string, unknown>[])[0]!.title), new RegExp(`^Bot ${id} was rolled back$`));
+  for (const secret of Object.values(SECRETS)) t.false(logLines.some((line) => line.includes(secret)), 'no secret in the log');
+});
+
+test('a test message on demand reaches every chat; one that fails is named, with no secret in the answer', async (t) => {
+  const before = received.length;
+  const reply = await call(agent.server, '/api/admin/notifications/test', { method: 'POST' });
+  t.is(reply.status, 200, reply.text);
+  t.deepEqual((reply.body?.targets as string[]).sort(), ['discord', 'ntfy', 'slack', 'telegram']);
+  const tests = received.slice(before);
+  t.is(tests.length, 4);
+  for (const message of tests) t.true(ajv.validate(schemaOf[message.chat as keyof typeof schemaOf], message.body), `${message.chat}: ${ajv.errorsText()}`);
+  failing.set('slack', 1);
+  const failed = await call(agent.server, '/api/admin/notifications/test', { method: 'POST' });
+  t.is(failed.status, 502);
+  t.is(failed.body?.msg, 'the test message did not reach every chat: slack answered 500');
+  for (const secret of Object.values(SECRETS)) t.false(failed.text.includes(secret));
+  const stranger = await call(agent.server, '/api/admin/notifications/test', { method: 'POST', from: '127.0.0.2', headers: { host: 'example.com' } });
+  t.is(stranger.status, 403);
+});
