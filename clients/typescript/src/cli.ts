@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { BotAgentClient, BotAgentError } from './index.js';
-import type { BotEvent, LogLine } from './index.js';
+import type { BotEvent, DeployChange, LogLine } from './index.js';
 
 const usage = `usage: bot-agent <command>   (as the bot named by BOT_ID)
   restart | stop | start       a lifecycle operation (stop and start name the owner from USER_ID)
@@ -9,7 +9,12 @@ const usage = `usage: bot-agent <command>   (as the bot named by BOT_ID)
   stats                        CPU, memory and uptime
   status                       state, crashes in the last hour and the last exit
   exits [limit]                exit records, newest first (20)
-  events [--after <id>]        events as they happen, one JSON per line; --after replays the kept ones first`;
+  events [--after <id>]        events as they happen, one JSON per line; --after replays the kept ones first
+  revisions                    the bot's revisions, newest first
+ the platform's (from the host, or with BOT_AGENT_ADMIN_TOKEN):
+  deploy [--image <ref>] [--env NAME=value]... [--min-ready <s>] [--deadline <s>] [--no-rollback] [--wait]
+                               a new revision; with --wait, until it is judged (exit 1 if it failed)
+  rollback                     back to the previous revision`;
 
 /** A number argument, or a usage error naming it. */
 function countOf(name: string, value: string | undefined): number | undefined {
@@ -19,6 +24,13 @@ function countOf(name: string, value: string | undefined): number | undefined {
 }
 
 class UsageError extends Error {}
+
+/** `NAME=value` of --env, as an entry. */
+function variableOf(given: string): [string, string] {
+  const at = given.indexOf('=');
+  if (at <= 0) throw new UsageError(`--env takes NAME=value, got "${given}"`);
+  return [given.slice(0, at), given.slice(at + 1)];
+}
 
 /** The one line an `exited` event prints while following logs. */
 function endOfRun(event: BotEvent): string {
@@ -43,16 +55,30 @@ function untilInterrupted(): AbortSignal {
 async function main(argv: string[]): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, allowPositionals: true, options: { follow: { type: 'boolean', short: 'f' }, after: { type: 'string' } } });
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        follow: { type: 'boolean', short: 'f' },
+        after: { type: 'string' },
+        image: { type: 'string' },
+        env: { type: 'string', multiple: true },
+        'min-ready': { type: 'string' },
+        deadline: { type: 'string' },
+        'no-rollback': { type: 'boolean' },
+        wait: { type: 'boolean' },
+      },
+    });
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
   const [command, argument, extra] = parsed.positionals;
-  const { follow, after } = parsed.values;
-  if (extra !== undefined || (follow && command !== 'logs') || (after !== undefined && command !== 'events')) {
+  const { follow, after, image, env, 'min-ready': minReady, deadline, 'no-rollback': noRollback, wait } = parsed.values;
+  const deployOptions = [image, env, minReady, deadline, noRollback, wait].some((value) => value !== undefined);
+  if (extra !== undefined || (follow && command !== 'logs') || (after !== undefined && command !== 'events') || (deployOptions && command !== 'deploy')) {
     throw new UsageError(`unexpected arguments for ${command ?? 'no command'}`);
   }
-  const known = ['restart', 'stop', 'start', 'logs', 'stats', 'status', 'exits', 'events'];
+  const known = ['restart', 'stop', 'start', 'logs', 'stats', 'status', 'exits', 'events', 'revisions', 'deploy', 'rollback'];
   if (command === undefined || !known.includes(command)) throw new UsageError(command === undefined ? 'no command' : `unknown command "${command}"`);
   if (argument !== undefined && command !== 'logs' && command !== 'exits') throw new UsageError(`${command} takes no argument`);
   const count = countOf(command === 'exits' ? 'limit' : 'lines', argument);
@@ -94,6 +120,27 @@ async function main(argv: string[]): Promise<number> {
     case 'exits':
       console.log(JSON.stringify(await client.exits(count), null, 2));
       return 0;
+    case 'revisions':
+      console.log(JSON.stringify(await client.revisions(), null, 2));
+      return 0;
+    case 'rollback':
+      console.log(`bot-agent: revision ${await client.rollback()} runs again`);
+      return 0;
+    case 'deploy': {
+      const change: DeployChange = {
+        ...(image === undefined ? {} : { image }),
+        ...(env === undefined ? {} : { env: Object.fromEntries(env.map(variableOf)) }),
+        ...(minReady === undefined ? {} : { min_ready_s: countOf('--min-ready', minReady) }),
+        ...(deadline === undefined ? {} : { deadline_s: countOf('--deadline', deadline) }),
+        ...(noRollback ? { rollback: false } : {}),
+      };
+      const revision = await client.deploy(change);
+      console.log(`bot-agent: revision ${revision} started`);
+      if (!wait) return 0;
+      const judged = await client.waitForRevision(revision, { signal: untilInterrupted() });
+      console.log(JSON.stringify(judged, null, 2));
+      return judged.outcome === 'succeeded' ? 0 : 1;
+    }
     default: {
       for await (const event of client.events({ after, signal: untilInterrupted() })) console.log(JSON.stringify(event));
       return 0;

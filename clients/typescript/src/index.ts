@@ -3,12 +3,12 @@ import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { streamMessages } from './sse.js';
 import type { StreamMessage } from './sse.js';
-import type { BotEvent, BotStats, BotStatus, ExitRecord } from './wire.js';
+import type { BotEvent, BotStats, BotStatus, DeployChange, ExitRecord, Revision } from './wire.js';
 
 // The bot's side of bot-agent, with nothing but the platform (fetch, web streams, node:net for the probe):
 // Node 18 to 24, Bun and Deno. Finds the agent (docs/api.md §7) and calls it as the bot named by BOT_ID.
 
-export type { BotEvent, BotStats, BotStatus, ExitRecord } from './wire.js';
+export type { BotEvent, BotStats, BotStatus, DeployChange, ExitRecord, Revision } from './wire.js';
 
 /** One line the bot wrote, as live logs send it (docs/api.md §10). */
 export interface LogLine {
@@ -129,6 +129,8 @@ export class BotAgentClient {
     private readonly timeoutMs: number,
     /** The bot's token, sent as `Authorization: Bot <token>` where the agent names bots by token (docs/api.md §4). */
     private readonly token: () => Promise<string | undefined>,
+    /** The platform's admin token (BOT_AGENT_ADMIN_TOKEN): when set, every call is the platform's, sent as `Authorization: Bearer`. */
+    private readonly adminToken: string | undefined,
   ) {}
 
   /**
@@ -141,14 +143,16 @@ export class BotAgentClient {
     const env = options.env ?? process.env;
     const botId = env.BOT_ID;
     if (!botId) throw new BotAgentError('BOT_ID is not set: the agent manages only the bot that names itself', undefined);
-    const holdsToken = Boolean(env.PLATFORM_AGENT_TOKEN || env.PLATFORM_AGENT_TOKEN_FILE);
+    const holdsToken = Boolean(env.PLATFORM_AGENT_TOKEN || env.PLATFORM_AGENT_TOKEN_FILE || env.BOT_AGENT_ADMIN_TOKEN);
     const given = probeFrom(env.BOT_AGENT_PROBE);
     const platformUrl = env.PLATFORM_AGENT_URL ? env.PLATFORM_AGENT_URL.replace(/\/+$/, '') : undefined;
     const direct = options.agentUrl ?? (holdsToken && !given ? platformUrl : undefined);
     const agentUrl = direct ?? (await findAgent(options));
     const configured = [options.agentUrl, platformUrl, given && `http://${given.host}:${given.port}`];
-    const token = configured.includes(agentUrl) ? tokenOf(env) : async () => undefined;
-    return new BotAgentClient(agentUrl, botId, env.USER_ID, options.timeoutMs ?? 90_000, token);
+    // Tokens, the bot's and the platform's, go only to an agent the client was configured for.
+    const trusted = configured.includes(agentUrl);
+    const token = trusted ? tokenOf(env) : async () => undefined;
+    return new BotAgentClient(agentUrl, botId, env.USER_ID, options.timeoutMs ?? 90_000, token, (trusted && env.BOT_AGENT_ADMIN_TOKEN) || undefined);
   }
 
   /** Restarts this bot; the answer comes before the restart, which then ends this process. */
@@ -261,6 +265,33 @@ export class BotAgentClient {
     }
   }
 
+  /** The bot's revisions, newest first (docs/api.md §15). */
+  async revisions(): Promise<Revision[]> {
+    return (await this.call<{ revisions: Revision[] }>('GET', `${this.botPath}/revisions`)).revisions;
+  }
+
+  /**
+   * Deploys a new revision of the bot (the platform's: from the host, or with BOT_AGENT_ADMIN_TOKEN); answers
+   * its number once its run is started. It is judged after: see revisions(), or waitForRevision().
+   */
+  async deploy(change: DeployChange = {}): Promise<number> {
+    return (await this.call<{ revision: number }>('PATCH', `/api/admin/bots/${encodeURIComponent(this.botId)}`, change)).revision;
+  }
+
+  /** Back to the previous revision (the platform's, as deploy); answers the revision that runs now. */
+  async rollback(): Promise<number> {
+    return (await this.call<{ revision: number }>('POST', `/api/admin/bots/${encodeURIComponent(this.botId)}/rollback`)).revision;
+  }
+
+  /** The revision once it is judged (its outcome no longer `deploying`), asking every `everyMs` (1 s) until `signal` aborts. */
+  async waitForRevision(revision: number, { everyMs = 1_000, signal }: { everyMs?: number; signal?: AbortSignal } = {}): Promise<Revision> {
+    for (;;) {
+      const found = (await this.revisions()).find((r) => r.revision === revision);
+      if (found && found.outcome !== 'deploying') return found;
+      await sleep(everyMs, undefined, { signal });
+    }
+  }
+
   private get botPath(): string {
     return `/api/bots/${encodeURIComponent(this.botId)}`;
   }
@@ -323,8 +354,10 @@ export class BotAgentClient {
 
   /** Sends the request, trying again until `deadlineMs` while no connection could be opened. */
   private async send(path: string, deadlineMs: number, init: RequestInit): Promise<Response> {
-    const token = await this.token();
-    const headers = token === undefined ? init.headers : { ...(init.headers as Record<string, string>), Authorization: `Bot ${token}` };
+    const given = init.headers as Record<string, string>;
+    const token = this.adminToken === undefined ? await this.token() : undefined;
+    const authorization = this.adminToken !== undefined ? `Bearer ${this.adminToken}` : token !== undefined ? `Bot ${token}` : undefined;
+    const headers = authorization === undefined ? given : { ...given, Authorization: authorization };
     const retryUntil = Math.min(deadlineMs, Date.now() + CONNECT_RETRY_FOR_MS);
     for (let pauseMs = CONNECT_RETRY_FIRST_MS; ; pauseMs = Math.min(pauseMs * 2, CONNECT_RETRY_MAX_MS)) {
       try {

@@ -50,8 +50,46 @@ export interface BotStatus {
 /** One event (docs/api.md §9); `exited` carries `exit`, `operation` its `operation`, `result` and `by`, `unhealthy` and `restarted` their `check` and `output`. */
 export interface BotEvent {
   id: string;
-  type: 'started' | 'exited' | 'crash-looping' | 'recovered' | 'operation' | 'unhealthy' | 'restarted';
+  type:
+    | 'started'
+    | 'exited'
+    | 'crash-looping'
+    | 'recovered'
+    | 'operation'
+    | 'unhealthy'
+    | 'restarted'
+    | 'pulling'
+    | 'pulled'
+    | 'pull-failed'
+    | 'deploy-started'
+    | 'deploy-succeeded'
+    | 'deploy-failed'
+    | 'rolled-back';
   bot_id: string;
   at: string;
   [field: string]: unknown;
+}
+
+/** One revision of the bot (docs/api.md §15): what it ran, who made it, when, and how it ended. */
+export interface Revision {
+  revision: number;
+  spec: { image?: string; command?: string[] | null; env?: string[]; memory_limit?: number | null; cpu_limit?: number | null; health?: { exec: string[] } | null };
+  by: string;
+  at: string;
+  outcome: 'deploying' | 'succeeded' | 'failed' | 'rolled-back' | 'interrupted';
+  reason: string | null;
+  ended_at: string | null;
+}
+
+/** What a deploy changes, and how its new run is judged (docs/api.md §15); what it leaves out stays. */
+export interface DeployChange {
+  image?: string;
+  env?: Record<string, string>;
+  command?: string[];
+  memory_limit?: number;
+  cpu_limit?: number;
+  min_ready_s?: number;
+  deadline_s?: number;
+  rollback?: boolean;
+  registry_auth?: { username: string; password: string };
 }

@@ -6,8 +6,8 @@ The synchronous :class:`BotAgentClient` needs the standard library only; the asy
 Every failure is a :class:`BotAgentError` carrying the agent's ``msg`` and HTTP ``status``.
 """
 
-from ._common import BotAgentError, BotEvent, BotStats, BotStatus, ExitRecord, LogLine
+from ._common import BotAgentError, BotEvent, BotStats, BotStatus, ExitRecord, LogLine, Revision
 from .client import BotAgentClient, Heartbeat, find_agent
 
-__all__ = ["BotAgentClient", "BotAgentError", "Heartbeat", "BotEvent", "BotStats", "BotStatus", "ExitRecord", "LogLine", "find_agent"]
+__all__ = ["BotAgentClient", "BotAgentError", "Heartbeat", "BotEvent", "BotStats", "BotStatus", "ExitRecord", "LogLine", "Revision", "find_agent"]
 __version__ = "0.1.0"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, List, Optional, cast
+from typing import Any, Dict, List, Optional, cast
 
 from ._common import BotAgentError, BotEvent
 from .client import BotAgentClient
@@ -18,9 +18,15 @@ USAGE = """bot-agent <command>   (as the bot named by BOT_ID)
   stats                        CPU, memory and uptime
   status                       state, crashes in the last hour and the last exit
   exits [limit]                exit records, newest first (20)
-  events [--after <id>]        events as they happen, one JSON per line; --after replays the kept ones first"""
+  events [--after <id>]        events as they happen, one JSON per line; --after replays the kept ones first
+  revisions                    the bot's revisions, newest first
+ the platform's (from the host, or with BOT_AGENT_ADMIN_TOKEN):
+  deploy [--image <ref>] [--env NAME=value]... [--min-ready <s>] [--deadline <s>] [--no-rollback] [--wait]
+                               a new revision; with --wait, until it is judged (exit 1 if it failed)
+  rollback                     back to the previous revision"""
 
-COMMANDS = ("restart", "stop", "start", "logs", "stats", "status", "exits", "events")
+COMMANDS = ("restart", "stop", "start", "logs", "stats", "status", "exits", "events", "revisions", "deploy", "rollback")
+DEPLOY_OPTIONS = ("image", "env", "min_ready", "deadline", "no_rollback", "wait")
 
 
 class UsageError(Exception):
@@ -38,13 +44,26 @@ def _parse(argv: List[str]) -> argparse.Namespace:
     parser.add_argument("argument", nargs="?")
     parser.add_argument("-f", "--follow", action="store_true")
     parser.add_argument("--after")
+    parser.add_argument("--image")
+    parser.add_argument("--env", action="append")
+    parser.add_argument("--min-ready", dest="min_ready")
+    parser.add_argument("--deadline")
+    parser.add_argument("--no-rollback", dest="no_rollback", action="store_true")
+    parser.add_argument("--wait", action="store_true")
     args = parser.parse_args(argv)
     if args.command is None:
         raise UsageError("no command")
     if args.command not in COMMANDS:
         raise UsageError(f'unknown command "{args.command}"')
-    if (args.follow and args.command != "logs") or (args.after is not None and args.command != "events"):
+    deploying = any(getattr(args, name) not in (None, False) for name in DEPLOY_OPTIONS)
+    if (args.follow and args.command != "logs") or (args.after is not None and args.command != "events") or (deploying and args.command != "deploy"):
         raise UsageError(f"unexpected arguments for {args.command}")
+    for name, value in (("--min-ready", args.min_ready), ("--deadline", args.deadline)):
+        if value is not None and not value.isdigit():
+            raise UsageError(f'{name} must be a whole number, got "{value}"')
+    for given in args.env or []:
+        if "=" not in given or given.startswith("="):
+            raise UsageError(f'--env takes NAME=value, got "{given}"')
     if args.argument is not None:
         if args.command not in ("logs", "exits"):
             raise UsageError(f"{args.command} takes no argument")
@@ -65,6 +84,27 @@ def _end_of_run(event: BotEvent) -> str:
     return f"bot-agent: the run ended at {event.get('at')} ({', '.join(part for part in how if part)})"
 
 
+def _deploy(client: BotAgentClient, args: argparse.Namespace) -> int:
+    change: Dict[str, Any] = {}
+    if args.image is not None:
+        change["image"] = args.image
+    if args.env:
+        change["env"] = dict(given.split("=", 1) for given in args.env)
+    if args.min_ready is not None:
+        change["min_ready_s"] = int(args.min_ready)
+    if args.deadline is not None:
+        change["deadline_s"] = int(args.deadline)
+    if args.no_rollback:
+        change["rollback"] = False
+    revision = client.deploy(**change)
+    print(f"bot-agent: revision {revision} started", flush=True)
+    if not args.wait:
+        return 0
+    judged = client.wait_for_revision(revision)
+    print(json.dumps(judged, indent=2))
+    return 0 if judged["outcome"] == "succeeded" else 1
+
+
 def _run(args: argparse.Namespace) -> int:
     client = BotAgentClient.from_env()
     count = None if args.argument is None else int(args.argument)
@@ -81,6 +121,12 @@ def _run(args: argparse.Namespace) -> int:
                 print(_end_of_run(cast(BotEvent, item)), file=sys.stderr, flush=True)
         print("bot-agent: the agent closed the log stream", file=sys.stderr)
         return 1
+    elif command == "revisions":
+        print(json.dumps(client.revisions(), indent=2))
+    elif command == "rollback":
+        print(f"bot-agent: revision {client.rollback()} runs again")
+    elif command == "deploy":
+        return _deploy(client, args)
     elif command in ("stats", "status", "exits"):
         answer = client.stats() if command == "stats" else client.status() if command == "status" else client.exits(count)
         print(json.dumps(answer, indent=2))

@@ -91,6 +91,18 @@ class BotStatus(TypedDict):
     health: Health
 
 
+class Revision(TypedDict):
+    """One revision of the bot (docs/api.md §15): what it ran, who made it, when, and how it ended."""
+
+    revision: int
+    spec: Dict[str, Any]
+    by: str
+    at: str
+    outcome: Literal["deploying", "succeeded", "failed", "rolled-back", "interrupted"]
+    reason: Optional[str]
+    ended_at: Optional[str]
+
+
 class LogLine(TypedDict):
     """One line the bot wrote, as live logs send it."""
 
@@ -117,6 +129,8 @@ class Settings:
     #: Whether the probe's address was given (BOT_AGENT_PROBE): configuration, not a guess.
     probe_given: bool
     agent_url: Optional[str]
+    #: The platform's admin token (BOT_AGENT_ADMIN_TOKEN): when set, every call is the platform's, sent as ``Authorization: Bearer``.
+    admin_token: Optional[str] = None
 
 
 def settings_from(env: Optional[Mapping[str, str]] = None) -> Settings:
@@ -139,6 +153,7 @@ def settings_from(env: Optional[Mapping[str, str]] = None) -> Settings:
         probe=probe,
         probe_given=probe_given,
         agent_url=(env.get("PLATFORM_AGENT_URL") or "").rstrip("/") or None,
+        admin_token=env.get("BOT_AGENT_ADMIN_TOKEN") or None,
     )
 
 
@@ -147,7 +162,7 @@ def direct_agent(settings: Settings, agent_url: Optional[str]) -> Optional[str]:
     a token and was given no probe address (it probes no default ``agent:8000``, which would get no token)."""
     if agent_url:
         return agent_url.rstrip("/")
-    holds_token = settings.token is not None or settings.token_file is not None
+    holds_token = settings.token is not None or settings.token_file is not None or settings.admin_token is not None
     return settings.agent_url if holds_token and not settings.probe_given else None
 
 
@@ -159,7 +174,7 @@ def token_only_for(settings: Settings, agent_url: str, given_url: Optional[str])
     configured = {given_url and given_url.rstrip("/"), settings.agent_url, f"http://{host}:{port}" if settings.probe_given else None}
     if agent_url.rstrip("/") in configured:
         return settings
-    return replace(settings, token=None, token_file=None)
+    return replace(settings, token=None, token_file=None, admin_token=None)
 
 
 def connect_pauses(timeout: float) -> Iterator[float]:
@@ -187,6 +202,9 @@ def read_token(settings: Settings) -> Optional[str]:
 def headers_for(settings: Settings, extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     headers = {"Accept": "application/json"}
     headers.update(extra or {})
+    if settings.admin_token is not None:
+        headers["Authorization"] = f"Bearer {settings.admin_token}"
+        return headers
     token = read_token(settings)
     if token is not None:
         headers["Authorization"] = f"Bot {token}"
@@ -241,7 +259,8 @@ class Calls:
         from urllib.parse import quote
 
         self._settings = settings
-        self.bot_path = f"/api/bots/{quote(settings.bot_id, safe='')}"
+        self._quoted = quote(settings.bot_id, safe="")
+        self.bot_path = f"/api/bots/{self._quoted}"
 
     def self_restart(self) -> Call:
         return Call("POST", "/api/bots/self/restart", "message", headers={"X-Bot-ID": self._settings.bot_id})
@@ -269,6 +288,15 @@ class Calls:
 
     def exits(self, limit: Optional[int]) -> Call:
         return Call("GET", f"{self.bot_path}/exits{'' if limit is None else f'?limit={int(limit)}'}", "exits")
+
+    def revisions(self) -> Call:
+        return Call("GET", f"{self.bot_path}/revisions", "revisions")
+
+    def deploy(self, change: Mapping[str, Any]) -> Call:
+        return Call("PATCH", f"/api/admin/bots/{self._quoted}", "revision", dict(change))
+
+    def rollback(self) -> Call:
+        return Call("POST", f"/api/admin/bots/{self._quoted}/rollback", "revision")
 
     def follow_logs(self, lines: Optional[int]) -> str:
         return f"{self.bot_path}/logs?follow=true{'' if lines is None else f'&lines={int(lines)}'}"

@@ -28,6 +28,7 @@ from ._common import (
     LogLine,
     Message,
     Resumption,
+    Revision,
     Settings,
     connect_pauses,
     direct_agent,
@@ -147,6 +148,18 @@ class AsyncBotAgentClient:
     async def exits(self, limit: Optional[int] = None) -> List[ExitRecord]:
         """The bot's exit records, newest first (at most ``limit``, 1 to 50; 20 unless given)."""
         return cast(List[ExitRecord], await self._ask(self._calls.exits(limit)))
+
+    async def revisions(self) -> List[Revision]:
+        """The bot's revisions, newest first (docs/api.md §15)."""
+        return cast(List[Revision], await self._ask(self._calls.revisions()))
+
+    async def deploy(self, **change: Any) -> int:
+        """Deploys a new revision of the bot (see :meth:`bot_agent.BotAgentClient.deploy`)."""
+        return int(await self._ask(self._calls.deploy(change)))
+
+    async def rollback(self) -> int:
+        """Back to the previous revision; answers the revision that runs now."""
+        return int(await self._ask(self._calls.rollback()))
 
     async def follow_logs(self, lines: Optional[int] = None) -> AsyncIterator[Union[LogLine, BotEvent]]:
         """The last ``lines`` lines, then each new one as the bot writes it, with an ``exited`` event where a

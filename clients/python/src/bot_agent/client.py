@@ -30,6 +30,7 @@ from ._common import (
     LogLine,
     Message,
     Resumption,
+    Revision,
     Settings,
     connect_pauses,
     direct_agent,
@@ -177,6 +178,28 @@ class BotAgentClient:
     def exits(self, limit: Optional[int] = None) -> List[ExitRecord]:
         """The bot's exit records, newest first (at most ``limit``, 1 to 50; 20 unless given)."""
         return cast(List[ExitRecord], self._ask(self._calls.exits(limit)))
+
+    def revisions(self) -> List[Revision]:
+        """The bot's revisions, newest first (docs/api.md §15)."""
+        return cast(List[Revision], self._ask(self._calls.revisions()))
+
+    def deploy(self, **change: Any) -> int:
+        """Deploys a new revision of the bot: ``image``, ``env``, ``command``, ``memory_limit``, ``cpu_limit``,
+        ``min_ready_s``, ``deadline_s``, ``rollback`` (docs/api.md §15). The platform's: from the host, or with
+        BOT_AGENT_ADMIN_TOKEN. Answers its number once its run is started; it is judged after."""
+        return int(self._ask(self._calls.deploy(change)))
+
+    def rollback(self) -> int:
+        """Back to the previous revision (the platform's, as deploy); answers the revision that runs now."""
+        return int(self._ask(self._calls.rollback()))
+
+    def wait_for_revision(self, revision: int, every_s: float = 1.0) -> Revision:
+        """The revision once it is judged (its outcome no longer ``deploying``)."""
+        while True:
+            for found in self.revisions():
+                if found["revision"] == revision and found["outcome"] != "deploying":
+                    return found
+            time.sleep(every_s)
 
     def follow_logs(self, lines: Optional[int] = None) -> Iterator[Union[LogLine, BotEvent]]:
         """The last ``lines`` lines (100 unless given), then each new one as the bot writes it, with an

@@ -1,0 +1,64 @@
+import { execFile } from 'node:child_process';
+import type { AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
+import test from 'ava';
+import { asPlatform, TEST_ADMIN_TOKEN } from '../helpers/agent.js';
+import { DockerFixture } from '../helpers/docker-fixture.js';
+import { createdIdleBot } from '../helpers/idle-bot.js';
+import { provisioningAgent } from '../helpers/provisioning-agent.js';
+import type { ProvisioningAgent } from '../helpers/provisioning-agent.js';
+
+// The TypeScript and Python command lines deploy and roll back a bot (docs/api.md §15), as the platform does
+// with its admin token (loopback is no platform here), against the agent on the real engine.
+const run = promisify(execFile);
+const fixture = new DockerFixture();
+let agent: ProvisioningAgent;
+
+test.before(async () => {
+  await fixture.ready();
+  agent = await provisioningAgent(fixture, 'address', { config: { loopbackPlatform: false } });
+});
+
+test.after.always(async () => {
+  await agent?.close();
+  await fixture.cleanup();
+});
+
+const CLIS = {
+  typescript: [process.execPath, '--import=tsx', 'clients/typescript/src/cli.ts'],
+  python: ['python3', '-m', 'bot_agent'],
+} as const;
+
+for (const [language, [program, ...first]] of Object.entries(CLIS)) {
+  test(`the ${language} command line deploys (waiting for the verdict), lists the revisions and rolls back; a failed deploy exits 1`, async (t) => {
+    const id = await createdIdleBot(t, fixture, agent.server, {}, asPlatform);
+    const env = {
+      ...process.env,
+      BOT_ID: id,
+      PLATFORM_AGENT_URL: `http://127.0.0.1:${(agent.server.address() as AddressInfo).port}`,
+      BOT_AGENT_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+      PYTHONPATH: 'clients/python/src',
+    };
+    const cli = (...args: string[]) => run(program, [...first, ...args], { env, timeout: 60_000 }).catch((err: { code: number; stdout: string; stderr: string }) => err);
+    const good = await cli('deploy', '--env', 'MODE=two', '--min-ready', '1', '--wait');
+    t.is((good as { code?: number }).code ?? 0, 0, `${good.stdout}${good.stderr}`);
+    t.regex(good.stdout, /^bot-agent: revision 2 started\n/);
+    t.like(JSON.parse(good.stdout.slice(good.stdout.indexOf('{'))), { revision: 2, outcome: 'succeeded' });
+    t.true((await fixture.docker.getContainer(id).inspect()).Config.Env?.includes('MODE=two'));
+    const listed = JSON.parse((await cli('revisions')).stdout) as { revision: number; outcome: string }[];
+    t.deepEqual(listed.map((r) => [r.revision, r.outcome]), [[2, 'succeeded'], [1, 'succeeded']]);
+    const back = await cli('rollback');
+    t.is(back.stdout, 'bot-agent: revision 1 runs again\n');
+    t.false((await fixture.docker.getContainer(id).inspect()).Config.Env?.includes('MODE=two'));
+    // A registry nobody answers on, on loopback: the deploy fails before anything stops.
+    const bad = await cli('deploy', '--image', '127.0.0.1:9/tests/nowhere:v1', '--wait');
+    t.is((bad as { code?: number }).code, 1);
+    t.regex(bad.stderr, /^bot-agent: /);
+    const usage = await cli('deploy', '--env', 'no-equals');
+    t.is((usage as { code?: number }).code, 2);
+    // Without the admin token, from a host that is no platform: refused.
+    const stranger = await run(program, [...first, 'rollback'], { env: { ...env, BOT_AGENT_ADMIN_TOKEN: '' } }).catch((err: { code: number; stderr: string }) => err);
+    t.is((stranger as { code?: number }).code, 1);
+    t.regex((stranger as { stderr: string }).stderr, /forbidden/);
+  });
+}
