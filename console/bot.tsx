@@ -4,6 +4,7 @@ import type { BotEvent, BotStatus, ExitRecord } from './api.js';
 import { Charts } from './charts.js';
 import { HealthBadge } from './health-badge.js';
 import { LogTail } from './log-tail.js';
+import { DEPLOY_EVENTS, Deploys, deployWords } from './deploys.js';
 import { useEvents } from './use-events.js';
 
 type Operation = 'restart' | 'stop' | 'start';
@@ -73,6 +74,7 @@ export function Bot({ botId, onForbidden }: { botId: string; onForbidden: (err: 
           <h2 id="logs-title">Live logs</h2>
           <LogTail botId={botId} />
         </section>
+        <Deploys botId={botId} events={events} />
         <section aria-labelledby="charts-title" class="panel">
           <h2 id="charts-title">CPU and memory, last 15 minutes</h2>
           <Charts botId={botId} />
@@ -181,7 +183,7 @@ export function describe(event: BotEvent): string {
     case 'restarted':
       return `restarted by the watchdog: unhealthy (${String(event.check)})`;
     default:
-      return event.type;
+      return DEPLOY_EVENTS.has(event.type) ? deployWords(event) : event.type;
   }
 }
 

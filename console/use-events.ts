@@ -1,7 +1,22 @@
 import { useEffect, useRef } from 'preact/hooks';
 import type { BotEvent } from './api.js';
 
-export const EVENT_TYPES = ['started', 'exited', 'crash-looping', 'recovered', 'operation', 'unhealthy', 'restarted'] as const;
+export const EVENT_TYPES = [
+  'started',
+  'exited',
+  'crash-looping',
+  'recovered',
+  'operation',
+  'unhealthy',
+  'restarted',
+  'pulling',
+  'pulled',
+  'pull-failed',
+  'deploy-started',
+  'deploy-succeeded',
+  'deploy-failed',
+  'rolled-back',
+] as const;
 
 /** The stream's address, resuming after `cursor` when there is one. */
 function resumed(url: string, cursor: string | undefined): string {

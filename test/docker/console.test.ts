@@ -17,6 +17,8 @@ import { TEST_APP_CONFIG } from '../helpers/agent.js';
 import { DockerFixture, IDLE_BOT } from '../helpers/docker-fixture.js';
 import type { TestBot } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
+import { createdIdleBot } from '../helpers/idle-bot.js';
+import { pushedImage, REGISTRY_LOGIN, testRegistry } from '../helpers/registry.js';
 
 // The operator's console in a real Chromium (Debian's, driven by playwright-core), against the agent on the
 // real engine: what an operator sees and does, checked on the engine afterwards.
@@ -30,7 +32,8 @@ async function startAgent(config: Partial<typeof TEST_APP_CONFIG> = {}): Promise
   const network = (await fixture.network()).name;
   const agent = assembleAgent({
     driver,
-    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' }),
+    // The operator's login for the test registry (AGENT_REGISTRY_AUTH): a deploy from the page pulls with it.
+    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000', registryLogins: new Map([[testRegistry(), REGISTRY_LOGIN]]) }),
     config: { ...TEST_APP_CONFIG, ...config },
     logger: pino({ level: 'silent' }),
     statsSamples: { intervalMs: 1_000 },
@@ -200,6 +203,43 @@ test.serial('a line the bot prints appears in the live tail within 1 s; the tail
   await page.getByRole('button', { name: 'Yes, start' }).click();
   await page.getByTestId('answer').getByText(/started/i).waitFor({ timeout: 30_000 });
   t.true(await fixture.running(bot), 'the container does not run after Start');
+  t.deepEqual(problems, []);
+  await page.close();
+});
+
+test.serial("a deploy from a bot's page: its progress live, the new revision's outcome, the rollback button; a failed pull says why; the real container follows", async (t) => {
+  const id = await createdIdleBot(t, fixture, agents[0]!.server);
+  const original = (await fixture.docker.getContainer(id).inspect()).Config.Image;
+  const image = await pushedImage(fixture.docker, 'console-deploy');
+  const page = await browser.newPage();
+  // The failed pull's 422 is one the page shows as it should.
+  const problems = watchPage(page, { expected: [...OTHERS_REMOVED, /status of 422/, /^422 PATCH /] });
+  await page.goto(`${loopback.url}/#/bots/${id}`);
+  const revisions = page.getByTestId('revisions');
+  await revisions.locator('tr[data-revision="1"] td.outcome').getByText('succeeded').waitFor();
+  await page.getByLabel('Image').fill(image);
+  await page.getByLabel('Up for (s)').fill('1');
+  await page.getByRole('button', { name: 'Deploy' }).click();
+  await page.getByTestId('deploy-answer').getByText(/revision 2 started/).waitFor({ timeout: 30_000 });
+  // The pull and the deploy's steps show as they happen, without a reload.
+  await page.locator('ol.events').getByText(/^pulled .* in [\d.]+ s$/).waitFor({ timeout: 10_000 }).catch(async (err: unknown) => {
+    t.log(await page.locator('ol.events').innerText());
+    throw err;
+  });
+  await page.getByTestId('deploy-progress').getByText(/revision 2 deployed/).waitFor({ timeout: 30_000 });
+  await revisions.locator('tr[data-revision="2"] td.outcome').getByText('succeeded').waitFor();
+  t.is((await fixture.docker.getContainer(id).inspect()).Config.Image, image);
+
+  await page.getByRole('button', { name: 'Roll back' }).click();
+  await page.getByTestId('deploy-answer').getByText(/rolled back from revision 2 to revision 1/).waitFor({ timeout: 30_000 });
+  await revisions.locator('tr[data-revision="2"] td.outcome').getByText(/rolled-back/).waitFor();
+  t.is((await fixture.docker.getContainer(id).inspect()).Config.Image, original);
+
+  await page.getByLabel('Image').fill(`${image.replace(/:v1$/, '')}:no-such-tag`);
+  await page.getByRole('button', { name: 'Deploy' }).click();
+  await page.getByTestId('deploy-answer').getByText(/was not found in its registry/).waitFor({ timeout: 30_000 });
+  await revisions.locator('tr[data-revision="3"] td.outcome').getByText(/failed: image .* was not found/).waitFor();
+  t.true((await fixture.docker.getContainer(id).inspect()).State.Running, 'the bot runs on');
   t.deepEqual(problems, []);
   await page.close();
 });

@@ -19,6 +19,7 @@ import { DockerRunWatcher, EXIT_LOG_LINES } from './docker-runs.js';
 import { ContainerStopped, DockerStatsFeed } from './docker-stats-feed.js';
 import { botStatsFrom } from './docker-stats.js';
 import { ENGINE_DEADLINE_MS } from './docker-deadline.js';
+import { UNDO_SUFFIX } from './docker-revisions.js';
 
 /** How long a stop, start or restart may take beyond the container's own grace period. */
 const LIFECYCLE_MARGIN_MS = 30_000;
@@ -274,9 +275,20 @@ class DockerDriver implements RuntimeDriver {
   }
 
   private async inspectBot(botId: string): Promise<ContainerInspectInfo> {
-    const info = await this.engine(botId, (abortSignal) => this.docker.getContainer(botId).inspect({ abortSignal }));
+    try {
+      return await this.inspectNamed(botId, botId);
+    } catch (err) {
+      // In the moment a deploy switches its runs (docs/api.md §15), the bot is its old run, stopped, under `<id>.undo`.
+      if (!(err instanceof NotFound)) throw err;
+      return this.inspectNamed(botId, `${botId}${UNDO_SUFFIX}`).catch(() => Promise.reject(err));
+    }
+  }
+
+  /** The container named `name` that carries the bot's label; NotFound otherwise. */
+  private async inspectNamed(botId: string, name: string): Promise<ContainerInspectInfo> {
+    const info = await this.engine(botId, (abortSignal) => this.docker.getContainer(name).inspect({ abortSignal }));
     // The engine also resolves id prefixes; the agent never touches an unlabelled container.
-    if (info.Name !== `/${botId}` || info.Config.Labels?.[BOT_LABEL] !== botId) {
+    if (info.Name !== `/${name}` || info.Config.Labels?.[BOT_LABEL] !== botId) {
       throw new NotFound(messages.botNotFound(botId));
     }
     return info;
