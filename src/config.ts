@@ -51,6 +51,8 @@ export interface Config {
   readonly registryAuthFile: string | undefined;
   /** The registries pulls may come from (docs/api.md §14); undefined: any. */
   readonly registries: readonly string[] | undefined;
+  /** Secrets every bot's pod pulls its image with, on Kubernetes (docs/api.md §14). */
+  readonly imagePullSecrets: readonly string[];
   /** The chats the owner is told in (docs/api.md §16); undefined: none. */
   readonly chats: ChatConfig | undefined;
 }
@@ -147,6 +149,10 @@ const env = object({
   AGENT_CONNECTIONS_PER_ADDRESS: wholeNumber('AGENT_CONNECTIONS_PER_ADDRESS', 1, 65_536, 'connections').default(64),
   AGENT_PULL_TIMEOUT_S: wholeNumber('AGENT_PULL_TIMEOUT_S', 1, 3_600, 'seconds').default(300),
   AGENT_REGISTRY_AUTH: string(),
+  AGENT_IMAGE_PULL_SECRETS: string().matches(
+    /^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?(\s*,\s*[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?)*$/,
+    'AGENT_IMAGE_PULL_SECRETS must be Secret names separated by commas, e.g. team-registry',
+  ),
   AGENT_REGISTRIES: string().matches(
     /^[a-z0-9.-]+(:\d+)?(\s*,\s*[a-z0-9.-]+(:\d+)?)*$/i,
     'AGENT_REGISTRIES must be registry hosts separated by commas, e.g. registry.example.com,127.0.0.1:5000,docker.io',
@@ -247,6 +253,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       pullTimeoutMs: values.AGENT_PULL_TIMEOUT_S * 1000,
       registryAuthFile: values.AGENT_REGISTRY_AUTH,
       chats: chatsOf(values),
+      imagePullSecrets: Object.freeze((values.AGENT_IMAGE_PULL_SECRETS ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '')),
       registries:
         values.AGENT_REGISTRIES === undefined
           ? undefined

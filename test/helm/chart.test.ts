@@ -118,6 +118,15 @@ test('identity.mode reaches the agent as AGENT_IDENTITY, and only a token mode l
   t.deepEqual((await rendered({ 'rbac.readNodes': 'false' })).rules, [], 'no ClusterRole at all by address without node reads');
 });
 
+test("botImagePullSecrets reach the agent as AGENT_IMAGE_PULL_SECRETS, and none is set by default", async (t) => {
+  const envOf = async (set: Record<string, string>) =>
+    ((byKind(await renderChart('bots', set), 'Deployment')[0] as any).spec.template.spec.containers[0].env as Array<{ name: string; value?: string }>).find(
+      (e) => e.name === 'AGENT_IMAGE_PULL_SECRETS',
+    )?.value;
+  t.is(await envOf({}), undefined);
+  t.is(await envOf({ 'botImagePullSecrets[0]': 'team-registry', 'botImagePullSecrets[1]': 'hub' }), 'team-registry,hub');
+});
+
 test('the NetworkPolicy admits only pods labelled as bots, plus the configured peers', async (t) => {
   const [policy] = byKind(await renderChart('bots', { 'networkPolicy.extraFrom[0].namespaceSelector.matchLabels.team': 'platform' }), 'NetworkPolicy');
   const from = (policy as any).spec.ingress[0].from;

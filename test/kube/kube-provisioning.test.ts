@@ -13,7 +13,7 @@ import { NAMESPACE } from './kube-harness.js';
 // its whole environment, is in test/kube-cluster/provisioning.test.ts.
 const TOKEN = 'kube-token-never-shown';
 
-async function setUp(t: { teardown(fn: () => Promise<void>): void }) {
+async function setUp(t: { teardown(fn: () => Promise<void>): void }, pullSecrets: string[] = []) {
   const api = new FakeKubeApi(NAMESPACE, await chartGrants(NAMESPACE));
   await api.start();
   const kubeConfig = api.kubeConfig();
@@ -21,7 +21,7 @@ async function setUp(t: { teardown(fn: () => Promise<void>): void }) {
     createKubernetesDriver({ kubeConfig, namespace: NAMESPACE }),
     {},
     '127.0.0.1',
-    createKubernetesProvisioner({ kubeConfig, namespace: NAMESPACE, agentUrl: 'http://agent:8000' }),
+    createKubernetesProvisioner({ kubeConfig, namespace: NAMESPACE, agentUrl: 'http://agent:8000', pullSecrets }),
   );
   t.teardown(async () => {
     await agent.close();
@@ -83,4 +83,28 @@ test('a bot cannot create, list or remove bots', async (t) => {
   }
   t.is(api.deploymentOf('bot_2_2_new'), undefined);
   t.truthy(api.deploymentOf('bot_1_1_caller'));
+});
+
+test("a create's registry login becomes a dockerconfigjson Secret its pod pulls with, beside the configured ones; it goes with the bot", async (t) => {
+  const { api, server } = await setUp(t, ['team-registry']);
+  const id = 'bot_8_8_pull';
+  const login = { username: 'robot', password: 'pull-password-never-shown' };
+  const created = await call(server, '/api/admin/bots', { body: createBody(id, { registry_auth: login }) });
+  t.is(created.status, 201, created.text);
+  const deployment = api.deploymentOf(id) as { metadata: { name: string }; spec: { template: { spec: { imagePullSecrets?: { name: string }[] } } } };
+  const name = deployment.metadata.name;
+  t.deepEqual(deployment.spec.template.spec.imagePullSecrets, [{ name: 'team-registry' }, { name: `${name}-pull` }]);
+  const secret = api.secrets.get(`${name}-pull`) as { type: string; stringData?: Record<string, string>; data?: Record<string, string> };
+  t.is(secret.type, 'kubernetes.io/dockerconfigjson');
+  const config = JSON.parse(secret.stringData?.['.dockerconfigjson'] ?? Buffer.from(secret.data?.['.dockerconfigjson'] ?? '', 'base64').toString()) as {
+    auths: Record<string, { username: string; password: string; auth: string }>;
+  };
+  t.deepEqual(config.auths['registry.example.com'], { ...login, auth: Buffer.from('robot:pull-password-never-shown').toString('base64') });
+  t.notRegex((await call(server, '/api/admin/bots')).text, /pull-password-never-shown/);
+  t.is((await call(server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
+  t.is(api.secrets.size, 0);
+  // Without a login of its own, a bot pulls with the configured Secrets alone.
+  t.is((await call(server, '/api/admin/bots', { body: createBody('bot_8_8_plain') })).status, 201);
+  const plain = api.deploymentOf('bot_8_8_plain') as { spec: { template: { spec: { imagePullSecrets?: { name: string }[] } } } };
+  t.deepEqual(plain.spec.template.spec.imagePullSecrets, [{ name: 'team-registry' }]);
 });

@@ -32,6 +32,7 @@ test('defaults follow docs/api.md §5', (t) => {
     registryAuthFile: undefined,
     registries: undefined,
     chats: undefined,
+    imagePullSecrets: [],
   });
 });
 
@@ -41,6 +42,8 @@ test('pulls: a bounded time in seconds, and a Docker config.json of logins when 
   t.throws(() => loadConfig({ AGENT_PULL_TIMEOUT_S: '3601' }), { instanceOf: ConfigError, message: /^AGENT_PULL_TIMEOUT_S/ });
   t.deepEqual(loadConfig({ AGENT_REGISTRIES: 'Registry.example.com, 127.0.0.1:5000,docker.io' }).registries, ['registry.example.com', '127.0.0.1:5000', 'docker.io']);
   t.throws(() => loadConfig({ AGENT_REGISTRIES: 'https://registry.example.com' }), { instanceOf: ConfigError, message: /^AGENT_REGISTRIES must be registry hosts/ });
+  t.deepEqual(loadConfig({ AGENT_IMAGE_PULL_SECRETS: 'team-registry, hub' }).imagePullSecrets, ['team-registry', 'hub']);
+  t.throws(() => loadConfig({ AGENT_IMAGE_PULL_SECRETS: 'Team Registry' }), { instanceOf: ConfigError, message: /^AGENT_IMAGE_PULL_SECRETS must be Secret names/ });
 });
 
 test('the readiness grace and the shutdown delay are milliseconds, bounded', (t) => {

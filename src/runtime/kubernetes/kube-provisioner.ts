@@ -1,10 +1,12 @@
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
-import type { KubeConfig, V1Container, V1Deployment, V1EnvVar, V1Pod, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
+import type { KubeConfig, V1Container, V1Deployment, V1EnvVar, V1Pod, V1PodSpec, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
 import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
 import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import { healthPolicyLabels } from '../health-policy.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
+import { DOCKER_HUB, registryOf } from '../../provisioning/registry-credentials.js';
+import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
@@ -16,9 +18,20 @@ export interface KubernetesProvisionerOptions {
   readonly namespace: string;
   /** PLATFORM_AGENT_URL for every bot. */
   readonly agentUrl: string;
+  /** Secrets of the bots' namespace every bot's pod pulls its image with (AGENT_IMAGE_PULL_SECRETS, docs/api.md §14). */
+  readonly pullSecrets?: readonly string[] | undefined;
 }
 
 const TOKEN_KEY = 'token';
+const pullSecretOf = (name: string): string => `${name}-pull`;
+
+/** A create's registry login as the kubelet reads it: a Secret's `.dockerconfigjson`, by the image's registry host. */
+function dockerConfigJson(image: string, login: RegistryLogin): string {
+  const registry = registryOf(image);
+  const host = registry === DOCKER_HUB ? 'https://index.docker.io/v1/' : registry;
+  const auth = Buffer.from(`${login.username}:${login.password}`).toString('base64');
+  return JSON.stringify({ auths: { [host]: { username: login.username, password: login.password, auth } } });
+}
 const failedTo = (verb: string, botId: string) => (detail: string) => new OperationFailed(`Failed to ${verb} bot ${botId}: ${detail}`);
 
 
@@ -36,6 +49,8 @@ class KubernetesProvisioner implements Provisioner {
     const namespace = this.options.namespace;
     const name = objectName(spec.id);
     const failed = failedTo('create', spec.id);
+    // The Secrets this create made: a failed create removes them, and nothing it did not make.
+    const made: string[] = [];
     try {
       if ((await this.deployments(spec.id)).length > 0) throw new AlreadyExists(`bot ${spec.id} exists already`);
       await this.core.createNamespacedSecret(
@@ -49,15 +64,31 @@ class KubernetesProvisioner implements Provisioner {
         },
         withDeadline(),
       );
+      made.push(`${name}-token`);
+      if (spec.registryLogin) {
+        await this.core.createNamespacedSecret(
+          {
+            namespace,
+            body: {
+              metadata: { name: pullSecretOf(name), labels: { [BOT_LABEL]: spec.id } },
+              type: 'kubernetes.io/dockerconfigjson',
+              stringData: { '.dockerconfigjson': dockerConfigJson(spec.image, spec.registryLogin) },
+            },
+          },
+          withDeadline(),
+        );
+        made.push(pullSecretOf(name));
+      }
     } catch (err) {
+      await this.removeSecrets(made);
       if (apiStatus(err) === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
       throw translateKubeError(err, undefined, failed);
     }
     try {
       await this.apps.createNamespacedDeployment({ namespace, body: this.deploymentFor(spec, name) }, withDeadline());
     } catch (err) {
-      // Leave nothing half-made: the token's Secret goes with the failed create.
-      await this.core.deleteNamespacedSecret({ name: `${name}-token`, namespace }, withDeadline()).catch(() => undefined);
+      // Leave nothing half-made: the Secrets go with the failed create.
+      await this.removeSecrets(made);
       if (apiStatus(err) === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
       // Invalid (422) or malformed (400): the cluster refused what the request asked for.
       const status = apiStatus(err);
@@ -89,11 +120,20 @@ class KubernetesProvisioner implements Provisioner {
       const name = deployment?.metadata?.name;
       if (!name) throw new NotFound(messages.botNotFound(botId));
       await this.apps.deleteNamespacedDeployment({ name, namespace }, withDeadline());
-      await this.core.deleteNamespacedSecret({ name: `${name}-token`, namespace }, withDeadline()).catch((err: unknown) => {
-        if (apiStatus(err) !== 404) throw err;
-      });
+      for (const secret of [`${name}-token`, pullSecretOf(name)]) {
+        await this.core.deleteNamespacedSecret({ name: secret, namespace }, withDeadline()).catch((err: unknown) => {
+          if (apiStatus(err) !== 404) throw err;
+        });
+      }
     } catch (err) {
       throw translateKubeError(err, botId, failedTo('remove', botId));
+    }
+  }
+
+  /** Secrets a failed create made; what is not there any more is no failure. */
+  private async removeSecrets(names: readonly string[]): Promise<void> {
+    for (const secret of names) {
+      await this.core.deleteNamespacedSecret({ name: secret, namespace: this.options.namespace }, withDeadline()).catch(() => undefined);
     }
   }
 
@@ -121,6 +161,7 @@ class KubernetesProvisioner implements Provisioner {
           spec: {
             // A bot has no business with the cluster's API: no token of the namespace's ServiceAccount.
             automountServiceAccountToken: false,
+            ...pullSecretsOf(this.options.pullSecrets ?? [], spec.registryLogin ? pullSecretOf(name) : undefined),
             // The restricted Pod Security profile.
             securityContext: {
               runAsNonRoot: true,
@@ -213,4 +254,10 @@ function probesOf(health: BotHealthSpec | undefined): Pick<V1Container, 'livenes
     initialDelaySeconds: health.startPeriodS,
   };
   return { livenessProbe: probe, readinessProbe: { ...probe } };
+}
+
+/** The pod's imagePullSecrets: the configured ones, and the create's own login's; none: the field is left out. */
+function pullSecretsOf(configured: readonly string[], own: string | undefined): Pick<V1PodSpec, 'imagePullSecrets'> {
+  const names = own === undefined ? configured : [...configured, own];
+  return names.length === 0 ? {} : { imagePullSecrets: names.map((secret) => ({ name: secret })) };
 }
