@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import type Koa from 'koa';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
@@ -15,6 +16,7 @@ import { Readiness } from './http/readiness.js';
 import type { RouteEntry } from './http/create-app.js';
 import { AgentMetrics } from './http/metrics.js';
 import { Deploys } from './deploys/deploys.js';
+import { InFlightDeploys } from './deploys/in-flight.js';
 import { BotLifecycle } from './lifecycle/bot-lifecycle.js';
 import { LocalDeployMarks } from './lifecycle/deploy-marks.js';
 import { RateLimiter } from './lifecycle/rate-limiter.js';
@@ -141,7 +143,16 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   const deployMarks = new LocalDeployMarks();
   const lifecycle = new BotLifecycle(driver, config.restartTimeoutMs, locks, deployMarks);
   // Where the runtime deploys (docs/api.md §15): its deploys, and those dead agents left, settled from the start.
-  const deploys = provisioner?.revisions && new Deploys(provisioner.revisions, history, deployMarks, (botId) => lifecycle.whenIdle(botId), report);
+  const deploys =
+    provisioner?.revisions &&
+    new Deploys(
+      provisioner.revisions,
+      history,
+      deployMarks,
+      (botId) => lifecycle.whenIdle(botId),
+      report,
+      new InFlightDeploys(config.dataDir === ':memory:' ? undefined : join(config.dataDir, 'deploys')),
+    );
   if (deploys) {
     deploys.start();
     closers.push(() => deploys.close());

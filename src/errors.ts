@@ -31,6 +31,11 @@ export class NotRunning extends AgentError {
   readonly status = 409;
 }
 
+/** The engine refused because the bot's container is in the middle of something (being removed, renamed, restarted). */
+export class EngineBusy extends AgentError {
+  readonly status = 409;
+}
+
 /** A bot with this id exists already. */
 export class AlreadyExists extends AgentError {
   readonly status = 409;
@@ -60,6 +65,11 @@ export class RegistryRefused extends AgentError {
 /** The registry of a pull's image cannot be reached, or failed the pull (docs/api.md §14). */
 export class RegistryUnreachable extends AgentError {
   readonly status = 502;
+}
+
+/** A chat test on an agent with no chat configured (docs/api.md §16). */
+export class NoChat extends AgentError {
+  readonly status = 409;
 }
 
 /** A chat's service did not take a test message (docs/api.md §16). */

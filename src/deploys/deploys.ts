@@ -1,5 +1,6 @@
 import { OperationInProgress } from '../errors.js';
 import type { DeployMarks } from '../lifecycle/deploy-marks.js';
+import { InFlightDeploys } from './in-flight.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { RevisionOutcome, RevisionRecord } from '../history/history-store.js';
 import type { PullReport } from '../provisioning/provisioner.js';
@@ -23,6 +24,8 @@ const FAILED_LINES = 20;
 const WATCH_EVERY_MS = 500;
 /** How long after a deploy's deadline, or after first finding it left without a new run, another agent settles it. */
 const LEFT_GRACE_MS = 30_000;
+/** How old a revision still `deploying` with no deploy left must be before any agent settles its record. */
+const UNJUDGED_MS = 10 * 60_000;
 /** How often the agent looks for deploys a dead agent left. */
 const LEFT_EVERY_MS = 15_000;
 
@@ -48,6 +51,8 @@ export class Deploys {
     /** Resolves once the lifecycle operations on the bot under way have ended. */
     private readonly idle: (botId: string) => Promise<void>,
     private readonly report: FaultReporter,
+    /** This agent's deploys under way, kept where its next life finds them. */
+    private readonly inFlight: InFlightDeploys = new InFlightDeploys(undefined),
     private readonly options: { readonly watchEveryMs?: number; readonly now?: () => number } = {},
   ) {}
 
@@ -67,9 +72,11 @@ export class Deploys {
       const at = new Date(this.now()).toISOString();
       const deadlineAtMs = this.now() + request.deadlineS * 1000;
       let spec: RevisionSpec;
+      this.inFlight.begin(botId);
       try {
         spec = await this.runtime.switchTo(botId, revision, request.change, deadlineAtMs, pulls);
       } catch (err) {
+        this.inFlight.end(botId);
         // Nothing changed; an error of its own, not a revision, when another deploy holds the bot.
         if (!(err instanceof OperationInProgress)) {
           const reason = (err as Error).message;
@@ -78,7 +85,13 @@ export class Deploys {
         throw err;
       }
       await this.history.revision(botId, record(revision, spec, by, at, 'deploying', null), { type: 'deploy-started', fields: { image: spec.image, by } });
-      this.track(this.judge(botId, { from, revision }, spec, by, at, request, deadlineAtMs).finally(release));
+      this.track(
+        this.judge(botId, { from, revision }, spec, by, at, request, deadlineAtMs).finally(() => {
+          // Closed mid-deploy, the mark stays: the next life settles the deploy.
+          if (!this.closed) this.inFlight.end(botId);
+          release();
+        }),
+      );
       return revision;
     } catch (err) {
       release();
@@ -102,8 +115,10 @@ export class Deploys {
     const release = this.marks.hold(botId);
     try {
       await this.idle(botId);
+      this.inFlight.begin(botId);
       const moved = await this.runtime.rollBack(botId);
       await this.ended(botId, moved.from, 'rolled-back', `rolled back by ${by}`, { type: 'rolled-back', fields: { from_revision: moved.from, to_revision: moved.to, by } });
+      this.inFlight.end(botId);
       return moved;
     } finally {
       release();
@@ -215,7 +230,7 @@ export class Deploys {
   }
 
   /** A revision's new outcome, with its event; a record never kept (its agent died first) is kept with what is known. */
-  private async ended(botId: string, revision: number, outcome: RevisionOutcome, reason: string, event: { type: string; fields: Record<string, unknown> }): Promise<void> {
+  private async ended(botId: string, revision: number, outcome: RevisionOutcome, reason: string | null, event: { type: string; fields: Record<string, unknown> }): Promise<void> {
     const [kept] = (await this.history.revisions(botId, 50).catch(() => [])).filter((r) => r.revision === revision);
     const at = new Date(this.now()).toISOString();
     await this.history.revision(botId, record(revision, kept?.spec ?? {}, kept?.by ?? 'platform', kept?.at ?? at, outcome, reason, at), event);
@@ -230,28 +245,64 @@ export class Deploys {
       return;
     }
     const now = this.now();
+    // At start, this agent's own earlier life's deploys are settled at once; another agent's only once surely dead.
+    const own = atStart ? this.inFlight.leftByEarlierLife : new Set<string>();
     for (const deploy of left) {
       if (this.closed || this.marks.isHeld(deploy.botId)) continue;
-      if (!atStart && !this.dueToSettle(deploy, now)) continue;
+      if (!own.has(deploy.botId) && !this.dueToSettle(deploy, now)) continue;
       this.seenLeft.delete(deploy.botId);
       try {
+        // Judged good before its agent could keep it: kept now, not undone.
+        if (deploy.to !== undefined && deploy.to > deploy.from && (await this.outcomeOf(deploy.botId, deploy.to)) === 'succeeded') {
+          await this.runtime.keep(deploy.botId);
+          continue;
+        }
         await this.runtime.settle(deploy);
         if (deploy.to === undefined || deploy.to > deploy.from) {
           const reason = 'the agent that drove it stopped before it was judged; it was undone';
           await this.ended(deploy.botId, deploy.to ?? deploy.from + 1, 'interrupted', reason, { type: 'deploy-failed', fields: { reason, rolled_back: true } });
           await this.history.note(deploy.botId, 'rolled-back', { from_revision: deploy.to ?? null, to_revision: deploy.from, by: 'agent' });
         }
+        this.inFlight.end(deploy.botId);
       } catch (err) {
         // Settled by another agent meanwhile (its names moved), or the engine failed: looked at again next time.
         if (!(err instanceof OperationInProgress)) this.report(`the deploy left of bot ${deploy.botId} could not be settled`, err);
       }
     }
     for (const botId of this.seenLeft.keys()) if (!left.some((d) => d.botId === botId)) this.seenLeft.delete(botId);
+    await this.settleRecords(left, own);
+    // What the earlier life left and is settled now (or was already): its marks go.
+    for (const botId of own) if (!left.some((deploy) => deploy.botId === botId)) this.inFlight.end(botId);
+  }
+
+  /**
+   * Revisions still `deploying` with no deploy left to settle: their agent died after keeping or undoing the
+   * run and before saying so. The bot's run says which: the revision itself runs (kept), or not (undone).
+   * Those of this agent's earlier life at once; others once older than UNJUDGED_MS, which no live deploy still judges.
+   */
+  private async settleRecords(left: LeftDeploy[], own: ReadonlySet<string>): Promise<void> {
+    const unjudged = await this.history.deployingRevisions().catch(() => []);
+    for (const { botId, revision, atMs } of unjudged) {
+      if (this.closed || this.marks.isHeld(botId) || left.some((deploy) => deploy.botId === botId)) continue;
+      if (!own.has(botId) && this.now() - atMs < UNJUDGED_MS) continue;
+      const running = await this.runtime.current(botId).then(
+        (current) => current.revision,
+        () => undefined,
+      );
+      const kept = running === revision;
+      const reason = kept ? null : 'the agent that drove it stopped before it was judged; it was undone';
+      await this.ended(botId, revision, kept ? 'succeeded' : 'interrupted', reason, kept ? { type: 'deploy-succeeded', fields: {} } : { type: 'deploy-failed', fields: { reason, rolled_back: true } });
+    }
+  }
+
+  private async outcomeOf(botId: string, revision: number): Promise<RevisionOutcome | undefined> {
+    return (await this.history.revisions(botId, 50).catch(() => [])).find((kept) => kept.revision === revision)?.outcome;
   }
 
   /** Whether another agent's deploy is surely dead: past its deadline, or seen without a new run for a while. */
   private dueToSettle(deploy: LeftDeploy, now: number): boolean {
-    if (deploy.deadlineAtMs !== undefined) return now > deploy.deadlineAtMs + LEFT_GRACE_MS;
+    // A deploy's new run carries its deadline; a rollback's (an older revision's run) carries a deadline long past.
+    if (deploy.deadlineAtMs !== undefined && deploy.to !== undefined && deploy.to > deploy.from) return now > deploy.deadlineAtMs + LEFT_GRACE_MS;
     const seen = this.seenLeft.get(deploy.botId);
     if (seen === undefined) this.seenLeft.set(deploy.botId, now);
     return seen !== undefined && now - seen >= LEFT_GRACE_MS;

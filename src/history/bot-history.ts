@@ -274,6 +274,11 @@ export class BotHistory implements RunObserver {
     await this.write({ kind: 'revision', id: randomUUID(), botId, record, event, atMs: Date.now() });
   }
 
+  /** Revisions of every bot still `deploying`. */
+  deployingRevisions(): Promise<{ botId: string; revision: number; atMs: number }[]> {
+    return this.reading(() => this.store.deployingRevisions());
+  }
+
   /** The bot's newest revisions, newest first. */
   revisions(botId: string, limit: number): Promise<RevisionRecord[]> {
     return this.reading(() => this.store.revisions(botId, limit));

@@ -137,6 +137,8 @@ export interface HistoryStore extends HistoryTx {
   isAway(err: unknown): boolean;
   /** Runs `work` in one transaction: all of its writes are kept, or none. */
   transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T>;
+  /** Revisions of every bot still `deploying`: those a dead agent left unjudged (docs/api.md §15). */
+  deployingRevisions(): Promise<{ botId: string; revision: number; atMs: number }[]>;
   /** Kept events after `seq`, oldest first, of one bot or of all. */
   eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]>;
   /** Calls `listener` with each event committed from now on, by any agent sharing the store, in cursor order. */

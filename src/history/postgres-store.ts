@@ -172,6 +172,11 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return this.txOn(await this.query()).revisions(botId, limit);
   }
 
+  async deployingRevisions(): Promise<{ botId: string; revision: number; atMs: number }[]> {
+    const { rows } = await (await this.query())("SELECT bot_id, revision, made_at_ms FROM revisions WHERE outcome = 'deploying'");
+    return rows.map((row) => ({ botId: row.bot_id as string, revision: Number(row.revision), atMs: Number(row.made_at_ms) }));
+  }
+
   async eventData(key: string): Promise<string | undefined> {
     return this.txOn(await this.query()).eventData(key);
   }

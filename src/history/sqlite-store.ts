@@ -314,6 +314,12 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     return this.readRevisions(botId, limit);
   }
 
+  async deployingRevisions(): Promise<{ botId: string; revision: number; atMs: number }[]> {
+    return this.statement("SELECT bot_id, revision, made_at_ms FROM revisions WHERE outcome = 'deploying'")
+      .all()
+      .map((row) => ({ botId: row.bot_id as string, revision: Number(row.revision), atMs: Number(row.made_at_ms) }));
+  }
+
   private readCrashesSince(botId: string, sinceMs: number): number[] {
     const rows = this.statement('SELECT at_ms FROM exits WHERE bot_id = ? AND requested = 0 AND at_ms >= ? ORDER BY at_ms').all(botId, sinceMs);
     return rows.map((row) => row.at_ms as number);

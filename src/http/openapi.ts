@@ -100,7 +100,8 @@ const ok = (description: string, schema = ref('Message')) => ({ description, con
 const lifecycleFailures = [400, 403, 404, 413, 415, 429, 500, 503];
 /** A stop or start may also be dropped behind another operation (409 `... in progress`). */
 const powerFailures = [...lifecycleFailures, 409];
-const readFailures = [400, 403, 404, 413, 415, 429, 500, 503];
+/** A read of a container the engine is removing or switching (a deploy) is its 409, `busy in the engine`. */
+const readFailures = [400, 403, 404, 409, 413, 415, 429, 500, 503];
 
 /** What a client can do next with a bot it has just created: the same id and owner. */
 const createdBot = { bot_id: '$request.body#/bot_id' };
@@ -388,6 +389,7 @@ export const openApiDocument = {
           400,
           403,
           404,
+          409,
           429,
           500,
           503,
@@ -399,7 +401,7 @@ export const openApiDocument = {
         operationId: 'getBot',
         summary: "A bot's state, its crashes in the last hour and how its last run ended",
         parameters: [botIdParameter],
-        responses: responses(ok('The status', ref('BotStatus')), 400, 403, 404, 429, 500, 503),
+        responses: responses(ok('The status', ref('BotStatus')), 400, 403, 404, 409, 429, 500, 503),
       },
     },
     '/api/bots/{bot_id}/exits': {
@@ -407,7 +409,7 @@ export const openApiDocument = {
         operationId: 'getBotExits',
         summary: "How the bot's runs ended, newest first (the last 50 are kept, across restarts of the agent)",
         parameters: [botIdParameter, ...queryParameters(exitsQuery)],
-        responses: responses(ok('The exit records', ref('Exits')), 400, 403, 404, 429, 500, 503),
+        responses: responses(ok('The exit records', ref('Exits')), 400, 403, 404, 409, 429, 500, 503),
       },
     },
     '/api/bots/{bot_id}/revisions': {
@@ -423,7 +425,7 @@ export const openApiDocument = {
           "The bot's events as Server-Sent Events (started, exited, crash-looping, recovered, operation); " +
           'Last-Event-ID or `after` resumes after a cursor',
         parameters: [botIdParameter, lastEventId, ...queryParameters(eventsQuery)],
-        responses: responses({ description: 'The event stream', content: eventStream }, 400, 403, 404, 429, 500, 503),
+        responses: responses({ description: 'The event stream', content: eventStream }, 400, 403, 404, 409, 429, 500, 503),
       },
     },
     '/api/events': {
@@ -521,7 +523,8 @@ export const openApiDocument = {
       post: {
         summary: 'Send a test message to every configured chat (docs/api.md §16; the platform only)',
         responses: {
-          ...responses(ok('Every chat took it', ref('ChatsTested')), 403, 501),
+          ...responses(ok('Every chat took it', ref('ChatsTested')), 403),
+          '409': { description: '`no chat is configured`', content: json(ref('Failure')) },
           '502': { description: 'A chat did not take it: `msg` names which and why', content: json(ref('Failure')) },
         },
       },
@@ -552,7 +555,7 @@ export const openApiDocument = {
         operationId: 'removeBot',
         summary: 'Remove a bot (the platform only)',
         parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }],
-        responses: responses(ok('Removed'), 400, 403, 404, 500, 501, 503),
+        responses: responses(ok('Removed'), 400, 403, 404, 409, 500, 501, 503),
       },
     },
     '/healthz': { get: { summary: 'The process answers', responses: responses(ok('Up')) } },

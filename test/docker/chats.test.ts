@@ -80,8 +80,9 @@ test('a failed deploy is told in every chat in its own format, within its limits
   const id = await createdIdleBot(t, fixture, agent.server);
   // Its Discord fails twice first: the delivery is tried again, and only Discord is.
   failing.set('discord', 2);
-  // Long lines with characters each format must escape.
-  const crash = `i=0; while [ $i -lt 30 ]; do i=$((i+1)); echo "line $i" '<b>&amp;</b> \`\`\`' "$(printf 'x%.0s' $(seq 1 300))"; done; exit 3`;
+  // Long lines with characters each format must escape; once (the engine restarts it: a later run only waits, so
+  // that the lines the deploy reads are the crashed run's whole).
+  const crash = `[ -f /tmp/ran ] && exec sleep 1000; touch /tmp/ran; i=0; while [ $i -lt 30 ]; do i=$((i+1)); echo "line $i" '<b>&amp;</b> \`\`\`' "$(printf 'x%.0s' $(seq 1 300))"; done; sleep 1; exit 3`;
   const deployed = await call(agent.server, `/api/admin/bots/${id}`, { method: 'PATCH', body: { command: ['sh', '-c', crash], min_ready_s: 5 } });
   t.is(deployed.status, 202, deployed.text);
   const ofBot = () => received.filter((r) => JSON.stringify(r.body).includes(id));

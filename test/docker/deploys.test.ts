@@ -65,6 +65,8 @@ async function judged(botId: string, revision: number): Promise<Revision | undef
     found = (await revisions(botId)).find((r) => r.revision === revision);
     return found !== undefined && found.outcome !== 'deploying';
   }, 60_000, 200);
+  // What the agent reported meanwhile, where the verdict never came.
+  if (found?.outcome === 'deploying') console.error(logLines.filter((line) => line.includes(botId)).join('\n'));
   return found;
 }
 

@@ -97,6 +97,8 @@ export function storeSuite(backend: string, open: OpenStore): void {
     t.true(await store.putRevision('bot_1_1_a', revision(2, 'failed', 'its run exited with code 3')));
     t.false(await store.putRevision('bot_1_1_a', revision(2, 'failed', 'told again')), 'the same outcome twice is kept once');
     t.deepEqual(await store.revisions('bot_1_1_a', 10), [revision(2, 'failed', 'its run exited with code 3'), revision(1, 'succeeded')]);
+    await store.putRevision('bot_1_1_b', revision(7, 'deploying'));
+    t.deepEqual(await store.deployingRevisions(), [{ botId: 'bot_1_1_b', revision: 7, atMs: Date.parse(at) }], 'those still deploying, of every bot');
     for (let n = 3; n <= 25; n += 1) await store.putRevision('bot_1_1_a', revision(n, 'succeeded'));
     const kept = await store.revisions('bot_1_1_a', 50);
     t.deepEqual(kept.map((r) => r.revision), Array.from({ length: 20 }, (_, i) => 25 - i));

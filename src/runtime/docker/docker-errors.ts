@@ -1,4 +1,4 @@
-import { AgentError, messages, NotFound, OperationFailed, RuntimeUnavailable } from '../../errors.js';
+import { AgentError, EngineBusy, messages, NotFound, OperationFailed, RuntimeUnavailable } from '../../errors.js';
 import { isTransportFailure } from '../transport-failure.js';
 
 /** The fields docker-modem puts on the errors it rejects with. */
@@ -40,5 +40,7 @@ export function translateDockerError(
     return err instanceof Error ? err : new Error(String(err));
   }
   if (status === 404 && botId !== undefined) return new NotFound(messages.botNotFound(botId));
+  // The engine's 409: the container is being removed, renamed or changed (a deploy's switch); a moment later it is not.
+  if (status === 409) return new EngineBusy(`${botId === undefined ? 'the container' : `bot ${botId}`} is busy in the engine, retry shortly: ${engineDetail(err)}`);
   return failed(engineDetail(err));
 }

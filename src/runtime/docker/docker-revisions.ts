@@ -163,21 +163,26 @@ export class DockerRevisions implements RevisionRuntime {
     else await this.undo(left.botId);
   }
 
-  /** The rollback's last steps: the revision rolled back to runs, the one it replaced is kept as the previous. */
+  /** The rollback's last steps: the one it replaced stopped, the revision rolled back to started, the replaced one kept as the previous. */
   private async finishRollback(botId: string): Promise<void> {
+    await this.stopNamed(`${botId}${UNDO_SUFFIX}`);
     await this.lasting.getContainer(botId).start({ abortSignal: AbortSignal.timeout(DEADLINE_MS) }).catch((err: unknown) => {
       if (engineStatus(err) !== 304) throw translateDockerError(err, botId);
     });
-    await this.stopNamed(`${botId}${UNDO_SUFFIX}`);
     await this.step(botId, () => this.lasting.getContainer(`${botId}${UNDO_SUFFIX}`).rename({ name: `${botId}${PREVIOUS_SUFFIX}`, abortSignal: AbortSignal.timeout(DEADLINE_MS) }), false);
   }
 
-  /** `<id>.undo` named back to the bot's id, and started. */
+  /**
+   * `<id>.undo` started, then named back to the bot's id: cut off between the two, it runs under `<id>.undo`,
+   * which the next agent finds and names back; never a bot stopped under its own name, which none would find.
+   */
   private async restoreUndo(botId: string): Promise<void> {
-    await this.step(botId, () => this.lasting.getContainer(`${botId}${UNDO_SUFFIX}`).rename({ name: botId, abortSignal: AbortSignal.timeout(DEADLINE_MS) }), false);
-    await this.lasting.getContainer(botId).start({ abortSignal: AbortSignal.timeout(DEADLINE_MS) }).catch((err: unknown) => {
+    const undoName = `${botId}${UNDO_SUFFIX}`;
+    await this.lasting.getContainer(undoName).start({ abortSignal: AbortSignal.timeout(DEADLINE_MS) }).catch((err: unknown) => {
+      if (engineStatus(err) === 404) throw new OperationInProgress(deployInProgress(botId));
       if (engineStatus(err) !== 304) throw translateDockerError(err, botId);
     });
+    await this.step(botId, () => this.lasting.getContainer(undoName).rename({ name: botId, abortSignal: AbortSignal.timeout(DEADLINE_MS) }), false);
   }
 
   /**
