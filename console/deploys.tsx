@@ -33,6 +33,7 @@ export function deployWords(event: BotEvent): string {
  */
 export function Deploys({ botId, events }: { botId: string; events: BotEvent[] }) {
   const [revisions, setRevisions] = useState<Revision[]>();
+  const [deploys, setDeploys] = useState(true);
   const [image, setImage] = useState('');
   const [minReady, setMinReady] = useState('10');
   const [rollback, setRollback] = useState(true);
@@ -44,8 +45,9 @@ export function Deploys({ botId, events }: { botId: string; events: BotEvent[] }
 
   const load = async () => {
     try {
-      const { revisions: kept } = await api<{ revisions: Revision[] }>(`/api/bots/${encodeURIComponent(botId)}/revisions`);
+      const { revisions: kept, deploys: offered } = await api<{ revisions: Revision[]; deploys: boolean }>(`/api/bots/${encodeURIComponent(botId)}/revisions`);
       setRevisions(kept);
+      setDeploys(offered);
       setImage((shown) => shown || (kept[0]?.spec.image ?? ''));
     } catch (err) {
       setAnswer({ ok: false, text: plainWords(err) });
@@ -71,6 +73,14 @@ export function Deploys({ botId, events }: { botId: string; events: BotEvent[] }
   };
   const logsOf = (revision: number) => deployEvents.find((event) => event.type === 'deploy-failed' && event.revision === revision)?.logs;
 
+  if (!deploys) {
+    return (
+      <section aria-labelledby="deploys-title" class="panel wide">
+        <h2 id="deploys-title">Revisions</h2>
+        <p>This agent's runtime has no deploys yet (docs/api.md §15).</p>
+      </section>
+    );
+  }
   return (
     <section aria-labelledby="deploys-title" class="panel wide">
       <h2 id="deploys-title">Revisions</h2>

@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { BadRequest, NotImplemented } from '../errors.js';
+import { BadRequest } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { Watchdog } from '../health/watchdog.js';
 import { REVISIONS_KEPT, seqOf } from '../history/history-store.js';
@@ -106,11 +106,11 @@ export function historyRoutes({ driver, history, watchdog, access, streams, revi
   router.get('/api/bots/:bot_id/revisions', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
     await readerFor(ctx, botId);
-    if (!revisions) throw new NotImplemented(`revisions are not kept on the ${driver.runtime} runtime yet`);
-    const kept = await history.revisions(botId, REVISIONS_KEPT);
+    // Where the runtime has no deploys yet, none are kept: the list is empty, and says why.
+    const kept = revisions ? await history.revisions(botId, REVISIONS_KEPT) : [];
     // A bot never deployed has none kept; one never seen is unknown.
     if (kept.length === 0) await driver.findBot(botId);
-    ctx.body = { ok: true, revisions: kept };
+    ctx.body = { ok: true, revisions: kept, deploys: revisions };
   });
 
   router.get('/api/bots/:bot_id/events', async (ctx) => {

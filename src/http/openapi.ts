@@ -139,6 +139,13 @@ const exitRecord = {
 const exitSummary = { type: 'object', required: Object.keys(exitRecordFields), additionalProperties: false, properties: exitRecordFields };
 
 /** A successful answer: `ok` and one field. */
+/** The revisions' answer also says whether the runtime deploys at all (Kubernetes: not yet). */
+const withDeploys = (schema: ReturnType<typeof answer>) => ({
+  ...schema,
+  required: [...schema.required, 'deploys'],
+  properties: { ...schema.properties, deploys: { type: 'boolean', description: 'false where the runtime has no deploys yet (docs/api.md §15)' } },
+});
+
 const answer = (field: string, schema: object) => ({
   type: 'object',
   required: ['ok', field],
@@ -219,7 +226,7 @@ export const openApiDocument = {
         additionalProperties: false,
         properties: { ok: { const: true }, message: { type: 'string' }, revision: { type: 'integer', minimum: 1 } },
       },
-      Revisions: answer('revisions', {
+      Revisions: withDeploys(answer('revisions', {
         type: 'array',
         maxItems: 20,
         items: {
@@ -236,7 +243,7 @@ export const openApiDocument = {
             ended_at: { type: ['string', 'null'], description: 'ISO 8601' },
           },
         },
-      }),
+      })),
       BotList: answer('bots', {
         type: 'array',
         items: {
@@ -416,7 +423,7 @@ export const openApiDocument = {
       get: {
         summary: "The bot's revisions, newest first (the last 20): what each ran, who made it, when, and how it ended (docs/api.md §15)",
         parameters: [botIdParameter],
-        responses: responses(ok('The revisions', ref('Revisions')), 400, 403, 404, 429, 500, 501, 503),
+        responses: responses(ok('The revisions', ref('Revisions')), 400, 403, 404, 429, 500, 503),
       },
     },
     '/api/bots/{bot_id}/events': {
