@@ -116,10 +116,14 @@ export class Deploys {
     try {
       await this.idle(botId);
       this.inFlight.begin(botId);
-      const moved = await this.runtime.rollBack(botId);
-      await this.ended(botId, moved.from, 'rolled-back', `rolled back by ${by}`, { type: 'rolled-back', fields: { from_revision: moved.from, to_revision: moved.to, by } });
-      this.inFlight.end(botId);
-      return moved;
+      try {
+        const moved = await this.runtime.rollBack(botId);
+        await this.ended(botId, moved.from, 'rolled-back', `rolled back by ${by}`, { type: 'rolled-back', fields: { from_revision: moved.from, to_revision: moved.to, by } });
+        return moved;
+      } finally {
+        // Ended or refused, it is this life's no longer (a cut-off leaves the mark for the next).
+        this.inFlight.end(botId);
+      }
     } finally {
       release();
     }
