@@ -182,6 +182,8 @@ export function describe(event: BotEvent): string {
       return `unhealthy (${String(event.check)}): ${String(event.output ?? '')}`;
     case 'restarted':
       return `restarted by the watchdog: unhealthy (${String(event.check)})`;
+    case 'given-up':
+      return `given up: ${String(event.crashes)} crashes within ${String(event.window_s)} s, the most its restart policy allows; stopped`;
     default:
       return DEPLOY_EVENTS.has(event.type) ? deployWords(event) : event.type;
   }

@@ -12,7 +12,7 @@ const OVERSCAN = 10;
 const REFRESH_MS = 15_000;
 
 type SortKey = 'bot_id' | 'user_id' | 'state' | 'uptime' | 'cpu' | 'memory' | 'restarts_last_hour' | 'crashes_last_hour' | 'last_exit';
-const STATES = ['all', 'running', 'crash-looping', 'exited', 'stopped'] as const;
+const STATES = ['all', 'running', 'crash-looping', 'given-up', 'exited', 'stopped'] as const;
 
 const last = (values: number[]): number | undefined => values[values.length - 1];
 

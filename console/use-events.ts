@@ -16,6 +16,7 @@ export const EVENT_TYPES = [
   'deploy-succeeded',
   'deploy-failed',
   'rolled-back',
+  'given-up',
 ] as const;
 
 /** The stream's address, resuming after `cursor` when there is one. */

@@ -119,6 +119,8 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     report,
     deliver: webhook !== undefined,
     onKept: (event) => metrics.historyEvent(event),
+    // A bot past its restart policy (docs/api.md §13) is stopped, after what is queued on it; a deploy under way judges it itself.
+    onGivenUp: (botId) => void lifecycle.stop(botId).catch((err: unknown) => report(`bot ${botId} was given up on but could not be stopped`, err)),
     spoolDir: config.dataDir === ':memory:' ? undefined : config.dataDir,
   });
   metrics.historyStore(() => store.reachable, history.spool);

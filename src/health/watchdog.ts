@@ -132,7 +132,7 @@ export class Watchdog {
       }
       const graceMs = bot.policy.graceMs ?? this.defaultGraceMs;
       const leftToRuntime = (verdict.check === 'exec' && this.driver.restartsUnhealthy) || this.options.acts === false;
-      if (!episode.acted && !leftToRuntime && now >= verdict.sinceMs + graceMs && now >= this.backoff.notBefore(bot.botId, now)) {
+      if (!episode.acted && !leftToRuntime && now >= verdict.sinceMs + graceMs && now >= this.backoff.notBefore(bot.botId, now, bot.policy.restart)) {
         episode.acted = true;
         void this.act(bot, verdict, episode, now);
       }
@@ -195,7 +195,7 @@ export class Watchdog {
       const unhealthy: UnhealthyEnd = { check: verdict.check ?? 'exec', output };
       claimed = await this.history.claimRestart(bot.botId, bot.startedAtMs, unhealthy, verdict.sinceMs);
       // Claimed here or by another agent, the run is being restarted: each agent backs off alike.
-      this.backoff.restarted(bot.botId, now);
+      this.backoff.restarted(bot.botId, now, bot.policy.restart);
     } catch (err) {
       this.options.report?.(`the watchdog could not claim the restart of unhealthy bot ${bot.botId}; it asks again in ${CLAIM_RETRY_MS / 1000} s`, err);
       setTimeout(() => (episode.acted = false), CLAIM_RETRY_MS).unref();

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { HistoryUnavailable } from '../errors.js';
-import type { BotInfo, RunEnd, RunObserver, RunStart } from '../runtime/driver.js';
+import type { BotInfo, RestartPolicy, RunEnd, RunObserver, RunStart } from '../runtime/driver.js';
 import { signalName } from '../runtime/signal-names.js';
 import type { SharedState } from '../shared/shared-state.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from './crash-loop.js';
@@ -24,6 +24,8 @@ export interface BotRecord {
   readonly lastExit: ExitRecord | null;
   readonly crashLooping: boolean;
   readonly crashesLastHour: number;
+  /** The agent gave up on the bot under its restart policy (docs/api.md §13), and it was not started through the agent since. */
+  readonly givenUp: boolean;
 }
 
 /** Who asked for a lifecycle operation, as the `operation` event says. */
@@ -112,6 +114,8 @@ export interface BotHistoryOptions {
   readonly deliver?: boolean;
   /** Called with each event this agent kept, once it is committed (e.g. to count it). */
   readonly onKept?: (event: StoredEvent) => void;
+  /** This agent gave up on the bot under its restart policy (docs/api.md §13): the bot is to be stopped. */
+  readonly onGivenUp?: (botId: string) => void;
   /** Where faults of the history's own work are reported. */
   readonly report?: (what: string, err: unknown) => void;
   /** Where the spool of writes waiting for the store is kept (AGENT_DATA_DIR); in memory when undefined. */
@@ -263,10 +267,10 @@ export class BotHistory implements RunObserver {
 
   /** The bot's last exit, crash-loop state and crashes in the hour before `now`. */
   async record(botId: string, now: Date): Promise<BotRecord> {
-    const [exits, crashLooping, crashes] = await this.reading(() =>
-      Promise.all([this.store.exits(botId, 1), this.store.isCrashLooping(botId), this.store.crashesSince(botId, now.getTime() - HOUR_MS)]),
+    const [exits, crashLooping, crashes, givenUp] = await this.reading(() =>
+      Promise.all([this.store.exits(botId, 1), this.store.isCrashLooping(botId), this.store.crashesSince(botId, now.getTime() - HOUR_MS), this.store.givenUp(botId)]),
     );
-    return { lastExit: exits[0] ?? null, crashLooping, crashesLastHour: crashes.length };
+    return { lastExit: exits[0] ?? null, crashLooping, crashesLastHour: crashes.length, givenUp: givenUp !== undefined && givenUp.endedMs === undefined };
   }
 
   /** Keeps a revision or its new outcome (docs/api.md §15), and the event that tells it, once. */
@@ -380,6 +384,27 @@ export class BotHistory implements RunObserver {
       return;
     }
     this.recoveries.set(botId, setTimeout(() => void this.checkRecovery(botId), at - now + 50).unref());
+  }
+
+  /**
+   * Gives up on a bot whose crashes within its policy's window reached its most (docs/api.md §13): keeps the
+   * `given-up` event, keyed by the run that crashed last, so that one agent alone does it. True when this call kept it.
+   */
+  private async giveUpPast(tx: HistoryTx, kept: StoredEvent[], botId: string, runKey: string, atMs: number, policy: RestartPolicy | undefined): Promise<boolean> {
+    if (policy?.maxCrashes === undefined) return false;
+    // A start through the agent after a give-up gives the bot its whole budget again.
+    const last = await tx.givenUp(botId);
+    // Given up on already (a run the runtime began before the stop came): one give-up, one stop.
+    if (last !== undefined && last.endedMs === undefined) return false;
+    const sinceMs = Math.max(atMs - policy.windowMs, last?.endedMs ?? 0);
+    const crashes = (await tx.crashesSince(botId, sinceMs)).filter((crashMs) => crashMs <= atMs);
+    if (crashes.length < policy.maxCrashes) return false;
+    const before = kept.length;
+    const fields = { crashes: crashes.length, window_s: policy.windowMs / 1000, max_crashes: policy.maxCrashes };
+    await this.append(tx, kept, botId, 'given-up', new Date(atMs), fields, runKey);
+    if (kept.length === before) return false;
+    await tx.giveUp(botId, atMs);
+    return true;
   }
 
   private async recover(tx: HistoryTx, kept: StoredEvent[], botId: string, at: Date): Promise<void> {
@@ -506,6 +531,9 @@ export class BotHistory implements RunObserver {
       }
       case 'ended': {
         if (await this.isForgotten(write.botId, write.startedAtMs ?? write.atMs)) return;
+        // A crash is counted against the bot's restart policy, read from the runtime (docs/api.md §13).
+        const policy = write.requested && !write.oomKilled ? undefined : (await this.botInfo(write.botId).catch(() => undefined))?.healthPolicy.restart;
+        let givenUp = false;
         if (this.runs.get(write.botId) === write.startedAtMs || write.startedAtMs === null) this.runs.delete(write.botId);
         const at = new Date(write.atMs);
         const draft: ExitRecord = {
@@ -530,9 +558,13 @@ export class BotHistory implements RunObserver {
           }
           if (record.requested) return;
           const crashes = await tx.crashesSince(write.botId, write.atMs - CRASH_WINDOW_MS);
-          if (!isCrashLooping(crashes, write.atMs) || !(await tx.startCrashLoop(write.botId, write.atMs))) return;
-          await this.append(tx, kept, write.botId, 'crash-looping', at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
+          if (isCrashLooping(crashes, write.atMs) && (await tx.startCrashLoop(write.botId, write.atMs))) {
+            await this.append(tx, kept, write.botId, 'crash-looping', at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
+          }
+          givenUp = await this.giveUpPast(tx, kept, write.botId, write.key, write.atMs, policy);
         });
+        // Only the agent that kept the `given-up` event stops the bot.
+        if (givenUp) this.options.onGivenUp?.(write.botId);
         return;
       }
       case 'operation': {
@@ -542,6 +574,7 @@ export class BotHistory implements RunObserver {
           const key = write.id === undefined ? undefined : `operation:${write.id}`;
           await this.append(tx, kept, write.botId, 'operation', at, { operation: write.operation, result: write.result, by: write.by }, undefined, key);
           if (write.operation === 'stop' && write.result === 'ok') await this.recover(tx, kept, write.botId, at);
+          if (write.operation !== 'stop' && write.result === 'ok') await tx.endGiveUp(write.botId, write.atMs);
         });
         return;
       }

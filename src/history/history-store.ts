@@ -113,6 +113,15 @@ export interface HistoryTx {
   startCrashLoop(botId: string, sinceMs: number): Promise<boolean>;
   /** Ends the bot's crash-looping state; false when it was not in it. */
   endCrashLoop(botId: string): Promise<boolean>;
+  /**
+   * The agent's last give-up on the bot under its restart policy (docs/api.md §13): since when, and when a start
+   * through the agent ended it (undefined: it holds); undefined when the agent never gave up on the bot.
+   */
+  givenUp(botId: string): Promise<{ readonly sinceMs: number; readonly endedMs: number | undefined } | undefined>;
+  /** The agent gives up on the bot (it is stopped) at `sinceMs`. */
+  giveUp(botId: string, sinceMs: number): Promise<void>;
+  /** The bot was started again through the agent at `atMs`: given up on no more, its crashes counted afresh. */
+  endGiveUp(botId: string, atMs: number): Promise<void>;
   /** Queues the event's webhook delivery. */
   addDelivery(event: StoredEvent, nowMs: number): Promise<void>;
   /**
@@ -189,7 +198,9 @@ export function deliveryOf(row: Record<string, unknown>): PendingDelivery {
 }
 
 /** A store's writes outside a transaction: each is a transaction of its own. */
-export abstract class WritesInTransactions implements Pick<HistoryTx, 'addExit' | 'appendEvent' | 'startCrashLoop' | 'endCrashLoop' | 'addDelivery' | 'forget' | 'putRevision'> {
+export abstract class WritesInTransactions implements
+    Pick<HistoryTx, 'addExit' | 'appendEvent' | 'startCrashLoop' | 'endCrashLoop' | 'givenUp' | 'giveUp' | 'endGiveUp' | 'addDelivery' | 'forget' | 'putRevision'>
+{
   abstract transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T>;
 
   addExit(botId: string, record: ExitRecord, runKey: string): Promise<boolean> {
@@ -206,6 +217,18 @@ export abstract class WritesInTransactions implements Pick<HistoryTx, 'addExit' 
 
   endCrashLoop(botId: string): Promise<boolean> {
     return this.transaction((tx) => tx.endCrashLoop(botId));
+  }
+
+  givenUp(botId: string): Promise<{ readonly sinceMs: number; readonly endedMs: number | undefined } | undefined> {
+    return this.transaction((tx) => tx.givenUp(botId));
+  }
+
+  giveUp(botId: string, sinceMs: number): Promise<void> {
+    return this.transaction((tx) => tx.giveUp(botId, sinceMs));
+  }
+
+  endGiveUp(botId: string, atMs: number): Promise<void> {
+    return this.transaction((tx) => tx.endGiveUp(botId, atMs));
   }
 
   addDelivery(event: StoredEvent, nowMs: number): Promise<void> {

@@ -326,6 +326,16 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
       startCrashLoop: async (botId, sinceMs) =>
         ((await query('INSERT INTO crash_loops (bot_id, since_ms) VALUES ($1, $2) ON CONFLICT DO NOTHING', [botId, sinceMs])).rowCount ?? 0) > 0,
       endCrashLoop: async (botId) => ((await query('DELETE FROM crash_loops WHERE bot_id = $1', [botId])).rowCount ?? 0) > 0,
+      givenUp: async (botId) => {
+        const row = (await query('SELECT since_ms, ended_ms FROM given_up WHERE bot_id = $1', [botId])).rows[0];
+        return row === undefined ? undefined : { sinceMs: Number(row.since_ms), endedMs: row.ended_ms === null ? undefined : Number(row.ended_ms) };
+      },
+      giveUp: async (botId, sinceMs) => {
+        await query('INSERT INTO given_up (bot_id, since_ms) VALUES ($1, $2) ON CONFLICT (bot_id) DO UPDATE SET since_ms = EXCLUDED.since_ms, ended_ms = NULL', [botId, sinceMs]);
+      },
+      endGiveUp: async (botId, atMs) => {
+        await query('UPDATE given_up SET ended_ms = $1 WHERE bot_id = $2 AND ended_ms IS NULL AND since_ms <= $1', [atMs, botId]);
+      },
       addDelivery: async (event, nowMs) => {
         await query(
           'INSERT INTO deliveries (seq, bot_id, type, data, next_at_ms, first_at_ms) VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT DO NOTHING',
@@ -337,6 +347,7 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
         await query('DELETE FROM exits WHERE bot_id = $1 AND at_ms <= $2', [botId, atMs]);
         await query('DELETE FROM events WHERE bot_id = $1 AND at_ms <= $2', [botId, atMs]);
         await query('DELETE FROM crash_loops WHERE bot_id = $1 AND since_ms <= $2', [botId, atMs]);
+        await query('DELETE FROM given_up WHERE bot_id = $1 AND since_ms <= $2', [botId, atMs]);
         await query('DELETE FROM revisions WHERE bot_id = $1 AND made_at_ms <= $2', [botId, atMs]);
         await query(
           'INSERT INTO forgotten (bot_id, at_ms) VALUES ($1, $2) ON CONFLICT (bot_id) DO UPDATE SET at_ms = GREATEST(forgotten.at_ms, EXCLUDED.at_ms)',

@@ -268,6 +268,16 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
       startCrashLoop: async (botId, sinceMs) =>
         this.statement('INSERT OR IGNORE INTO crash_loops (bot_id, since_ms) VALUES (?, ?)').run(botId, sinceMs).changes > 0,
       endCrashLoop: async (botId) => this.statement('DELETE FROM crash_loops WHERE bot_id = ?').run(botId).changes > 0,
+      givenUp: async (botId) => {
+        const row = this.statement('SELECT since_ms, ended_ms FROM given_up WHERE bot_id = ?').get(botId);
+        return row === undefined ? undefined : { sinceMs: Number(row.since_ms), endedMs: row.ended_ms === null ? undefined : Number(row.ended_ms) };
+      },
+      giveUp: async (botId, sinceMs) => {
+        this.statement('INSERT INTO given_up (bot_id, since_ms) VALUES (?, ?) ON CONFLICT (bot_id) DO UPDATE SET since_ms = excluded.since_ms, ended_ms = NULL').run(botId, sinceMs);
+      },
+      endGiveUp: async (botId, atMs) => {
+        this.statement('UPDATE given_up SET ended_ms = ? WHERE bot_id = ? AND ended_ms IS NULL AND since_ms <= ?').run(atMs, botId, atMs);
+      },
       addDelivery: async (event, nowMs) => {
         this.statement('INSERT OR IGNORE INTO deliveries (seq, bot_id, type, data, next_at_ms, first_at_ms) VALUES (?, ?, ?, ?, ?, ?)').run(
           event.seq,
@@ -283,6 +293,7 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
         this.statement('DELETE FROM exits WHERE bot_id = ? AND at_ms <= ?').run(botId, atMs);
         this.statement('DELETE FROM events WHERE bot_id = ? AND at_ms <= ?').run(botId, atMs);
         this.statement('DELETE FROM crash_loops WHERE bot_id = ? AND since_ms <= ?').run(botId, atMs);
+        this.statement('DELETE FROM given_up WHERE bot_id = ? AND since_ms <= ?').run(botId, atMs);
         this.statement('DELETE FROM revisions WHERE bot_id = ? AND made_at_ms <= ?').run(botId, atMs);
         this.statement('INSERT INTO forgotten (bot_id, at_ms) VALUES (?, ?) ON CONFLICT (bot_id) DO UPDATE SET at_ms = MAX(at_ms, excluded.at_ms)').run(botId, atMs);
       },

@@ -67,6 +67,12 @@ export function adminRoutes({ driver, provisioner, deploys, access, audit, histo
         cpuLimit: body.cpu_limit,
         command: body.command,
         health: healthOf(body.health),
+        restartPolicy: body.restart_policy && {
+          maxCrashes: body.restart_policy.max_crashes,
+          windowS: body.restart_policy.window_s,
+          backoffS: body.restart_policy.backoff_s,
+          backoffMaxS: body.restart_policy.backoff_max_s,
+        },
         registryLogin: body.registry_auth,
       }, pullEvents(history, body.bot_id)),
     );

@@ -91,7 +91,23 @@ const sseEvent = (events: string[], description: string, withId: boolean) => ({
     },
   },
 });
-const HISTORY_EVENTS = ['started', 'exited', 'crash-looping', 'recovered', 'operation', 'unhealthy', 'restarted'];
+const HISTORY_EVENTS = [
+  'started',
+  'exited',
+  'crash-looping',
+  'recovered',
+  'operation',
+  'unhealthy',
+  'restarted',
+  'given-up',
+  'pulling',
+  'pulled',
+  'pull-failed',
+  'deploy-started',
+  'deploy-succeeded',
+  'deploy-failed',
+  'rolled-back',
+];
 const eventStream = sseEvent(HISTORY_EVENTS, 'A bot event; `id` is its cursor', true);
 /** Live logs: each line (`log`, no id) and the end of each run (`exited`, with its event id). */
 const logStream = sseEvent(['log', 'exited'], '`log`: {line, stream, at}; `exited`: the run ended (as in the events stream)', false);
@@ -157,7 +173,7 @@ const answer = (field: string, schema: object) => ({
 const statusFields = {
   bot_id: ref('BotId'),
   user_id: { type: ['string', 'null'] },
-  state: { enum: ['running', 'stopped', 'exited', 'crash-looping'] },
+  state: { enum: ['running', 'stopped', 'exited', 'crash-looping', 'given-up'] },
   started_at: { type: ['string', 'null'] },
   uptime: { type: ['string', 'null'], pattern: '^\\d+h \\d+m$' },
   crashes_last_hour: { type: 'integer', minimum: 0 },

@@ -8,6 +8,7 @@ import { DEFAULT_HEARTBEAT_TTL_S, HEARTBEAT_TTL_MAX_S, HEARTBEAT_TTL_MIN_S } fro
 import { DEFAULT_GRACE_S, GRACE_MAX_S, GRACE_MIN_S } from '../health/watchdog.js';
 import { wholeNumber } from '../whole-number.js';
 import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../runtime/labels.js';
+import { RESTART_POLICY } from '../runtime/health-policy.js';
 
 const botIdShape = `must look like bot_<digits>_<digits>_<letters or digits>, at most ${BOT_ID_MAX_LENGTH} characters`;
 
@@ -111,6 +112,20 @@ export const healthSpec = object({
   .meta({ jsonSchema: { anyOf: [{ required: ['exec'] }, { required: ['heartbeat'] }] } })
   .test('health', 'health needs exec, heartbeat or both', (value) => value === undefined || value.exec !== undefined || value.heartbeat !== undefined);
 
+/** A create's `restart_policy` (docs/api.md §13): when the agent gives up on a crashing bot, and the watchdog's back-off. */
+export const restartPolicySpec = object({
+  max_crashes: wholeNumber('restart_policy.max_crashes', RESTART_POLICY.maxCrashes.min, RESTART_POLICY.maxCrashes.max)
+    .strict()
+    .meta({ jsonSchema: { description: 'crashes within window_s past which the bot is stopped and given up on; absent: never' } }),
+  window_s: wholeNumber('restart_policy.window_s', RESTART_POLICY.windowS.min, RESTART_POLICY.windowS.max).strict().meta({ jsonSchema: { default: RESTART_POLICY.windowS.default } }),
+  backoff_s: wholeNumber('restart_policy.backoff_s', RESTART_POLICY.backoffS.min, RESTART_POLICY.backoffS.max).strict().meta({ jsonSchema: { default: RESTART_POLICY.backoffS.default } }),
+  backoff_max_s: wholeNumber('restart_policy.backoff_max_s', RESTART_POLICY.backoffMaxS.min, RESTART_POLICY.backoffMaxS.max)
+    .strict()
+    .meta({ jsonSchema: { default: RESTART_POLICY.backoffMaxS.default } }),
+})
+  .typeError('restart_policy must be an object')
+  .default(undefined);
+
 const MEMORY_LIMIT = 'memory_limit must be a whole number of bytes from 6 MiB to 1 PiB';
 
 const imageField = string()
@@ -203,6 +218,7 @@ export const createBotRequest = object({
   cpu_limit: cpuLimitField,
   command: commandField,
   health: healthSpec,
+  restart_policy: restartPolicySpec,
   registry_auth: registryAuthField,
 }).typeError(jsonObject);
 

@@ -38,7 +38,7 @@ export function statsView(stats: BotStats, now: Date): StatsView {
 export interface BotStatusView {
   readonly bot_id: string;
   readonly user_id: string | null;
-  readonly state: 'running' | 'stopped' | 'exited' | 'crash-looping';
+  readonly state: 'running' | 'stopped' | 'exited' | 'crash-looping' | 'given-up';
   readonly started_at: string | null;
   readonly uptime: string | null;
   readonly crashes_last_hour: number;
@@ -48,8 +48,9 @@ export interface BotStatusView {
 
 /** The wire form of a bot's status at `now`: what the runtime says of it (`info`), what its records say, and its health. */
 export function statusView(info: Pick<BotInfo, 'id' | 'ownerId' | 'running' | 'startedAt'>, record: BotRecord, health: HealthView, now: Date): BotStatusView {
-  const { lastExit, crashLooping, crashesLastHour } = record;
-  const state = crashLooping ? 'crash-looping' : info.running ? 'running' : lastExit && !lastExit.requested ? 'exited' : 'stopped';
+  const { lastExit, crashLooping, crashesLastHour, givenUp } = record;
+  const state =
+    givenUp && !info.running ? 'given-up' : crashLooping ? 'crash-looping' : info.running ? 'running' : lastExit && !lastExit.requested ? 'exited' : 'stopped';
   return {
     bot_id: info.id,
     user_id: info.ownerId ?? null,

@@ -33,6 +33,8 @@ export interface BotSpec {
   readonly command: readonly string[] | undefined;
   /** Its health check and the watchdog's grace (docs/api.md §13); undefined: the image's own check, if any. */
   readonly health?: BotHealthSpec | undefined;
+  /** When the agent gives up on the bot, and the watchdog's back-off (docs/api.md §13); undefined: never, and the defaults. */
+  readonly restartPolicy?: RestartPolicySpec | undefined;
   /** The login for the image's registry, where it wants one and AGENT_REGISTRY_AUTH has none (docs/api.md §14); never logged. */
   readonly registryLogin?: RegistryLogin | undefined;
 }
@@ -48,6 +50,14 @@ export interface BotHealthSpec {
   /** Seconds after its last heartbeat a bot turns unhealthy; undefined: no heartbeats are expected. */
   readonly heartbeatTtlS: number | undefined;
   readonly graceS: number | undefined;
+}
+
+/** A create's `restart_policy` (docs/api.md §13), in seconds; undefined fields: the defaults. */
+export interface RestartPolicySpec {
+  readonly maxCrashes?: number | undefined;
+  readonly windowS?: number | undefined;
+  readonly backoffS?: number | undefined;
+  readonly backoffMaxS?: number | undefined;
 }
 
 /** A bot as the platform's listing shows it. */

@@ -34,6 +34,18 @@ export interface HealthPolicy {
   readonly graceMs: number | undefined;
   /** How long after its last heartbeat (or its run's start) a bot expected to beat turns unhealthy; undefined: it is not expected to. */
   readonly heartbeatTtlMs: number | undefined;
+  /** When the agent gives up on the bot, and how the watchdog backs off (docs/api.md §13); undefined: never, and the defaults. */
+  readonly restart?: RestartPolicy | undefined;
+}
+
+/** A bot's restart policy (docs/api.md §13), in ms. */
+export interface RestartPolicy {
+  /** Crashes (runs ended without a request, the watchdog's restarts included) within `windowMs` past which the bot is stopped; undefined: never. */
+  readonly maxCrashes: number | undefined;
+  readonly windowMs: number;
+  /** The watchdog's first wait between two restarts of the bot, doubling up to `backoffMaxMs`. */
+  readonly backoffFirstMs: number;
+  readonly backoffMaxMs: number;
 }
 
 /** A running bot as the watchdog sees it: what its runtime's check says, and since when. */

@@ -1,5 +1,6 @@
-import type { HealthPolicy, HealthStatus } from './driver.js';
-import { HEALTH_GRACE_LABEL, HEARTBEAT_TTL_LABEL } from './labels.js';
+import type { RestartPolicySpec } from '../provisioning/bot-spec.js';
+import type { HealthPolicy, HealthStatus, RestartPolicy } from './driver.js';
+import { HEALTH_GRACE_LABEL, HEARTBEAT_TTL_LABEL, RESTART_BACKOFF_LABEL, RESTART_BACKOFF_MAX_LABEL, RESTART_MAX_CRASHES_LABEL, RESTART_WINDOW_LABEL } from './labels.js';
 
 /** The most of a failing check's output a status, record or event carries (docs/api.md §13). */
 export const HEALTH_OUTPUT_MAX = 4096;
@@ -17,6 +18,14 @@ export const HEARTBEAT_TTL_MAX_S = 3_600;
 export const GRACE_MIN_S = 5;
 export const GRACE_MAX_S = 86_400;
 
+/** The bounds and defaults of a create's `restart_policy` (docs/api.md §13). */
+export const RESTART_POLICY = {
+  maxCrashes: { min: 1, max: 100 },
+  windowS: { min: 10, max: 86_400, default: 600 },
+  backoffS: { min: 1, max: 3_600, default: 10 },
+  backoffMaxS: { min: 1, max: 86_400, default: 300 },
+} as const;
+
 /** Whole seconds within the API's bounds in a label, as ms; anything else is as if absent. */
 function secondsIn(value: string | undefined, min: number, max: number): number | undefined {
   if (value === undefined || !/^\d{1,5}$/.test(value)) return undefined;
@@ -33,7 +42,43 @@ export function healthPolicyOf(labels: Readonly<Record<string, string>> | undefi
   return {
     graceMs: secondsIn(labels?.[HEALTH_GRACE_LABEL], GRACE_MIN_S, GRACE_MAX_S),
     heartbeatTtlMs: secondsIn(labels?.[HEARTBEAT_TTL_LABEL], HEARTBEAT_TTL_MIN_S, HEARTBEAT_TTL_MAX_S),
+    restart: restartPolicyOf(labels),
   };
+}
+
+/** The restart policy the labels carry (each value within a create's bounds, else its default); undefined when they name none. */
+function restartPolicyOf(labels: Readonly<Record<string, string>> | undefined): RestartPolicy | undefined {
+  const { maxCrashes, windowS, backoffS, backoffMaxS } = RESTART_POLICY;
+  const max = labels?.[RESTART_MAX_CRASHES_LABEL];
+  const named = [RESTART_MAX_CRASHES_LABEL, RESTART_WINDOW_LABEL, RESTART_BACKOFF_LABEL, RESTART_BACKOFF_MAX_LABEL].some((label) => (labels?.[label] ?? '') !== '');
+  if (!named) return undefined;
+  const backoffFirstMs = secondsIn(labels?.[RESTART_BACKOFF_LABEL], backoffS.min, backoffS.max) ?? backoffS.default * 1000;
+  return {
+    maxCrashes: max !== undefined && /^\d{1,3}$/.test(max) && Number(max) >= maxCrashes.min && Number(max) <= maxCrashes.max ? Number(max) : undefined,
+    windowMs: secondsIn(labels?.[RESTART_WINDOW_LABEL], windowS.min, windowS.max) ?? windowS.default * 1000,
+    backoffFirstMs,
+    backoffMaxMs: Math.max(backoffFirstMs, secondsIn(labels?.[RESTART_BACKOFF_MAX_LABEL], backoffMaxS.min, backoffMaxS.max) ?? backoffMaxS.default * 1000),
+  };
+}
+
+/** The restart policy's labels, each empty (as if absent), for the same reason as NO_HEALTH_POLICY. */
+export const NO_RESTART_POLICY: Readonly<Record<string, string>> = Object.freeze({
+  [RESTART_MAX_CRASHES_LABEL]: '',
+  [RESTART_WINDOW_LABEL]: '',
+  [RESTART_BACKOFF_LABEL]: '',
+  [RESTART_BACKOFF_MAX_LABEL]: '',
+});
+
+/** The labels (annotations) that keep a create's restart policy on the bot. */
+export function restartPolicyLabels(policy: RestartPolicySpec | undefined): Record<string, string> {
+  if (policy === undefined) return {};
+  const entries: [string, number | undefined][] = [
+    [RESTART_MAX_CRASHES_LABEL, policy.maxCrashes],
+    [RESTART_WINDOW_LABEL, policy.windowS],
+    [RESTART_BACKOFF_LABEL, policy.backoffS],
+    [RESTART_BACKOFF_MAX_LABEL, policy.backoffMaxS],
+  ];
+  return Object.fromEntries(entries.filter((entry): entry is [string, number] => entry[1] !== undefined).map(([label, value]) => [label, String(value)]));
 }
 
 /**

@@ -18,6 +18,15 @@ export const GENERATION_LABEL = 'bot-agent/generation';
 /** Label (Docker) or Deployment annotation (Kubernetes): seconds after its last heartbeat a bot turns unhealthy. */
 export const HEARTBEAT_TTL_LABEL = 'bot-agent/heartbeat-ttl-s';
 
+/**
+ * Labels (Docker) or Deployment annotations (Kubernetes) of a bot's restart policy (docs/api.md §13): the crashes
+ * within a window past which the agent gives up on it, and the watchdog's back-off between its restarts.
+ */
+export const RESTART_MAX_CRASHES_LABEL = 'bot-agent/restart-max-crashes';
+export const RESTART_WINDOW_LABEL = 'bot-agent/restart-window-s';
+export const RESTART_BACKOFF_LABEL = 'bot-agent/restart-backoff-s';
+export const RESTART_BACKOFF_MAX_LABEL = 'bot-agent/restart-backoff-max-s';
+
 /** The revision a bot's container runs (docs/api.md §15); a container without it is revision 1. */
 export const REVISION_LABEL = 'bot-agent/revision';
 

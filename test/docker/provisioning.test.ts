@@ -9,6 +9,7 @@ import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { call } from '../helpers/http-client.js';
 import { eventually } from '../helpers/eventually.js';
 import type { Server } from 'node:http';
+import type { StoredEvent } from '../../src/history/history-store.js';
 import { TEST_APP_CONFIG } from '../helpers/agent.js';
 import { lineSink } from '../helpers/log-sink.js';
 import { REGISTRY_LOGIN, testRegistry } from '../helpers/registry.js';
@@ -17,13 +18,14 @@ import { REGISTRY_LOGIN, testRegistry } from '../helpers/registry.js';
 const fixture = new DockerFixture();
 const TOKEN = 'tok-0123456789-secret-never-shown';
 const logLines: string[] = [];
+const events: StoredEvent[] = [];
 let server: Server;
 const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
 
 test.before(async () => {
   await fixture.ready();
   const network = (await fixture.network()).name;
-  const { app } = assembleAgent({
+  const { app, history } = assembleAgent({
     driver,
     provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' }),
     config: TEST_APP_CONFIG,
@@ -31,6 +33,7 @@ test.before(async () => {
     // On an engine other test files share: no restarts of their bots.
     watchdog: 'off',
   });
+  history.follow((event) => events.push(event));
   server = await listen(app, '0.0.0.0', 0);
 });
 
@@ -252,4 +255,45 @@ test('with AGENT_PROVISIONING=off, create and remove are refused with a 403 and 
   t.is(removed.status, 403);
   t.true(await fixture.running(bot));
   t.is((await call(off, '/api/admin/bots')).status, 200);
+});
+
+test('a bot that crashes past its restart policy is stopped and given up on, says so, and runs again once started through the agent', async (t) => {
+  const { id, reply } = await create(t, { command: ['sh', '-c', 'echo crashing; exit 3'], restart_policy: { max_crashes: 2, window_s: 600 } });
+  t.is(reply.status, 201, reply.text);
+  t.like((await fixture.docker.getContainer(id).inspect()).Config.Labels, { 'bot-agent/restart-max-crashes': '2', 'bot-agent/restart-window-s': '600', 'bot-agent/restart-backoff-s': '' });
+  t.true(await eventually(async () => ((await call(server, `/api/bots/${id}`)).body?.bot as { state?: string } | undefined)?.state === 'given-up', 60_000), 'never given up on');
+  const givenUp = events.filter((event) => event.botId === id && event.type === 'given-up');
+  t.is(givenUp.length, 1);
+  t.like(JSON.parse(givenUp[0]!.data), { crashes: 2, window_s: 600, max_crashes: 2 });
+  // Stopped for good: the engine's own restart policy does not bring it back.
+  await new Promise((resolve) => setTimeout(resolve, 3_000));
+  const info = await fixture.docker.getContainer(id).inspect();
+  t.false(info.State.Running, 'the engine started it again');
+  t.like((await call(server, `/api/bots/${id}`)).body?.bot, { state: 'given-up', started_at: null });
+  t.is(events.filter((event) => event.botId === id && event.type === 'given-up').length, 1);
+
+  const started = await call(server, '/api/bots/start', { body: { bot_id: id, user_id: 'user_9' } });
+  t.is(started.status, 200, started.text);
+  const state = ((await call(server, `/api/bots/${id}`)).body?.bot as { state?: string } | undefined)?.state;
+  t.not(state, 'given-up', 'a start through the agent ends the give-up');
+  // Its whole budget again: given up on once more after two new crashes, the earlier ones not counted.
+  const exitsBefore = events.filter((event) => event.botId === id && event.type === 'exited').length;
+  t.true(await eventually(() => events.filter((event) => event.botId === id && event.type === 'given-up').length === 2, 60_000), 'not given up on again');
+  const again = events.filter((event) => event.botId === id && event.type === 'given-up')[1]!;
+  t.like(JSON.parse(again.data), { crashes: 2 });
+  const crashesSince = events.filter((event) => event.botId === id && event.type === 'exited' && event.seq < again.seq).length - exitsBefore;
+  t.true(crashesSince >= 2, `given up on after ${crashesSince} crash(es) since the start`);
+});
+
+test('a restart policy out of bounds is a 400 naming the field', async (t) => {
+  for (const [policy, words] of [
+    [{ max_crashes: 0 }, 'restart_policy.max_crashes'],
+    [{ window_s: 5 }, 'restart_policy.window_s'],
+    [{ backoff_max_s: 86_401 }, 'restart_policy.backoff_max_s'],
+    ['often', 'restart_policy must be an object'],
+  ] as const) {
+    const { reply } = await create(t, { restart_policy: policy });
+    t.is(reply.status, 400, JSON.stringify(policy));
+    t.regex(String(reply.body?.msg), new RegExp(words.replaceAll('.', '\\.')), JSON.stringify(policy));
+  }
 });

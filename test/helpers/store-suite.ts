@@ -155,6 +155,21 @@ export function storeSuite(backend: string, open: OpenStore): void {
     t.is(await store.crashLoopingCount(), 0);
   });
 
+  test(`${backend}: a give-up holds until a start ends it, a later give-up holds again, and it goes with the bot`, async (t) => {
+    const store = await opened(t);
+    t.is(await store.givenUp('bot_1_1_a'), undefined);
+    await store.giveUp('bot_1_1_a', 5);
+    t.deepEqual(await store.givenUp('bot_1_1_a'), { sinceMs: 5, endedMs: undefined });
+    await store.endGiveUp('bot_1_1_a', 9);
+    await store.endGiveUp('bot_1_1_a', 12);
+    t.deepEqual(await store.givenUp('bot_1_1_a'), { sinceMs: 5, endedMs: 9 }, 'the first start ended it');
+    await store.giveUp('bot_1_1_a', 20);
+    t.deepEqual(await store.givenUp('bot_1_1_a'), { sinceMs: 20, endedMs: undefined });
+    t.is(await store.givenUp('bot_1_1_b'), undefined);
+    await store.forget('bot_1_1_a', 30);
+    t.is(await store.givenUp('bot_1_1_a'), undefined);
+  });
+
   test(`${backend}: deliveries are claimed oldest first per bot, one claimant at a time, again once the claim lapses or fails`, async (t) => {
     const store = await opened(t);
     const a1 = (await store.appendEvent('bot_1_1_a', 'started', 1, () => '{"n":1}'))!;

@@ -88,6 +88,18 @@ const fields: Record<string, unknown[]> = {
     null,
     [],
   ],
+  restart_policy: [
+    { max_crashes: 5, window_s: 600 },
+    {},
+    { backoff_s: 60, backoff_max_s: 30 },
+    { max_crashes: 0 },
+    { max_crashes: 101 },
+    { window_s: 9 },
+    { backoff_s: 1.5 },
+    { backoff_max_s: '300' },
+    null,
+    [],
+  ],
   registry_auth: [
     { username: 'botagent', password: 'secret' },
     { username: 'botagent' },

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import test from 'ava';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import { createKubernetesProvisioner } from '../../src/runtime/kubernetes/kube-provisioner.js';
 import { BOT_LABEL } from '../../src/runtime/labels.js';
@@ -15,10 +15,8 @@ import { execInPod } from './pod-exec.js';
 const run = promisify(execFile);
 const IMAGE = 'bot-agent-testbot:provisioning';
 
-// Provisioning on the real cluster, as the chart's ServiceAccount: the platform
-// creates a bot through the agent, and its Deployment and Secret really run it,
-// with the whole bot environment of docs/api.md §6 inside the pod.
-test('a bot created through the agent runs, with every bot variable inside its pod, and is removed again', async (t) => {
+/** An agent that provisions on the real cluster, as the chart's ServiceAccount, with the test image on the node. */
+async function provisioningAgent(t: { teardown(fn: () => Promise<void>): void }) {
   const { harness, namespace, agentConfig } = await clusterHarness();
   const provisioner = createKubernetesProvisioner({ kubeConfig: agentConfig, namespace, agentUrl: 'http://agent:8000' });
   const agent = await startAgent(createKubernetesDriver({ kubeConfig: agentConfig, namespace }), {}, '127.0.0.1', provisioner);
@@ -29,6 +27,14 @@ test('a bot created through the agent runs, with every bot variable inside its p
   // A versioned tag: Kubernetes pulls `:latest` always, and no registry is reachable here.
   await run('/usr/bin/docker', ['tag', TEST_IMAGE, IMAGE]);
   await run('bash', ['scripts/kube/images.sh', IMAGE]);
+  return { harness, namespace, agent };
+}
+
+// Provisioning on the real cluster, as the chart's ServiceAccount: the platform
+// creates a bot through the agent, and its Deployment and Secret really run it,
+// with the whole bot environment of docs/api.md §6 inside the pod.
+test('a bot created through the agent runs, with every bot variable inside its pod, and is removed again', async (t) => {
+  const { harness, namespace, agent } = await provisioningAgent(t);
   const id = harness.newBotId();
   const token = `secret-${id}`;
   const created = await call(agent.server, '/api/admin/bots', {
@@ -79,4 +85,36 @@ test('a bot created through the agent runs, with every bot variable inside its p
   t.like(spec?.containers[0]?.resources, { requests: { cpu: '50m', memory: String(64 * 1024 * 1024), 'ephemeral-storage': '64Mi' }, limits: { 'ephemeral-storage': '1Gi' } });
   t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
   t.true(await eventually(async () => (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.length === 0, 60_000, 500));
+});
+
+// A restart policy on the real cluster (docs/api.md §13): the kubelet restarts the crashing container with its
+// back-off, the agent counts the crashes from the pod's runs and, past the policy, scales the bot to nothing.
+test('a bot that crashes past its restart policy is scaled to nothing and given up on; a start through the agent runs it again', async (t) => {
+  const { harness, namespace, agent } = await provisioningAgent(t);
+  const id = harness.newBotId();
+  const givenUp: string[] = [];
+  agent.history.follow((event) => {
+    if (event.botId === id && event.type === 'given-up') givenUp.push(event.data);
+  });
+  // It crashes for its first 40 s (the node's clock is this machine's), and runs once started after that.
+  const crashUntilS = Math.ceil(Date.now() / 1000) + 40;
+  const command = ['sh', '-c', `if [ "$(date +%s)" -lt ${crashUntilS} ]; then echo crashing; exit 3; fi; sleep 3600`];
+  const created = await call(agent.server, '/api/admin/bots', {
+    body: { bot_id: id, user_id: 'user_9', image: IMAGE, template: 'telegram', token: `secret-${id}`, command, restart_policy: { max_crashes: 2 } },
+  });
+  t.is(created.status, 201, created.text);
+  const apps = adminKubeConfig().makeApiClient(AppsV1Api);
+  const replicas = async () => (await apps.listNamespacedDeployment({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items[0]?.spec?.replicas;
+  // Two crashes: the first at once, the second after the kubelet's first back-off (10 s).
+  t.true(await eventually(async () => ((await call(agent.server, `/api/bots/${id}`)).body?.bot as { state?: string } | undefined)?.state === 'given-up', 120_000, 500), 'never given up on');
+  t.is(await replicas(), 0);
+  t.is(givenUp.length, 1);
+  t.like(JSON.parse(givenUp[0]!), { crashes: 2, window_s: 600, max_crashes: 2 });
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, crashUntilS * 1000 + 1_000 - Date.now())));
+  const started = await call(agent.server, '/api/bots/start', { body: { bot_id: id, user_id: 'user_9' } });
+  t.is(started.status, 200, started.text);
+  t.is(await replicas(), 1);
+  t.is(((await call(agent.server, `/api/bots/${id}`)).body?.bot as { state?: string } | undefined)?.state, 'running');
+  t.is(givenUp.length, 1);
+  t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
 });

@@ -142,6 +142,18 @@ test('a database that does not answer a round of beats gets no queue of rounds b
   t.is(asked, 1, 'rounds queued behind the silent one ran back to back once it answered');
 });
 
+/** When (ms after `now`) the watchdog restarted `failing`, looking every second for `forMs`. */
+async function restartTimes(agent: Agent, failing: MemoryBot, now: number, forMs: number): Promise<number[]> {
+  const restartsAt: number[] = [];
+  for (let at = now; at <= now + forMs; at += 1_000) {
+    agent.watchdog.tick(at);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+    await agent.lifecycle.drain();
+    if (failing.restarts > restartsAt.length) restartsAt.push(at - now);
+  }
+  return restartsAt;
+}
+
 test("the watchdog's restarts of one bot back off as the kubelet's do: 10 s, doubling, however short the grace; another bot is not held back", async (t) => {
   const driver = new MemoryDriver();
   const { agent } = agentOver(driver, t);
@@ -149,16 +161,21 @@ test("the watchdog's restarts of one bot back off as the kubelet's do: 10 s, dou
   const grace = { graceMs: 5_000, heartbeatTtlMs: undefined };
   // Its check fails in every run: each new run is unhealthy at once, past its grace.
   const failing = bot(driver, { health: { status: 'unhealthy', output: 'down' }, healthSinceMs: now - 60_000, healthPolicy: grace });
-  const restartsAt: number[] = [];
-  for (let at = now; at <= now + 120_000; at += 1_000) {
-    agent.watchdog.tick(at);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-    await agent.lifecycle.drain();
-    if (failing.restarts > restartsAt.length) restartsAt.push(at - now);
-  }
+  const restartsAt = await restartTimes(agent, failing, now, 120_000);
   // Before, it was restarted at every look once its grace had passed: 121 times here.
   t.deepEqual(restartsAt, [0, 10_000, 30_000, 70_000], `restarted at ${restartsAt.join(', ')} ms`);
   const other = bot(driver, { health: { status: 'unhealthy', output: 'down' }, healthSinceMs: now - 60_000, healthPolicy: grace });
   agent.watchdog.tick(now + 121_000);
   t.true(await eventually(() => other.restarts === 1, 2_000), 'another bot waited for the first one\'s back-off');
+});
+
+test("a bot's restart policy sets the watchdog's back-off: its own first wait, doubling up to its own most", async (t) => {
+  const driver = new MemoryDriver();
+  const { agent } = agentOver(driver, t);
+  const now = Date.now();
+  const policy = { graceMs: 5_000, heartbeatTtlMs: undefined, restart: { maxCrashes: undefined, windowMs: 600_000, backoffFirstMs: 2_000, backoffMaxMs: 8_000 } };
+  const failing = bot(driver, { health: { status: 'unhealthy', output: 'down' }, healthSinceMs: now - 60_000, healthPolicy: policy });
+  const restartsAt = await restartTimes(agent, failing, now, 40_000);
+  // The default would be 0, 10 s, 30 s.
+  t.deepEqual(restartsAt, [0, 2_000, 6_000, 14_000, 22_000, 30_000, 38_000], `restarted at ${restartsAt.join(', ')} ms`);
 });

@@ -39,7 +39,7 @@ export interface Health {
 export interface BotStatus {
   bot_id: string;
   user_id: string | null;
-  state: 'running' | 'stopped' | 'exited' | 'crash-looping';
+  state: 'running' | 'stopped' | 'exited' | 'crash-looping' | 'given-up';
   started_at: string | null;
   uptime: string | null;
   crashes_last_hour: number;
@@ -64,7 +64,8 @@ export interface BotEvent {
     | 'deploy-started'
     | 'deploy-succeeded'
     | 'deploy-failed'
-    | 'rolled-back';
+    | 'rolled-back'
+    | 'given-up';
   bot_id: string;
   at: string;
   [field: string]: unknown;

@@ -4,7 +4,7 @@ import { newGeneration } from '../../bot-id.js';
 import type { BotTokens } from '../../identity/bot-tokens.js';
 import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
-import { healthPolicyLabels, NO_HEALTH_POLICY } from '../health-policy.js';
+import { healthPolicyLabels, NO_HEALTH_POLICY, NO_RESTART_POLICY, restartPolicyLabels } from '../health-policy.js';
 import type { Provisioner, PullReport } from '../../provisioning/provisioner.js';
 import { registryOf } from '../../provisioning/registry-credentials.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
@@ -74,6 +74,8 @@ class DockerProvisioner implements Provisioner {
         [REVISION_LABEL]: '1',
         ...NO_HEALTH_POLICY,
         ...healthPolicyLabels(spec.health ?? {}),
+        ...NO_RESTART_POLICY,
+        ...restartPolicyLabels(spec.restartPolicy),
       },
       Healthcheck: healthcheckOf(spec.health),
       HostConfig: {

@@ -3,7 +3,7 @@ import type { KubeConfig, V1Container, V1Deployment, V1EnvVar, V1Pod, V1PodSpec,
 import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
 import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
-import { healthPolicyLabels } from '../health-policy.js';
+import { healthPolicyLabels, restartPolicyLabels } from '../health-policy.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
 import { DOCKER_HUB, registryOf } from '../../provisioning/registry-credentials.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
@@ -152,7 +152,7 @@ class KubernetesProvisioner implements Provisioner {
     return {
       apiVersion: 'apps/v1',
       kind: 'Deployment',
-      metadata: { name, labels, annotations: { [OWNER_LABEL]: spec.ownerId, ...healthPolicyLabels(spec.health ?? {}) } },
+      metadata: { name, labels, annotations: { [OWNER_LABEL]: spec.ownerId, ...healthPolicyLabels(spec.health ?? {}), ...restartPolicyLabels(spec.restartPolicy) } },
       spec: {
         replicas: 1,
         selector: { matchLabels: { [BOT_LABEL]: spec.id } },

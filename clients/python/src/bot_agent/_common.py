@@ -83,7 +83,7 @@ class BotStatus(TypedDict):
 
     bot_id: str
     user_id: Optional[str]
-    state: Literal["running", "stopped", "exited", "crash-looping"]
+    state: Literal["running", "stopped", "exited", "crash-looping", "given-up"]
     started_at: Optional[str]
     uptime: Optional[str]
     crashes_last_hour: int
