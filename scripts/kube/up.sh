@@ -147,8 +147,17 @@ state = "$RUN/containerd"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$CNI_CONF"
+  # Registries by host (hosts.toml): the test registry on loopback speaks plain HTTP (scripts/registry.sh).
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$STATE/certs.d"
 [plugins."io.containerd.internal.v1.opt"]
   path = "$STATE/containerd-opt"
+EOF
+mkdir -p "$STATE/certs.d/127.0.0.1:25500"
+write_if_changed "$STATE/certs.d/127.0.0.1:25500/hosts.toml" <<EOF
+server = "http://127.0.0.1:25500"
+[host."http://127.0.0.1:25500"]
+  capabilities = ["pull", "resolve"]
 EOF
 start containerd containerd --config "$STATE/containerd.toml"
 await containerd 30 ctr --address "$RUN/containerd.sock" version

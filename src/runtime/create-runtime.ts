@@ -54,7 +54,7 @@ export async function createRuntime(config: Config, report: FaultReporter): Prom
       const namespace = botNamespace(config.namespace);
       return {
         driver: createKubernetesDriver({ kubeConfig, namespace, report }),
-        provisioner: createKubernetesProvisioner({ kubeConfig, namespace, agentUrl: config.botsAgentUrl, pullSecrets: config.imagePullSecrets }),
+        provisioner: createKubernetesProvisioner({ kubeConfig, namespace, agentUrl: config.botsAgentUrl, pullSecrets: config.imagePullSecrets, pullTimeoutMs: config.pullTimeoutMs }),
         sharedLocks: (holder) => new LeaseLocks(kubeConfig, namespace, holder),
         botTokens: new ServiceAccountTokens(kubeConfig, namespace, Date.now, report),
       };

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import test from 'ava';
+import Docker from 'dockerode';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import { createKubernetesProvisioner } from '../../src/runtime/kubernetes/kube-provisioner.js';
@@ -11,6 +12,7 @@ import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
 import { adminKubeConfig, clusterHarness } from './cluster-harness.js';
 import { execInPod } from './pod-exec.js';
+import { pushedImage, REGISTRY_LOGIN } from '../helpers/registry.js';
 
 const run = promisify(execFile);
 const IMAGE = 'bot-agent-testbot:provisioning';
@@ -117,4 +119,49 @@ test('a bot that crashes past its restart policy is scaled to nothing and given 
   t.is(((await call(agent.server, `/api/bots/${id}`)).body?.bot as { state?: string } | undefined)?.state, 'running');
   t.is(givenUp.length, 1);
   t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
+});
+
+// Images from the test registry (docs/api.md §14): the kubelet pulls with the create's login, through
+// containerd's hosts.toml for the loopback registry (scripts/kube/up.sh). A pull that fails is the create's
+// error, in the kubelet's words, and leaves nothing of the bot behind.
+test('a create pulls its image from the registry with its own login; a missing tag is 422 and a refused login 403, each in the kubelet\'s words, leaving nothing', async (t) => {
+  const { harness, namespace, agent } = await provisioningAgent(t);
+  const image = await pushedImage(new Docker(), 'kube-pull');
+  const apps = adminKubeConfig().makeApiClient(AppsV1Api);
+  const core = adminKubeConfig().makeApiClient(CoreV1Api);
+  const create = (id: string, fields: Record<string, unknown>) =>
+    call(agent.server, '/api/admin/bots', { body: { bot_id: id, user_id: 'user_9', template: 'telegram', token: `secret-${id}`, command: ['sleep', '3600'], ...fields } });
+  const leftOf = async (id: string) => [
+    ...(await apps.listNamespacedDeployment({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items,
+    ...(await core.listNamespacedSecret({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items,
+  ];
+
+  const good = harness.newBotId();
+  const pulled = await create(good, { image, registry_auth: REGISTRY_LOGIN });
+  t.is(pulled.status, 201, pulled.text);
+  t.true(await eventually(async () => ((await call(agent.server, `/api/bots/${good}`)).body?.bot as { state?: string } | undefined)?.state === 'running', 60_000, 500));
+
+  const missing = harness.newBotId();
+  const notFound = await create(missing, { image: image.replace(/:v1$/, ':missing'), registry_auth: REGISTRY_LOGIN });
+  t.is(notFound.status, 422, notFound.text);
+  t.regex(String(notFound.body?.msg), /was not found in its registry: .*not found/);
+  t.deepEqual(await leftOf(missing), []);
+
+  const refused = harness.newBotId();
+  // An image of its own: the node keeps what it pulled, and uses it without asking the registry again (IfNotPresent).
+  const unpulled = await pushedImage(new Docker(), 'kube-refused');
+  const wrong = await create(refused, { image: unpulled, registry_auth: { username: REGISTRY_LOGIN.username, password: 'not-the-password' } });
+  t.is(wrong.status, 403, wrong.text);
+  t.regex(String(wrong.body?.msg), /refused the pull's credentials/);
+  t.notRegex(wrong.text, /not-the-password/);
+  t.deepEqual(await leftOf(refused), []);
+
+  const anonymous = await create(harness.newBotId(), { image: unpulled });
+  t.is(anonymous.status, 403, `no login: ${anonymous.text}`);
+  const closed = harness.newBotId();
+  const unreachable = await create(closed, { image: '127.0.0.1:1/tests/nothing:v1' });
+  t.is(unreachable.status, 502, unreachable.text);
+  t.regex(String(unreachable.body?.msg), /could not be reached or failed the pull: .*connection refused/);
+  t.deepEqual(await leftOf(closed), []);
+  t.is((await call(agent.server, `/api/admin/bots/${good}`, { method: 'DELETE' })).status, 200);
 });

@@ -21,7 +21,7 @@ async function setUp(t: { teardown(fn: () => Promise<void>): void }, pullSecrets
     createKubernetesDriver({ kubeConfig, namespace: NAMESPACE }),
     {},
     '127.0.0.1',
-    createKubernetesProvisioner({ kubeConfig, namespace: NAMESPACE, agentUrl: 'http://agent:8000', pullSecrets }),
+    createKubernetesProvisioner({ kubeConfig, namespace: NAMESPACE, agentUrl: 'http://agent:8000', pullSecrets, awaitImage: false }),
   );
   t.teardown(async () => {
     await agent.close();

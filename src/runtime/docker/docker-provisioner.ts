@@ -9,6 +9,7 @@ import type { Provisioner, PullReport } from '../../provisioning/provisioner.js'
 import { registryOf } from '../../provisioning/registry-credentials.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { pullImage } from './docker-pull.js';
+import { DEFAULT_PULL_TIMEOUT_MS } from '../pull-failure.js';
 import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
 import { DockerRevisions, healthcheckOf, PREVIOUS_SUFFIX, UNDO_SUFFIX } from './docker-revisions.js';
 import { engineClients } from './docker-connection.js';
@@ -34,7 +35,6 @@ export interface DockerProvisionerOptions {
 }
 
 /** How long a pull may take when the options name no time. */
-export const DEFAULT_PULL_TIMEOUT_MS = 300_000;
 
 const DEADLINE_MS = 30_000;
 

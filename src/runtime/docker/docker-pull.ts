@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
-import { ImageNotFound, PullTooSlow, RegistryRefused, RegistryUnreachable } from '../../errors.js';
+import { PullTooSlow } from '../../errors.js';
 import type { AgentError } from '../../errors.js';
+import { pullFailure } from '../pull-failure.js';
 import { registryOf } from '../../provisioning/registry-credentials.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import type { PullProgress } from '../../provisioning/provisioner.js';
@@ -93,20 +94,4 @@ function streamRefusal(err: unknown): string {
   const message = (err as { message?: unknown }).message;
   const words = typeof message === 'string' ? message.replace(/^\(HTTP code \d+\) [^-]*- /, '').trim() : '';
   return words || engineDetail(err);
-}
-
-/**
- * What the engine's words for a failed pull mean for the caller: no such image or tag (its 404, or a
- * registry's "manifest unknown"), credentials refused or wanting, or a registry that cannot be reached
- * or failed.
- */
-export function pullFailure(image: string, detail: string, status: number | undefined): AgentError {
-  const words = detail.toLowerCase();
-  if (status === 404 || /manifest unknown|name unknown|not found|does not exist/.test(words)) {
-    return new ImageNotFound(`image ${image} was not found in its registry: ${detail}`);
-  }
-  if (/unauthorized|authentication required|no basic auth credentials|denied|incorrect username or password|forbidden/.test(words)) {
-    return new RegistryRefused(`the registry of image ${image} refused the pull's credentials (registry_auth or AGENT_REGISTRY_AUTH): ${detail}`);
-  }
-  return new RegistryUnreachable(`the registry of image ${image} could not be reached or failed the pull: ${detail}`);
 }

@@ -1,6 +1,7 @@
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { KubeConfig, V1Container, V1Deployment, V1EnvVar, V1Pod, V1PodSpec, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
-import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
+import { AlreadyExists, messages, NotFound, OperationFailed, PullTooSlow, Unprocessable } from '../../errors.js';
+import type { AgentError } from '../../errors.js';
 import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import { healthPolicyLabels, restartPolicyLabels } from '../health-policy.js';
@@ -8,6 +9,7 @@ import type { Provisioner } from '../../provisioning/provisioner.js';
 import { DOCKER_HUB, registryOf } from '../../provisioning/registry-credentials.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
+import { DEFAULT_PULL_TIMEOUT_MS, pullFailure } from '../pull-failure.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { objectName } from './kube-names.js';
@@ -20,7 +22,16 @@ export interface KubernetesProvisionerOptions {
   readonly agentUrl: string;
   /** Secrets of the bots' namespace every bot's pod pulls its image with (AGENT_IMAGE_PULL_SECRETS, docs/api.md §14). */
   readonly pullSecrets?: readonly string[] | undefined;
+  /** How long a create waits for the kubelet to pull its image (AGENT_PULL_TIMEOUT_S). */
+  readonly pullTimeoutMs?: number | undefined;
+  /** False: a create returns once its Deployment is made, without waiting for the image (the test API server runs no pods). */
+  readonly awaitImage?: boolean | undefined;
 }
+
+/** The kubelet's reasons for a container whose image it cannot pull. */
+const PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull', 'RegistryUnavailable']);
+/** How often a create looks at its pod while the kubelet pulls. */
+const IMAGE_LOOK_MS = 500;
 
 const TOKEN_KEY = 'token';
 const pullSecretOf = (name: string): string => `${name}-pull`;
@@ -97,6 +108,49 @@ class KubernetesProvisioner implements Provisioner {
       }
       throw translateKubeError(err, undefined, failed);
     }
+    if (this.options.awaitImage === false) return;
+    const refused = await this.imageRefusal(spec).catch((err: unknown) => translateKubeError(err, undefined, failed));
+    if (refused === undefined) return;
+    // As on Docker, a create whose image cannot be pulled leaves nothing behind (docs/api.md §14).
+    await this.apps.deleteNamespacedDeployment({ name, namespace }, withDeadline()).catch(() => undefined);
+    await this.removeSecrets(made);
+    throw refused;
+  }
+
+  /**
+   * Waits for the kubelet to pull the bot's image: undefined once it has (its container names an image ID), or
+   * once the deadline passes with the pod not yet on a node (it waits for room, not for a pull); the failure
+   * in the kubelet's words when it cannot pull, or PullTooSlow past AGENT_PULL_TIMEOUT_S.
+   */
+  private async imageRefusal(spec: BotSpec): Promise<AgentError | undefined> {
+    const timeoutMs = this.options.pullTimeoutMs ?? DEFAULT_PULL_TIMEOUT_MS;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const pods = (await this.core.listNamespacedPod({ namespace: this.options.namespace, labelSelector: `${BOT_LABEL}=${spec.id}` }, withDeadline())).items;
+      const statuses = pods.flatMap((pod) => pod.status?.containerStatuses ?? []);
+      if (statuses.some((status) => (status.imageID ?? '') !== '')) return undefined;
+      const waiting = statuses.map((status) => status.state?.waiting).find((state) => PULL_FAILURES.has(state?.reason ?? ''));
+      if (waiting) {
+        // ErrImagePull carries the kubelet's words; a back-off only points at them, in the pod's events.
+        const words = waiting.reason === 'ErrImagePull' && waiting.message ? waiting.message : await this.pullWords(pods, waiting.message ?? waiting.reason ?? '');
+        return pullFailure(spec.image, words, undefined);
+      }
+      if (Date.now() >= deadline) {
+        const scheduled = pods.some((pod) => pod.spec?.nodeName);
+        return scheduled ? new PullTooSlow(`the kubelet's pull of image ${spec.image} took longer than ${timeoutMs / 1000} s (AGENT_PULL_TIMEOUT_S); the bot was removed`) : undefined;
+      }
+      await new Promise((resolve) => setTimeout(resolve, IMAGE_LOOK_MS));
+    }
+  }
+
+  /** The kubelet's own words for the failed pull: its `Failed to pull image` event on the pod. */
+  private async pullWords(pods: readonly V1Pod[], fallback: string): Promise<string> {
+    const names = new Set(pods.map((pod) => pod.metadata?.name));
+    const events = await this.core
+      .listNamespacedEvent({ namespace: this.options.namespace, fieldSelector: 'reason=Failed,involvedObject.kind=Pod' }, withDeadline())
+      .catch(() => undefined);
+    const failed = events?.items.filter((event) => names.has(event.involvedObject.name) && (event.message ?? '').startsWith('Failed to pull image')).at(-1);
+    return failed?.message ?? fallback;
   }
 
   async list(ownerId: string | undefined): Promise<BotSummary[]> {

@@ -1,0 +1,21 @@
+import test from 'ava';
+import { ImageNotFound, RegistryRefused, RegistryUnreachable } from '../../src/errors.js';
+import { pullFailure } from '../../src/runtime/pull-failure.js';
+
+// The words the engine and the kubelet (containerd) really give for a failed pull (docs/api.md §14), each
+// to its status; an image name with digits that look like a status is no status.
+const IMAGE = '127.0.0.1:25500/tests/bot-401:v403';
+
+test('the kubelet\'s words: not found is 422, a 401 is 403, a refused connection is 502', (t) => {
+  const kubelet = (tail: string) => `failed to pull and unpack image "${IMAGE}": failed to resolve reference "${IMAGE}": ${tail}`;
+  t.true(pullFailure(IMAGE, kubelet(`${IMAGE}: not found`), undefined) instanceof ImageNotFound);
+  t.true(pullFailure(IMAGE, kubelet('pulling from host 127.0.0.1:25500 failed with status code [manifests v403]: 401 Unauthorized'), undefined) instanceof RegistryRefused);
+  t.true(pullFailure(IMAGE, kubelet('failed to do request: Head "https://127.0.0.1:1/v2/tests/nothing/manifests/v1": dial tcp 127.0.0.1:1: connect: connection refused'), undefined) instanceof RegistryUnreachable);
+});
+
+test("the engine's words: manifest unknown is 422, unauthorized is 403, Docker Hub's 'does not exist or may require docker login' is 422", (t) => {
+  t.true(pullFailure(IMAGE, 'manifest unknown', 404) instanceof ImageNotFound);
+  t.true(pullFailure(IMAGE, `Head "http://127.0.0.1:25500/v2/tests/bot-401/manifests/v403": unauthorized: authentication required`, undefined) instanceof RegistryRefused);
+  t.true(pullFailure('bot:1', "pull access denied for bot, repository does not exist or may require 'docker login': denied: requested access to the resource is denied", undefined) instanceof ImageNotFound);
+  t.true(pullFailure(IMAGE, 'received unexpected HTTP status: 500 Internal Server Error', undefined) instanceof RegistryUnreachable);
+});
