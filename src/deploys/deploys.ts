@@ -2,7 +2,9 @@ import { OperationInProgress } from '../errors.js';
 import type { DeployMarks } from '../lifecycle/deploy-marks.js';
 import { InFlightDeploys } from './in-flight.js';
 import type { BotHistory } from '../history/bot-history.js';
+import { EXIT_LOG_BYTES } from '../history/history-store.js';
 import type { RevisionOutcome, RevisionRecord } from '../history/history-store.js';
+import { fitJson } from '../json-text.js';
 import type { PullReport } from '../provisioning/provisioner.js';
 import type { BotChange, CandidateState, LeftDeploy, RevisionRuntime, RevisionSpec } from '../provisioning/revisions.js';
 import type { FaultReporter } from '../runtime/driver.js';
@@ -182,7 +184,8 @@ export class Deploys {
         await this.history.revision(botId, done('succeeded', null), { type: 'deploy-succeeded', fields: { image: spec.image } });
         return;
       }
-      const logs = await this.runtime.lastLines(botId, FAILED_LINES).catch(() => '');
+      // Bounded as an exit record's are (docs/api.md §8): a run that writes long lines does not make a long event.
+      const logs = fitJson(await this.runtime.lastLines(botId, FAILED_LINES).catch(() => ''), EXIT_LOG_BYTES);
       if (!request.rollback) {
         await this.runtime.keep(botId);
         await this.history.revision(botId, done('failed', verdict.reason), { type: 'deploy-failed', fields: { reason: verdict.reason, logs, rolled_back: false } });

@@ -133,6 +133,7 @@ test('a crashing revision fails, is undone, and the old run runs again; its last
   const failed = await events.next((e) => e.event === 'deploy-failed');
   t.like(failed.data, { revision: 2, rolled_back: true });
   t.regex(String(failed.data.logs), /boom before the crash/);
+  t.true(String(failed.data.logs).length < 1_000);
   await events.next((e) => e.event === 'rolled-back' && e.data.to_revision === 1 && e.data.by === 'agent');
   const now = await fixture.docker.getContainer(id).inspect();
   t.is(now.Id, containerId, 'the old run itself');
@@ -216,4 +217,16 @@ test('a deploy of a bot that does not exist is 404; bad input is 400', async (t)
     const reply = await deploy(fixture.newBotId(), body);
     t.is(reply.status, 400, JSON.stringify(body));
   }
+});
+
+test('a failed revision that writes long lines: deploy-failed keeps only the newest that fit in 64 KiB as JSON', async (t) => {
+  const { id, events } = await newBot(t);
+  // 20 lines of 40,000 quote marks: 800,000 bytes as written, twice that as JSON.
+  const reply = await deploy(id, { command: ['sh', '-c', 'i=0; while [ $i -lt 20 ]; do head -c 40000 /dev/zero | tr "\\0" "\\""; echo; i=$((i+1)); done; exit 4'], min_ready_s: 5 });
+  t.is(reply.status, 202, reply.text);
+  t.like(await judged(id, 2), { outcome: 'failed', reason: 'its run exited with code 4' });
+  const failed = await events.next((e) => e.event === 'deploy-failed');
+  const logs = String(failed.data.logs);
+  t.true(Buffer.byteLength(JSON.stringify(logs)) - 2 <= 64 * 1024, `${Buffer.byteLength(JSON.stringify(logs))} bytes as JSON`);
+  t.regex(logs, /^"+$/m);
 });

@@ -6,7 +6,7 @@ import { PLATFORM_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotHealthSpec } from '../../provisioning/bot-spec.js';
 import type { BotChange, CandidateState, LeftDeploy, RevisionRuntime, RevisionSpec } from '../../provisioning/revisions.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
-import { healthPolicyLabels, NO_HEALTH_POLICY } from '../health-policy.js';
+import { healthPolicyLabels, NO_HEALTH_POLICY, NO_RESTART_POLICY } from '../health-policy.js';
 import { BOT_LABEL, DEPLOY_DEADLINE_LABEL, REVISION_LABEL } from '../labels.js';
 import { engineDetail, engineStatus, translateDockerError } from './docker-errors.js';
 import { readLogs } from './docker-logs.js';
@@ -276,7 +276,8 @@ export class DockerRevisions implements RevisionRuntime {
         : fromImage(config.Healthcheck, (own as { Healthcheck?: unknown } | undefined)?.Healthcheck)
           ? undefined
           : config.Healthcheck) as Docker.ContainerCreateOptions['Healthcheck'],
-      Labels: { ...labels, ...health, ...deployLabels },
+      // The new image's own labels of the policies' names say nothing (docs/api.md §13): what the bot had stays.
+      Labels: { ...NO_HEALTH_POLICY, ...NO_RESTART_POLICY, ...labels, ...health, ...deployLabels },
       User: config.User || undefined,
       WorkingDir: config.WorkingDir || undefined,
       Tty: config.Tty,
