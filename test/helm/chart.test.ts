@@ -225,7 +225,7 @@ test('the Role follows what is on: without provisioning no create or delete of D
     return { deployments: verbs('deployments'), secrets: verbs('secrets'), env };
   };
   const on = await roleOf({});
-  t.true(on.deployments.includes('create') && on.deployments.includes('delete'));
+  t.true(on.deployments.includes('create') && on.deployments.includes('delete') && on.deployments.includes('update'));
   t.deepEqual(on.secrets, ['create', 'delete']);
   t.falsy(on.env.find((e) => e.name === 'AGENT_PROVISIONING'));
   const off = await roleOf({ provisioning: 'false' });

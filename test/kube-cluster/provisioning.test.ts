@@ -12,7 +12,7 @@ import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
 import { adminKubeConfig, clusterHarness } from './cluster-harness.js';
 import { execInPod } from './pod-exec.js';
-import { pushedImage, REGISTRY_LOGIN } from '../helpers/registry.js';
+import { pushedImage, REGISTRY_LOGIN, testRegistry } from '../helpers/registry.js';
 
 const run = promisify(execFile);
 const IMAGE = 'bot-agent-testbot:provisioning';
@@ -164,4 +164,80 @@ test('a create pulls its image from the registry with its own login; a missing t
   t.regex(String(unreachable.body?.msg), /could not be reached or failed the pull: .*connection refused/);
   t.deepEqual(await leftOf(closed), []);
   t.is((await call(agent.server, `/api/admin/bots/${good}`, { method: 'DELETE' })).status, 200);
+});
+
+// Deploys on the real cluster (docs/api.md §15): a rollout with the Recreate strategy, judged by the agent,
+// undone to the revision kept on the Deployment.
+test('deploys on the real cluster: a good revision keeps the bot\'s token, a crashing one is undone, a missing tag is 422, a rollback goes back; never two pods', async (t) => {
+  const { harness, namespace, agent } = await provisioningAgent(t);
+  const id = harness.newBotId();
+  const events: { type: string; data: Record<string, unknown> }[] = [];
+  agent.history.follow((event) => {
+    if (event.botId === id) events.push({ type: event.type, data: JSON.parse(event.data) as Record<string, unknown> });
+  });
+  const token = `secret-${id}`;
+  const created = await call(agent.server, '/api/admin/bots', {
+    // Ends at once on SIGTERM: each switch of Recreate waits for the old pod to be gone.
+    body: { bot_id: id, user_id: 'user_9', image: IMAGE, template: 'telegram', token, command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 1; done'], env: { MODE: 'one' } },
+  });
+  t.is(created.status, 201, created.text);
+  const core = adminKubeConfig().makeApiClient(CoreV1Api);
+  const pods = async () => (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.filter((pod) => pod.status?.phase !== 'Succeeded');
+  let most = 0;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      most = Math.max(most, (await pods()).filter((pod) => pod.status?.containerStatuses?.[0]?.state?.running).length);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  })();
+  /** The environment of the bot's one running pod, once there is one of `revision`. */
+  const runningEnv = async (revision: number): Promise<Record<string, string>> => {
+    let env: Record<string, string> = {};
+    const found = await eventually(async () => {
+      const pod = (await pods()).find((p) => p.status?.containerStatuses?.[0]?.state?.running && !p.metadata?.deletionTimestamp && (p.metadata?.annotations?.['bot-agent/revision'] ?? '1') === String(revision));
+      if (!pod) return false;
+      env = Object.fromEntries((await execInPod(adminKubeConfig(), namespace, pod.metadata!.name!, ['env'])).trim().split('\n').map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]));
+      return true;
+    }, 90_000, 500);
+    t.true(found, `revision ${revision} never ran`);
+    return env;
+  };
+  const revision = async (n: number) => {
+    let found: Record<string, unknown> | undefined;
+    await eventually(async () => {
+      const list = ((await call(agent.server, `/api/bots/${id}/revisions`)).body?.revisions ?? []) as Record<string, unknown>[];
+      found = list.find((r) => r.revision === n);
+      return found !== undefined && found.outcome !== 'deploying';
+    }, 90_000, 500);
+    return found;
+  };
+  const deploy = (body: Record<string, unknown>) => call(agent.server, `/api/admin/bots/${id}`, { method: 'PATCH', body });
+  t.is((await runningEnv(1)).MODE, 'one');
+
+  const good = await deploy({ env: { MODE: 'two' }, min_ready_s: 2, deadline_s: 60 });
+  t.is(good.status, 202, good.text);
+  t.like(await revision(2), { outcome: 'succeeded' });
+  const two = await runningEnv(2);
+  t.like(two, { MODE: 'two', BOT_TOKEN: token, BOT_ID: id });
+
+  const crashing = await deploy({ command: ['sh', '-c', 'echo boom before the crash; exit 3'], min_ready_s: 2, deadline_s: 60 });
+  t.is(crashing.status, 202, crashing.text);
+  t.like(await revision(3), { outcome: 'failed', reason: 'its run exited with code 3' });
+  t.regex(String(events.find((e) => e.type === 'deploy-failed')?.data.logs), /boom before the crash/);
+  t.is((await runningEnv(2)).MODE, 'two', 'revision 2 runs again');
+
+  const missing = await deploy({ image: `${testRegistry()}/tests/nothing:missing`, registry_auth: REGISTRY_LOGIN, deadline_s: 60 });
+  t.is(missing.status, 422, missing.text);
+  t.is((await runningEnv(2)).MODE, 'two', 'revision 2 runs again after the failed pull');
+
+  const back = await call(agent.server, `/api/admin/bots/${id}/rollback`, { method: 'POST' });
+  t.is(back.status, 200, back.text);
+  t.like(back.body, { revision: 1 });
+  t.like(await runningEnv(1), { MODE: 'one', BOT_TOKEN: token });
+  t.like((await call(agent.server, `/api/bots/${id}/revisions`)).body, { deploys: true });
+  sampling = false;
+  await sampler;
+  t.is(most, 1, 'two pods of the bot ran at once');
+  t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
 });

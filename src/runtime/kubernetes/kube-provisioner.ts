@@ -1,5 +1,5 @@
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
-import type { KubeConfig, V1Container, V1Deployment, V1EnvVar, V1Pod, V1PodSpec, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
+import type { KubeConfig, V1Container, V1Deployment, V1EnvVar, V1Pod, V1PodSpec, V1PodTemplateSpec, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
 import { AlreadyExists, messages, NotFound, OperationFailed, PullTooSlow, Unprocessable } from '../../errors.js';
 import type { AgentError } from '../../errors.js';
 import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
@@ -8,7 +8,9 @@ import { healthPolicyLabels, restartPolicyLabels } from '../health-policy.js';
 import type { Provisioner } from '../../provisioning/provisioner.js';
 import { DOCKER_HUB, registryOf } from '../../provisioning/registry-credentials.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
-import { BOT_LABEL, OWNER_LABEL } from '../labels.js';
+import { BOT_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
+import type { BotChange } from '../../provisioning/revisions.js';
+import { KubeRevisions } from './kube-revisions.js';
 import { DEFAULT_PULL_TIMEOUT_MS, pullFailure } from '../pull-failure.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
@@ -50,10 +52,53 @@ const failedTo = (verb: string, botId: string) => (detail: string) => new Operat
 class KubernetesProvisioner implements Provisioner {
   private readonly apps: AppsV1Api;
   private readonly core: CoreV1Api;
+  readonly revisions: KubeRevisions;
 
   constructor(private readonly options: KubernetesProvisionerOptions) {
     this.apps = options.kubeConfig.makeApiClient(AppsV1Api);
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.revisions = new KubeRevisions(this.apps, this.core, options.kubeConfig, options.namespace, (template, change, revision) =>
+      this.changedTemplate(template, change, revision),
+    );
+  }
+
+  /** A deploy's pod template (docs/api.md §15): the bot's current one with what the change names; its login a Secret as a create's is. */
+  private async changedTemplate(template: V1PodTemplateSpec, change: BotChange, revision: number): Promise<V1PodTemplateSpec> {
+    const container = template.spec!.containers[0]!;
+    if (change.image !== undefined) container.image = change.image;
+    if (change.command !== undefined) container.command = [...change.command];
+    for (const [name, value] of Object.entries(change.env ?? {})) {
+      const env = container.env ?? (container.env = []);
+      const at = env.findIndex((entry) => entry.name === name);
+      if (at >= 0) env[at] = { name, value };
+      else env.push({ name, value });
+    }
+    if (change.memoryLimitBytes !== undefined || change.cpuLimit !== undefined) {
+      const limits = container.resources?.limits ?? {};
+      container.resources = botResources({
+        memoryLimitBytes: change.memoryLimitBytes ?? (limits.memory === undefined ? undefined : Number(limits.memory)),
+        cpuLimit: change.cpuLimit ?? (limits.cpu === undefined ? undefined : Number.parseInt(limits.cpu, 10) / 1000),
+      });
+    }
+    if (change.health !== undefined) {
+      delete container.livenessProbe;
+      delete container.readinessProbe;
+      Object.assign(container, probesOf(change.health));
+    }
+    if (change.registryLogin !== undefined) {
+      const name = pullSecretOf(objectName(template.metadata?.labels?.[BOT_LABEL] ?? ''));
+      const body = {
+        metadata: { name, labels: { [BOT_LABEL]: template.metadata?.labels?.[BOT_LABEL] ?? '' } },
+        type: 'kubernetes.io/dockerconfigjson',
+        stringData: { '.dockerconfigjson': dockerConfigJson(container.image ?? '', change.registryLogin) },
+      };
+      await this.core.deleteNamespacedSecret({ name, namespace: this.options.namespace }, withDeadline()).catch(() => undefined);
+      await this.core.createNamespacedSecret({ namespace: this.options.namespace, body }, withDeadline());
+      const pulls = template.spec!.imagePullSecrets ?? [];
+      if (!pulls.some((secret) => secret.name === name)) template.spec!.imagePullSecrets = [...pulls, { name }];
+    }
+    template.metadata = { ...template.metadata, annotations: { ...template.metadata?.annotations, [REVISION_LABEL]: String(revision) } };
+    return template;
   }
 
   async create(spec: BotSpec): Promise<void> {
