@@ -53,7 +53,7 @@ async function cost(call: string, origin: string, once: () => Promise<unknown>):
 }
 
 /** Whether the local cluster's API server is running (its pid file names a live kube-apiserver). */
-function clusterRunning(): boolean {
+export function clusterRunning(): boolean {
   try {
     execFileSync('bash', ['-c', 'source scripts/kube/layout.sh && daemon_pid kube-apiserver'], { stdio: 'ignore' });
     return true;

@@ -87,11 +87,16 @@ export class Deploys {
         throw err;
       }
       await this.history.revision(botId, record(revision, spec, by, at, 'deploying', null), { type: 'deploy-started', fields: { image: spec.image, by } });
+      let held = true;
+      const releaseOnce = (): void => {
+        if (held) release();
+        held = false;
+      };
       this.track(
-        this.judge(botId, { from, revision }, spec, by, at, request, deadlineAtMs).finally(() => {
+        this.judge(botId, { from, revision }, spec, by, at, request, deadlineAtMs, releaseOnce).finally(() => {
           // Closed mid-deploy, the mark stays: the next life settles the deploy.
           if (!this.closed) this.inFlight.end(botId);
-          release();
+          releaseOnce();
         }),
       );
       return revision;
@@ -169,6 +174,8 @@ export class Deploys {
     at: string,
     request: DeployRequest,
     deadlineAtMs: number,
+    /** The bot is one run again: its operations, and a next deploy, may go on before the outcome is written. */
+    settled: () => void,
   ): Promise<void> {
     let verdict: { ok: true } | { ok: false; reason: string };
     try {
@@ -181,6 +188,7 @@ export class Deploys {
     try {
       if (verdict.ok) {
         await this.runtime.keep(botId);
+        settled();
         await this.history.revision(botId, done('succeeded', null), { type: 'deploy-succeeded', fields: { image: spec.image } });
         return;
       }
@@ -188,10 +196,12 @@ export class Deploys {
       const logs = fitJson(await this.runtime.lastLines(botId, FAILED_LINES).catch(() => ''), EXIT_LOG_BYTES);
       if (!request.rollback) {
         await this.runtime.keep(botId);
+        settled();
         await this.history.revision(botId, done('failed', verdict.reason), { type: 'deploy-failed', fields: { reason: verdict.reason, logs, rolled_back: false } });
         return;
       }
       await this.runtime.undo(botId);
+      settled();
       await this.history.revision(botId, done('failed', verdict.reason), { type: 'deploy-failed', fields: { reason: verdict.reason, logs, rolled_back: true } });
       await this.history.note(botId, 'rolled-back', { from_revision: revision, to_revision: from, by: 'agent' });
     } catch (err) {
