@@ -102,6 +102,20 @@ const WHAT: Record<HistoryWrite['kind'], string> = {
   forgotten: "a bot's removal",
   'session-ended': "a console session's end",
 };
+/** How long a crash's record waits for the runtime to say the bot's restart policy. */
+const POLICY_READ_MS = 2_000;
+
+/** What `promise` resolves to within `ms`; undefined past it, or when it rejects. */
+async function within<T>(ms: number, promise: Promise<T>): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+  try {
+    return await Promise.race([promise.catch(() => undefined), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** How often the spool is tried again while the store is away. */
 const SPOOL_RETRY_MS = 1_000;
 /** The most the spool holds (JSON bytes, on disk and in memory): at 64 KiB of logs an exit, 512 exits or far more events. */
@@ -531,8 +545,9 @@ export class BotHistory implements RunObserver {
       }
       case 'ended': {
         if (await this.isForgotten(write.botId, write.startedAtMs ?? write.atMs)) return;
-        // A crash is counted against the bot's restart policy, read from the runtime (docs/api.md §13).
-        const policy = write.requested && !write.oomKilled ? undefined : (await this.botInfo(write.botId).catch(() => undefined))?.healthPolicy.restart;
+        // A crash is counted against the bot's restart policy, read from the runtime (docs/api.md §13); a runtime
+        // that does not answer in time holds no write behind this one: the crash is kept, no give-up judged.
+        const policy = write.requested && !write.oomKilled ? undefined : (await within(POLICY_READ_MS, this.botInfo(write.botId)))?.healthPolicy.restart;
         let givenUp = false;
         if (this.runs.get(write.botId) === write.startedAtMs || write.startedAtMs === null) this.runs.delete(write.botId);
         const at = new Date(write.atMs);

@@ -228,14 +228,24 @@ test('deploys on the real cluster: a good revision keeps the bot\'s token, a cra
   const missing = await deploy({ image: `${testRegistry()}/tests/nothing:missing`, registry_auth: REGISTRY_LOGIN, deadline_s: 60 });
   t.is(missing.status, 422, missing.text);
   t.is((await runningEnv(2)).MODE, 'two', 'revision 2 runs again after the failed pull');
+  const logins = async () => (await core.listNamespacedSecret({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.map((secret) => secret.metadata?.name ?? '').filter((name) => name.includes('-pull'));
+  t.deepEqual(await logins(), [], "the failed revision's login went with it");
+
+  // A new image from the registry with a login of its own revision's; revision 2 is kept to go back to.
+  const pulled = await deploy({ image: await pushedImage(new Docker(), 'kube-deploy'), registry_auth: REGISTRY_LOGIN, env: { MODE: 'five' }, min_ready_s: 2, deadline_s: 60 });
+  t.is(pulled.status, 202, pulled.text);
+  t.like(await revision(5), { outcome: 'succeeded' });
+  t.like(await runningEnv(5), { MODE: 'five', BOT_TOKEN: token });
+  t.is((await logins()).length, 1);
 
   const back = await call(agent.server, `/api/admin/bots/${id}/rollback`, { method: 'POST' });
   t.is(back.status, 200, back.text);
-  t.like(back.body, { revision: 1 });
-  t.like(await runningEnv(1), { MODE: 'one', BOT_TOKEN: token });
+  t.like(back.body, { revision: 2 });
+  t.like(await runningEnv(2), { MODE: 'two', BOT_TOKEN: token });
   t.like((await call(agent.server, `/api/bots/${id}/revisions`)).body, { deploys: true });
   sampling = false;
   await sampler;
   t.is(most, 1, 'two pods of the bot ran at once');
   t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
+  t.deepEqual((await core.listNamespacedSecret({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items, [], 'its token and every login went with it');
 });

@@ -38,8 +38,9 @@ export async function readPodLogs(core: CoreV1Api, kubeConfig: KubeConfig, targe
     },
     withDeadline(),
   );
-  // What the kubelet answers, as if logged, for a container it has already removed: there are no lines.
-  if (/^unable to retrieve container logs for \S+$/.test(text)) return '';
+  // What the kubelet answers, as if logged, for a container it has already removed (or whose log file it
+  // removed meanwhile): there are no lines.
+  if (/^unable to retrieve container logs for \S+$/.test(text) || /^failed to try resolving symlinks in path "[^"\n]+": lstat [^\n]*no such file or directory\n?$/.test(text)) return '';
   const bytes = Buffer.from(text);
   if (bytes.length < MAX_LOG_BYTES) return lastLines(bytes, lines);
   const kept = await streamTail(kubeConfig, target, lines);

@@ -10,7 +10,7 @@ import { DOCKER_HUB, registryOf } from '../../provisioning/registry-credentials.
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { BOT_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
 import type { BotChange } from '../../provisioning/revisions.js';
-import { KubeRevisions } from './kube-revisions.js';
+import { keptTemplate, KubeRevisions } from './kube-revisions.js';
 import { DEFAULT_PULL_TIMEOUT_MS, pullFailure } from '../pull-failure.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
@@ -86,7 +86,9 @@ class KubernetesProvisioner implements Provisioner {
       Object.assign(container, probesOf(change.health));
     }
     if (change.registryLogin !== undefined) {
-      const name = pullSecretOf(objectName(template.metadata?.labels?.[BOT_LABEL] ?? ''));
+      // A Secret of this revision's own: the revision kept to go back to keeps pulling with its own login.
+      const own = pullSecretOf(objectName(template.metadata?.labels?.[BOT_LABEL] ?? ''));
+      const name = `${own}-r${revision}`;
       const body = {
         metadata: { name, labels: { [BOT_LABEL]: template.metadata?.labels?.[BOT_LABEL] ?? '' } },
         type: 'kubernetes.io/dockerconfigjson',
@@ -94,8 +96,7 @@ class KubernetesProvisioner implements Provisioner {
       };
       await this.core.deleteNamespacedSecret({ name, namespace: this.options.namespace }, withDeadline()).catch(() => undefined);
       await this.core.createNamespacedSecret({ namespace: this.options.namespace, body }, withDeadline());
-      const pulls = template.spec!.imagePullSecrets ?? [];
-      if (!pulls.some((secret) => secret.name === name)) template.spec!.imagePullSecrets = [...pulls, { name }];
+      template.spec!.imagePullSecrets = [...(template.spec!.imagePullSecrets ?? []).filter((secret) => !secret.name?.startsWith(own)), { name }];
     }
     template.metadata = { ...template.metadata, annotations: { ...template.metadata?.annotations, [REVISION_LABEL]: String(revision) } };
     return template;
@@ -219,7 +220,8 @@ class KubernetesProvisioner implements Provisioner {
       const name = deployment?.metadata?.name;
       if (!name) throw new NotFound(messages.botNotFound(botId));
       await this.apps.deleteNamespacedDeployment({ name, namespace }, withDeadline());
-      for (const secret of [`${name}-token`, pullSecretOf(name)]) {
+      // The logins of its revisions too: those its pod templates (the one it ran, the one kept) name.
+      for (const secret of new Set([`${name}-token`, pullSecretOf(name), ...ownPullSecrets(deployment, pullSecretOf(name))])) {
         await this.core.deleteNamespacedSecret({ name: secret, namespace }, withDeadline()).catch((err: unknown) => {
           if (apiStatus(err) !== 404) throw err;
         });
@@ -309,6 +311,12 @@ export function summaryOf(deployment: V1Deployment, pods: V1Pod[]): BotSummary {
     state: running ? 'running' : 'stopped',
     started_at: startedAt === undefined ? undefined : new Date(startedAt).toISOString(),
   };
+}
+
+/** The bot's own pull Secrets (`own`, and those of its revisions) its pod template and the template kept to go back to name. */
+function ownPullSecrets(deployment: V1Deployment, own: string): string[] {
+  const templates = [deployment.spec?.template, keptTemplate(deployment)];
+  return templates.flatMap((template) => (template?.spec?.imagePullSecrets ?? []).map((secret) => secret.name ?? '').filter((name) => name.startsWith(own)));
 }
 
 /** Provisioning on Kubernetes, in the bots' namespace. */

@@ -13,7 +13,7 @@ import { readPodLogs } from './kube-logs.js';
 const DEPLOY_ANNOTATION = 'bot-agent/deploy';
 /** The previous revision, kept to go back to: its number and its pod template. */
 const PREVIOUS_ANNOTATION = 'bot-agent/previous-revision';
-const PREVIOUS_TEMPLATE_ANNOTATION = 'bot-agent/previous-template';
+export const PREVIOUS_TEMPLATE_ANNOTATION = 'bot-agent/previous-template';
 /** The kubelet's reasons for a container whose image it cannot pull. */
 const PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull']);
 const LOOK_MS = 500;
@@ -102,6 +102,7 @@ export class KubeRevisions implements RevisionRuntime {
     const deployment = await this.deployment(botId);
     const deploy = underWay(deployment);
     if (deploy === undefined) return;
+    const dropped = keptTemplate(deployment);
     await this.replace(botId, deployment, (d) => {
       d.metadata!.annotations = {
         ...withoutDeploy(d.metadata?.annotations),
@@ -109,6 +110,8 @@ export class KubeRevisions implements RevisionRuntime {
         [PREVIOUS_TEMPLATE_ANNOTATION]: JSON.stringify(deploy.template),
       };
     });
+    // The revision kept before this one is kept no more: its own login goes, where no kept revision names it.
+    await this.forgetLogins(dropped, [deployment.spec?.template, deploy.template]);
   }
 
   async undo(botId: string): Promise<void> {
@@ -119,6 +122,16 @@ export class KubeRevisions implements RevisionRuntime {
       d.metadata!.annotations = withoutDeploy(d.metadata?.annotations);
       d.spec!.template = deploy.template;
     });
+    await this.forgetLogins(deployment.spec?.template, [deploy.template, keptTemplate(deployment)]);
+  }
+
+  /** Deletes the revision logins (`<deployment>-pull-r<N>`) `dropped` names that none of `kept` does. */
+  private async forgetLogins(dropped: V1PodTemplateSpec | undefined, kept: (V1PodTemplateSpec | undefined)[]): Promise<void> {
+    const named = (template: V1PodTemplateSpec | undefined) => (template?.spec?.imagePullSecrets ?? []).map((secret) => secret.name ?? '').filter((name) => /-pull-r\d+$/.test(name));
+    const still = new Set(kept.flatMap(named));
+    for (const name of named(dropped).filter((secret) => !still.has(secret))) {
+      await this.core.deleteNamespacedSecret({ name, namespace: this.namespace }, withDeadline()).catch(() => undefined);
+    }
   }
 
   async rollBack(botId: string): Promise<{ from: number; to: number }> {
@@ -210,6 +223,17 @@ function underWay(deployment: V1Deployment): DeployUnderWay | undefined {
   if (value === undefined) return undefined;
   try {
     return JSON.parse(value) as DeployUnderWay;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The pod template kept on the Deployment to go back to, if any. */
+export function keptTemplate(deployment: V1Deployment): V1PodTemplateSpec | undefined {
+  const kept = deployment.metadata?.annotations?.[PREVIOUS_TEMPLATE_ANNOTATION];
+  if (kept === undefined) return undefined;
+  try {
+    return JSON.parse(kept) as V1PodTemplateSpec;
   } catch {
     return undefined;
   }
