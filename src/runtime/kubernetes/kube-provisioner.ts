@@ -10,7 +10,7 @@ import { DOCKER_HUB, registryOf } from '../../provisioning/registry-credentials.
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { BOT_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
 import type { BotChange } from '../../provisioning/revisions.js';
-import { keptTemplate, KubeRevisions } from './kube-revisions.js';
+import { keptTemplate, KubeRevisions, PULL_FAILURES } from './kube-revisions.js';
 import { DEFAULT_PULL_TIMEOUT_MS, pullFailure } from '../pull-failure.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
@@ -30,8 +30,6 @@ export interface KubernetesProvisionerOptions {
   readonly awaitImage?: boolean | undefined;
 }
 
-/** The kubelet's reasons for a container whose image it cannot pull. */
-const PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull', 'RegistryUnavailable']);
 /** How often a create looks at its pod while the kubelet pulls. */
 const IMAGE_LOOK_MS = 500;
 

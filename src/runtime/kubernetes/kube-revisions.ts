@@ -15,7 +15,7 @@ const DEPLOY_ANNOTATION = 'bot-agent/deploy';
 const PREVIOUS_ANNOTATION = 'bot-agent/previous-revision';
 export const PREVIOUS_TEMPLATE_ANNOTATION = 'bot-agent/previous-template';
 /** The kubelet's reasons for a container whose image it cannot pull. */
-const PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull']);
+export const PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull', 'RegistryUnavailable']);
 const LOOK_MS = 500;
 
 interface DeployUnderWay {
