@@ -17,6 +17,8 @@ export const PREVIOUS_TEMPLATE_ANNOTATION = 'bot-agent/previous-template';
 /** The kubelet's reasons for a container whose image it cannot pull. */
 export const PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull', 'RegistryUnavailable']);
 const LOOK_MS = 500;
+/** How often a write that met a newer resourceVersion (not another deploy's) is tried again. */
+const CONFLICT_TRIES = 5;
 
 interface DeployUnderWay {
   readonly from: number;
@@ -191,15 +193,25 @@ export class KubeRevisions implements RevisionRuntime {
     return deployment;
   }
 
-  /** Writes the Deployment as `edit` leaves it, if no one changed it since it was read: else another deploy holds it (409). */
+  /**
+   * Writes the Deployment as `edit` leaves it, against the resourceVersion read. A conflict is tried again on
+   * a fresh read while the deploy annotation is still the one read (the controller's own status updates move
+   * the resourceVersion too); one changed meanwhile is another deploy's: 409.
+   */
   private async replace(botId: string, deployment: V1Deployment, edit: (deployment: V1Deployment) => void): Promise<void> {
-    const next = structuredClone(deployment);
-    edit(next);
-    try {
-      await this.apps.replaceNamespacedDeployment({ name: next.metadata!.name!, namespace: this.namespace, body: next }, withDeadline());
-    } catch (err) {
-      if (apiStatus(err) === 409) throw new OperationInProgress(messages.deployInProgress(botId));
-      throw translateKubeError(err, botId);
+    const hold = deployment.metadata?.annotations?.[DEPLOY_ANNOTATION];
+    let current = deployment;
+    for (let attempt = 1; ; attempt += 1) {
+      const next = structuredClone(current);
+      edit(next);
+      try {
+        await this.apps.replaceNamespacedDeployment({ name: next.metadata!.name!, namespace: this.namespace, body: next }, withDeadline());
+        return;
+      } catch (err) {
+        if (apiStatus(err) !== 409) throw translateKubeError(err, botId);
+      }
+      current = await this.deployment(botId);
+      if (attempt >= CONFLICT_TRIES || current.metadata?.annotations?.[DEPLOY_ANNOTATION] !== hold) throw new OperationInProgress(messages.deployInProgress(botId));
     }
   }
 
