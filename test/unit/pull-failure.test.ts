@@ -19,3 +19,9 @@ test("the engine's words: manifest unknown is 422, unauthorized is 403, Docker H
   t.true(pullFailure('bot:1', "pull access denied for bot, repository does not exist or may require 'docker login': denied: requested access to the resource is denied", undefined) instanceof ImageNotFound);
   t.true(pullFailure(IMAGE, 'received unexpected HTTP status: 500 Internal Server Error', undefined) instanceof RegistryUnreachable);
 });
+
+test("a registry's words are repeated at most 1,000 characters long, however long its answer", (t) => {
+  const error = pullFailure(IMAGE, `manifest unknown: ${'x'.repeat(1_000_000)}`, 404);
+  t.true(error instanceof ImageNotFound);
+  t.true(error.message.length < 1_200, `${error.message.length} characters`);
+});

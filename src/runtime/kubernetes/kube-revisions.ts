@@ -139,16 +139,15 @@ export class KubeRevisions implements RevisionRuntime {
   async rollBack(botId: string): Promise<{ from: number; to: number }> {
     const deployment = await this.deployment(botId);
     if (underWay(deployment)) throw new OperationInProgress(messages.deployInProgress(botId));
-    const annotations = deployment.metadata?.annotations ?? {};
-    const kept = annotations[PREVIOUS_TEMPLATE_ANNOTATION];
-    if (annotations[PREVIOUS_ANNOTATION] === undefined || kept === undefined) throw new NotFound(`bot ${botId} has no previous revision to roll back to`);
+    const kept = keptTemplate(deployment);
+    if (deployment.metadata?.annotations?.[PREVIOUS_ANNOTATION] === undefined || kept === undefined) throw new NotFound(`bot ${botId} has no previous revision to roll back to`);
     const template = deployment.spec!.template;
     const from = revisionOf(template);
-    const to = revisionOf(JSON.parse(kept) as V1PodTemplateSpec);
+    const to = revisionOf(kept);
     await this.replace(botId, deployment, (d) => {
       d.metadata!.annotations = { ...d.metadata?.annotations, [PREVIOUS_ANNOTATION]: String(from), [PREVIOUS_TEMPLATE_ANNOTATION]: JSON.stringify(template) };
       d.spec!.strategy = { type: 'Recreate' };
-      d.spec!.template = JSON.parse(kept) as V1PodTemplateSpec;
+      d.spec!.template = kept;
     });
     return { from, to };
   }
@@ -230,22 +229,22 @@ function revisionOf(object: { metadata?: { annotations?: Record<string, string> 
   return Number.isSafeInteger(value) && value >= 1 ? value : 1;
 }
 
+/** The deploy under way on the Deployment, if any. */
 function underWay(deployment: V1Deployment): DeployUnderWay | undefined {
-  const value = deployment.metadata?.annotations?.[DEPLOY_ANNOTATION];
-  if (value === undefined) return undefined;
-  try {
-    return JSON.parse(value) as DeployUnderWay;
-  } catch {
-    return undefined;
-  }
+  return annotationJson<DeployUnderWay>(deployment, DEPLOY_ANNOTATION);
 }
 
 /** The pod template kept on the Deployment to go back to, if any. */
 export function keptTemplate(deployment: V1Deployment): V1PodTemplateSpec | undefined {
-  const kept = deployment.metadata?.annotations?.[PREVIOUS_TEMPLATE_ANNOTATION];
-  if (kept === undefined) return undefined;
+  return annotationJson<V1PodTemplateSpec>(deployment, PREVIOUS_TEMPLATE_ANNOTATION);
+}
+
+/** An annotation's JSON; undefined when it is absent or not JSON (anyone who may edit the Deployment may write it). */
+function annotationJson<T>(deployment: V1Deployment, name: string): T | undefined {
+  const value = deployment.metadata?.annotations?.[name];
+  if (value === undefined) return undefined;
   try {
-    return JSON.parse(kept) as V1PodTemplateSpec;
+    return JSON.parse(value) as T;
   } catch {
     return undefined;
   }
