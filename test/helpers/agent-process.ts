@@ -70,6 +70,13 @@ export async function webhookReceiver(
   return { server, received, refusedCount: () => refused, url: `http://${host}:${(server.address() as AddressInfo).port}/hook`, held };
 }
 
+/** Agents this test file started and that still run: ended with it, even when ava ends it early (SIGTERM). */
+const agents = new Set<ChildProcess>();
+process.once('SIGTERM', () => {
+  for (const child of agents) child.kill('SIGKILL');
+  process.exit(143);
+});
+
 /**
  * The agent as operators run it (src/main.ts), on a free loopback port, with `env` added to this process's.
  * `output()` is what it wrote to stdout (its log), and with `captureStderr` to stderr too.
@@ -81,10 +88,17 @@ export async function runAgentProcess(
   const child = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
     // On an engine other test files share, its watchdog restarts none of their bots (unless a test asks).
     env: { ...process.env, AGENT_HOST: '127.0.0.1', AGENT_PORT: '0', AGENT_WATCHDOG: 'off', ...env },
-    stdio: ['ignore', 'pipe', captureStderr ? 'pipe' : 'inherit'],
+    // Never this process's own stderr: that is ava's pipe, and an agent left running by a test file ava ended
+    // (its timeout) would hold it open, and ava's run with it, for ever.
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  agents.add(child);
+  child.once('exit', () => agents.delete(child));
   let output = '';
-  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+  child.stderr!.on('data', (chunk: Buffer) => {
+    if (captureStderr) output += chunk.toString('utf8');
+    else process.stderr.write(chunk);
+  });
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout!.on('data', (chunk: Buffer) => {
       output += chunk.toString('utf8');

@@ -89,6 +89,25 @@ test('a bot created through the agent runs, with every bot variable inside its p
   t.true(await eventually(async () => (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.length === 0, 60_000, 500));
 });
 
+// A cluster that will not make the bot's pod (here a quota of none; a full node alike) is no pull to wait for
+// (docs/api.md §14): the create answers 201 at once and the bot runs once there is room. It waited out
+// AGENT_PULL_TIMEOUT_S (5 minutes) before, which this test's own bound does not allow.
+test('a create the cluster has no room for answers 201 without waiting for a pull; the bot runs once there is room', async (t) => {
+  t.timeout(120_000);
+  const { harness, namespace, agent } = await provisioningAgent(t);
+  const core = adminKubeConfig().makeApiClient(CoreV1Api);
+  await core.createNamespacedResourceQuota({ namespace, body: { metadata: { name: 'no-pods' }, spec: { hard: { pods: '0' } } } });
+  const id = harness.newBotId();
+  const created = await call(agent.server, '/api/admin/bots', {
+    body: { bot_id: id, user_id: 'user_9', image: IMAGE, template: 'discord', token: `secret-${id}`, command: ['sh', '-c', 'sleep 3600'] },
+  });
+  t.is(created.status, 201, created.text);
+  const pods = async () => (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items;
+  t.is((await pods()).length, 0);
+  await core.deleteNamespacedResourceQuota({ name: 'no-pods', namespace });
+  t.true(await eventually(async () => (await pods()).some((pod) => pod.status?.phase === 'Running'), 90_000, 500), 'the bot never ran once there was room');
+});
+
 // A restart policy on the real cluster (docs/api.md §13): the kubelet restarts the crashing container with its
 // back-off, the agent counts the crashes from the pod's runs and, past the policy, scales the bot to nothing.
 test('a bot that crashes past its restart policy is scaled to nothing and given up on; a start through the agent runs it again', async (t) => {

@@ -1,6 +1,6 @@
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { KubeConfig, V1Container, V1Deployment, V1EnvVar, V1Pod, V1PodSpec, V1PodTemplateSpec, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
-import { AlreadyExists, messages, NotFound, OperationFailed, PullTooSlow, Unprocessable } from '../../errors.js';
+import { AlreadyExists, messages, NotFound, OperationFailed, PullTooSlow, RegistryRefused, Unprocessable } from '../../errors.js';
 import type { AgentError } from '../../errors.js';
 import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
@@ -10,7 +10,8 @@ import { DOCKER_HUB, registryOf } from '../../provisioning/registry-credentials.
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { BOT_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
 import type { BotChange } from '../../provisioning/revisions.js';
-import { keptTemplate, KubeRevisions, PULL_FAILURES } from './kube-revisions.js';
+import { keptTemplate, KubeRevisions } from './kube-revisions.js';
+import { kubeletLackedPullSecrets, pullState } from './kube-pull-state.js';
 import { DEFAULT_PULL_TIMEOUT_MS, pullFailure } from '../pull-failure.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
@@ -162,22 +163,25 @@ class KubernetesProvisioner implements Provisioner {
   }
 
   /**
-   * Waits for the kubelet to pull the bot's image: undefined once it has (its container names an image ID), or
-   * once the deadline passes with the pod not yet on a node (it waits for room, not for a pull); the failure
-   * in the kubelet's words when it cannot pull, or PullTooSlow past AGENT_PULL_TIMEOUT_S.
+   * Waits for the kubelet to pull the bot's image: undefined once it has, or at once when the scheduler finds
+   * no room for the pod or the cluster refuses to make it (it waits for those, not for a pull), or at the
+   * deadline with the pod not yet on a node;
+   * the failure in the kubelet's words when it cannot pull, or PullTooSlow past AGENT_PULL_TIMEOUT_S.
    */
   private async imageRefusal(spec: BotSpec): Promise<AgentError | undefined> {
     const timeoutMs = this.options.pullTimeoutMs ?? DEFAULT_PULL_TIMEOUT_MS;
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const pods = (await this.core.listNamespacedPod({ namespace: this.options.namespace, labelSelector: `${BOT_LABEL}=${spec.id}` }, withDeadline())).items;
-      const statuses = pods.flatMap((pod) => pod.status?.containerStatuses ?? []);
-      if (statuses.some((status) => (status.imageID ?? '') !== '')) return undefined;
-      const waiting = statuses.map((status) => status.state?.waiting).find((state) => PULL_FAILURES.has(state?.reason ?? ''));
-      if (waiting) {
+      const state = pullState(pods);
+      if (state.kind === 'pulled' || state.kind === 'unschedulable') return undefined;
+      if (pods.length === 0 && (await this.cannotMakePods(spec))) return undefined;
+      if (state.kind === 'failed') {
         // ErrImagePull carries the kubelet's words; a back-off only points at them, in the pod's events.
-        const words = waiting.reason === 'ErrImagePull' && waiting.message ? waiting.message : await this.pullWords(pods, waiting.message ?? waiting.reason ?? '');
-        return pullFailure(spec.image, words, undefined);
+        const words = state.reason === 'ErrImagePull' && state.message ? state.message : await this.pullWords(pods, state.message ?? state.reason);
+        const failure = pullFailure(spec.image, words, undefined);
+        const ownSecret = (secret: string) => secret === pullSecretOf(objectName(spec.id));
+        if (!(failure instanceof RegistryRefused) || !(await kubeletLackedPullSecrets(this.core, this.options.namespace, pods, ownSecret))) return failure;
       }
       if (Date.now() >= deadline) {
         const scheduled = pods.some((pod) => pod.spec?.nodeName);
@@ -185,6 +189,12 @@ class KubernetesProvisioner implements Provisioner {
       }
       await new Promise((resolve) => setTimeout(resolve, IMAGE_LOOK_MS));
     }
+  }
+
+  /** True when the bot's ReplicaSet is refused its pod (a quota, an admission policy): it waits for them, not for a pull. */
+  private async cannotMakePods(spec: BotSpec): Promise<boolean> {
+    const [deployment] = await this.deployments(spec.id);
+    return (deployment?.status?.conditions ?? []).some((condition) => condition.type === 'ReplicaFailure' && condition.status === 'True');
   }
 
   /** The kubelet's own words for the failed pull: its `Failed to pull image` event on the pod. */

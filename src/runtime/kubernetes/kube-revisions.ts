@@ -1,5 +1,5 @@
 import type { AppsV1Api, CoreV1Api, KubeConfig, V1Container, V1Deployment, V1Pod, V1PodTemplateSpec } from '@kubernetes/client-node';
-import { messages, NotFound, OperationInProgress } from '../../errors.js';
+import { messages, NotFound, OperationInProgress, RegistryRefused } from '../../errors.js';
 import type { AgentError } from '../../errors.js';
 import { PLATFORM_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotChange, CandidateState, LeftDeploy, RevisionRuntime, RevisionSpec } from '../../provisioning/revisions.js';
@@ -8,6 +8,8 @@ import { pullFailure } from '../pull-failure.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { readPodLogs } from './kube-logs.js';
+import { objectName } from './kube-names.js';
+import { kubeletLackedPullSecrets, PULL_FAILURES } from './kube-pull-state.js';
 
 /** The deploy under way on a Deployment (docs/api.md §15): its hold, and what it goes back to. */
 const DEPLOY_ANNOTATION = 'bot-agent/deploy';
@@ -15,7 +17,6 @@ const DEPLOY_ANNOTATION = 'bot-agent/deploy';
 const PREVIOUS_ANNOTATION = 'bot-agent/previous-revision';
 export const PREVIOUS_TEMPLATE_ANNOTATION = 'bot-agent/previous-template';
 /** The kubelet's reasons for a container whose image it cannot pull. */
-export const PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull', 'RegistryUnavailable']);
 const LOOK_MS = 500;
 /** How often a write that met a newer resourceVersion (not another deploy's) is tried again. */
 const CONFLICT_TRIES = 5;
@@ -168,10 +169,15 @@ export class KubeRevisions implements RevisionRuntime {
   /** Waits for the revision's pod to run (or to have ended): undefined then, or at the deadline; the pull's error when the kubelet cannot pull. */
   private async awaitRun(botId: string, revision: number, deadlineAtMs: number, image: string): Promise<AgentError | undefined> {
     while (Date.now() < deadlineAtMs) {
-      const status = (await this.podOf(botId, revision))?.status?.containerStatuses?.[0];
+      const pod = await this.podOf(botId, revision);
+      const status = pod?.status?.containerStatuses?.[0];
       if (status?.state?.running || status?.state?.terminated || status?.lastState?.terminated) return undefined;
       const waiting = status?.state?.waiting;
-      if (waiting !== undefined && PULL_FAILURES.has(waiting.reason ?? '')) return pullFailure(image, waiting.message ?? waiting.reason ?? '', undefined);
+      if (pod !== undefined && waiting !== undefined && PULL_FAILURES.has(waiting.reason ?? '')) {
+        const failure = pullFailure(image, waiting.message ?? waiting.reason ?? '', undefined);
+        const lacked = failure instanceof RegistryRefused && (await this.call(botId, () => kubeletLackedPullSecrets(this.core, this.namespace, [pod], (secret) => secret.startsWith(`${objectName(botId)}-pull`))));
+        if (!lacked) return failure;
+      }
       await new Promise((resolve) => setTimeout(resolve, LOOK_MS));
     }
     return undefined;

@@ -1,0 +1,65 @@
+import type { CoreV1Api, CoreV1Event, V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
+import { withDeadline } from './kube-deadline.js';
+
+/** The kubelet's waiting reasons for an image it cannot pull. */
+export const PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull', 'RegistryUnavailable']);
+
+/** Waiting reasons that come before or during the pull; any other comes after it (the kubelet pulls first). */
+const BEFORE_THE_PULL = new Set(['', 'ContainerCreating', 'PodInitializing']);
+
+/**
+ * Where a bot's pods stand with their image (docs/api.md §14):
+ * - `pulled`: a container has the image (it names an image ID, ran, or waits for something past the pull,
+ *   as a missing Secret or a crash loop);
+ * - `failed`: the kubelet cannot pull it (`waiting` holds its reason and words);
+ * - `unschedulable`: no pod is on a node and the scheduler says there is no room (it waits for room, not a pull);
+ * - `pulling`: anything else, for now.
+ */
+export type PullState =
+  | { readonly kind: 'pulled' | 'unschedulable' | 'pulling' }
+  | { readonly kind: 'failed'; readonly reason: string; readonly message: string | undefined };
+
+export function pullState(pods: readonly V1Pod[]): PullState {
+  const statuses = pods.flatMap((pod) => pod.status?.containerStatuses ?? []);
+  if (statuses.some(hasImage)) return { kind: 'pulled' };
+  const waiting = statuses.map((status) => status.state?.waiting).find((state) => PULL_FAILURES.has(state?.reason ?? ''));
+  if (waiting) return { kind: 'failed', reason: waiting.reason ?? '', message: waiting.message };
+  if (pods.length > 0 && pods.every(unschedulable)) return { kind: 'unschedulable' };
+  return { kind: 'pulling' };
+}
+
+function hasImage(status: V1ContainerStatus): boolean {
+  if ((status.imageID ?? '') !== '' || status.state?.running || status.state?.terminated || status.lastState?.terminated) return true;
+  const reason = status.state?.waiting?.reason;
+  return reason !== undefined && !BEFORE_THE_PULL.has(reason) && !PULL_FAILURES.has(reason);
+}
+
+function unschedulable(pod: V1Pod): boolean {
+  if (pod.spec?.nodeName) return false;
+  return (pod.status?.conditions ?? []).some((condition) => condition.type === 'PodScheduled' && condition.status === 'False' && condition.reason === 'Unschedulable');
+}
+
+/**
+ * True when the last refused pull was the kubelet's own miss, not the registry's verdict: before it the kubelet
+ * said it could not read Secrets the agent made itself (`own`: its Secret cache lags a Secret made just before the pod,
+ * under load) and pulled without them. Its next pull, after its back-off, has them. A Secret it could not read
+ * that the operator named (AGENT_IMAGE_PULL_SECRETS) is not waited for.
+ */
+export async function kubeletLackedPullSecrets(core: CoreV1Api, namespace: string, pods: readonly V1Pod[], own: (secret: string) => boolean): Promise<boolean> {
+  const names = new Set(pods.map((pod) => pod.metadata?.name));
+  const events = (await core.listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.kind=Pod' }, withDeadline())).items.filter((event) =>
+    names.has(event.involvedObject.name),
+  );
+  const latest = (matching: (event: CoreV1Event) => boolean) =>
+    Math.max(-1, ...events.filter(matching).map((event) => new Date(event.lastTimestamp ?? event.eventTime ?? event.firstTimestamp ?? 0).getTime()));
+  const lacked = latest((event) => event.reason === 'FailedToRetrieveImagePullSecret' && secretsNamed(event.message).every(own));
+  const refused = latest((event) => event.reason === 'Failed' && (event.message ?? '').startsWith('Failed to pull image'));
+  // Seconds, as events are stamped: a refusal in the same second as the miss was that pull's.
+  return lacked >= 0 && lacked >= refused;
+}
+
+/** The Secrets of the kubelet's "Unable to retrieve some image pull secrets (a, b); …"; none when it says otherwise. */
+function secretsNamed(message: string | undefined): string[] {
+  const list = /\(([^)]*)\)/.exec(message ?? '')?.[1];
+  return list === undefined ? [''] : list.split(',').map((name) => name.trim());
+}

@@ -1,0 +1,78 @@
+import test from 'ava';
+import type { CoreV1Api, CoreV1Event, V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
+import { kubeletLackedPullSecrets, pullState } from '../../src/runtime/kubernetes/kube-pull-state.js';
+
+// A create on Kubernetes waits for its image only while the kubelet pulls it (docs/api.md §14): a pod the
+// scheduler has no room for, or one past the pull for another reason, ends the wait at once (it waited out
+// AGENT_PULL_TIMEOUT_S, 5 minutes, before).
+const onNode = (status: Partial<V1ContainerStatus>): V1Pod => ({
+  spec: { nodeName: 'node-1', containers: [] },
+  status: { phase: 'Pending', containerStatuses: [{ name: 'bot', image: 'bot:1', imageID: '', ready: false, restartCount: 0, ...status }] },
+});
+const waiting = (reason: string, message?: string) => onNode({ state: { waiting: { reason, message } } });
+const unscheduled = (reason: string): V1Pod => ({
+  spec: { containers: [] },
+  status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason, message: '0/1 nodes are available: 1 Insufficient memory.' }] },
+});
+
+test('the image is there once a container names its ID, ran, or waits for something past the pull', (t) => {
+  t.is(pullState([onNode({ imageID: 'docker.io/library/bot@sha256:ab' })]).kind, 'pulled');
+  t.is(pullState([onNode({ state: { running: {} } })]).kind, 'pulled');
+  t.is(pullState([onNode({ lastState: { terminated: { exitCode: 1 } } })]).kind, 'pulled');
+  for (const reason of ['CreateContainerConfigError', 'CreateContainerError', 'RunContainerError', 'CrashLoopBackOff']) {
+    t.is(pullState([waiting(reason)]).kind, 'pulled', reason);
+  }
+});
+
+test('while the kubelet pulls, or before the pod is made or placed, the create waits', (t) => {
+  t.is(pullState([]).kind, 'pulling');
+  t.is(pullState([waiting('ContainerCreating')]).kind, 'pulling');
+  t.is(pullState([onNode({})]).kind, 'pulling');
+  t.is(pullState([{ spec: { containers: [] }, status: { phase: 'Pending' } }]).kind, 'pulling');
+  t.is(pullState([unscheduled('SchedulerError')]).kind, 'pulling');
+});
+
+test('a pod the scheduler has no room for is not waited for; one pod of two placed still is', (t) => {
+  t.is(pullState([unscheduled('Unschedulable')]).kind, 'unschedulable');
+  t.is(pullState([unscheduled('Unschedulable'), waiting('ContainerCreating')]).kind, 'pulling');
+});
+
+test("a pull the kubelet cannot make is a failure, in the kubelet's words", (t) => {
+  t.deepEqual(pullState([waiting('ErrImagePull', 'Failed to pull image "bot:1": not found')]), {
+    kind: 'failed',
+    reason: 'ErrImagePull',
+    message: 'Failed to pull image "bot:1": not found',
+  });
+  t.like(pullState([waiting('ImagePullBackOff')]), { kind: 'failed', reason: 'ImagePullBackOff' });
+});
+
+// Under load the kubelet's Secret cache may not yet hold a Secret made just before the pod: it says so, pulls
+// without the login, and the registry refuses. That refusal is not the registry's verdict on the login (seen
+// on the real cluster: a create with a good login answered 403).
+const pod: V1Pod = { metadata: { name: 'bot-1-abc' } };
+const event = (reason: string, message: string, atS: number, name = 'bot-1-abc'): CoreV1Event => ({
+  metadata: {},
+  involvedObject: { kind: 'Pod', name },
+  reason,
+  message,
+  lastTimestamp: new Date(1_700_000_000_000 + atS * 1000),
+});
+const lacked = (secrets: string, atS: number, name?: string) =>
+  event('FailedToRetrieveImagePullSecret', `Unable to retrieve some image pull secrets (${secrets}); attempting to pull the image may not succeed.`, atS, name);
+const refused = (atS: number) => event('Failed', 'Failed to pull image "r/bot:1": 401 Unauthorized', atS);
+const ownSecret = (secret: string) => secret === 'bot-1-pull';
+const judge = (events: CoreV1Event[]) =>
+  kubeletLackedPullSecrets({ listNamespacedEvent: async () => ({ items: events }) } as unknown as CoreV1Api, 'bots', [pod], ownSecret);
+
+test("a refusal right after the kubelet could not read the create's own login is the kubelet's miss, waited out", async (t) => {
+  t.true(await judge([lacked('bot-1-pull', 10), refused(10)]));
+  t.true(await judge([lacked('bot-1-pull', 10)]), 'its refusal not yet posted');
+  t.true(await judge([refused(10), lacked('bot-1-pull', 21)]), 'missed again before the next pull');
+});
+
+test("a refusal with the login read, or of a Secret the operator named, or another pod's miss, is the registry's verdict", async (t) => {
+  t.false(await judge([refused(10)]));
+  t.false(await judge([lacked('bot-1-pull', 10), refused(21)]), 'the pull after the back-off had the login');
+  t.false(await judge([lacked('registry-login, bot-1-pull', 10), refused(10)]), 'a configured Secret that is not there');
+  t.false(await judge([lacked('bot-1-pull', 10, 'bot-2-def'), refused(10)]));
+});
