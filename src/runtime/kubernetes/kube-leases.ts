@@ -107,6 +107,8 @@ export class LeaseLocks implements BotLocks {
     const { held } = taken;
     let renewal: NodeJS.Timeout | undefined;
     let expiry: NodeJS.Timeout | undefined;
+    // The renewal under way: the delete waits for it, or would name the version before it and be refused.
+    let renewing: Promise<unknown> = Promise.resolve();
     // Lost once it was not renewed for a margin less than the others wait: they never take it while this agent acts.
     const validMs = this.timings.durationS * 1000 * (1 - MARGIN_SHARE);
     const lost = new Promise<never>((_resolve, reject) => {
@@ -119,13 +121,22 @@ export class LeaseLocks implements BotLocks {
         expiry = setTimeout(lose, Math.max(0, held.renewedAt + validMs - this.now()));
       };
       loseLater();
-      renewal = setInterval(() => void this.renew(botId, name, held).then((renewed) => (held.lost ? lose() : renewed && loseLater())), this.timings.renewMs);
+      let underWay = false;
+      renewal = setInterval(() => {
+        // One renewal at a time: a second, sent while a slow first is unanswered, names the version before it and is refused.
+        if (underWay) return;
+        underWay = true;
+        renewing = this.renew(botId, name, held)
+          .then((renewed) => (held.lost ? lose() : renewed && loseLater()))
+          .finally(() => (underWay = false));
+      }, this.timings.renewMs);
     });
     lost.catch(() => undefined);
     try {
       return await Promise.race([work(taken.inherited), lost]);
     } finally {
       clearInterval(renewal);
+      await renewing.catch(() => undefined);
       clearTimeout(expiry);
       // Only the version this agent wrote is deleted: a lease another agent took over meanwhile stays.
       if (!held.lost) {
