@@ -232,11 +232,13 @@ export class Deploys {
 
   /**
    * Why the new run ended: its exit code, from the engine while it is down, else from its exit record
-   * (the runtime may have restarted it before the deploy looked), which the history keeps a moment after.
+   * (the runtime may have restarted it before the deploy looked), which the history keeps a moment after:
+   * up to 10 s on a busy host, where the record waits for the run's last lines (a run that wrote 800 KB
+   * took more than 2 s).
    */
   private async exitReason(botId: string, startedAtMs: number | undefined, exitCode: number | null): Promise<string> {
     if (exitCode !== null) return `its run exited with code ${exitCode}`;
-    for (let tries = 0; tries < 10; tries += 1) {
+    for (let tries = 0; tries < 50; tries += 1) {
       const [last] = await this.history.exits(botId, 1).catch(() => []);
       if (last !== undefined && startedAtMs !== undefined && last.started_at !== null && Date.parse(last.started_at) >= startedAtMs) {
         return last.exit_code === null ? 'its run ended' : `its run exited with code ${last.exit_code}`;

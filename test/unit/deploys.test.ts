@@ -43,3 +43,38 @@ test('a deploy releases the bot once its run is kept, while the outcome is still
   await new Promise((resolve) => setTimeout(resolve, 20));
   t.false(marks.isHeld('bot_1_1_a'), 'still held while its outcome waits to be written');
 });
+
+// The engine restarted the failed run before the deploy looked: its exit code is in the run's exit record, which a
+// busy host keeps seconds later (it waits for the run's last lines). The verdict waits for it, not 2 s only.
+test("a run the engine restarted before the deploy looked is judged by its exit record, however late that is kept", async (t) => {
+  const startedAtMs = Date.now();
+  const recordedAtMs = startedAtMs + 3_000;
+  const runtime: RevisionRuntime = {
+    current: async () => ({ revision: 1, spec: SPEC }),
+    previous: async () => 1,
+    switchTo: async () => SPEC,
+    candidate: async (): Promise<CandidateState> =>
+      Date.now() < startedAtMs + 100
+        ? { exists: true, running: true, startedAtMs, restarts: 0, health: 'none', exitCode: null }
+        : { exists: true, running: true, startedAtMs: startedAtMs + 100, restarts: 1, health: 'none', exitCode: null },
+    lastLines: async () => '',
+    keep: async () => undefined,
+    undo: async () => undefined,
+    rollBack: async () => ({ from: 2, to: 1 }),
+    leftDeploys: async () => [],
+    settle: async () => undefined,
+  };
+  const outcomes: { outcome: string; reason: string | null }[] = [];
+  const history = {
+    revisions: async () => [],
+    revision: async (_botId: string, record: { outcome: string; reason: string | null }) => void outcomes.push(record),
+    note: async () => undefined,
+    exits: async () => (Date.now() >= recordedAtMs ? [{ started_at: new Date(startedAtMs).toISOString(), exit_code: 4 }] : []),
+    deployingRevisions: async () => [],
+  } as unknown as BotHistory;
+  const deploys = new Deploys(runtime, history, new LocalDeployMarks(), async () => undefined, () => undefined, undefined, { watchEveryMs: 10 });
+  t.teardown(() => deploys.close());
+  await deploys.deploy('bot_1_1_a', { change: {}, minReadyS: 5, deadlineS: 60, rollback: true }, 'platform');
+  t.true(await eventually(() => outcomes.some((record) => record.outcome === 'failed'), 15_000, 50));
+  t.like(outcomes.find((record) => record.outcome === 'failed'), { reason: 'its run exited with code 4' });
+});
