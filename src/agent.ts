@@ -1,11 +1,13 @@
 import { join } from 'node:path';
 import type Koa from 'koa';
 import type { Logger } from 'pino';
+import { DEFAULT_BOT_CHAT_BASE } from './config.js';
 import type { Config } from './config.js';
 import { BotHistory } from './history/bot-history.js';
 import { openStore } from './history/open-store.js';
 import { WebhookSender, webhookTarget } from './history/webhook.js';
 import { chatTargets } from './notify/chat-targets.js';
+import { botChatTargets } from './notify/bot-chats.js';
 import { loadConsole } from './http/console-assets.js';
 import { Heartbeats } from './health/heartbeats.js';
 import { Watchdog } from './health/watchdog.js';
@@ -40,7 +42,7 @@ export type AgentConfig = Pick<
   Config,
   'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses' | 'readyGraceMs'
 > &
-  Partial<Pick<Config, 'chats'>>;
+  Partial<Pick<Config, 'chats' | 'botChatBase'>>;
 
 /** A runtime already made (tests hand their own driver), and what the agent is to do with it. */
 export interface AgentParts {
@@ -113,11 +115,16 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   const metrics = new AgentMetrics();
   // The signed webhook and the chats (docs/api.md §§9, 16): one queue of deliveries, each target reached once.
   const targets = [...(config.webhook ? [webhookTarget(config.webhook.url, config.webhook.secret)] : []), ...(config.chats ? chatTargets(config.chats) : [])];
-  const webhook = targets.length > 0 ? new WebhookSender(store, { targets, report }) : undefined;
+  // Always there: a bot may be given chats of its own at any time.
+  const webhook = new WebhookSender(store, {
+    targets,
+    botTargets: async (botId) => botChatTargets(await store.botChats(botId), config.botChatBase ?? DEFAULT_BOT_CHAT_BASE, report),
+    report,
+  });
   const history = new BotHistory(store, new SharedState(store), (botId) => driver.findBot(botId), {
     recoverAfterMs,
     report,
-    deliver: webhook !== undefined,
+    deliver: targets.length > 0,
     onKept: (event) => metrics.historyEvent(event),
     // A bot past its restart policy (docs/api.md §13) is stopped, after what is queued on it; a deploy under way judges it itself.
     onGivenUp: (botId) => void lifecycle.stop(botId).catch((err: unknown) => report(`bot ${botId} was given up on but could not be stopped`, err)),
@@ -127,12 +134,10 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   botTokens?.revokeRemovedBots?.((botId) => history.removedAt(botId));
   if (driver.botGeneration) botTokens?.bindToRuntime?.((botId) => driver.botGeneration!(botId));
   closers.push(() => history.close());
-  if (webhook) {
-    // Deliveries queued by any agent sharing the store are tried as their events arrive.
-    history.follow(() => webhook.kick());
-    webhook.kick();
-    closers.push(() => webhook.close());
-  }
+  // Deliveries queued by any agent sharing the store are tried as their events arrive.
+  history.follow(() => webhook.kick());
+  webhook.kick();
+  closers.push(() => webhook.close());
   metrics.crashLoopingBots(() => store.crashLoopingCount());
   metrics.indexedBots(() => driver.indexedBots());
   // Agents sharing a store share each bot's lifecycle budget too.

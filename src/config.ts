@@ -55,10 +55,32 @@ export interface Config {
   readonly imagePullSecrets: readonly string[];
   /** The chats the owner is told in (docs/api.md §16); undefined: none. */
   readonly chats: ChatConfig | undefined;
+  /** What each bot's own chats take from the agent's configuration (docs/api.md §16). */
+  readonly botChatBase: BotChatBase;
 }
+
+/** What a bot's own chats take from the agent's configuration: the Telegram API, the default events, the console. */
+export interface BotChatBase {
+  readonly telegramApi: string;
+  readonly events: readonly string[];
+  readonly consoleUrl: string | undefined;
+  /** The hosts a bot's own chat URLs may name (AGENT_NOTIFY_BOT_HOSTS, lower case, with a port where given). */
+  readonly hosts: readonly string[];
+}
+
+/** The hosts a bot's own chat URLs may name unless AGENT_NOTIFY_BOT_HOSTS says otherwise: the services' own. */
+export const BOT_CHAT_HOSTS = ['discord.com', 'discordapp.com', 'hooks.slack.com', 'ntfy.sh'] as const;
 
 /** The events told in chats unless AGENT_NOTIFY_EVENTS says otherwise: those an owner acts on. */
 export const CHAT_EVENTS = ['crash-looping', 'unhealthy', 'restarted', 'deploy-failed', 'rolled-back', 'deploy-succeeded', 'pull-failed', 'given-up'] as const;
+
+/** A bot's chats' base with nothing of AGENT_NOTIFY_* set. */
+export const DEFAULT_BOT_CHAT_BASE: BotChatBase = Object.freeze({
+  telegramApi: 'https://api.telegram.org',
+  events: CHAT_EVENTS,
+  consoleUrl: undefined,
+  hosts: BOT_CHAT_HOSTS,
+});
 
 /** The chats the owner is told in (AGENT_NOTIFY_*, docs/api.md §16); each secret stays here. */
 export interface ChatConfig {
@@ -174,6 +196,10 @@ const env = object({
   ),
   AGENT_NOTIFY_NTFY_TOKEN: string().matches(/^\S+$/, 'AGENT_NOTIFY_NTFY_TOKEN must not contain white space'),
   AGENT_NOTIFY_EVENTS: string().matches(/^[a-z-]+(\s*,\s*[a-z-]+)*$/, 'AGENT_NOTIFY_EVENTS must be event types separated by commas, e.g. crash-looping,deploy-failed'),
+  AGENT_NOTIFY_BOT_HOSTS: string().matches(
+    /^[a-z0-9.-]+(:\d+)?(\s*,\s*[a-z0-9.-]+(:\d+)?)*$/i,
+    'AGENT_NOTIFY_BOT_HOSTS must be hosts separated by commas, e.g. discord.com,hooks.slack.com,ntfy.example.com:8443',
+  ),
   AGENT_CONSOLE_URL: httpUrl('AGENT_CONSOLE_URL'),
   AGENT_BOTS_AGENT_URL: string()
     .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, 'AGENT_BOTS_AGENT_URL must be an http:// or https:// URL')
@@ -253,6 +279,16 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       pullTimeoutMs: values.AGENT_PULL_TIMEOUT_S * 1000,
       registryAuthFile: values.AGENT_REGISTRY_AUTH,
       chats: chatsOf(values),
+      botChatBase: Object.freeze({
+        telegramApi: values.AGENT_NOTIFY_TELEGRAM_API,
+        events: Object.freeze(eventsOf(values.AGENT_NOTIFY_EVENTS) ?? [...CHAT_EVENTS]),
+        consoleUrl: values.AGENT_CONSOLE_URL,
+        hosts: Object.freeze(
+          values.AGENT_NOTIFY_BOT_HOSTS === undefined
+            ? [...BOT_CHAT_HOSTS]
+            : values.AGENT_NOTIFY_BOT_HOSTS.split(',').map((host) => host.trim().toLowerCase()).filter((host) => host !== '' && host !== 'none'),
+        ),
+      }),
       imagePullSecrets: Object.freeze((values.AGENT_IMAGE_PULL_SECRETS ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '')),
       registries:
         values.AGENT_REGISTRIES === undefined
@@ -285,7 +321,7 @@ function chatsOf(values: {
       : undefined;
   const ntfy = values.AGENT_NOTIFY_NTFY_URL ? { url: values.AGENT_NOTIFY_NTFY_URL, token: values.AGENT_NOTIFY_NTFY_TOKEN } : undefined;
   if (!values.AGENT_NOTIFY_DISCORD_URL && !values.AGENT_NOTIFY_SLACK_URL && !telegram && !ntfy) return undefined;
-  const events = values.AGENT_NOTIFY_EVENTS?.split(',').map((type) => type.trim()).filter((type) => type !== '');
+  const events = eventsOf(values.AGENT_NOTIFY_EVENTS);
   return Object.freeze({
     discordUrl: values.AGENT_NOTIFY_DISCORD_URL,
     slackUrl: values.AGENT_NOTIFY_SLACK_URL,
@@ -296,3 +332,7 @@ function chatsOf(values: {
   });
 }
 
+/** The event types of AGENT_NOTIFY_EVENTS; undefined when it is not set. */
+function eventsOf(list: string | undefined): string[] | undefined {
+  return list?.split(',').map((type) => type.trim()).filter((type) => type !== '');
+}

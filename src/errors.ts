@@ -163,6 +163,7 @@ export const messages = {
   platformOnly: 'forbidden: only the platform (loopback or admin token) may create, list or remove bots',
   provisioningOff: 'forbidden: provisioning is off on this agent (AGENT_PROVISIONING=off): bots are created and removed elsewhere',
   platformOnlyNotifications: 'forbidden: only the platform (loopback or admin token) may send a test message to the chats',
+  platformOnlyChats: "forbidden: only the platform (loopback or admin token) may set, read or test a bot's chats",
   platformOnlyEvents: "forbidden: only the platform (loopback or admin token) may read every bot's events; a bot reads its own at /api/bots/{bot_id}/events",
   consoleForBots: "forbidden: the console is the platform's; a bot may manage only itself, through the API",
   heartbeatBotOnly: 'forbidden: only a bot may send its own heartbeat (the platform has no heartbeat to send)',

@@ -124,7 +124,7 @@ export const SPOOL_MAX_BYTES = 32 * 1024 * 1024;
 export interface BotHistoryOptions {
   /** How long a crash-looping bot must run without crashing to recover; tests shorten it. */
   readonly recoverAfterMs?: number;
-  /** Queue a webhook delivery of each event, in the transaction that keeps it. */
+  /** Queue a webhook delivery of each event, in the transaction that keeps it (those of bots with chats of their own always). */
   readonly deliver?: boolean;
   /** Called with each event this agent kept, once it is committed (e.g. to count it). */
   readonly onKept?: (event: StoredEvent) => void;
@@ -323,6 +323,16 @@ export class BotHistory implements RunObserver {
     return this.shared.removedAt(botId);
   }
 
+  /** The bot's own chats (docs/api.md §16), as JSON; undefined when it has none. 503 while the store is away. */
+  async botChats(botId: string): Promise<string | undefined> {
+    return this.reading(() => this.store.botChats(botId));
+  }
+
+  /** Sets the bot's own chats (JSON), or drops them (undefined); a removal of the bot drops them too. */
+  async setBotChats(botId: string, chats: string | undefined): Promise<void> {
+    await this.reading(() => this.store.setBotChats(botId, chats, Date.now()));
+  }
+
   /**
    * Keeps a console session's end (by its nonce, until its expiry) for every agent sharing the store;
    * while the store is away, in the spool, so the others refuse it as soon as it answers again.
@@ -446,7 +456,8 @@ export class BotHistory implements RunObserver {
   ): Promise<void> {
     const event = await tx.appendEvent(botId, type, at.getTime(), (id) => JSON.stringify({ id, type, bot_id: botId, at: at.toISOString(), ...fields }), key);
     if (!event) return;
-    if (this.options.deliver) await tx.addDelivery(event, Date.now());
+    // The agent's own targets take every event; a bot's own chats (docs/api.md §16) take its events.
+    if (this.options.deliver || (await tx.botChats(botId)) !== undefined) await tx.addDelivery(event, Date.now());
     kept.push(event);
   }
 

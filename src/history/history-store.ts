@@ -122,6 +122,10 @@ export interface HistoryTx {
   giveUp(botId: string, sinceMs: number): Promise<void>;
   /** The bot was started again through the agent at `atMs`: given up on no more, its crashes counted afresh. */
   endGiveUp(botId: string, atMs: number): Promise<void>;
+  /** The bot's own chats (docs/api.md §16), as JSON; undefined when it has none. */
+  botChats(botId: string): Promise<string | undefined>;
+  /** Sets the bot's own chats at `atMs` (JSON), or drops them (undefined). */
+  setBotChats(botId: string, chats: string | undefined, atMs: number): Promise<void>;
   /** Queues the event's webhook delivery. */
   addDelivery(event: StoredEvent, nowMs: number): Promise<void>;
   /**
@@ -199,7 +203,7 @@ export function deliveryOf(row: Record<string, unknown>): PendingDelivery {
 
 /** A store's writes outside a transaction: each is a transaction of its own. */
 export abstract class WritesInTransactions implements
-    Pick<HistoryTx, 'addExit' | 'appendEvent' | 'startCrashLoop' | 'endCrashLoop' | 'givenUp' | 'giveUp' | 'endGiveUp' | 'addDelivery' | 'forget' | 'putRevision'>
+    Pick<HistoryTx, 'addExit' | 'appendEvent' | 'startCrashLoop' | 'endCrashLoop' | 'givenUp' | 'giveUp' | 'endGiveUp' | 'botChats' | 'setBotChats' | 'addDelivery' | 'forget' | 'putRevision'>
 {
   abstract transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T>;
 
@@ -229,6 +233,14 @@ export abstract class WritesInTransactions implements
 
   endGiveUp(botId: string, atMs: number): Promise<void> {
     return this.transaction((tx) => tx.endGiveUp(botId, atMs));
+  }
+
+  botChats(botId: string): Promise<string | undefined> {
+    return this.transaction((tx) => tx.botChats(botId));
+  }
+
+  setBotChats(botId: string, chats: string | undefined, atMs: number): Promise<void> {
+    return this.transaction((tx) => tx.setBotChats(botId, chats, atMs));
   }
 
   addDelivery(event: StoredEvent, nowMs: number): Promise<void> {

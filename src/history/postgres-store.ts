@@ -336,6 +336,18 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
       endGiveUp: async (botId, atMs) => {
         await query('UPDATE given_up SET ended_ms = $1 WHERE bot_id = $2 AND ended_ms IS NULL AND since_ms <= $1', [atMs, botId]);
       },
+      botChats: async (botId) => {
+        const row = (await query('SELECT chats FROM bot_chats WHERE bot_id = $1', [botId])).rows[0];
+        return row === undefined ? undefined : String(row.chats);
+      },
+      setBotChats: async (botId, chats, atMs) => {
+        if (chats === undefined) await query('DELETE FROM bot_chats WHERE bot_id = $1', [botId]);
+        else
+          await query(
+            'INSERT INTO bot_chats (bot_id, chats, set_ms) VALUES ($1, $2, $3) ON CONFLICT (bot_id) DO UPDATE SET chats = EXCLUDED.chats, set_ms = EXCLUDED.set_ms',
+            [botId, chats, atMs],
+          );
+      },
       addDelivery: async (event, nowMs) => {
         await query(
           'INSERT INTO deliveries (seq, bot_id, type, data, next_at_ms, first_at_ms) VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT DO NOTHING',
@@ -348,6 +360,7 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
         await query('DELETE FROM events WHERE bot_id = $1 AND at_ms <= $2', [botId, atMs]);
         await query('DELETE FROM crash_loops WHERE bot_id = $1 AND since_ms <= $2', [botId, atMs]);
         await query('DELETE FROM given_up WHERE bot_id = $1 AND since_ms <= $2', [botId, atMs]);
+        await query('DELETE FROM bot_chats WHERE bot_id = $1 AND set_ms <= $2', [botId, atMs]);
         await query('DELETE FROM revisions WHERE bot_id = $1 AND made_at_ms <= $2', [botId, atMs]);
         await query(
           'INSERT INTO forgotten (bot_id, at_ms) VALUES ($1, $2) ON CONFLICT (bot_id) DO UPDATE SET at_ms = GREATEST(forgotten.at_ms, EXCLUDED.at_ms)',

@@ -278,6 +278,14 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
       endGiveUp: async (botId, atMs) => {
         this.statement('UPDATE given_up SET ended_ms = ? WHERE bot_id = ? AND ended_ms IS NULL AND since_ms <= ?').run(atMs, botId, atMs);
       },
+      botChats: async (botId) => {
+        const row = this.statement('SELECT chats FROM bot_chats WHERE bot_id = ?').get(botId);
+        return row === undefined ? undefined : String(row.chats);
+      },
+      setBotChats: async (botId, chats, atMs) => {
+        if (chats === undefined) this.statement('DELETE FROM bot_chats WHERE bot_id = ?').run(botId);
+        else this.statement('INSERT INTO bot_chats (bot_id, chats, set_ms) VALUES (?, ?, ?) ON CONFLICT (bot_id) DO UPDATE SET chats = excluded.chats, set_ms = excluded.set_ms').run(botId, chats, atMs);
+      },
       addDelivery: async (event, nowMs) => {
         this.statement('INSERT OR IGNORE INTO deliveries (seq, bot_id, type, data, next_at_ms, first_at_ms) VALUES (?, ?, ?, ?, ?, ?)').run(
           event.seq,
@@ -294,6 +302,7 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
         this.statement('DELETE FROM events WHERE bot_id = ? AND at_ms <= ?').run(botId, atMs);
         this.statement('DELETE FROM crash_loops WHERE bot_id = ? AND since_ms <= ?').run(botId, atMs);
         this.statement('DELETE FROM given_up WHERE bot_id = ? AND since_ms <= ?').run(botId, atMs);
+        this.statement('DELETE FROM bot_chats WHERE bot_id = ? AND set_ms <= ?').run(botId, atMs);
         this.statement('DELETE FROM revisions WHERE bot_id = ? AND made_at_ms <= ?').run(botId, atMs);
         this.statement('INSERT INTO forgotten (bot_id, at_ms) VALUES (?, ?) ON CONFLICT (bot_id) DO UPDATE SET at_ms = MAX(at_ms, excluded.at_ms)').run(botId, atMs);
       },

@@ -34,6 +34,8 @@ export interface DeliveryTarget {
 
 export interface DeliveryOptions {
   readonly targets: readonly DeliveryTarget[];
+  /** A bot's own targets (its chats, docs/api.md §16), read as each of its deliveries is made. */
+  readonly botTargets?: ((botId: string) => Promise<readonly DeliveryTarget[]>) | undefined;
   readonly report: (what: string, err: unknown) => void;
 }
 
@@ -138,7 +140,8 @@ export class WebhookSender {
   private async deliver(delivery: PendingDelivery): Promise<void> {
     const done = [...delivery.doneTargets];
     const failures: string[] = [];
-    const due = this.options.targets.filter((target) => target.wants(delivery.type) && !done.includes(target.name));
+    const own = (await this.options.botTargets?.(delivery.botId)) ?? [];
+    const due = [...this.options.targets, ...own].filter((target) => target.wants(delivery.type) && !done.includes(target.name));
     await Promise.all(
       due.map(async (target) => {
         try {

@@ -1,8 +1,6 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { ChatUnreachable, Forbidden, messages, NoChat, NotFound, NotImplemented } from '../errors.js';
-import { testChats } from '../notify/chat-targets.js';
-import type { ChatConfig } from '../notify/chat-targets.js';
+import { Forbidden, messages, NotFound, NotImplemented } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import { DEFAULT_DEADLINE_S, DEFAULT_MIN_READY_S } from '../deploys/deploys.js';
@@ -176,18 +174,4 @@ function healthOf(health: HealthRequest | undefined): BotHealthSpec | undefined 
       graceS: health.grace_s,
     }
   );
-}
-
-/** A test message to every configured chat, on the platform's request (docs/api.md §16). */
-export function notificationRoutes({ access, chats }: { readonly access: Access; readonly chats: ChatConfig | undefined }): Router {
-  const router = new Router();
-  router.post('/api/admin/notifications/test', async (ctx) => {
-    await access.platformFor(ctx, messages.platformOnlyNotifications);
-    if (!chats) throw new NoChat('no chat is configured: set AGENT_NOTIFY_DISCORD_URL, AGENT_NOTIFY_SLACK_URL, AGENT_NOTIFY_TELEGRAM_TOKEN or AGENT_NOTIFY_NTFY_URL (docs/api.md §16)');
-    const results = await testChats(chats);
-    const failed = results.filter((result) => !result.ok);
-    if (failed.length > 0) throw new ChatUnreachable(`the test message did not reach every chat: ${failed.map((result) => `${result.target} ${result.error ?? ''}`.trim()).join('; ')}`);
-    ctx.body = { ok: true, message: `a test message reached ${results.map((result) => result.target).join(', ')}`, targets: results.map((result) => result.target) };
-  });
-  return router;
 }

@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import Koa from 'koa';
 import type { Logger } from 'pino';
+import { DEFAULT_BOT_CHAT_BASE } from '../config.js';
 import type { Config } from '../config.js';
 import { hopsOf } from './hops.js';
 import type { BotHistory } from '../history/bot-history.js';
@@ -14,7 +15,8 @@ import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { StatsSamples } from '../stats/stats-samples.js';
 import { access } from './access.js';
-import { adminRoutes, notificationRoutes } from './admin-routes.js';
+import { adminRoutes } from './admin-routes.js';
+import { chatRoutes } from './chat-routes.js';
 import { auditor } from './audit.js';
 import { botRoutes } from './bot-routes.js';
 import type { ConsoleFiles } from './console-assets.js';
@@ -34,7 +36,7 @@ import { StreamLimits } from './stream-limits.js';
 
 /** What the HTTP layer reads of the configuration. */
 export type HttpConfig = Pick<Config, 'adminToken' | 'readRate' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses'> &
-  Partial<Pick<Config, 'chats'>>;
+  Partial<Pick<Config, 'chats' | 'botChatBase'>>;
 
 /** What the routes act on, built by the agent (src/agent.ts). */
 export interface AppDeps {
@@ -133,7 +135,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
     botRoutes({ driver, lifecycle, limiter, heartbeats, access: checks, audit, logFollowing: new LogFollowing(driver, history, streams), logReads: new LogReads() }).routes(),
     historyRoutes({ driver, history, watchdog, access: checks, streams, revisions: provisioner?.revisions !== undefined }).routes(),
     adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning }).routes(),
-    notificationRoutes({ access: checks, chats: config.chats }).routes(),
+    chatRoutes({ driver, history, access: checks, chats: config.chats, botChatBase: config.botChatBase ?? DEFAULT_BOT_CHAT_BASE }).routes(),
     consoleRoutes({ driver, provisioner, history, samples, watchdog, sessions, access: checks, trustedHosts: config.trustedHosts, files }).routes(),
   );
 

@@ -12,10 +12,10 @@ declare module 'koa' {
   }
 }
 
-/** Whether the request carries a body the agent reads: POST and PATCH are the methods whose routes take one. */
+/** Whether the request carries a body the agent reads: POST, PUT and PATCH are the methods whose routes take one. */
 function hasBody(ctx: Context): boolean {
   const { headers } = ctx.req;
-  return (ctx.method === 'POST' || ctx.method === 'PATCH') && (headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0);
+  return (ctx.method === 'POST' || ctx.method === 'PUT' || ctx.method === 'PATCH') && (headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0);
 }
 
 /**

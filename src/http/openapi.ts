@@ -1,7 +1,7 @@
 import { convertSchema } from '@sodaru/yup-to-json-schema';
 import type { Schema, SchemaDescription } from 'yup';
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
-import { createBotRequest, deployRequest, eventsQuery, exitsQuery, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId, sessionRequest } from './schemas.js';
+import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -235,6 +235,22 @@ export const openApiDocument = {
         required: ['ok', 'message', 'targets'],
         additionalProperties: false,
         properties: { ok: { const: true }, message: { type: 'string' }, targets: { type: 'array', items: { enum: ['discord', 'slack', 'telegram', 'ntfy'] } } },
+      },
+      BotChatsRequest: jsonSchemaOf(botChatsRequest),
+      BotChatsShown: {
+        type: 'object',
+        required: ['targets', 'events'],
+        additionalProperties: false,
+        properties: {
+          targets: { type: 'array', items: { enum: ['discord', 'slack', 'telegram', 'ntfy'] }, description: "the bot's own chats; never their URLs or tokens" },
+          events: { type: 'array', items: { type: 'string' } },
+        },
+      },
+      BotChats: {
+        type: 'object',
+        required: ['ok', 'chats'],
+        additionalProperties: false,
+        properties: { ok: { const: true }, message: { type: 'string' }, chats: ref('BotChatsShown') },
       },
       Deployed: {
         type: 'object',
@@ -548,6 +564,33 @@ export const openApiDocument = {
         responses: {
           ...responses(ok('Every chat took it', ref('ChatsTested')), 403),
           '409': { description: '`no chat is configured`', content: json(ref('Failure')) },
+          '502': { description: 'A chat did not take it: `msg` names which and why', content: json(ref('Failure')) },
+        },
+      },
+    },
+    '/api/admin/bots/{bot_id}/chats': {
+      get: {
+        summary: "The bot's own chats: which, and the events told; never a URL or token (docs/api.md §16; the platform only)",
+        parameters: [botIdParameter],
+        responses: responses(ok("The bot's chats", ref('BotChats')), 400, 403, 404, 503),
+      },
+      put: {
+        summary: "Give the bot chats of its own, told beside the agent's; `{}` drops them (docs/api.md §16; the platform only)",
+        parameters: [botIdParameter],
+        requestBody: { required: true, content: json(ref('BotChatsRequest')) },
+        responses: {
+          ...responses(ok('Kept', ref('BotChats')), 400, 403, 404, 413, 415, 503),
+          '422': { description: 'A chat URL that cannot be used: not readable as a URL, on a host AGENT_NOTIFY_BOT_HOSTS does not name, plain http off loopback, an ntfy URL naming no topic', content: json(ref('Failure')) },
+        },
+      },
+    },
+    '/api/admin/bots/{bot_id}/chats/test': {
+      post: {
+        summary: "Send a test message to each of the bot's own chats (docs/api.md §16; the platform only)",
+        parameters: [botIdParameter],
+        responses: {
+          ...responses(ok('Every chat took it', ref('ChatsTested')), 400, 403, 404, 503),
+          '409': { description: '`has no chat of its own`', content: json(ref('Failure')) },
           '502': { description: 'A chat did not take it: `msg` names which and why', content: json(ref('Failure')) },
         },
       },

@@ -239,6 +239,48 @@ export const deployRequest = object({
   rollback: boolean().strict().typeError('rollback must be true or false').meta({ jsonSchema: { default: true } }),
 }).typeError(jsonObject);
 
+// The URL's shape; whether it can be used (read as a URL, on an allowed host, an ntfy topic) is the 422 of
+// src/notify/bot-chats.ts, as no schema can say which hosts this agent allows.
+const chatUrl = (field: string) =>
+  string()
+    .strict()
+    .typeError(`${field} must be a string`)
+    .max(2048, `${field} is too long`)
+    .matches(/^https?:\/\/[^\s/]+(\/\S*)?$/, `${field} must be an http:// or https:// URL`)
+    .meta({ jsonSchema: { description: 'a secret: never answered back nor logged' } });
+
+/** Body of PUT /api/admin/bots/{bot_id}/chats: the bot's own chats (docs/api.md §16); `{}` drops them. */
+export const botChatsRequest = object({
+  discord_url: chatUrl('discord_url').meta({ jsonSchema: { examples: ['https://discord.com/api/webhooks/123/secret'] } }),
+  slack_url: chatUrl('slack_url').meta({ jsonSchema: { examples: ['https://hooks.slack.com/services/T0/B0/secret'] } }),
+  telegram: object({
+    token: string()
+      .strict()
+      .typeError('telegram.token must be a string')
+      .required('telegram.token is required')
+      .matches(/^\d{1,20}:[\w-]{1,100}$/, 'telegram.token must be a Telegram bot token, e.g. 123456:ABC-def'),
+    chat_id: string()
+      .strict()
+      .typeError('telegram.chat_id must be a string')
+      .required('telegram.chat_id is required')
+      .matches(/^(-?\d{1,20}|@\w{4,32})$/, 'telegram.chat_id must be a chat id (e.g. -1001234567890) or @channelname'),
+  })
+    .default(undefined)
+    .typeError('telegram must be an object with token and chat_id'),
+  ntfy: object({
+    url: chatUrl('ntfy.url').required('ntfy.url is required'),
+    token: string().strict().typeError('ntfy.token must be a string').max(512, 'ntfy.token is too long').matches(/^\S+$/, 'ntfy.token must not contain white space'),
+  })
+    .default(undefined)
+    .typeError('ntfy must be an object with url (and token)'),
+  events: array(string().strict().typeError('events must be a list of event types').required().matches(/^[a-z][a-z-]{0,31}$/, 'events must be event types, e.g. crash-looping'))
+    .strict()
+    .typeError('events must be a list of event types')
+    .max(32, 'events names at most 32 types')
+    .default(undefined),
+})
+  .typeError(jsonObject);
+
 /** The query of the platform's listing. */
 export const listBotsQuery = object({ user_id: userId.optional() }).typeError('bad query');
 

@@ -22,11 +22,14 @@ function chatsOf(config: ChatConfig): Chat[] {
   return chats;
 }
 
-/** Each configured chat as a delivery target of the events AGENT_NOTIFY_EVENTS names. */
-export function chatTargets(config: ChatConfig): DeliveryTarget[] {
+/**
+ * Each configured chat as a delivery target of the events `config.events` names; `prefix` sets a bot's own
+ * chats apart from the agent's in a delivery's record of the targets it reached.
+ */
+export function chatTargets(config: ChatConfig, prefix = ''): DeliveryTarget[] {
   const told = new Set(config.events);
   return chatsOf(config).map((chat) => ({
-    name: chat.name,
+    name: `${prefix}${chat.name}`,
     wants: (type) => told.has(type),
     async send(delivery: PendingDelivery) {
       const request = chat.request(noteOf(JSON.parse(delivery.data) as Record<string, unknown>, config.consoleUrl));
@@ -35,9 +38,13 @@ export function chatTargets(config: ChatConfig): DeliveryTarget[] {
   }));
 }
 
-/** A test message to every configured chat, now: which answered 2xx, and why the others did not (never a secret). */
-export async function testChats(config: ChatConfig): Promise<{ target: string; ok: boolean; error?: string }[]> {
-  const note = noteOf({ bot_id: 'bot-agent', type: 'test', at: new Date().toISOString(), message: 'This chat will be told what happens to the bots (docs/api.md §16).' }, config.consoleUrl);
+/**
+ * A test message to every chat of `config`, now: which answered 2xx, and why the others did not (never a secret).
+ * `botId`: the chats are that bot's own, and the message says so.
+ */
+export async function testChats(config: ChatConfig, botId?: string): Promise<{ target: string; ok: boolean; error?: string }[]> {
+  const told = botId === undefined ? 'the bots' : `bot ${botId}`;
+  const note = noteOf({ bot_id: botId ?? 'bot-agent', type: 'test', at: new Date().toISOString(), message: `This chat will be told what happens to ${told} (docs/api.md §16).` }, config.consoleUrl);
   return Promise.all(
     chatsOf(config).map(async (chat) => {
       const request = chat.request({ ...note, title: 'bot-agent: a test message', link: config.consoleUrl });

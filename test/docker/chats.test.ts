@@ -1,8 +1,4 @@
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { once } from 'node:events';
 import test from 'ava';
-import { Ajv } from 'ajv';
 import { pino } from 'pino';
 import { CHAT_EVENTS } from '../../src/config.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
@@ -12,46 +8,25 @@ import { call } from '../helpers/http-client.js';
 import { lineSink } from '../helpers/log-sink.js';
 import { provisioningAgent } from '../helpers/provisioning-agent.js';
 import type { ProvisioningAgent } from '../helpers/provisioning-agent.js';
-import { discordWebhook, ntfyPublish, slackWebhook, TELEGRAM_TAGS, telegramSendMessage } from '../fixtures/chat-schemas.js';
+import { TELEGRAM_TAGS } from '../fixtures/chat-schemas.js';
+import { chatReceiver, chatSchemaErrors } from '../helpers/chat-receiver.js';
+import type { ReceivedChat } from '../helpers/chat-receiver.js';
 
 // The owner told in their chats (docs/api.md §16): real events of a real bot on the real engine, each
 // chat's message received on loopback and checked against the schema its service documents.
 const fixture = new DockerFixture();
 const logLines: string[] = [];
 const SECRETS = { discord: 'SECRET-discord-0123', slack: 'SECRET-slack-4567', telegram: '123456:SECRET-telegram-89ab', ntfy: 'tk_SECRET-ntfy-cdef' };
-interface Received {
-  chat: string;
-  path: string;
-  headers: Record<string, string | string[] | undefined>;
-  body: Record<string, unknown>;
-}
-const received: Received[] = [];
-/** Answers to fail, per chat: how many more of its requests get 500. */
-const failing = new Map<string, number>();
-const chatOf = (path: string): string =>
-  path.startsWith('/discord/') ? 'discord' : path.startsWith('/slack/') ? 'slack' : path.startsWith('/telegram/') ? 'telegram' : 'ntfy';
-const receiver = createServer((req, res) => {
-  const chunks: Buffer[] = [];
-  req.on('data', (chunk: Buffer) => chunks.push(chunk));
-  req.on('end', () => {
-    const chat = chatOf(req.url ?? '');
-    const left = failing.get(chat) ?? 0;
-    if (left > 0) {
-      failing.set(chat, left - 1);
-      res.writeHead(500).end();
-      return;
-    }
-    received.push({ chat, path: req.url ?? '', headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> });
-    res.writeHead(chat === 'discord' ? 204 : 200, { 'content-type': 'application/json' }).end(chat === 'telegram' ? '{"ok":true,"result":{}}' : '');
-  });
-});
+let receiver: Awaited<ReturnType<typeof chatReceiver>>;
+let received: ReceivedChat[] = [];
+let failing = new Map<string, number>();
 let agent: ProvisioningAgent;
 
 test.before(async () => {
   await fixture.ready();
-  receiver.listen(0, '127.0.0.1');
-  await once(receiver, 'listening');
-  const at = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+  receiver = await chatReceiver();
+  ({ received, failing } = receiver);
+  const at = receiver.url;
   agent = await provisioningAgent(fixture, 'address', {
     logger: pino(lineSink(logLines)),
     config: {
@@ -69,12 +44,10 @@ test.before(async () => {
 
 test.after.always(async () => {
   await agent?.close();
-  receiver.close();
+  receiver?.close();
   await fixture.cleanup();
 });
 
-const ajv = new Ajv({ strict: false, allErrors: true });
-const schemaOf = { discord: discordWebhook, slack: slackWebhook, telegram: telegramSendMessage, ntfy: ntfyPublish } as const;
 
 test('a failed deploy is told in every chat in its own format, within its limits, with the reason, last lines and console link; a chat that failed is retried alone', async (t) => {
   const id = await createdIdleBot(t, fixture, agent.server);
@@ -90,8 +63,7 @@ test('a failed deploy is told in every chat in its own format, within its limits
   await new Promise((resolve) => setTimeout(resolve, 1_500));
   t.is(ofBot().length, 8, 'each chat told each event once: a retry of Discord reached no other chat again');
   for (const message of ofBot()) {
-    const valid = ajv.validate(schemaOf[message.chat as keyof typeof schemaOf], message.body);
-    t.true(valid, `${message.chat}: ${ajv.errorsText()}`);
+    t.is(chatSchemaErrors(message), undefined);
   }
   const [discord] = ofBot().filter((r) => r.chat === 'discord');
   const embed = (discord?.body.embeds as Record<string, unknown>[])[0]!;
@@ -136,7 +108,7 @@ test('a test message on demand reaches every chat; one that fails is named, with
   t.deepEqual((reply.body?.targets as string[]).sort(), ['discord', 'ntfy', 'slack', 'telegram']);
   const tests = received.slice(before);
   t.is(tests.length, 4);
-  for (const message of tests) t.true(ajv.validate(schemaOf[message.chat as keyof typeof schemaOf], message.body), `${message.chat}: ${ajv.errorsText()}`);
+  for (const message of tests) t.is(chatSchemaErrors(message), undefined);
   failing.set('slack', 1);
   const failed = await call(agent.server, '/api/admin/notifications/test', { method: 'POST' });
   t.is(failed.status, 502);

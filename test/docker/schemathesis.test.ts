@@ -1,13 +1,16 @@
 import { execFile } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import test from 'ava';
 import { pino } from 'pino';
 import { assembleAgent } from '../../src/agent.js';
+import { DEFAULT_BOT_CHAT_BASE } from '../../src/config.js';
 import { BotTokens } from '../../src/identity/bot-tokens.js';
 import { listen } from '../../src/http/listen.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
@@ -33,8 +36,21 @@ let work: string;
 /** Creates the engine carried out: the stateful phase follows the 201's links, so it removes what it made. */
 const created: string[] = [];
 
+/**
+ * Where a bot's own chats go (docs/api.md §16): a receiver on loopback that takes every message, the one host the
+ * agent allows their URLs, and its Telegram API. Nothing the fuzzer makes up is sent past this machine.
+ */
+const chatReceiver = createServer((req, res) => {
+  req.resume();
+  req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true,"result":{}}'));
+});
+let chatsAt = '';
+
 test.before(async () => {
   await fixture.ready();
+  chatReceiver.listen(0, '127.0.0.1');
+  await once(chatReceiver, 'listening');
+  chatsAt = `http://127.0.0.1:${(chatReceiver.address() as AddressInfo).port}`;
   network = (await fixture.network()).name;
   // Pulls only from the test registry, with its login, as an operator's AGENT_REGISTRIES and AGENT_REGISTRY_AUTH say:
   // an image the fuzzer makes up is never looked for past this machine.
@@ -59,7 +75,14 @@ test.before(async () => {
     // Signs bots' tokens, as every Docker agent does: the token route answers, not 501.
     botTokens: BotTokens.open(':memory:'),
     // Budgets wide enough that the fuzzer meets the answers it came for, not only 429s.
-    config: { ...TEST_APP_CONFIG, adminToken: TOKEN, rateLimit: 100_000, readRate: 100_000, restartTimeoutMs: 20_000 },
+    config: {
+      ...TEST_APP_CONFIG,
+      adminToken: TOKEN,
+      rateLimit: 100_000,
+      readRate: 100_000,
+      restartTimeoutMs: 20_000,
+      botChatBase: { ...DEFAULT_BOT_CHAT_BASE, telegramApi: chatsAt, hosts: [new URL(chatsAt).host] },
+    },
     logger: pino({ level: 'silent' }),
     // On an engine other test files share: no restarts of their bots.
     watchdog: 'off',
@@ -70,6 +93,7 @@ test.before(async () => {
 
 test.after.always(async () => {
   server?.close();
+  chatReceiver.close();
   // Bots the fuzzer created with the test image joined this file's network.
   const made = await fixture.docker.listContainers({ all: true, filters: { network: [network], label: [BOT_LABEL] } });
   await Promise.all(made.map((c) => fixture.docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
@@ -144,7 +168,9 @@ test('schemathesis, all phases, finds no failure, no error of its own and no war
   const documentText = await (await fetch(`http://127.0.0.1:${port}/openapi.json`)).text();
   t.true(documentText.includes(EXAMPLE_IMAGE));
   const document = join(work, 'openapi.json');
-  await writeFile(document, documentText.replaceAll(EXAMPLE_IMAGE, example));
+  // The examples of a bot's chat URLs name the services' hosts: the fuzzer's copy names the receiver instead.
+  const fuzzed = documentText.replaceAll(EXAMPLE_IMAGE, example).replaceAll('https://discord.com/', `${chatsAt}/`).replaceAll('https://hooks.slack.com/', `${chatsAt}/`);
+  await writeFile(document, fuzzed);
   // The document's create example, as a platform sends it, pulls the image from the registry with the operator's login;
   // the fuzzer's creates then find it on the engine (those that bring a login of their own making would be refused it).
   const pulled = await fetch(`http://127.0.0.1:${port}/api/admin/bots`, {
@@ -154,6 +180,13 @@ test('schemathesis, all phases, finds no failure, no error of its own and no war
   });
   t.is(pulled.status, 201, await pulled.text());
   t.true(await fixture.docker.getImage(example).inspect().then(() => true, () => false), 'the example image was pulled from the test registry');
+  // The reader has chats of its own, on the receiver: a test of them reaches past 409 as well as the fuzzer's own.
+  const chats = await fetch(`http://127.0.0.1:${port}/api/admin/bots/${reader.id}/chats`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
+    body: JSON.stringify({ discord_url: `${chatsAt}/api/webhooks/1/reader`, telegram: { token: '1:reader', chat_id: '5' } }),
+  });
+  t.is(chats.status, 200, await chats.text());
   const config = join(work, 'schemathesis.toml');
   // Real ids and owners much of the time; the rest is the fuzzer's own.
   await writeFile(
@@ -176,6 +209,8 @@ values = ${tomlList(acted.map((bot) => bot.id))}
 values = ${tomlList([reader.id, ...acted.map((bot) => bot.id)])}
 [dictionaries.deployables]
 values = ${tomlList(deployables.map((bot) => bot.id))}
+[dictionaries.chatty]
+values = ${tomlList([reader.id])}
 [dictionaries.rollbackable]
 values = ${tomlList([rollbackable])}
 [dictionaries.victims]
@@ -215,6 +250,11 @@ parameters = { "path.file" = { dictionary = "console", probability = 0.8 } }
 include-path = "/api/admin/bots/{bot_id}"
 include-method = "PATCH"
 parameters = { "path.bot_id" = { dictionary = "deployables", probability = 1.0 } }
+# A test of a bot's chats reaches the reader, which has chats of its own (the PUTs may have changed them since).
+[[operations]]
+include-path = "/api/admin/bots/{bot_id}/chats/test"
+include-method = "POST"
+parameters = { "path.bot_id" = { dictionary = "chatty", probability = 1.0 } }
 [[operations]]
 include-path = "/api/admin/bots/{bot_id}/rollback"
 include-method = "POST"
@@ -290,9 +330,13 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
   t.deepEqual(summary.failures, [], output.slice(-20_000));
   // The create's schema mismatch, when schemathesis shows it despite the create's own warnings list (its
   // stateful phase does), is left out as the configuration above says; any other operation it names stays.
+  // So is a rollback's 404 as missing test data: the stateful phase follows the create's links to rollbacks of
+  // the bots it just made, which have no previous revision (404 `no previous revision`, as docs/api.md §15 says);
+  // how many it makes depends on the seed.
   const verdicts = verdictsOf(output, {
     'Schema validation mismatch': ['POST /api/admin/bots'],
     'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots'],
+    'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback'],
   });
   t.deepEqual(verdicts, { errors: [], warnings: [] }, output.slice(-20_000));
   const failedOnExcusedWarningsAlone = verdictsOf(output).warnings.length > 0 && /Warnings fail the run/.test(output);

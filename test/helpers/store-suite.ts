@@ -170,6 +170,22 @@ export function storeSuite(backend: string, open: OpenStore): void {
     t.is(await store.givenUp('bot_1_1_a'), undefined);
   });
 
+  test(`${backend}: a bot's own chats are kept, replaced, dropped, and go with a removal after they were set, not before`, async (t) => {
+    const store = await opened(t);
+    t.is(await store.botChats('bot_1_1_a'), undefined);
+    await store.setBotChats('bot_1_1_a', '{"discord_url":"https://discord.com/api/webhooks/1/a"}', 10);
+    await store.setBotChats('bot_1_1_a', '{"slack_url":"https://hooks.slack.com/services/T/B/c"}', 11);
+    t.is(await store.botChats('bot_1_1_a'), '{"slack_url":"https://hooks.slack.com/services/T/B/c"}');
+    t.is(await store.botChats('bot_1_1_b'), undefined);
+    await store.setBotChats('bot_1_1_a', undefined, 12);
+    t.is(await store.botChats('bot_1_1_a'), undefined);
+    await store.setBotChats('bot_1_1_a', '{"ntfy":{"url":"https://ntfy.sh/x"}}', 20);
+    await store.forget('bot_1_1_a', 15);
+    t.truthy(await store.botChats('bot_1_1_a'), 'a removal written late leaves the chats set since alone');
+    await store.forget('bot_1_1_a', 25);
+    t.is(await store.botChats('bot_1_1_a'), undefined);
+  });
+
   test(`${backend}: deliveries are claimed oldest first per bot, one claimant at a time, again once the claim lapses or fails`, async (t) => {
     const store = await opened(t);
     const a1 = (await store.appendEvent('bot_1_1_a', 'started', 1, () => '{"n":1}'))!;

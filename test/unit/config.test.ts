@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import test from 'ava';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { CHAT_EVENTS, ConfigError, loadConfig } from '../../src/config.js';
 
 test('defaults follow docs/api.md §5', (t) => {
   t.deepEqual(loadConfig({}), {
@@ -32,8 +32,19 @@ test('defaults follow docs/api.md §5', (t) => {
     registryAuthFile: undefined,
     registries: undefined,
     chats: undefined,
+    botChatBase: { telegramApi: 'https://api.telegram.org', events: [...CHAT_EVENTS], consoleUrl: undefined, hosts: ['discord.com', 'discordapp.com', 'hooks.slack.com', 'ntfy.sh'] },
     imagePullSecrets: [],
   });
+});
+
+test("a bot's own chats: the hosts their URLs may name, in lower case, none at all, and what they take of AGENT_NOTIFY_*", (t) => {
+  t.like(loadConfig({ AGENT_NOTIFY_BOT_HOSTS: 'Discord.com, ntfy.example.com:8443', AGENT_NOTIFY_EVENTS: 'exited', AGENT_CONSOLE_URL: 'https://console.example.com' }).botChatBase, {
+    hosts: ['discord.com', 'ntfy.example.com:8443'],
+    events: ['exited'],
+    consoleUrl: 'https://console.example.com',
+  });
+  t.deepEqual(loadConfig({ AGENT_NOTIFY_BOT_HOSTS: 'none' }).botChatBase.hosts, []);
+  t.throws(() => loadConfig({ AGENT_NOTIFY_BOT_HOSTS: 'https://discord.com' }), { instanceOf: ConfigError, message: /^AGENT_NOTIFY_BOT_HOSTS/ });
 });
 
 test('pulls: a bounded time in seconds, and a Docker config.json of logins when given', (t) => {
