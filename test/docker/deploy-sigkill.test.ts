@@ -19,6 +19,8 @@ test.after.always(() => fixture.cleanup());
 const base = (port: number) => `http://127.0.0.1:${port}`;
 
 test(`${BOTS * ROUNDS} deploys cut by SIGKILL at random moments leave exactly one run of each bot, never two`, async (t) => {
+  // One test of many rounds: 2 to 3 minutes here, longer than ava's 10 minutes without a test ending on a slow machine.
+  t.timeout(30 * 60_000);
   const dataDir = await mkdtemp(join(tmpdir(), 'bot-agent-deploy-kill-'));
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
   const network = (await fixture.network()).name;

@@ -128,6 +128,8 @@ const tomlString = (value: string) => JSON.stringify(value);
 const tomlList = (values: string[]) => `[${values.map(tomlString).join(', ')}]`;
 
 test('schemathesis, all phases, finds no failure, no error of its own and no warning: the document says what the agent enforces', async (t) => {
+  // One test of about 3 minutes (the fuzzer's own --max-time and more): bounded by its own time, not ava's.
+  t.timeout(20 * 60_000);
   const st = await schemathesis();
   const owners = ['user_1', 'user_2'];
   // A stop that comes before a just-started bot's shell has set its trap waits out the bot's grace period
