@@ -6,6 +6,7 @@ import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import { createKubernetesProvisioner } from '../../src/runtime/kubernetes/kube-provisioner.js';
 import { BOT_LABEL } from '../../src/runtime/labels.js';
+import { objectName } from '../../src/runtime/kubernetes/kube-names.js';
 import { startAgent } from '../helpers/agent.js';
 import { TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
@@ -187,7 +188,7 @@ test('a create pulls its image from the registry with its own login; a missing t
 
 // Deploys on the real cluster (docs/api.md §15): a rollout with the Recreate strategy, judged by the agent,
 // undone to the revision kept on the Deployment.
-test('deploys on the real cluster: a good revision keeps the bot\'s token, a crashing one is undone, a missing tag is 422, a rollback goes back; never two pods', async (t) => {
+test('deploys on the real cluster: a good revision keeps the bot\'s token; a crashing one, a failing check, a missing tag (422) and a refused login (403) each leave the one before running; a rollback goes back; never two pods', async (t) => {
   const { harness, namespace, agent } = await provisioningAgent(t);
   const id = harness.newBotId();
   const events: { type: string; data: Record<string, unknown> }[] = [];
@@ -250,11 +251,23 @@ test('deploys on the real cluster: a good revision keeps the bot\'s token, a cra
   const logins = async () => (await core.listNamespacedSecret({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.map((secret) => secret.metadata?.name ?? '').filter((name) => name.includes('-pull'));
   t.deepEqual(await logins(), [], "the failed revision's login went with it");
 
+  // An image of the registry's that the node lacks, with a wrong password: the kubelet's pull is refused.
+  const image = await pushedImage(new Docker(), 'kube-deploy');
+  const refused = await deploy({ image, registry_auth: { ...REGISTRY_LOGIN, password: 'not-the-password' }, deadline_s: 60 });
+  t.is(refused.status, 403, refused.text);
+  t.regex(String(refused.body?.msg), /refused the pull's credentials/);
+  t.is((await runningEnv(2)).MODE, 'two', 'revision 2 runs again after the refused pull');
+  // A revision whose check fails: the kubelet's liveness probe restarts it, and the deploy is undone.
+  const unhealthy = await deploy({ health: { exec: ['sh', '-c', 'exit 1'], interval_s: 1, timeout_s: 1, retries: 1 }, min_ready_s: 5, deadline_s: 60 });
+  t.is(unhealthy.status, 202, unhealthy.text);
+  t.like(await revision(6), { outcome: 'failed' });
+  t.is((await runningEnv(2)).MODE, 'two', 'revision 2 runs again after the failed check');
+
   // A new image from the registry with a login of its own revision's; revision 2 is kept to go back to.
-  const pulled = await deploy({ image: await pushedImage(new Docker(), 'kube-deploy'), registry_auth: REGISTRY_LOGIN, env: { MODE: 'five' }, min_ready_s: 2, deadline_s: 60 });
+  const pulled = await deploy({ image, registry_auth: REGISTRY_LOGIN, env: { MODE: 'seven' }, min_ready_s: 2, deadline_s: 60 });
   t.is(pulled.status, 202, pulled.text);
-  t.like(await revision(5), { outcome: 'succeeded' });
-  t.like(await runningEnv(5), { MODE: 'five', BOT_TOKEN: token });
+  t.like(await revision(7), { outcome: 'succeeded' });
+  t.like(await runningEnv(7), { MODE: 'seven', BOT_TOKEN: token });
   t.is((await logins()).length, 1);
 
   const back = await call(agent.server, `/api/admin/bots/${id}/rollback`, { method: 'POST' });
@@ -265,6 +278,11 @@ test('deploys on the real cluster: a good revision keeps the bot\'s token, a cra
   sampling = false;
   await sampler;
   t.is(most, 1, 'two pods of the bot ran at once');
+  // What an agent killed between a deploy's login and its Deployment write leaves: a login no revision names.
+  await core.createNamespacedSecret({
+    namespace,
+    body: { metadata: { name: `${objectName(id)}-pull-r9`, labels: { [BOT_LABEL]: id } }, type: 'kubernetes.io/dockerconfigjson', stringData: { '.dockerconfigjson': '{"auths":{}}' } },
+  });
   t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
   t.deepEqual((await core.listNamespacedSecret({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items, [], 'its token and every login went with it');
 });

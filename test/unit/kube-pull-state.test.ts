@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { CoreV1Api, CoreV1Event, V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
-import { kubeletLackedPullSecrets, pullState } from '../../src/runtime/kubernetes/kube-pull-state.js';
+import { kubeletLackedPullSecrets, pullState, RefusalJudge } from '../../src/runtime/kubernetes/kube-pull-state.js';
 
 // A create on Kubernetes waits for its image only while the kubelet pulls it (docs/api.md §14): a pod the
 // scheduler has no room for, or one past the pull for another reason, ends the wait at once (it waited out
@@ -66,6 +66,7 @@ const judge = (events: CoreV1Event[]) =>
 
 test("a refusal right after the kubelet could not read the create's own login is the kubelet's miss, waited out", async (t) => {
   t.true(await judge([lacked('bot-1-pull', 10), refused(10)]));
+  t.true(await judge([lacked('bot-1-pull', 10), refused(11)]), 'the refusal stamped the second after its miss (seen on the real cluster)');
   t.true(await judge([lacked('bot-1-pull', 10)]), 'its refusal not yet posted');
   t.true(await judge([refused(10), lacked('bot-1-pull', 21)]), 'missed again before the next pull');
 });
@@ -75,4 +76,24 @@ test("a refusal with the login read, or of a Secret the operator named, or anoth
   t.false(await judge([lacked('bot-1-pull', 10), refused(21)]), 'the pull after the back-off had the login');
   t.false(await judge([lacked('registry-login, bot-1-pull', 10), refused(10)]), 'a configured Secret that is not there');
   t.false(await judge([lacked('bot-1-pull', 10, 'bot-2-def'), refused(10)]));
+});
+
+// The kubelet posts its events a moment after the pod's status says ErrImagePull: a refusal is judged once it has
+// been seen for 2 s without a miss of the agent's own login; a miss starts the watch again for the next pull.
+test('a refusal is final once seen for 2 s with no miss of the login; a miss waits for the next pull', async (t) => {
+  let nowMs = 0;
+  let events: CoreV1Event[] = [refused(10)];
+  const core = { listNamespacedEvent: async () => ({ items: events }) } as unknown as CoreV1Api;
+  const judge = new RefusalJudge(core, 'bots', ownSecret, () => nowMs);
+  t.false(await judge.final([pod]), 'seen only now');
+  nowMs = 1_000;
+  t.false(await judge.final([pod]));
+  events = [lacked('bot-1-pull', 10), refused(10)];
+  nowMs = 1_500;
+  t.false(await judge.final([pod]), 'its miss posted late');
+  events = [lacked('bot-1-pull', 10), refused(22)];
+  nowMs = 13_000;
+  t.false(await judge.final([pod]), 'the next pull, with the login, refused: watched afresh');
+  nowMs = 15_000;
+  t.true(await judge.final([pod]));
 });

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { ApiException } from '@kubernetes/client-node';
-import type { AppsV1Api, CoreV1Api, KubeConfig, V1Deployment } from '@kubernetes/client-node';
+import type { AppsV1Api, CoreV1Api, KubeConfig, V1Deployment, V1PodTemplateSpec } from '@kubernetes/client-node';
 import { OperationInProgress } from '../../src/errors.js';
 import { KubeRevisions } from '../../src/runtime/kubernetes/kube-revisions.js';
 
@@ -46,4 +46,24 @@ test("a write whose hold changed meanwhile is another deploy's: 409, nothing wri
   const { revisions, written } = revisionsOver([deploymentWith(HOLD, '1'), deploymentWith(other, '2')], 1);
   await t.throwsAsync(revisions.keep('bot_1_1_a'), { instanceOf: OperationInProgress });
   t.is(written.length, 0);
+});
+
+// A deploy's own login is a Secret of its revision, made before the Deployment is written: a write refused
+// (another deploy's hold) leaves no Secret behind that no revision names.
+test("a deploy whose write is refused removes the login Secret it made for its revision", async (t) => {
+  const other = JSON.stringify({ from: 1, to: 3, deadlineAtMs: 0, template: {} });
+  const reads = [deploymentWith(undefined, '1'), deploymentWith(other, '2')];
+  let read = 0;
+  const apps = {
+    listNamespacedDeployment: async () => ({ items: [reads[Math.min(read++, reads.length - 1)]] }),
+    replaceNamespacedDeployment: async () => {
+      throw new ApiException(409, 'Conflict', {}, {});
+    },
+  } as unknown as AppsV1Api;
+  const deleted: string[] = [];
+  const core = { deleteNamespacedSecret: async ({ name }: { name: string }) => void deleted.push(name) } as unknown as CoreV1Api;
+  const withLogin = async (template: V1PodTemplateSpec) => ({ ...template, spec: { ...template.spec!, imagePullSecrets: [{ name: 'bot-1-pull-r2' }] } });
+  const revisions = new KubeRevisions(apps, core, {} as KubeConfig, 'bots', withLogin);
+  await t.throwsAsync(revisions.switchTo('bot_1_1_a', 2, { image: 'bot:3' }, Date.now() + 60_000), { instanceOf: OperationInProgress });
+  t.deepEqual(deleted, ['bot-1-pull-r2']);
 });

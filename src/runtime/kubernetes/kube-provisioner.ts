@@ -11,7 +11,7 @@ import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { BOT_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
 import type { BotChange } from '../../provisioning/revisions.js';
 import { keptTemplate, KubeRevisions } from './kube-revisions.js';
-import { kubeletLackedPullSecrets, pullState } from './kube-pull-state.js';
+import { pullState, RefusalJudge } from './kube-pull-state.js';
 import { DEFAULT_PULL_TIMEOUT_MS, pullFailure } from '../pull-failure.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
@@ -171,6 +171,7 @@ class KubernetesProvisioner implements Provisioner {
   private async imageRefusal(spec: BotSpec): Promise<AgentError | undefined> {
     const timeoutMs = this.options.pullTimeoutMs ?? DEFAULT_PULL_TIMEOUT_MS;
     const deadline = Date.now() + timeoutMs;
+    const refusals = new RefusalJudge(this.core, this.options.namespace, (secret) => secret === pullSecretOf(objectName(spec.id)));
     for (;;) {
       const pods = (await this.core.listNamespacedPod({ namespace: this.options.namespace, labelSelector: `${BOT_LABEL}=${spec.id}` }, withDeadline())).items;
       const state = pullState(pods);
@@ -180,8 +181,7 @@ class KubernetesProvisioner implements Provisioner {
         // ErrImagePull carries the kubelet's words; a back-off only points at them, in the pod's events.
         const words = state.reason === 'ErrImagePull' && state.message ? state.message : await this.pullWords(pods, state.message ?? state.reason);
         const failure = pullFailure(spec.image, words, undefined);
-        const ownSecret = (secret: string) => secret === pullSecretOf(objectName(spec.id));
-        if (!(failure instanceof RegistryRefused) || !(await kubeletLackedPullSecrets(this.core, this.options.namespace, pods, ownSecret))) return failure;
+        if (!(failure instanceof RegistryRefused) || (await refusals.final(pods))) return failure;
       }
       if (Date.now() >= deadline) {
         const scheduled = pods.some((pod) => pod.spec?.nodeName);
@@ -226,7 +226,11 @@ class KubernetesProvisioner implements Provisioner {
     try {
       const [deployment] = await this.deployments(botId);
       const name = deployment?.metadata?.name;
-      if (!name) throw new NotFound(messages.botNotFound(botId));
+      if (!name) {
+        // A removal cut short after its Deployment went: what it left of the bot goes now.
+        await this.removeLabelledSecrets(botId).catch(() => undefined);
+        throw new NotFound(messages.botNotFound(botId));
+      }
       await this.apps.deleteNamespacedDeployment({ name, namespace }, withDeadline());
       // The logins of its revisions too: those its pod templates (the one it ran, the one kept) name.
       for (const secret of new Set([`${name}-token`, pullSecretOf(name), ...ownPullSecrets(deployment, pullSecretOf(name))])) {
@@ -234,9 +238,21 @@ class KubernetesProvisioner implements Provisioner {
           if (apiStatus(err) !== 404) throw err;
         });
       }
+      // And any other Secret made for it: a deploy's login its agent made before it was killed, never named.
+      await this.removeLabelledSecrets(botId);
     } catch (err) {
       throw translateKubeError(err, botId, failedTo('remove', botId));
     }
+  }
+
+  /**
+   * Every Secret labelled with the bot, in one collection delete (the agent may not list Secrets). A Role of a
+   * chart before this one lacks `deletecollection`: then only the named ones went.
+   */
+  private async removeLabelledSecrets(botId: string): Promise<void> {
+    await this.core.deleteCollectionNamespacedSecret({ namespace: this.options.namespace, labelSelector: `${BOT_LABEL}=${botId}` }, withDeadline()).catch((err: unknown) => {
+      if (apiStatus(err) !== 403) throw err;
+    });
   }
 
   /** Secrets a failed create made; what is not there any more is no failure. */

@@ -2,7 +2,7 @@ import type { CoreV1Api, CoreV1Event, V1ContainerStatus, V1Pod } from '@kubernet
 import { withDeadline } from './kube-deadline.js';
 
 /** The kubelet's waiting reasons for an image it cannot pull. */
-export const PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull', 'RegistryUnavailable']);
+export const PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'ImageInspectError', 'InvalidImageName', 'ErrImageNeverPull', 'RegistryUnavailable']);
 
 /** Waiting reasons that come before or during the pull; any other comes after it (the kubelet pulls first). */
 const BEFORE_THE_PULL = new Set(['', 'ContainerCreating', 'PodInitializing']);
@@ -40,10 +40,10 @@ function unschedulable(pod: V1Pod): boolean {
 }
 
 /**
- * True when the last refused pull was the kubelet's own miss, not the registry's verdict: before it the kubelet
- * said it could not read Secrets the agent made itself (`own`: its Secret cache lags a Secret made just before the pod,
- * under load) and pulled without them. Its next pull, after its back-off, has them. A Secret it could not read
- * that the operator named (AGENT_IMAGE_PULL_SECRETS) is not waited for.
+ * True when the last refused pull was the kubelet's own miss, not the registry's verdict: just before it the
+ * kubelet said it could not read Secrets the agent made itself (`own`: its Secret cache lags a Secret made just
+ * before the pod, under load) and pulled without them. Its next pull, after its back-off (10 s at least), has
+ * them. A Secret it could not read that the operator named (AGENT_IMAGE_PULL_SECRETS) is not waited for.
  */
 export async function kubeletLackedPullSecrets(core: CoreV1Api, namespace: string, pods: readonly V1Pod[], own: (secret: string) => boolean): Promise<boolean> {
   const names = new Set(pods.map((pod) => pod.metadata?.name));
@@ -51,11 +51,40 @@ export async function kubeletLackedPullSecrets(core: CoreV1Api, namespace: strin
     names.has(event.involvedObject.name),
   );
   const latest = (matching: (event: CoreV1Event) => boolean) =>
-    Math.max(-1, ...events.filter(matching).map((event) => new Date(event.lastTimestamp ?? event.eventTime ?? event.firstTimestamp ?? 0).getTime()));
+    Math.max(-Infinity, ...events.filter(matching).map((event) => new Date(event.lastTimestamp ?? event.eventTime ?? event.firstTimestamp ?? 0).getTime()));
   const lacked = latest((event) => event.reason === 'FailedToRetrieveImagePullSecret' && secretsNamed(event.message).every(own));
   const refused = latest((event) => event.reason === 'Failed' && (event.message ?? '').startsWith('Failed to pull image'));
-  // Seconds, as events are stamped: a refusal in the same second as the miss was that pull's.
-  return lacked >= 0 && lacked >= refused;
+  // Events are stamped in whole seconds, and the miss comes a moment before its pull's refusal (the next second,
+  // often): a miss up to 5 s before the refusal was that pull's; an earlier pull was 10 s or more before.
+  return lacked > -Infinity && lacked >= refused - LACK_BEFORE_REFUSAL_MS;
+}
+
+const LACK_BEFORE_REFUSAL_MS = 5_000;
+/** How long a refusal is watched before it is judged: the kubelet posts its events a moment after the pod's status. */
+const EVENTS_LAG_MS = 2_000;
+
+/**
+ * Judges the refusals of one pull wait (a create's, a deploy's): final once it has been seen for EVENTS_LAG_MS
+ * with no sign that the kubelet pulled without the agent's own login (then its next pull is waited for).
+ */
+export class RefusalJudge {
+  private seenSinceMs: number | undefined;
+
+  constructor(
+    private readonly core: CoreV1Api,
+    private readonly namespace: string,
+    private readonly own: (secret: string) => boolean,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async final(pods: readonly V1Pod[]): Promise<boolean> {
+    if (await kubeletLackedPullSecrets(this.core, this.namespace, pods, this.own)) {
+      this.seenSinceMs = undefined;
+      return false;
+    }
+    this.seenSinceMs ??= this.now();
+    return this.now() - this.seenSinceMs >= EVENTS_LAG_MS;
+  }
 }
 
 /** The Secrets of the kubelet's "Unable to retrieve some image pull secrets (a, b); …"; none when it says otherwise. */

@@ -9,7 +9,7 @@ import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { readPodLogs } from './kube-logs.js';
 import { objectName } from './kube-names.js';
-import { kubeletLackedPullSecrets, PULL_FAILURES } from './kube-pull-state.js';
+import { PULL_FAILURES, RefusalJudge } from './kube-pull-state.js';
 
 /** The deploy under way on a Deployment (docs/api.md §15): its hold, and what it goes back to. */
 const DEPLOY_ANNOTATION = 'bot-agent/deploy';
@@ -63,11 +63,17 @@ export class KubeRevisions implements RevisionRuntime {
     const template = deployment.spec!.template;
     const next = await this.changed(structuredClone(template), change, revision);
     const deploy: DeployUnderWay = { from: revisionOf(template), to: revision, deadlineAtMs, template };
-    await this.replace(botId, deployment, (d) => {
-      d.metadata!.annotations = { ...d.metadata?.annotations, [DEPLOY_ANNOTATION]: JSON.stringify(deploy) };
-      d.spec!.strategy = { type: 'Recreate' };
-      d.spec!.template = next;
-    });
+    try {
+      await this.replace(botId, deployment, (d) => {
+        d.metadata!.annotations = { ...d.metadata?.annotations, [DEPLOY_ANNOTATION]: JSON.stringify(deploy) };
+        d.spec!.strategy = { type: 'Recreate' };
+        d.spec!.template = next;
+      });
+    } catch (err) {
+      // Not deployed (another deploy's 409, a refusal): the login made for this revision goes with it.
+      await this.forgetLogins(next, [template, keptTemplate(deployment)]);
+      throw err;
+    }
     // Answered once the new run has started (or ended at once); a pull the kubelet cannot make is the deploy's error.
     const refused = await this.awaitRun(botId, revision, deadlineAtMs, next.spec?.containers[0]?.image ?? '');
     if (refused) {
@@ -168,6 +174,7 @@ export class KubeRevisions implements RevisionRuntime {
 
   /** Waits for the revision's pod to run (or to have ended): undefined then, or at the deadline; the pull's error when the kubelet cannot pull. */
   private async awaitRun(botId: string, revision: number, deadlineAtMs: number, image: string): Promise<AgentError | undefined> {
+    const refusals = new RefusalJudge(this.core, this.namespace, (secret) => secret.startsWith(`${objectName(botId)}-pull`));
     while (Date.now() < deadlineAtMs) {
       const pod = await this.podOf(botId, revision);
       const status = pod?.status?.containerStatuses?.[0];
@@ -175,8 +182,7 @@ export class KubeRevisions implements RevisionRuntime {
       const waiting = status?.state?.waiting;
       if (pod !== undefined && waiting !== undefined && PULL_FAILURES.has(waiting.reason ?? '')) {
         const failure = pullFailure(image, waiting.message ?? waiting.reason ?? '', undefined);
-        const lacked = failure instanceof RegistryRefused && (await this.call(botId, () => kubeletLackedPullSecrets(this.core, this.namespace, [pod], (secret) => secret.startsWith(`${objectName(botId)}-pull`))));
-        if (!lacked) return failure;
+        if (!(failure instanceof RegistryRefused) || (await this.call(botId, () => refusals.final([pod])))) return failure;
       }
       await new Promise((resolve) => setTimeout(resolve, LOOK_MS));
     }

@@ -283,6 +283,11 @@ export class FakeKubeApi {
       case 'delete /secrets':
         if (!this.secrets.delete(route.name ?? '')) throw new ApiError(404, `secrets "${route.name}" not found`);
         return { kind: 'Status', apiVersion: 'v1', status: 'Success' };
+      case 'deletecollection /secrets': {
+        const gone = [...this.secrets.values()].filter((secret) => matchesLabels(query.get('labelSelector'), secret.metadata?.labels));
+        for (const secret of gone) this.secrets.delete(secret.metadata.name);
+        return { kind: 'SecretList', apiVersion: 'v1', metadata: {}, items: gone };
+      }
       case 'patch apps/deployments':
         return this.patchDeployment(this.botNamed(route.name), patchOf(contentType, body));
       case 'get apps/deployments/scale':
