@@ -1,12 +1,13 @@
 import Router from '@koa/router';
 import type { BotChatBase, ChatConfig } from '../config.js';
-import { ChatUnreachable, messages, NoChat } from '../errors.js';
+import { BadRequest, ChatUnreachable, messages, NoChat } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
 import { botChatConfig, chatKinds, hasChats } from '../notify/bot-chats.js';
 import type { BotChats } from '../notify/bot-chats.js';
 import { testChats } from '../notify/chat-targets.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Access } from './access.js';
+import { carriesBody } from './json-body.js';
 import { botChatsRequest, botIdInPath, validate } from './schemas.js';
 
 export interface ChatRoutesDeps {
@@ -47,6 +48,8 @@ export function chatRoutes({ driver, history, access, chats, botChatBase }: Chat
 
   router.put('/api/admin/bots/:bot_id/chats', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
+    // No body is no chats named: never taken for `{}`, which drops them.
+    if (!carriesBody(ctx)) throw new BadRequest("a body is required: the bot's chats, or {} to drop them");
     const body = validate(botChatsRequest, ctx.request.body);
     await access.platformFor(ctx, messages.platformOnlyChats);
     ctx.state.botId = botId;

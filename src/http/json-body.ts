@@ -14,8 +14,13 @@ declare module 'koa' {
 
 /** Whether the request carries a body the agent reads: POST, PUT and PATCH are the methods whose routes take one. */
 function hasBody(ctx: Context): boolean {
+  return (ctx.method === 'POST' || ctx.method === 'PUT' || ctx.method === 'PATCH') && carriesBody(ctx);
+}
+
+/** Whether the request came with a body at all (a route whose body is required refuses one without). */
+export function carriesBody(ctx: Context): boolean {
   const { headers } = ctx.req;
-  return (ctx.method === 'POST' || ctx.method === 'PUT' || ctx.method === 'PATCH') && (headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0);
+  return headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
 }
 
 /**

@@ -118,6 +118,12 @@ test("a URL on a host AGENT_NOTIFY_BOT_HOSTS does not name is 422 and nothing is
     t.is(refused.status, 400, `${JSON.stringify(body)}: ${refused.text}`);
   }
   t.is((await put(allChats(), 'bot_1_1_nosuchbot')).status, 404);
+  // No body is not `{}`: it drops nothing.
+  t.is((await call(agent.server, `/api/admin/bots/${id}/chats`, { method: 'PUT', body: allChats() })).status, 200);
+  const bare = await call(agent.server, `/api/admin/bots/${id}/chats`, { method: 'PUT' });
+  t.is(bare.status, 400, bare.text);
+  t.regex(String(bare.body?.msg), /a body is required/);
+  t.is(((await call(agent.server, `/api/admin/bots/${id}/chats`)).body?.chats as { targets: string[] }).targets.length, 4);
 });
 
 test("a bot's chats go with it: the bot made again under its id has none", async (t) => {

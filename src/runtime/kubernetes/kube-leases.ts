@@ -107,7 +107,7 @@ export class LeaseLocks implements BotLocks {
     const { held } = taken;
     let renewal: NodeJS.Timeout | undefined;
     let expiry: NodeJS.Timeout | undefined;
-    // The renewal under way: the delete waits for it, or would name the version before it and be refused.
+    // The renewal under way, which the delete at the end waits for.
     let renewing: Promise<unknown> = Promise.resolve();
     // Lost once it was not renewed for a margin less than the others wait: they never take it while this agent acts.
     const validMs = this.timings.durationS * 1000 * (1 - MARGIN_SHARE);
@@ -136,8 +136,12 @@ export class LeaseLocks implements BotLocks {
       return await Promise.race([work(taken.inherited), lost]);
     } finally {
       clearInterval(renewal);
-      await renewing.catch(() => undefined);
       clearTimeout(expiry);
+      if (!held.lost) {
+        // A renewal under way writes a newer version: the delete waits for it (a lost lease waits for nothing).
+        await renewing.catch(() => undefined);
+        clearTimeout(expiry);
+      }
       // Only the version this agent wrote is deleted: a lease another agent took over meanwhile stays.
       if (!held.lost) {
         const resourceVersion = held.lease.metadata?.resourceVersion;
