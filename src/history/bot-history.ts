@@ -631,7 +631,8 @@ export class BotHistory implements RunObserver {
             await this.append(tx, kept, write.botId, 'crash-looping', at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
           }
           givenUp = await this.giveUpPast(tx, kept, write.botId, write.key, write.atMs, policy);
-          if (!givenUp) backOff = await this.backOffPast(tx, kept, write.botId, write.key, write.atMs, policy);
+          // A restart for its health (the watchdog's, the kubelet's) waited out its own back-off already.
+          if (!givenUp && record.unhealthy === null) backOff = await this.backOffPast(tx, kept, write.botId, write.key, write.atMs, policy);
         });
         // Only the agent that kept the `given-up` (`backing-off`) event stops the bot.
         if (givenUp) this.options.onGivenUp?.(write.botId);
