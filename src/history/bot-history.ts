@@ -144,7 +144,8 @@ export interface BotHistoryOptions {
   readonly onGivenUp?: (botId: string) => void;
   /**
    * This agent kept the bot's crash back-off (docs/api.md §13): the bot is to be held stopped until `untilMs`,
-   * then started, unless `event` is no longer its latest (a start, stop or give-up came since).
+   * then started, unless its event is no longer pending (a start, stop or restart through the agent, a give-up
+   * or a deploy came since).
    */
   readonly onBackingOff?: (backOff: BackOff) => void;
   /** Where faults of the history's own work are reported. */
@@ -456,18 +457,22 @@ export class BotHistory implements RunObserver {
   private async backOffPast(tx: HistoryTx, kept: StoredEvent[], botId: string, runKey: string, atMs: number, policy: RestartPolicy | undefined): Promise<BackOff | undefined> {
     if (policy === undefined) return undefined;
     const last = await tx.givenUp(botId);
+    // Given up on: a run the runtime began before the stop came ended; the bot stays stopped.
+    if (last !== undefined && last.endedMs === undefined) return undefined;
     const sinceMs = Math.max(atMs - policy.windowMs, last?.endedMs ?? 0);
     const crashes = (await tx.crashesSince(botId, sinceMs)).filter((crashMs) => crashMs <= atMs).length;
     if (crashes < 2) return undefined;
     const waitMs = Math.min(policy.backoffFirstMs * 2 ** Math.min(crashes - 2, 30), policy.backoffMaxMs);
     const untilMs = atMs + waitMs;
+    // A crash kept late (the spool's replay after an outage) whose wait is over: the bot is not stopped for it now.
+    if (untilMs <= Date.now()) return undefined;
     const before = kept.length;
     await this.append(tx, kept, botId, 'backing-off', new Date(atMs), { crashes, wait_s: waitMs / 1000, until: new Date(untilMs).toISOString() }, runKey);
     const event = kept.length === before ? undefined : kept.at(-1);
     return event && { botId, untilMs, seq: event.seq };
   }
 
-  /** The crash back-offs still pending (no start, stop or give-up of their bot since), kept within the last two days. */
+  /** The crash back-offs still pending (none of BACK_OFF_ENDERS of their bot since), kept within the last two days. */
   async pendingBackOffs(nowMs: number): Promise<BackOff[]> {
     const events = await this.reading(() => this.store.latestOfType('backing-off', BACK_OFF_ENDERS, nowMs - 2 * DAY_MS));
     return events.map((event) => ({ botId: event.botId, seq: event.seq, untilMs: Date.parse(String((JSON.parse(event.data) as { until?: string }).until)) || nowMs }));

@@ -43,3 +43,25 @@ test('a back-off from the second crash, doubling to its most; a restart for heal
   const pending = await history.pendingBackOffs(Date.now());
   t.deepEqual(pending.map((backOff) => backOff.seq), [backOffs[1]!.seq], 'only the newest is pending');
 });
+
+test('no back-off for a bot given up on, nor for a crash kept after its wait was over (a spool replayed late)', async (t) => {
+  const store = new SqliteHistoryStore(':memory:');
+  const policy = { maxCrashes: 3, windowMs: 600_000, backoffFirstMs: 2_000, backoffMaxMs: 8_000 };
+  const info = { id: 'bot_1_1_a', ownerId: 'user_1', running: false, startedAt: undefined, health: 'none', healthPolicy: { graceMs: undefined, heartbeatTtlMs: undefined, restart: policy } } as unknown as BotInfo;
+  const backOffs: BackOff[] = [];
+  const givenUp: string[] = [];
+  const history = new BotHistory(store, new SharedState(store), async () => info, { onBackingOff: (backOff) => backOffs.push(backOff), onGivenUp: (botId) => givenUp.push(botId) });
+  t.teardown(async () => {
+    await history.close();
+    await store.close();
+  });
+  const crash = (atMs: number, key: string): RunEnd => ({ botId: 'bot_1_1_a', at: new Date(atMs), exitCode: 3, oomKilled: false, requested: false, startedAt: new Date(atMs - 500), logs: '', key });
+  const now = Date.now();
+  await history.ended(crash(now - 60_000, 'old-1'));
+  await history.ended(crash(now - 50_000, 'old-2'));
+  t.is(backOffs.length, 0, 'its wait was over when it was kept');
+  await history.ended(crash(now, 'third'));
+  t.deepEqual(givenUp, ['bot_1_1_a']);
+  await history.ended(crash(now + 1_000, 'after-the-give-up'));
+  t.is(backOffs.length, 0, 'a run that ended after the give-up starts no back-off, which would start the bot');
+});
