@@ -213,6 +213,8 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     console: loadConsole(),
     config,
     logger,
+    // What the platform or the bot asks for ends a crash back-off: it is not undone when the wait is over.
+    onAsked: (botId) => backOffs.asked(botId),
   });
   return {
     app,

@@ -9,6 +9,8 @@ import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
  */
 export class CrashBackOffs {
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** How many operations were asked for each bot through the API: a wait that saw another count starts nothing. */
+  private readonly asks = new Map<string, number>();
   private closed = false;
 
   constructor(
@@ -33,6 +35,17 @@ export class CrashBackOffs {
     for (const backOff of pending) this.schedule(backOff);
   }
 
+  /**
+   * An operation was asked for the bot (a stop, a start, a deploy...): its back-off is over, here at once (the
+   * history says so a moment later, for the other agents). Heard before the operation waits its turn, so a wait
+   * that ends meanwhile never starts the bot after it.
+   */
+  asked(botId: string): void {
+    clearTimeout(this.timers.get(botId));
+    this.timers.delete(botId);
+    this.asks.set(botId, (this.asks.get(botId) ?? 0) + 1);
+  }
+
   close(): void {
     this.closed = true;
     for (const timer of this.timers.values()) clearTimeout(timer);
@@ -42,15 +55,17 @@ export class CrashBackOffs {
   private schedule(backOff: BackOff): void {
     if (this.closed) return;
     clearTimeout(this.timers.get(backOff.botId));
-    const timer = setTimeout(() => void this.due(backOff), Math.max(0, backOff.untilMs - this.now()));
+    const asks = this.asks.get(backOff.botId) ?? 0;
+    const timer = setTimeout(() => void this.due(backOff, asks), Math.max(0, backOff.untilMs - this.now()));
     this.timers.set(backOff.botId, timer);
   }
 
-  private async due(backOff: BackOff): Promise<void> {
+  private async due(backOff: BackOff, asks: number): Promise<void> {
     this.timers.delete(backOff.botId);
     try {
       const pending = await this.history.pendingBackOffs(this.now());
       if (!pending.some((other) => other.botId === backOff.botId && other.seq === backOff.seq)) return;
+      if ((this.asks.get(backOff.botId) ?? 0) !== asks || this.closed) return;
       await this.lifecycle.start(backOff.botId);
     } catch (err) {
       this.report(`bot ${backOff.botId} could not be started after its crash back-off`, err);

@@ -60,3 +60,30 @@ test('closed, nothing is started', async (t) => {
   await new Promise((resolve) => setTimeout(resolve, 200));
   t.deepEqual(calls, ['stop bot_1_1_a']);
 });
+
+// Seen in a rehearsal under load: the bot's stop for its back-off took longer than the wait (its run had not yet set
+// its SIGTERM trap), the platform's stop queued behind it, and the wait's start queued behind that: started again.
+test('an operation asked for the bot ends its back-off at once, also when the wait ends while the history is read', async (t) => {
+  const reading: Array<() => void> = [];
+  const calls: string[] = [];
+  const lifecycle = {
+    stop: async (botId: string) => void calls.push(`stop ${botId}`),
+    start: async (botId: string) => void calls.push(`start ${botId}`),
+  } as unknown as ConstructorParameters<typeof CrashBackOffs>[0];
+  const backOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 50, seq: 1 };
+  const history = { pendingBackOffs: () => new Promise<BackOff[]>((resolve) => reading.push(() => resolve([backOff]))) };
+  const made = new CrashBackOffs(lifecycle, history, () => undefined);
+  t.teardown(() => made.close());
+  await made.hold(backOff);
+  t.true(await eventually(() => reading.length === 1, 1_000, 5), 'the wait ended and reads the history');
+  made.asked('bot_1_1_a');
+  reading[0]!();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.deepEqual(calls, ['stop bot_1_1_a']);
+
+  await made.hold({ ...backOff, untilMs: Date.now() + 100, seq: 2 });
+  made.asked('bot_1_1_a');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.is(reading.length, 1, 'a wait ended by an operation reads nothing');
+  t.deepEqual(calls, ['stop bot_1_1_a', 'stop bot_1_1_a']);
+});
