@@ -11,7 +11,6 @@ import { botChatTargets } from './notify/bot-chats.js';
 import { loadConsole } from './http/console-assets.js';
 import { Heartbeats } from './health/heartbeats.js';
 import { Watchdog } from './health/watchdog.js';
-import { CrashBackOffs } from './health/crash-backoff.js';
 import type { WatchdogOptions } from './health/watchdog.js';
 import { SharedState } from './shared/shared-state.js';
 import { createApp } from './http/create-app.js';
@@ -129,8 +128,6 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     onKept: (event) => metrics.historyEvent(event),
     // A bot past its restart policy (docs/api.md §13) is stopped, after what is queued on it; a deploy under way judges it itself.
     onGivenUp: (botId) => void lifecycle.stop(botId).catch((err: unknown) => report(`bot ${botId} was given up on but could not be stopped`, err)),
-    // A crash past the first within its policy's window holds the bot stopped for its back-off (docs/api.md §13).
-    onBackingOff: (backOff) => void backOffs.hold(backOff),
     spoolDir: config.dataDir === ':memory:' ? undefined : config.dataDir,
   });
   metrics.historyStore(() => store.reachable, history.spool);
@@ -152,9 +149,6 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   );
   const deployMarks = new LocalDeployMarks();
   const lifecycle = new BotLifecycle(driver, config.restartTimeoutMs, locks, deployMarks);
-  const backOffs = new CrashBackOffs(lifecycle, history, report);
-  void backOffs.resume();
-  closers.push(async () => backOffs.close());
   // Where the runtime deploys (docs/api.md §15): its deploys, and those dead agents left, settled from the start.
   const deploys =
     provisioner?.revisions &&
@@ -213,8 +207,6 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     console: loadConsole(),
     config,
     logger,
-    // What the platform or the bot asks for ends a crash back-off: it is not undone when the wait is over.
-    onAsked: (botId) => backOffs.asked(botId),
   });
   return {
     app,

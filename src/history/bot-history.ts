@@ -121,18 +121,6 @@ const SPOOL_RETRY_MS = 1_000;
 /** The most the spool holds (JSON bytes, on disk and in memory): at 64 KiB of logs an exit, 512 exits or far more events. */
 export const SPOOL_MAX_BYTES = 32 * 1024 * 1024;
 
-/** A crash back-off this agent is to carry out: the bot held stopped until `untilMs` (docs/api.md §13). */
-export interface BackOff {
-  readonly botId: string;
-  readonly untilMs: number;
-  /** Its `backing-off` event: the back-off holds while that is the bot's latest of BACK_OFF_ENDERS. */
-  readonly seq: number;
-}
-
-/** The events after which a crash back-off is over: an operation asked for, a give-up, a deploy (the runtime's own restart of the crashed run is not one: the back-off stops that run). */
-export const BACK_OFF_ENDERS = ['backing-off', 'operation', 'given-up', 'deploy-started', 'rolled-back'] as const;
-const DAY_MS = 86_400_000;
-
 export interface BotHistoryOptions {
   /** How long a crash-looping bot must run without crashing to recover; tests shorten it. */
   readonly recoverAfterMs?: number;
@@ -142,12 +130,6 @@ export interface BotHistoryOptions {
   readonly onKept?: (event: StoredEvent) => void;
   /** This agent gave up on the bot under its restart policy (docs/api.md §13): the bot is to be stopped. */
   readonly onGivenUp?: (botId: string) => void;
-  /**
-   * This agent kept the bot's crash back-off (docs/api.md §13): the bot is to be held stopped until `untilMs`,
-   * then started, unless its event is no longer pending (a start, stop or restart through the agent, a give-up
-   * or a deploy came since).
-   */
-  readonly onBackingOff?: (backOff: BackOff) => void;
   /** Where faults of the history's own work are reported. */
   readonly report?: (what: string, err: unknown) => void;
   /** Where the spool of writes waiting for the store is kept (AGENT_DATA_DIR); in memory when undefined. */
@@ -449,35 +431,6 @@ export class BotHistory implements RunObserver {
     return true;
   }
 
-  /**
-   * The bot's crash back-off under its restart policy (docs/api.md §13): from its second crash within the
-   * window, it is held stopped for `backoff_s`, doubling with each further crash up to `backoff_max_s`
-   * (the first is the runtime's to restart at once). Kept once per run, by one agent.
-   */
-  private async backOffPast(tx: HistoryTx, kept: StoredEvent[], botId: string, runKey: string, atMs: number, policy: RestartPolicy | undefined): Promise<BackOff | undefined> {
-    if (policy === undefined) return undefined;
-    const last = await tx.givenUp(botId);
-    // Given up on: a run the runtime began before the stop came ended; the bot stays stopped.
-    if (last !== undefined && last.endedMs === undefined) return undefined;
-    const sinceMs = Math.max(atMs - policy.windowMs, last?.endedMs ?? 0);
-    const crashes = (await tx.crashesSince(botId, sinceMs)).filter((crashMs) => crashMs <= atMs).length;
-    if (crashes < 2) return undefined;
-    const waitMs = Math.min(policy.backoffFirstMs * 2 ** Math.min(crashes - 2, 30), policy.backoffMaxMs);
-    const untilMs = atMs + waitMs;
-    // A crash kept late (the spool's replay after an outage) whose wait is over: the bot is not stopped for it now.
-    if (untilMs <= Date.now()) return undefined;
-    const before = kept.length;
-    await this.append(tx, kept, botId, 'backing-off', new Date(atMs), { crashes, wait_s: waitMs / 1000, until: new Date(untilMs).toISOString() }, runKey);
-    const event = kept.length === before ? undefined : kept.at(-1);
-    return event && { botId, untilMs, seq: event.seq };
-  }
-
-  /** The crash back-offs still pending (none of BACK_OFF_ENDERS of their bot since), kept within the last two days. */
-  async pendingBackOffs(nowMs: number): Promise<BackOff[]> {
-    const events = await this.reading(() => this.store.latestOfType('backing-off', BACK_OFF_ENDERS, nowMs - 2 * DAY_MS));
-    return events.map((event) => ({ botId: event.botId, seq: event.seq, untilMs: Date.parse(String((JSON.parse(event.data) as { until?: string }).until)) || nowMs }));
-  }
-
   private async recover(tx: HistoryTx, kept: StoredEvent[], botId: string, at: Date): Promise<void> {
     // Only the agent that ends the loop says so.
     if (await tx.endCrashLoop(botId)) await this.append(tx, kept, botId, 'recovered', at, {});
@@ -607,7 +560,6 @@ export class BotHistory implements RunObserver {
         // that does not answer in time holds no write behind this one: the crash is kept, no give-up judged.
         const policy = write.requested && !write.oomKilled ? undefined : (await within(POLICY_READ_MS, this.botInfo(write.botId)))?.healthPolicy.restart;
         let givenUp = false;
-        let backOff: BackOff | undefined;
         if (this.runs.get(write.botId) === write.startedAtMs || write.startedAtMs === null) this.runs.delete(write.botId);
         const at = new Date(write.atMs);
         const draft: ExitRecord = {
@@ -636,12 +588,9 @@ export class BotHistory implements RunObserver {
             await this.append(tx, kept, write.botId, 'crash-looping', at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
           }
           givenUp = await this.giveUpPast(tx, kept, write.botId, write.key, write.atMs, policy);
-          // A restart for its health (the watchdog's, the kubelet's) waited out its own back-off already.
-          if (!givenUp && record.unhealthy === null) backOff = await this.backOffPast(tx, kept, write.botId, write.key, write.atMs, policy);
         });
-        // Only the agent that kept the `given-up` (`backing-off`) event stops the bot.
+        // Only the agent that kept the `given-up` event stops the bot.
         if (givenUp) this.options.onGivenUp?.(write.botId);
-        if (backOff) this.options.onBackingOff?.(backOff);
         return;
       }
       case 'operation': {

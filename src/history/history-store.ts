@@ -154,11 +154,6 @@ export interface HistoryStore extends HistoryTx {
   deployingRevisions(): Promise<{ botId: string; revision: number; atMs: number }[]>;
   /** Kept events after `seq`, oldest first, of one bot or of all. */
   eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]>;
-  /**
-   * The events of `type` kept at or after `sinceMs` that are still their bot's latest of the types `among`
-   * (a crash back-off no start, stop or give-up has come after), oldest first.
-   */
-  latestOfType(type: string, among: readonly string[], sinceMs: number): Promise<StoredEvent[]>;
   /** Calls `listener` with each event committed from now on, by any agent sharing the store, in cursor order. */
   subscribe(listener: (event: StoredEvent) => void): () => void;
   crashLoopingBots(): Promise<string[]>;

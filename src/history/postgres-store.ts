@@ -203,14 +203,6 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return rows.map(eventOf);
   }
 
-  async latestOfType(type: string, among: readonly string[], sinceMs: number): Promise<StoredEvent[]> {
-    const { rows } = await (await this.query())(
-      'SELECT seq, bot_id, type, data FROM events e WHERE e.at_ms >= $1 AND e.type = $2 AND e.seq = (SELECT MAX(x.seq) FROM events x WHERE x.bot_id = e.bot_id AND x.type = ANY($3)) ORDER BY e.seq',
-      [sinceMs, type, [...among]],
-    );
-    return rows.map(eventOf);
-  }
-
   async crashLoopingBots(): Promise<string[]> {
     const { rows } = await (await this.query())('SELECT bot_id FROM crash_loops');
     return rows.map((row) => row.bot_id as string);

@@ -194,16 +194,6 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     return rows.map(eventOf);
   }
 
-  async latestOfType(type: string, among: readonly string[], sinceMs: number): Promise<StoredEvent[]> {
-    const marks = among.map(() => '?').join(', ');
-    const rows = this
-      .statement(
-        `SELECT seq, bot_id, type, data FROM events e WHERE e.at_ms >= ? AND e.type = ? AND e.seq = (SELECT MAX(x.seq) FROM events x WHERE x.bot_id = e.bot_id AND x.type IN (${marks})) ORDER BY e.seq`,
-      )
-      .all(sinceMs, type, ...among);
-    return rows.map(eventOf);
-  }
-
   async crashLoopingBots(): Promise<string[]> {
     return this.statement('SELECT bot_id FROM crash_loops').all().map((row) => row.bot_id as string);
   }

@@ -100,7 +100,6 @@ const HISTORY_EVENTS = [
   'unhealthy',
   'restarted',
   'given-up',
-  'backing-off',
   'pulling',
   'pulled',
   'pull-failed',

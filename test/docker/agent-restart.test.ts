@@ -112,28 +112,3 @@ test("a run's end the agent was still recording when it was SIGKILLed is recorde
   t.true(await eventually(async () => (await exits()).length === 1, 20_000, 100), 'the exit is recorded by the next agent');
   t.like((await exits())[0], { exit_code: 3, logs: 'last words\n' });
 });
-
-// A crash back-off (docs/api.md §13) the agent is SIGKILLed in: the bot is held stopped, and the next agent over the
-// same data folder starts it once the wait is over, from what the history keeps.
-test('a crash back-off outlives a SIGKILL of the agent: the next agent starts the bot when its wait is over', async (t) => {
-  const dataDir = await mkdtemp(join(tmpdir(), 'bot-agent-data-'));
-  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
-  const first = await runAgentProcess({ AGENT_DATA_DIR: dataDir });
-  t.teardown(() => first.process.kill('SIGKILL'));
-  const everything = await openStream({ port: first.port }, '/api/events');
-  const bot = await fixture.runBot({
-    script: 'trap "exit 0" TERM; sleep 2 & wait $!; exit 3',
-    restartPolicy: 'unless-stopped',
-    labels: { 'bot-agent/restart-backoff-s': '15', 'bot-agent/restart-backoff-max-s': '15' },
-  });
-  const backOff = await everything.next((e) => e.event === 'backing-off' && e.data.bot_id === bot.id, 60_000);
-  const until = Date.parse(String(backOff.data.until));
-  t.true(await eventually(async () => !(await bot.container.inspect()).State.Running, 10_000, 100), 'not held stopped');
-  first.process.kill('SIGKILL');
-  await once(first.process, 'exit');
-
-  const second = await runAgentProcess({ AGENT_DATA_DIR: dataDir });
-  t.teardown(() => second.process.kill('SIGKILL'));
-  t.true(Date.now() < until, 'the wait was over before the second agent began: the test proves nothing');
-  t.true(await eventually(async () => Date.parse((await bot.container.inspect()).State.StartedAt) >= until, 30_000, 200), 'never started after its back-off');
-});

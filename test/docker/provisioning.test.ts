@@ -285,35 +285,6 @@ test('a bot that crashes past its restart policy is stopped and given up on, say
   t.true(crashesSince >= 2, `given up on after ${crashesSince} crash(es) since the start`);
 });
 
-// The crash back-off of docs/api.md §13: from the second crash in the window, the agent holds the bot stopped for
-// backoff_s, doubling up to backoff_max_s, where the engine would restart it within a second. The bot ends at
-// once on SIGTERM, so that the agent's stop of the run the engine began meanwhile is quick.
-test('a bot that keeps crashing is held stopped for its back-off, doubling to its most, then started; a stop through the agent ends the back-off', async (t) => {
-  // Each run lasts 6 s: the agent stops the run the engine began after a crash well before that one crashes too.
-  const crashing = 'trap "exit 0" TERM; echo crashing; sleep 6 & wait $!; exit 3';
-  const { id, reply } = await create(t, { command: ['sh', '-c', crashing], restart_policy: { backoff_s: 2, backoff_max_s: 4 } });
-  t.is(reply.status, 201, reply.text);
-  const of = (type: string) => events.filter((event) => event.botId === id && event.type === type).map((event) => ({ seq: event.seq, data: JSON.parse(event.data) as Record<string, unknown> }));
-  t.true(await eventually(() => of('backing-off').length >= 3, 120_000, 100), `backed off ${of('backing-off').length} time(s)`);
-  const [first, second, third] = of('backing-off');
-  t.deepEqual([first, second, third].map((backOff) => backOff?.data.wait_s), [2, 4, 4]);
-  t.deepEqual([first, second, third].map((backOff) => backOff?.data.crashes), [2, 3, 4]);
-  // Held stopped: the run that crashed next began no earlier than its back-off's end.
-  for (const backOff of [first!, second!]) {
-    const next = of('exited').find((exit) => exit.seq > backOff.seq && (exit.data.exit as { requested?: boolean }).requested === false);
-    const startedAt = Date.parse(String((next?.data.exit as { started_at?: string } | undefined)?.started_at));
-    t.true(startedAt >= Date.parse(String(backOff.data.until)), `a run began ${Date.parse(String(backOff.data.until)) - startedAt} ms before its back-off ended`);
-  }
-  // A stop through the agent during the third: the bot stays stopped past its end (and past that of a fourth, kept
-  // when the run the engine began after the crash crashed too before the agent stopped it, on a busy host).
-  const stopped = await call(server, '/api/bots/stop', { body: { bot_id: id, user_id: 'user_9' } });
-  t.is(stopped.status, 200, stopped.text);
-  await new Promise((resolve) => setTimeout(resolve, 1_000));
-  const lastUntil = Math.max(...of('backing-off').map((backOff) => Date.parse(String(backOff.data.until))));
-  await new Promise((resolve) => setTimeout(resolve, Math.max(0, lastUntil + 3_000 - Date.now())));
-  t.false((await fixture.docker.getContainer(id).inspect()).State.Running, 'started again after a stop through the agent');
-});
-
 test('a restart policy out of bounds is a 400 naming the field', async (t) => {
   for (const [policy, words] of [
     [{ max_crashes: 0 }, 'restart_policy.max_crashes'],

@@ -141,30 +141,6 @@ test('a bot that crashes past its restart policy is scaled to nothing and given 
   t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
 });
 
-// The crash back-off on the real cluster (docs/api.md §13): from the second crash in the window the agent scales
-// the bot to nothing for backoff_s, doubling up to backoff_max_s, then back to one.
-test('a bot that keeps crashing is scaled to nothing for its back-off, doubling, then runs again', async (t) => {
-  const { harness, agent, namespace } = await provisioningAgent(t);
-  const id = harness.newBotId();
-  const backOffs: Record<string, unknown>[] = [];
-  agent.history.follow((event) => {
-    if (event.botId === id && event.type === 'backing-off') backOffs.push(JSON.parse(event.data) as Record<string, unknown>);
-  });
-  const created = await call(agent.server, '/api/admin/bots', {
-    body: { bot_id: id, user_id: 'user_9', image: IMAGE, template: 'telegram', token: `secret-${id}`, command: ['sh', '-c', 'trap "exit 0" TERM; sleep 2 & wait $!; exit 3'], restart_policy: { backoff_s: 3, backoff_max_s: 5 } },
-  });
-  t.is(created.status, 201, created.text);
-  const apps = adminKubeConfig().makeApiClient(AppsV1Api);
-  const replicas = async () => (await apps.listNamespacedDeployment({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items[0]?.spec?.replicas;
-  t.true(await eventually(() => backOffs.length >= 1, 120_000, 200), 'never backed off');
-  t.like(backOffs[0], { crashes: 2, wait_s: 3 });
-  t.true(await eventually(async () => (await replicas()) === 0, 10_000, 100), 'not scaled to nothing');
-  t.true(await eventually(async () => (await replicas()) === 1, 30_000, 200), 'not run again after its back-off');
-  t.true(await eventually(() => backOffs.length >= 2, 120_000, 200), 'never backed off again');
-  t.like(backOffs[1], { crashes: 3, wait_s: 5 });
-  t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
-});
-
 // Images from the test registry (docs/api.md §14): the kubelet pulls with the create's login, through
 // containerd's hosts.toml for the loopback registry (scripts/kube/up.sh). A pull that fails is the create's
 // error, in the kubelet's words, and leaves nothing of the bot behind.

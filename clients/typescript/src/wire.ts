@@ -65,8 +65,7 @@ export interface BotEvent {
     | 'deploy-succeeded'
     | 'deploy-failed'
     | 'rolled-back'
-    | 'given-up'
-    | 'backing-off';
+    | 'given-up';
   bot_id: string;
   at: string;
   [field: string]: unknown;
