@@ -232,27 +232,28 @@ class KubernetesProvisioner implements Provisioner {
         throw new NotFound(messages.botNotFound(botId));
       }
       await this.apps.deleteNamespacedDeployment({ name, namespace }, withDeadline());
-      // The logins of its revisions too: those its pod templates (the one it ran, the one kept) name.
+      // Every Secret made for it (its token, its revisions' logins, one an agent killed mid-deploy left) in one call;
+      // under a Role of an older chart, only those its pod templates (the one it ran, the one kept) name.
+      if (await this.removeLabelledSecrets(botId)) return;
       for (const secret of new Set([`${name}-token`, pullSecretOf(name), ...ownPullSecrets(deployment, pullSecretOf(name))])) {
         await this.core.deleteNamespacedSecret({ name: secret, namespace }, withDeadline()).catch((err: unknown) => {
           if (apiStatus(err) !== 404) throw err;
         });
       }
-      // And any other Secret made for it: a deploy's login its agent made before it was killed, never named.
-      await this.removeLabelledSecrets(botId);
     } catch (err) {
       throw translateKubeError(err, botId, failedTo('remove', botId));
     }
   }
 
   /**
-   * Every Secret labelled with the bot, in one collection delete (the agent may not list Secrets). A Role of a
-   * chart before this one lacks `deletecollection`: then only the named ones went.
+   * Every Secret labelled with the bot, in one collection delete (the agent may not list Secrets); false when a
+   * Role of a chart before this one lacks `deletecollection`.
    */
-  private async removeLabelledSecrets(botId: string): Promise<void> {
-    await this.core.deleteCollectionNamespacedSecret({ namespace: this.options.namespace, labelSelector: `${BOT_LABEL}=${botId}` }, withDeadline()).catch((err: unknown) => {
-      if (apiStatus(err) !== 403) throw err;
-    });
+  private async removeLabelledSecrets(botId: string): Promise<boolean> {
+    return this.core.deleteCollectionNamespacedSecret({ namespace: this.options.namespace, labelSelector: `${BOT_LABEL}=${botId}` }, withDeadline()).then(
+      () => true,
+      (err: unknown) => (apiStatus(err) === 403 ? false : Promise.reject(err)),
+    );
   }
 
   /** Secrets a failed create made; what is not there any more is no failure. */
