@@ -184,6 +184,8 @@ export function describe(event: BotEvent): string {
       return `restarted by the watchdog: unhealthy (${String(event.check)})`;
     case 'given-up':
       return `given up: ${String(event.crashes)} crashes within ${String(event.window_s)} s, the most its restart policy allows; stopped`;
+    case 'backing-off':
+      return `backing off: ${String(event.crashes)} crashes; stopped for ${String(event.wait_s)} s, until ${String(event.until)}`;
     default:
       return DEPLOY_EVENTS.has(event.type) ? deployWords(event) : event.type;
   }

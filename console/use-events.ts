@@ -17,6 +17,7 @@ export const EVENT_TYPES = [
   'deploy-failed',
   'rolled-back',
   'given-up',
+  'backing-off',
 ] as const;
 
 /** The stream's address, resuming after `cursor` when there is one. */

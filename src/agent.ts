@@ -11,6 +11,7 @@ import { botChatTargets } from './notify/bot-chats.js';
 import { loadConsole } from './http/console-assets.js';
 import { Heartbeats } from './health/heartbeats.js';
 import { Watchdog } from './health/watchdog.js';
+import { CrashBackOffs } from './health/crash-backoff.js';
 import type { WatchdogOptions } from './health/watchdog.js';
 import { SharedState } from './shared/shared-state.js';
 import { createApp } from './http/create-app.js';
@@ -121,6 +122,9 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     botTargets: async (botId) => botChatTargets(await store.botChats(botId), config.botChatBase ?? DEFAULT_BOT_CHAT_BASE, report),
     report,
   });
+  // The watchdog's switch and scope (AGENT_WATCHDOG; tests sharing one engine keep to their own bots) hold for crash back-offs too.
+  const restartsCrashes = watchdogOptions !== 'off' && watchdogOptions.acts !== false;
+  const botsInCare = (watchdogOptions === 'off' ? undefined : watchdogOptions.watches) ?? (() => true);
   const history = new BotHistory(store, new SharedState(store), (botId) => driver.findBot(botId), {
     recoverAfterMs,
     report,
@@ -128,6 +132,9 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     onKept: (event) => metrics.historyEvent(event),
     // A bot past its restart policy (docs/api.md §13) is stopped, after what is queued on it; a deploy under way judges it itself.
     onGivenUp: (botId) => void lifecycle.stop(botId).catch((err: unknown) => report(`bot ${botId} was given up on but could not be stopped`, err)),
+    // A crash of a bot with a restart policy is restarted after its back-off (docs/api.md §13), where this agent restarts bots at all.
+    onBackingOff: restartsCrashes ? (backOff) => void backOffs?.hold(backOff) : undefined,
+    backsOff: botsInCare,
     spoolDir: config.dataDir === ':memory:' ? undefined : config.dataDir,
   });
   metrics.historyStore(() => store.reachable, history.spool);
@@ -149,6 +156,11 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   );
   const deployMarks = new LocalDeployMarks();
   const lifecycle = new BotLifecycle(driver, config.restartTimeoutMs, locks, deployMarks);
+  const backOffs = restartsCrashes ? new CrashBackOffs(lifecycle, history, driver, report, botsInCare) : undefined;
+  if (backOffs) {
+    void backOffs.resume();
+    closers.push(async () => backOffs.close());
+  }
   // Where the runtime deploys (docs/api.md §15): its deploys, and those dead agents left, settled from the start.
   const deploys =
     provisioner?.revisions &&
@@ -207,6 +219,8 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     console: loadConsole(),
     config,
     logger,
+    // What the platform or the bot asks for ends a crash back-off: it is not undone when the wait is over.
+    onAsked: (botId) => backOffs?.asked(botId),
   });
   return {
     app,

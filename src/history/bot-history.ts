@@ -47,6 +47,8 @@ export type HistoryWrite =
       readonly logs: string;
       /** The runtime ended it for its health (the kubelet's liveness probe); absent in writes spooled before there was such a field. */
       readonly unhealthy?: UnhealthyEnd | null;
+      /** The bot's restart policy as the runtime told it with the end (null: none); absent: asked of the runtime. */
+      readonly restartPolicy?: RestartPolicy | null;
     }
   | {
       readonly kind: 'unhealthy';
@@ -121,6 +123,26 @@ const SPOOL_RETRY_MS = 1_000;
 /** The most the spool holds (JSON bytes, on disk and in memory): at 64 KiB of logs an exit, 512 exits or far more events. */
 export const SPOOL_MAX_BYTES = 32 * 1024 * 1024;
 
+/**
+ * A crash this agent is to restart (docs/api.md §13): the bot held stopped until `untilMs`, then started. The first
+ * crash in the window waits nothing and has no event: it is the runtime's to restart, unless the agent took the
+ * bot's restarts from it already (Docker).
+ */
+export interface BackOff {
+  readonly botId: string;
+  readonly untilMs: number;
+  /** Its `backing-off` event, which holds while it is the bot's latest of BACK_OFF_ENDERS; none for a first crash. */
+  readonly seq: number | undefined;
+  /** When the crash happened: a start with nothing left to wait for is for that run's end alone, not a later one's (whose record decides). */
+  readonly crashAtMs?: number;
+}
+
+/** The events after which a crash back-off is over: an operation asked for, a give-up, a deploy (the runtime's own restart of the crashed run is not one: the back-off stops that run). */
+export const BACK_OFF_ENDERS = ['backing-off', 'operation', 'given-up', 'deploy-started', 'rolled-back'] as const;
+/** Those of BACK_OFF_ENDERS that leave a crash no back-off when kept at or after it (a stop that ended after the crash it found). */
+const CRASH_ENDERS = BACK_OFF_ENDERS.filter((type) => type !== 'backing-off');
+const DAY_MS = 86_400_000;
+
 export interface BotHistoryOptions {
   /** How long a crash-looping bot must run without crashing to recover; tests shorten it. */
   readonly recoverAfterMs?: number;
@@ -130,6 +152,14 @@ export interface BotHistoryOptions {
   readonly onKept?: (event: StoredEvent) => void;
   /** This agent gave up on the bot under its restart policy (docs/api.md §13): the bot is to be stopped. */
   readonly onGivenUp?: (botId: string) => void;
+  /**
+   * This agent kept the bot's crash back-off (docs/api.md §13): the bot is to be held stopped until `untilMs`,
+   * then started, unless its event is no longer pending (a start, stop or restart through the agent, a give-up
+   * or a deploy came since).
+   */
+  readonly onBackingOff?: ((backOff: BackOff) => void) | undefined;
+  /** The bots whose crashes back off (with onBackingOff); all when undefined. */
+  readonly backsOff?: (botId: string) => boolean;
   /** Where faults of the history's own work are reported. */
   readonly report?: (what: string, err: unknown) => void;
   /** Where the spool of writes waiting for the store is kept (AGENT_DATA_DIR); in memory when undefined. */
@@ -244,6 +274,7 @@ export class BotHistory implements RunObserver {
       startedAtMs: run.startedAt?.getTime() ?? null,
       logs: run.logs,
       unhealthy: run.unhealthy ?? null,
+      ...(run.restartPolicy === undefined ? {} : { restartPolicy: run.restartPolicy }),
     });
   }
 
@@ -431,6 +462,60 @@ export class BotHistory implements RunObserver {
     return true;
   }
 
+  /**
+   * The bot's crash back-off under its restart policy (docs/api.md §13): from its second crash within the
+   * window, it is held stopped for `backoff_s`, doubling with each further crash up to `backoff_max_s`
+   * (the first is the runtime's to restart at once). Kept once per run, by one agent.
+   */
+  private async backOffPast(tx: HistoryTx, kept: StoredEvent[], botId: string, runKey: string, atMs: number, policy: RestartPolicy | undefined): Promise<BackOff | undefined> {
+    if (policy === undefined || policy.crashBackOff === false || !this.options.onBackingOff || this.options.backsOff?.(botId) === false) return undefined;
+    const last = await tx.givenUp(botId);
+    // Given up on: a run the runtime began before the stop came ended; the bot stays stopped.
+    if (last !== undefined && last.endedMs === undefined) return undefined;
+    const sinceMs = Math.max(atMs - policy.windowMs, last?.endedMs ?? 0);
+    const crashes = (await tx.crashesSince(botId, sinceMs)).filter((crashMs) => crashMs <= atMs).length;
+    // An operation, give-up or deploy kept since the crash (its record came late): the bot is left as that left it.
+    if (((await tx.lastEventAt(botId, CRASH_ENDERS)) ?? -1) >= atMs) return undefined;
+    if (crashes < 2) return { botId, untilMs: atMs, seq: undefined, crashAtMs: atMs };
+    const waitMs = Math.min(policy.backoffFirstMs * 2 ** Math.min(crashes - 2, 30), policy.backoffMaxMs);
+    const untilMs = atMs + waitMs;
+    const before = kept.length;
+    await this.append(tx, kept, botId, 'backing-off', new Date(atMs), { crashes, wait_s: waitMs / 1000, until: new Date(untilMs).toISOString() }, runKey);
+    const event = kept.length === before ? undefined : kept.at(-1);
+    return event && { botId, untilMs, seq: event.seq, crashAtMs: atMs };
+  }
+
+  /** The crash back-offs still pending (none of BACK_OFF_ENDERS of their bot since), kept within the last two days. */
+  async pendingBackOffs(nowMs: number): Promise<BackOff[]> {
+    const events = await this.reading(() => this.store.latestOfType('backing-off', BACK_OFF_ENDERS, nowMs - 2 * DAY_MS));
+    return events.map((event) => ({ botId: event.botId, seq: event.seq, untilMs: Date.parse(String((JSON.parse(event.data) as { until?: string }).until)) || nowMs }));
+  }
+
+  /** Whether the bot crashed at or after `sinceMs`. */
+  async crashedSince(botId: string, sinceMs: number): Promise<boolean> {
+    return (await this.reading(() => this.store.crashesSince(botId, sinceMs))).length > 0;
+  }
+
+  /** Those of `botIds` whose latest run ended in a crash that nothing has answered since (no start, back-off, operation, give-up or deploy). */
+  async unansweredCrashes(botIds: readonly string[], nowMs: number): Promise<string[]> {
+    const wanted = new Set(botIds);
+    // In turn with this agent's writes: one under way may have kept a crash and not yet its back-off (SQLite reads what its own transaction wrote).
+    return this.inTurn(() =>
+      this.reading(async () => {
+        const events = await this.store.latestOfType('exited', ['exited', 'started', ...BACK_OFF_ENDERS], nowMs - 2 * DAY_MS);
+        const unanswered: string[] = [];
+        for (const event of events) {
+          const { at, exit } = JSON.parse(event.data) as { at?: string; exit?: { requested?: boolean } };
+          if (!wanted.has(event.botId) || exit?.requested !== false) continue;
+          // Kept after an operation that came after the crash (its record came late): answered.
+          if (((await this.store.lastEventAt(event.botId, ['started', ...CRASH_ENDERS])) ?? -1) >= Date.parse(String(at))) continue;
+          unanswered.push(event.botId);
+        }
+        return unanswered;
+      }),
+    );
+  }
+
   private async recover(tx: HistoryTx, kept: StoredEvent[], botId: string, at: Date): Promise<void> {
     // Only the agent that ends the loop says so.
     if (await tx.endCrashLoop(botId)) await this.append(tx, kept, botId, 'recovered', at, {});
@@ -482,6 +567,16 @@ export class BotHistory implements RunObserver {
    * (and until what waits is written) it waits in the spool; any other fault
    * is reported, not thrown.
    */
+  /** Runs `work` when the writes queued before it are done, and holds those queued after it until it is. */
+  private inTurn<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.writes.then(work);
+    this.writes = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    return next;
+  }
+
   private write(write: HistoryWrite): Promise<boolean> {
     const next = this.writes.then(async () => {
       if (this.spool.size === 0) {
@@ -558,8 +653,14 @@ export class BotHistory implements RunObserver {
         if (await this.isForgotten(write.botId, write.startedAtMs ?? write.atMs)) return;
         // A crash is counted against the bot's restart policy, read from the runtime (docs/api.md §13); a runtime
         // that does not answer in time holds no write behind this one: the crash is kept, no give-up judged.
-        const policy = write.requested && !write.oomKilled ? undefined : (await within(POLICY_READ_MS, this.botInfo(write.botId)))?.healthPolicy.restart;
+        const policy =
+          write.requested && !write.oomKilled
+            ? undefined
+            : write.restartPolicy !== undefined
+              ? (write.restartPolicy ?? undefined)
+              : (await within(POLICY_READ_MS, this.botInfo(write.botId)))?.healthPolicy.restart;
         let givenUp = false;
+        let backOff: BackOff | undefined;
         if (this.runs.get(write.botId) === write.startedAtMs || write.startedAtMs === null) this.runs.delete(write.botId);
         const at = new Date(write.atMs);
         const draft: ExitRecord = {
@@ -588,9 +689,12 @@ export class BotHistory implements RunObserver {
             await this.append(tx, kept, write.botId, 'crash-looping', at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
           }
           givenUp = await this.giveUpPast(tx, kept, write.botId, write.key, write.atMs, policy);
+          // A restart for its health (the watchdog's, the kubelet's) waited out its own back-off already.
+          if (!givenUp && record.unhealthy === null) backOff = await this.backOffPast(tx, kept, write.botId, write.key, write.atMs, policy);
         });
-        // Only the agent that kept the `given-up` event stops the bot.
+        // Only the agent that kept the `given-up` (`backing-off`) event stops the bot.
         if (givenUp) this.options.onGivenUp?.(write.botId);
+        if (backOff) this.options.onBackingOff?.(backOff);
         return;
       }
       case 'operation': {

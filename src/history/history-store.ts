@@ -102,6 +102,8 @@ export interface HistoryTx {
   eventData(key: string): Promise<string | undefined>;
   /** Runs of the bot that ended without a request at or after `sinceMs`, oldest first. */
   crashesSince(botId: string, sinceMs: number): Promise<number[]>;
+  /** When the bot's latest event of the given types happened (ms); undefined when it has none. */
+  lastEventAt(botId: string, types: readonly string[]): Promise<number | undefined>;
   /**
    * Appends an event; `build` makes its data from the cursor it gets. Undefined
    * when an event with this `runKey` is kept already. Cursors grow in the order
@@ -154,6 +156,11 @@ export interface HistoryStore extends HistoryTx {
   deployingRevisions(): Promise<{ botId: string; revision: number; atMs: number }[]>;
   /** Kept events after `seq`, oldest first, of one bot or of all. */
   eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]>;
+  /**
+   * The events of `type` kept at or after `sinceMs` that are still their bot's latest of the types `among`
+   * (a crash back-off no start, stop or give-up has come after), oldest first.
+   */
+  latestOfType(type: string, among: readonly string[], sinceMs: number): Promise<StoredEvent[]>;
   /** Calls `listener` with each event committed from now on, by any agent sharing the store, in cursor order. */
   subscribe(listener: (event: StoredEvent) => void): () => void;
   crashLoopingBots(): Promise<string[]>;

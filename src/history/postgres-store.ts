@@ -181,6 +181,10 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return this.txOn(await this.query()).eventData(key);
   }
 
+  async lastEventAt(botId: string, types: readonly string[]): Promise<number | undefined> {
+    return this.txOn(await this.query()).lastEventAt(botId, types);
+  }
+
   async exitsSince(botId: string, sinceMs: number): Promise<number> {
     const { rows } = await (await this.query())('SELECT COUNT(*) AS n FROM exits WHERE bot_id = $1 AND at_ms >= $2', [botId, sinceMs]);
     return Number(rows[0]?.n ?? 0);
@@ -200,6 +204,14 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     const { rows } = botId
       ? await query('SELECT seq, bot_id, type, data FROM events WHERE bot_id = $1 AND seq > $2 ORDER BY seq LIMIT $3', [botId, seq, limit])
       : await query('SELECT seq, bot_id, type, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2', [seq, limit]);
+    return rows.map(eventOf);
+  }
+
+  async latestOfType(type: string, among: readonly string[], sinceMs: number): Promise<StoredEvent[]> {
+    const { rows } = await (await this.query())(
+      'SELECT seq, bot_id, type, data FROM events e WHERE e.at_ms >= $1 AND e.type = $2 AND e.seq = (SELECT MAX(x.seq) FROM events x WHERE x.bot_id = e.bot_id AND x.type = ANY($3)) ORDER BY e.seq',
+      [sinceMs, type, [...among]],
+    );
     return rows.map(eventOf);
   }
 
@@ -300,6 +312,10 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
       eventData: async (key) => {
         const { rows } = await query('SELECT data FROM events WHERE run_key = $1', [key]);
         return rows[0]?.data as string | undefined;
+      },
+      lastEventAt: async (botId, types) => {
+        const { rows } = await query('SELECT MAX(at_ms) AS at_ms FROM events WHERE bot_id = $1 AND type = ANY($2)', [botId, [...types]]);
+        return rows[0]?.at_ms === null || rows[0]?.at_ms === undefined ? undefined : Number(rows[0].at_ms);
       },
       crashesSince: async (botId, sinceMs) => {
         const { rows } = await query('SELECT at_ms FROM exits WHERE bot_id = $1 AND NOT requested AND at_ms >= $2 ORDER BY at_ms', [botId, sinceMs]);

@@ -171,6 +171,15 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     return this.readEventData(key);
   }
 
+  async lastEventAt(botId: string, types: readonly string[]): Promise<number | undefined> {
+    return this.readLastEventAt(botId, types);
+  }
+
+  private readLastEventAt(botId: string, types: readonly string[]): number | undefined {
+    const row = this.statement(`SELECT MAX(at_ms) AS at_ms FROM events WHERE bot_id = ? AND type IN (${types.map(() => '?').join(', ')})`).get(botId, ...types);
+    return row?.at_ms === null || row?.at_ms === undefined ? undefined : Number(row.at_ms);
+  }
+
   private readEventData(key: string): string | undefined {
     return this.statement('SELECT data FROM events WHERE run_key = ?').get(key)?.data as string | undefined;
   }
@@ -191,6 +200,16 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     const rows = botId
       ? this.statement('SELECT seq, bot_id, type, data FROM events WHERE bot_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(botId, seq, limit)
       : this.statement('SELECT seq, bot_id, type, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?').all(seq, limit);
+    return rows.map(eventOf);
+  }
+
+  async latestOfType(type: string, among: readonly string[], sinceMs: number): Promise<StoredEvent[]> {
+    const marks = among.map(() => '?').join(', ');
+    const rows = this
+      .statement(
+        `SELECT seq, bot_id, type, data FROM events e WHERE e.at_ms >= ? AND e.type = ? AND e.seq = (SELECT MAX(x.seq) FROM events x WHERE x.bot_id = e.bot_id AND x.type IN (${marks})) ORDER BY e.seq`,
+      )
+      .all(sinceMs, type, ...among);
     return rows.map(eventOf);
   }
 
@@ -248,6 +267,7 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
       addExit: async (botId, record, runKey) => this.writeExit(botId, record, runKey),
       exits: async (botId, limit) => this.readExits(botId, limit),
       crashesSince: async (botId, sinceMs) => this.readCrashesSince(botId, sinceMs),
+      lastEventAt: async (botId, types) => this.readLastEventAt(botId, types),
       eventData: async (key) => this.readEventData(key),
       putRevision: async (botId, record) => {
         const { changes } = this.statement(

@@ -27,11 +27,13 @@ export type OperationEnded = (operation: string, botId: string, result: string, 
 
 /**
  * Runs a lifecycle operation and writes one audit line for it (who, what,
- * which bot, result, duration), counting it in the metrics.
+ * which bot, result, duration), counting it in the metrics. `onBegun` hears
+ * of each before it runs (or waits its turn).
  */
-export function auditor(logger: Logger, metrics: AgentMetrics, onEnded: OperationEnded = () => {}): Audit {
+export function auditor(logger: Logger, metrics: AgentMetrics, onEnded: OperationEnded = () => {}, onBegun: (operation: string, botId: string) => void = () => {}): Audit {
   return async (who, operation, botId, act, afterAnswer = false) => {
     const started = performance.now();
+    onBegun(operation, botId);
     const record = (result: string, failure?: Record<string, unknown>): void => {
       metrics.lifecycle.inc({ operation, result });
       onEnded(operation, botId, result, who.caller?.kind === 'bot' ? 'bot' : 'platform');

@@ -62,6 +62,8 @@ export interface AppDeps {
   readonly console?: ConsoleFiles | undefined;
   readonly config: HttpConfig;
   readonly logger: Logger;
+  /** Told of each operation asked for a bot through the API (lifecycle, deploy, removal) before it runs. */
+  readonly onAsked?: ((botId: string) => void) | undefined;
 }
 
 /** The agent's Koa application and the routes it serves. */
@@ -116,13 +118,13 @@ export type RouteEntry = `${string} ${string}`;
  * Who may call what, read and stream limits, and the audit of lifecycle
  * operations live here; what they act on is built in src/agent.ts.
  */
-export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger }: AppDeps): App {
+export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger, onAsked }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
   const audit = auditor(logger, metrics, (operation, botId, result, by) => {
     if (operation === 'restart' || operation === 'stop' || operation === 'start') void history.operationEnded(botId, operation, result, by);
-  });
+  }, (_operation, botId) => onAsked?.(botId));
   const sessions = new ConsoleSessions(config.adminToken, Date.now, {
     end: (nonce, untilMs) => history.endSession(nonce, untilMs),
     ended: (nonce) => history.sessionEnded(nonce),

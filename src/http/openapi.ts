@@ -100,6 +100,7 @@ const HISTORY_EVENTS = [
   'unhealthy',
   'restarted',
   'given-up',
+  'backing-off',
   'pulling',
   'pulled',
   'pull-failed',

@@ -39,6 +39,7 @@ const WHAT: Record<string, { readonly text: string; readonly severity: ChatNote[
   'deploy-succeeded': { text: 'was deployed', severity: 'good' },
   'pull-failed': { text: 'could not pull its image', severity: 'bad' },
   'given-up': { text: 'was stopped: it crashed past its restart policy', severity: 'bad' },
+  'backing-off': { text: 'keeps crashing: held stopped for its back-off', severity: 'bad' },
   exited: { text: 'exited', severity: 'bad' },
   test: { text: 'sends a test message', severity: 'info' },
 };
@@ -54,7 +55,8 @@ export function noteOf(event: Readonly<Record<string, unknown>>, consoleUrl: str
     typeof event.reason === 'string' ? event.reason : '',
     typeof event.message === 'string' ? event.message : '',
     typeof event.check === 'string' ? `its ${event.check} check failed${typeof event.output === 'string' && event.output ? `: ${event.output}` : ''}` : '',
-    typeof event.crashes === 'number' ? `${event.crashes} crashes in ${Number(event.window_s) / 60} minutes` : '',
+    typeof event.crashes === 'number' && typeof event.window_s === 'number' ? `${event.crashes} crashes in ${event.window_s / 60} minutes` : '',
+    typeof event.wait_s === 'number' ? `${String(event.crashes)} crashes; started again in ${event.wait_s} s (${String(event.until)})` : '',
     typeof event.from_revision === 'number' || typeof event.to_revision === 'number' ? `from revision ${String(event.from_revision)} to revision ${String(event.to_revision)}` : '',
     exit ? `exit code ${String(exit.exit_code)}${exit.signal ? ` (${exit.signal})` : ''}` : '',
     typeof event.image === 'string' && type !== 'deploy-failed' ? `image ${event.image}` : '',

@@ -16,6 +16,8 @@ export interface BotInfo {
   readonly healthPolicy: HealthPolicy;
   /** When this bot (its container, its Deployment) was made: a heartbeat older than that was an earlier bot's of the same id. */
   readonly createdAt?: Date | undefined;
+  /** Docker: when its last run ended, for a bot not running (a crash the agent restarts is started only if no later run ended since). */
+  readonly endedAt?: Date | undefined;
 }
 
 /** A bot's health as a check says it (docs/api.md §13). */
@@ -46,6 +48,8 @@ export interface RestartPolicy {
   /** The watchdog's first wait between two restarts of the bot, doubling up to `backoffMaxMs`. */
   readonly backoffFirstMs: number;
   readonly backoffMaxMs: number;
+  /** False where the runtime restarts the bot's crashes with its own back-off, which the agent cannot hold off (Docker: a container the agent did not make). */
+  readonly crashBackOff?: boolean;
 }
 
 /** A running bot as the watchdog sees it: what its runtime's check says, and since when. */
@@ -85,6 +89,8 @@ export interface RunEnd {
   readonly logs: string;
   /** The runtime ended it for its health (the kubelet, on a failed liveness probe): the check and its output. */
   readonly unhealthy?: { readonly check: 'exec' | 'heartbeat'; readonly output: string | null } | undefined;
+  /** The bot's restart policy (null: none) where the runtime tells it with the end (Docker: the labels its event carries); else it is asked. */
+  readonly restartPolicy?: RestartPolicy | null | undefined;
   /** Names this run's end uniquely, so that one seen twice is recorded once. */
   readonly key: string;
 }
@@ -190,6 +196,20 @@ export interface RuntimeDriver {
 
   /** Starts the bot; a running bot is left as it is ('already'). */
   start(botId: string): Promise<PowerOutcome>;
+
+  /**
+   * Docker (docs/api.md §13): whether the engine restarts the crashes of a bot the agent made with a restart
+   * policy (`unless-stopped`, `on`) or leaves them to the agent's crash back-off (`no`); a bot it did not make,
+   * or that has no policy, is left as it is. Absent where the runtime's own restart is held off another way
+   * (Kubernetes: the agent scales the bot to 0).
+   */
+  engineRestarts?(botId: string, on: boolean): Promise<void>;
+
+  /** Docker: from now on, the engine's restarts of each bot in `scope` are taken from it the moment it crashes (engineRestarts off). */
+  takeCrashRestarts?(scope: (botId: string) => boolean): void;
+
+  /** Docker: the bots whose crashes the engine leaves to the agent now (engineRestarts off). */
+  agentRestartedBots?(): Promise<string[]>;
 
   /**
    * The last `lines` lines of the bot's stdout and stderr, interleaved in

@@ -170,6 +170,33 @@ export function storeSuite(backend: string, open: OpenStore): void {
     t.is(await store.givenUp('bot_1_1_a'), undefined);
   });
 
+  test(`${backend}: the events of a type still their bot's latest among others: a crash back-off no stop, start or give-up has come after`, async (t) => {
+    const store = await opened(t);
+    const among = ['backing-off', 'operation', 'given-up'];
+    const a = (await store.appendEvent('bot_1_1_a', 'backing-off', 100, () => '{"n":1}'))!;
+    await store.appendEvent('bot_1_1_a', 'started', 101, () => '{}');
+    const b = (await store.appendEvent('bot_1_1_b', 'backing-off', 102, () => '{"n":2}'))!;
+    await store.appendEvent('bot_1_1_b', 'operation', 103, () => '{}');
+    const c1 = (await store.appendEvent('bot_1_1_c', 'backing-off', 104, () => '{"n":3}'))!;
+    const c2 = (await store.appendEvent('bot_1_1_c', 'backing-off', 105, () => '{"n":4}'))!;
+    await store.appendEvent('bot_1_1_d', 'backing-off', 10, () => '{"n":5}');
+    t.truthy(c1);
+    t.deepEqual(await store.latestOfType('backing-off', among, 50), [a, c2], 'b was stopped since; c backs off again; d is older than asked');
+    t.truthy(b);
+  });
+
+  test(`${backend}: when a bot's latest event of some types happened; undefined when it has none`, async (t) => {
+    const store = await opened(t);
+    await store.appendEvent('bot_1_1_a', 'operation', 300, () => '{}');
+    await store.appendEvent('bot_1_1_a', 'given-up', 200, () => '{}');
+    await store.appendEvent('bot_1_1_a', 'started', 900, () => '{}');
+    await store.appendEvent('bot_1_1_b', 'operation', 800, () => '{}');
+    t.is(await store.lastEventAt('bot_1_1_a', ['operation', 'given-up']), 300);
+    t.is(await store.transaction((tx) => tx.lastEventAt('bot_1_1_a', ['given-up'])), 200);
+    t.is(await store.lastEventAt('bot_1_1_a', ['deploy-started']), undefined);
+    t.is(await store.lastEventAt('bot_1_1_c', ['operation']), undefined);
+  });
+
   test(`${backend}: a bot's own chats are kept, replaced, dropped, and go with a removal after they were set, not before`, async (t) => {
     const store = await opened(t);
     t.is(await store.botChats('bot_1_1_a'), undefined);

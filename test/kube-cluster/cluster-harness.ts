@@ -114,7 +114,11 @@ function newest(pods: V1Pod[]): V1Pod | undefined {
  * the real driver with the chart's RBAC (rendered with `chartValues`), and a bot calls it from inside its
  * pod (exec, busybox nc to 10.88.0.1), so that its pod IP is who it is.
  */
-export async function clusterHarness(chartValues: Record<string, string> = {}): Promise<{ harness: RuntimeHarness; namespace: string; agentConfig: KubeConfig }> {
+export async function clusterHarness(
+  chartValues: Record<string, string> = {},
+  /** The main agent's watchdog (and crash back-offs): on unless a test's own agent is to be the only one that acts. */
+  mainWatchdog: TestAgentOptions['watchdog'] = {},
+): Promise<{ harness: RuntimeHarness; namespace: string; agentConfig: KubeConfig }> {
   const admin = adminKubeConfig();
   const runId = randomBytes(3).toString('hex');
   const namespace = `bots-${runId}`;
@@ -129,7 +133,7 @@ export async function clusterHarness(chartValues: Record<string, string> = {}): 
     agents.push(agent);
     return agent;
   };
-  const main = await agentOver(agentConfig, 60_000, {});
+  const main = await agentOver(agentConfig, 60_000, mainWatchdog);
   // As behind a Service: calls come once the agent is ready (its first watches synced).
   if (!(await eventually(async () => (await call(main.server, '/readyz')).status === 200, 30_000, 50))) throw new Error('the agent never became ready');
   let bots = 0;

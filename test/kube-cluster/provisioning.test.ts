@@ -20,9 +20,10 @@ const IMAGE = 'bot-agent-testbot:provisioning';
 
 /** An agent that provisions on the real cluster, as the chart's ServiceAccount, with the test image on the node. */
 async function provisioningAgent(t: { teardown(fn: () => Promise<void>): void }) {
-  const { harness, namespace, agentConfig } = await clusterHarness();
+  // This agent alone restarts the namespace's bots (crash back-offs, docs/api.md §13): another with a store of its own would act too.
+  const { harness, namespace, agentConfig } = await clusterHarness({}, 'off');
   const provisioner = createKubernetesProvisioner({ kubeConfig: agentConfig, namespace, agentUrl: 'http://agent:8000' });
-  const agent = await startAgent(createKubernetesDriver({ kubeConfig: agentConfig, namespace }), {}, '127.0.0.1', provisioner);
+  const agent = await startAgent(createKubernetesDriver({ kubeConfig: agentConfig, namespace }), { watchdog: {} }, '127.0.0.1', provisioner);
   t.teardown(async () => {
     await agent.close();
     await harness.close();
@@ -138,6 +139,30 @@ test('a bot that crashes past its restart policy is scaled to nothing and given 
   t.is(await replicas(), 1);
   t.is(((await call(agent.server, `/api/bots/${id}`)).body?.bot as { state?: string } | undefined)?.state, 'running');
   t.is(givenUp.length, 1);
+  t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
+});
+
+// The crash back-off on the real cluster (docs/api.md §13): from the second crash in the window the agent scales
+// the bot to nothing for backoff_s, doubling up to backoff_max_s, then back to one.
+test('a bot that keeps crashing is scaled to nothing for its back-off, doubling, then runs again', async (t) => {
+  const { harness, agent, namespace } = await provisioningAgent(t);
+  const id = harness.newBotId();
+  const backOffs: Record<string, unknown>[] = [];
+  agent.history.follow((event) => {
+    if (event.botId === id && event.type === 'backing-off') backOffs.push(JSON.parse(event.data) as Record<string, unknown>);
+  });
+  const created = await call(agent.server, '/api/admin/bots', {
+    body: { bot_id: id, user_id: 'user_9', image: IMAGE, template: 'telegram', token: `secret-${id}`, command: ['sh', '-c', 'trap "exit 0" TERM; sleep 2 & wait $!; exit 3'], restart_policy: { backoff_s: 3, backoff_max_s: 5 } },
+  });
+  t.is(created.status, 201, created.text);
+  const apps = adminKubeConfig().makeApiClient(AppsV1Api);
+  const replicas = async () => (await apps.listNamespacedDeployment({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items[0]?.spec?.replicas;
+  t.true(await eventually(() => backOffs.length >= 1, 120_000, 200), 'never backed off');
+  t.like(backOffs[0], { crashes: 2, wait_s: 3 });
+  t.true(await eventually(async () => (await replicas()) === 0, 10_000, 100), 'not scaled to nothing');
+  t.true(await eventually(async () => (await replicas()) === 1, 30_000, 200), 'not run again after its back-off');
+  t.true(await eventually(() => backOffs.length >= 2, 120_000, 200), 'never backed off again');
+  t.like(backOffs[1], { crashes: 3, wait_s: 5 });
   t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
 });
 

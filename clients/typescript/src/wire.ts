@@ -65,7 +65,8 @@ export interface BotEvent {
     | 'deploy-succeeded'
     | 'deploy-failed'
     | 'rolled-back'
-    | 'given-up';
+    | 'given-up'
+    | 'backing-off';
   bot_id: string;
   at: string;
   [field: string]: unknown;

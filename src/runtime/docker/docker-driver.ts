@@ -4,7 +4,7 @@ import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
 import { messages, NotFound, NotRunning, OperationFailed } from '../../errors.js';
 import type { BotSummary } from '../../provisioning/bot-spec.js';
 import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunningHealth, RunObserver, RuntimeDriver, RuntimeHealth } from '../driver.js';
-import { boundedOutput, healthPolicyOf, healthStatusOf } from '../health-policy.js';
+import { boundedOutput, healthStatusOf } from '../health-policy.js';
 import { generationIn } from '../../bot-id.js';
 import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL } from '../labels.js';
 import { isLoopback } from '../../loopback.js';
@@ -16,6 +16,7 @@ import { signalled } from './docker-signals.js';
 import { engineStatus, translateDockerError } from './docker-errors.js';
 import { followLogs, readLogs } from './docker-logs.js';
 import { DockerRunWatcher, EXIT_LOG_LINES } from './docker-runs.js';
+import { agentRestartable, dockerHealthPolicy } from './docker-policy.js';
 import { ContainerStopped, DockerStatsFeed } from './docker-stats-feed.js';
 import { botStatsFrom } from './docker-stats.js';
 import { ENGINE_DEADLINE_MS } from './docker-deadline.js';
@@ -42,6 +43,14 @@ class DockerDriver implements RuntimeDriver {
   private readonly strangers = new LRUCache<string, true>({ max: 10_000, ttl: STRANGER_MS });
   /** ... and the look-up under way, which every address that misses the index meanwhile shares. */
   private runningListing: Promise<ContainerInfo[]> | undefined;
+  /** The runs of bots, once observeRuns began: it hears of the agent's stops. */
+  private runWatcher: DockerRunWatcher | undefined;
+  /** The bots whose crashes the agent restarts, the engine not (docs/api.md §13), as far as this agent knows ... */
+  private readonly agentRestarted = new Set<string>();
+  /** ... once those an earlier agent left so were read. */
+  private agentRestartedRead: Promise<void> | undefined;
+  /** The bots whose restarts are taken from the engine as they crash, once an agent restarts crashes itself. */
+  private crashRestartsTaken: ((botId: string) => boolean) | undefined;
 
   private readonly docker: Docker;
   /** For calls that last: followed logs and lifecycle operations (see EngineClients). */
@@ -101,8 +110,9 @@ class DockerDriver implements RuntimeDriver {
       running,
       startedAt: running ? new Date(info.State.StartedAt) : undefined,
       health: running ? healthOf(info.State.Health) : { status: 'none', output: null },
-      healthPolicy: healthPolicyOf(info.Config.Labels),
+      healthPolicy: dockerHealthPolicy(info.Config.Labels ?? {}),
       createdAt: new Date(info.Created),
+      endedAt: running || info.State.FinishedAt.startsWith('0001-') ? undefined : new Date(info.State.FinishedAt),
     };
   }
 
@@ -115,8 +125,56 @@ class DockerDriver implements RuntimeDriver {
         return info && new Date(info.State.StartedAt);
       },
       this.report,
+      // At once, before the crash is recorded: the engine restarts at once only the crash it has seen already.
+      (botId, labels) => {
+        if (this.crashRestartsTaken?.(botId) && agentRestartable(labels)) {
+          void this.engineRestarts(botId, false).catch((err: unknown) => this.report(`bot ${botId} crashed, but its restarts could not be taken from the engine`, err));
+        }
+      },
     );
+    this.runWatcher = runs;
     this.index.watch((event) => runs.onEvent(event), since);
+  }
+
+  async engineRestarts(botId: string, on: boolean): Promise<void> {
+    let info: ContainerInspectInfo;
+    try {
+      info = await this.inspectBot(botId);
+    } catch (err) {
+      if (err instanceof NotFound) this.agentRestarted.delete(botId);
+      throw err;
+    }
+    if (!agentRestartable(info.Config.Labels ?? {})) return;
+    const [from, to] = on ? ['no', 'unless-stopped'] : ['unless-stopped', 'no'];
+    if (info.HostConfig.RestartPolicy?.Name === from) {
+      // An update takes no abort signal (dockerode would send it in the body): it is a quick write of the engine's.
+      await this.translated(botId, () => this.docker.getContainer(info.Id).update({ RestartPolicy: { Name: to, MaximumRetryCount: 0 } }));
+    } else if (info.HostConfig.RestartPolicy?.Name !== to) return;
+    if (on) this.agentRestarted.delete(botId);
+    else this.agentRestarted.add(botId);
+  }
+
+  takeCrashRestarts(scope: (botId: string) => boolean): void {
+    this.crashRestartsTaken = scope;
+  }
+
+  async agentRestartedBots(): Promise<string[]> {
+    this.agentRestartedRead ??= this.readAgentRestarted().catch((err: unknown) => {
+      this.agentRestartedRead = undefined;
+      throw err;
+    });
+    await this.agentRestartedRead;
+    return [...this.agentRestarted];
+  }
+
+  /** The bots whose crashes an agent before this one took from the engine, read once. */
+  private async readAgentRestarted(): Promise<void> {
+    const listed = await this.engine(undefined, (abortSignal) => this.docker.listContainers({ all: true, filters: { label: [GENERATION_LABEL, BOT_LABEL] }, abortSignal }));
+    const candidates = listed.filter((container) => agentRestartable(container.Labels) && container.Names.includes(`/${container.Labels[BOT_LABEL]}`));
+    for (const container of candidates) {
+      const info = await this.index.inspect(container.Id);
+      if (info?.HostConfig.RestartPolicy?.Name === 'no') this.agentRestarted.add(container.Labels[BOT_LABEL]!);
+    }
   }
 
   async followLogs(botId: string, from: LogsFrom, onLine: (line: LogLine) => void, signal: AbortSignal): Promise<void> {
@@ -181,9 +239,12 @@ class DockerDriver implements RuntimeDriver {
   async stop(botId: string): Promise<PowerOutcome> {
     const info = await this.inspectBot(botId);
     if (!info.State.Running) return 'already';
-    return this.power(botId, 'stop', lifecycleDeadline(info), (abortSignal) =>
-      this.lasting.getContainer(botId).stop({ abortSignal }),
-    );
+    const stopped = this.runWatcher?.stopping(info.Id);
+    try {
+      return await this.power(botId, 'stop', lifecycleDeadline(info), (abortSignal) => this.lasting.getContainer(botId).stop({ abortSignal }));
+    } finally {
+      stopped?.();
+    }
   }
 
   async start(botId: string): Promise<PowerOutcome> {

@@ -1,6 +1,7 @@
 import type { FaultReporter, RunObserver } from '../driver.js';
 import { BOT_LABEL } from '../labels.js';
 import type { EngineEvent } from './docker-bot-index.js';
+import { dockerHealthPolicy } from './docker-policy.js';
 
 /** What the engine said of a container's current run before it ended. */
 interface Run {
@@ -19,6 +20,9 @@ interface Run {
  * kill and the exit apart, and under load the word came more than 2 s late (a busy rehearsal's record said no).
  */
 const LATE_OOM_WAIT_MS = 5_000;
+
+/** How long after the agent's stop of a container returned a run's end still counts as the stop's: the engine tells of it a moment after its waiters. */
+const STOP_SETTLE_MS = 1_000;
 
 /** The lines of a run an exit record keeps. */
 export const EXIT_LOG_LINES = 100;
@@ -44,13 +48,40 @@ export class DockerRunWatcher {
   /** When each container's last run ended. */
   private readonly ends = new Map<string, Date>();
   private readonly queues = new Map<string, Promise<void>>();
+  /** The agent's stops of each container under way, or ended within STOP_SETTLE_MS: from when, until when (ms). */
+  private readonly stops = new Map<string, { fromMs: number; untilMs: number }[]>();
 
   constructor(
     private readonly observer: RunObserver,
     private readonly lastLines: RunLogsReader,
     private readonly startOf: RunStartReader,
     private readonly report: FaultReporter,
+    /** A run of the bot ended with no request: what the engine does next is the agent's to change (docs/api.md §13). */
+    private readonly onCrash: (botId: string, labels: Readonly<Record<string, string>>) => void = () => {},
   ) {}
+
+  /**
+   * The agent stops the container: a run that ends meanwhile (or just after) ended on request, kill event or
+   * not. The engine sends none when the stop finds the container between two runs of its restart policy,
+   * and the run it was just beginning then may end on its own: that is not a crash after the stop.
+   * Returns what to call once the stop has ended.
+   */
+  stopping(containerId: string): () => void {
+    const stop = { fromMs: Date.now(), untilMs: Number.POSITIVE_INFINITY };
+    this.stops.set(containerId, [...(this.stops.get(containerId) ?? []), stop]);
+    return () => {
+      stop.untilMs = Date.now() + STOP_SETTLE_MS;
+      setTimeout(() => {
+        const left = (this.stops.get(containerId) ?? []).filter((other) => other !== stop);
+        if (left.length === 0) this.stops.delete(containerId);
+        else this.stops.set(containerId, left);
+      }, STOP_SETTLE_MS + 60_000).unref();
+    };
+  }
+
+  private stoppedAt(containerId: string, atMs: number): boolean {
+    return (this.stops.get(containerId) ?? []).some((stop) => atMs >= stop.fromMs && atMs <= stop.untilMs);
+  }
 
   onEvent(event: EngineEvent): void {
     const containerId = event.Actor?.ID;
@@ -86,6 +117,8 @@ export class DockerRunWatcher {
       }
       case 'die': {
         const run = this.runOf(containerId);
+        if (this.stoppedAt(containerId, at.getTime())) run.requested = true;
+        if (!run.requested) this.onCrash(botId, attributes);
         this.runs.delete(containerId);
         this.ending.set(containerId, run);
         this.ends.set(containerId, at);
@@ -106,6 +139,7 @@ export class DockerRunWatcher {
             requested: run.requested,
             startedAt,
             logs,
+            restartPolicy: dockerHealthPolicy(attributes).restart ?? null,
             key,
           });
         });

@@ -1,0 +1,199 @@
+import test from 'ava';
+import { CrashBackOffs } from '../../src/health/crash-backoff.js';
+import type { BackOff } from '../../src/history/bot-history.js';
+import { eventually } from '../helpers/eventually.js';
+
+// A crash back-off (docs/api.md §13): the bot is stopped at once and started when its wait is over, unless its
+// back-off is no longer pending by then (a stop through the agent came, say); one the agent died in is taken up
+// from the history by the next.
+type Driver = ConstructorParameters<typeof CrashBackOffs>[2];
+type History = ConstructorParameters<typeof CrashBackOffs>[1];
+
+/** A runtime that restarts crashes itself (Kubernetes: no engineRestarts). */
+const kubeLike: Driver = { findBot: async () => Promise.reject(new Error('not asked')) };
+
+function backOffs(pending: BackOff[], driver: Driver = kubeLike, history: Partial<History> = {}, sweepMs?: number) {
+  const calls: string[] = [];
+  const lifecycle = {
+    stop: async (botId: string) => void calls.push(`stop ${botId}`),
+    start: async (botId: string) => void calls.push(`start ${botId}`),
+  } as unknown as ConstructorParameters<typeof CrashBackOffs>[0];
+  const read: History = { pendingBackOffs: async () => pending, crashedSince: async () => false, unansweredCrashes: async () => [], ...history };
+  return { calls, made: new CrashBackOffs(lifecycle, read, driver, () => undefined, undefined, Date.now, sweepMs) };
+}
+
+/** Docker: the engine's restarts of each bot, as the driver would set them, in `calls` too. */
+function dockerLike(calls: string[], running: (botId: string) => boolean = () => true, held: string[] = [], endedAt?: (botId: string) => Date): Driver {
+  const agentRestarted = new Set(held);
+  return {
+    engineRestarts: async (botId, on) => {
+      calls.push(`engine ${on ? 'on' : 'off'} ${botId}`);
+      if (on) agentRestarted.delete(botId);
+      else agentRestarted.add(botId);
+    },
+    agentRestartedBots: async () => [...agentRestarted],
+    findBot: async (botId) =>
+      ({ id: botId, running: running(botId), endedAt: endedAt?.(botId), healthPolicy: { graceMs: undefined, heartbeatTtlMs: undefined, restart: { maxCrashes: undefined, windowMs: 60_000, backoffFirstMs: 1_000, backoffMaxMs: 1_000 } } }) as Awaited<ReturnType<Driver['findBot']>>,
+  };
+}
+
+test('the bot is stopped at once and started once its wait is over; a newer back-off of the bot replaces the older', async (t) => {
+  const first: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 100, seq: 1 };
+  const second: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 300, seq: 2 };
+  const pending = [second];
+  const { calls, made } = backOffs(pending);
+  t.teardown(() => made.close());
+  await made.hold(first);
+  await made.hold(second);
+  t.deepEqual(calls, ['stop bot_1_1_a', 'stop bot_1_1_a']);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.deepEqual(calls, ['stop bot_1_1_a', 'stop bot_1_1_a'], 'the older wait started nothing');
+  t.true(await eventually(() => calls.length === 3, 2_000, 20));
+  t.is(calls[2], 'start bot_1_1_a');
+});
+
+test('a back-off that is no longer pending when its wait is over starts nothing', async (t) => {
+  const { calls, made } = backOffs([]);
+  t.teardown(() => made.close());
+  await made.hold({ botId: 'bot_1_1_a', untilMs: Date.now() + 50, seq: 1 });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.deepEqual(calls, ['stop bot_1_1_a']);
+});
+
+test('the back-offs the history holds are taken up at start: one past its wait at once, the others at theirs', async (t) => {
+  const pending = [
+    { botId: 'bot_1_1_a', untilMs: Date.now() - 1_000, seq: 1 },
+    { botId: 'bot_1_1_b', untilMs: Date.now() + 200, seq: 2 },
+  ];
+  const { calls, made } = backOffs(pending);
+  t.teardown(() => made.close());
+  await made.resume();
+  t.true(await eventually(() => calls.includes('start bot_1_1_a'), 1_000, 10));
+  t.false(calls.includes('start bot_1_1_b'));
+  t.true(await eventually(() => calls.includes('start bot_1_1_b'), 2_000, 10));
+  t.false(calls.some((call) => call.startsWith('stop')), 'a taken-up back-off stops nothing: the bot is stopped already');
+});
+
+test('closed, nothing is started', async (t) => {
+  const { calls, made } = backOffs([{ botId: 'bot_1_1_a', untilMs: Date.now() + 50, seq: 1 }]);
+  await made.hold({ botId: 'bot_1_1_a', untilMs: Date.now() + 50, seq: 1 });
+  made.close();
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.deepEqual(calls, ['stop bot_1_1_a']);
+});
+
+// Seen in a rehearsal under load: the bot's stop for its back-off took longer than the wait (its run had not yet set
+// its SIGTERM trap), the platform's stop queued behind it, and the wait's start queued behind that: started again.
+test('an operation asked for the bot ends its back-off at once, also when the wait ends while the history is read', async (t) => {
+  const reading: Array<() => void> = [];
+  const calls: string[] = [];
+  const lifecycle = {
+    stop: async (botId: string) => void calls.push(`stop ${botId}`),
+    start: async (botId: string) => void calls.push(`start ${botId}`),
+  } as unknown as ConstructorParameters<typeof CrashBackOffs>[0];
+  const backOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 50, seq: 1 };
+  const history = {
+    pendingBackOffs: () => new Promise<BackOff[]>((resolve) => reading.push(() => resolve([backOff]))),
+    crashedSince: async () => false,
+    unansweredCrashes: async () => [],
+  };
+  const made = new CrashBackOffs(lifecycle, history, kubeLike, () => undefined);
+  t.teardown(() => made.close());
+  await made.hold(backOff);
+  t.true(await eventually(() => reading.length === 1, 1_000, 5), 'the wait ended and reads the history');
+  made.asked('bot_1_1_a');
+  reading[0]!();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.deepEqual(calls, ['stop bot_1_1_a']);
+
+  await made.hold({ ...backOff, untilMs: Date.now() + 100, seq: 2 });
+  made.asked('bot_1_1_a');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.is(reading.length, 1, 'a wait ended by an operation reads nothing');
+  t.deepEqual(calls, ['stop bot_1_1_a', 'stop bot_1_1_a']);
+});
+
+test('a first crash waits nothing: left to the runtime where it restarts crashes, started at once where the agent took them over (Docker)', async (t) => {
+  const kube = backOffs([]);
+  t.teardown(() => kube.made.close());
+  await kube.made.hold({ botId: 'bot_1_1_a', untilMs: Date.now(), seq: undefined });
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  t.deepEqual(kube.calls, []);
+
+  const calls: string[] = [];
+  const docker = backOffs([], dockerLike(calls));
+  t.teardown(() => docker.made.close());
+  await docker.made.hold({ botId: 'bot_1_1_a', untilMs: Date.now(), seq: undefined });
+  t.true(await eventually(() => docker.calls.includes('start bot_1_1_a'), 1_000, 10));
+  t.deepEqual(calls, [], 'the driver took the restarts over as the bot crashed: nothing to change');
+});
+
+test('Docker: a back-off takes the restarts from the engine before it stops the bot', async (t) => {
+  const calls: string[] = [];
+  const backOff: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 100, seq: 1 };
+  const { calls: lifecycle, made } = backOffs([backOff], dockerLike(calls));
+  t.teardown(() => made.close());
+  await made.hold(backOff);
+  t.deepEqual(calls, ['engine off bot_1_1_a']);
+  t.deepEqual(lifecycle, ['stop bot_1_1_a']);
+  t.true(await eventually(() => lifecycle.includes('start bot_1_1_a'), 2_000, 10));
+});
+
+test('Docker: restarts go back to the engine once the bot runs with no crash in its window, not before, and not while it is stopped', async (t) => {
+  const calls: string[] = [];
+  let crashed = true;
+  const running = new Set(['bot_1_1_a']);
+  const { made } = backOffs([], dockerLike(calls, (botId) => running.has(botId), ['bot_1_1_a', 'bot_1_1_b']), { crashedSince: async () => crashed }, 30);
+  t.teardown(() => made.close());
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.deepEqual(calls, [], 'a crash within the window: the agent keeps the restarts');
+  crashed = false;
+  t.true(await eventually(() => calls.includes('engine on bot_1_1_a'), 1_000, 10));
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.deepEqual(calls, ['engine on bot_1_1_a'], 'handed back once; a stopped bot keeps the engine from starting it (a give-up)');
+});
+
+test('Docker: at start, a held bot whose last crash nothing answered is started; one with a back-off waits for it', async (t) => {
+  const backOff: BackOff = { botId: 'bot_1_1_b', untilMs: Date.now() + 300, seq: 4 };
+  const { calls, made } = backOffs([backOff], dockerLike([], () => false, ['bot_1_1_a', 'bot_1_1_b', 'bot_1_1_c']), {
+    unansweredCrashes: async (botIds) => botIds.filter((botId) => botId !== 'bot_1_1_c'),
+  });
+  t.teardown(() => made.close());
+  await made.resume();
+  t.true(await eventually(() => calls.includes('start bot_1_1_a'), 1_000, 10));
+  t.deepEqual(calls, ['start bot_1_1_a']);
+  t.true(await eventually(() => calls.includes('start bot_1_1_b'), 2_000, 10));
+  t.false(calls.includes('start bot_1_1_c'));
+});
+
+// Seen on the real engine: the engine restarted the first crash at once, that run crashed too (the engine's restarts
+// were the agent's by then) before the first crash's record was kept, and its start began a run during the second's back-off.
+test('Docker: a first crash is started only if no later run has ended since (that run\'s record decides), and never a running bot', async (t) => {
+  const crashAtMs = Date.now() - 1_000;
+  const ends = new Map([
+    ['bot_1_1_a', new Date(crashAtMs - 5)],
+    ['bot_1_1_b', new Date(crashAtMs + 400)],
+  ]);
+  const { calls, made } = backOffs([], dockerLike([], (botId) => botId === 'bot_1_1_c', [], (botId) => ends.get(botId) ?? new Date(0)));
+  t.teardown(() => made.close());
+  for (const botId of ['bot_1_1_a', 'bot_1_1_b', 'bot_1_1_c']) await made.hold({ botId, untilMs: crashAtMs, seq: undefined, crashAtMs });
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.deepEqual(calls, ['start bot_1_1_a']);
+});
+
+// A busy host kept the crash's record after its wait was over: the runtime restarted the bot meanwhile where it does.
+test('a back-off whose wait was over when it was kept stops nothing: left to the runtime, or started at once where the agent restarts crashes', async (t) => {
+  const backOff: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() - 100, seq: 3, crashAtMs: Date.now() - 2_100 };
+  const kube = backOffs([backOff]);
+  t.teardown(() => kube.made.close());
+  await kube.made.hold(backOff);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  t.deepEqual(kube.calls, []);
+
+  const engine: string[] = [];
+  const docker = backOffs([backOff], dockerLike(engine, () => false, [], () => new Date(backOff.crashAtMs!)));
+  t.teardown(() => docker.made.close());
+  await docker.made.hold(backOff);
+  t.true(await eventually(() => docker.calls.includes('start bot_1_1_a'), 1_000, 10));
+  t.deepEqual(docker.calls, ['start bot_1_1_a']);
+});
