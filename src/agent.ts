@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import type Koa from 'koa';
 import type { Logger } from 'pino';
-import { DEFAULT_BOT_CHAT_BASE } from './config.js';
+import { DEFAULT_BOT_CHAT_BASE, defaultNode } from './config.js';
 import type { Config } from './config.js';
 import { BotHistory } from './history/bot-history.js';
 import { openStore } from './history/open-store.js';
@@ -12,6 +12,7 @@ import { loadConsole } from './http/console-assets.js';
 import { Heartbeats } from './health/heartbeats.js';
 import { Watchdog } from './health/watchdog.js';
 import { CrashBackOffs } from './health/crash-backoff.js';
+import { NodeBeacon } from './fleet/node-beacon.js';
 import type { WatchdogOptions } from './health/watchdog.js';
 import { SharedState } from './shared/shared-state.js';
 import { createApp } from './http/create-app.js';
@@ -43,7 +44,7 @@ export type AgentConfig = Pick<
   Config,
   'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses' | 'readyGraceMs'
 > &
-  Partial<Pick<Config, 'chats' | 'botChatBase'>>;
+  Partial<Pick<Config, 'chats' | 'botChatBase' | 'node' | 'nodeUrl'>>;
 
 /** A runtime already made (tests hand their own driver), and what the agent is to do with it. */
 export interface AgentParts {
@@ -138,6 +139,8 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     spoolDir: config.dataDir === ':memory:' ? undefined : config.dataDir,
   });
   metrics.historyStore(() => store.reachable, history.spool);
+  const nodes = new NodeBeacon(store, driver, config.node ?? defaultNode(), config.nodeUrl, report);
+  closers.push(async () => nodes.close());
   botTokens?.revokeRemovedBots?.((botId) => history.removedAt(botId));
   if (driver.botGeneration) botTokens?.bindToRuntime?.((botId) => driver.botGeneration!(botId));
   closers.push(() => history.close());
@@ -221,6 +224,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     logger,
     // What the platform or the bot asks for ends a crash back-off: it is not undone when the wait is over.
     onAsked: (botId) => backOffs?.asked(botId),
+    nodes,
   });
   return {
     app,

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { object, string, ValidationError } from 'yup';
 import { isHostItself } from './loopback.js';
 import { wholeNumber } from './whole-number.js';
@@ -45,6 +46,10 @@ export interface Config {
   readonly shutdownDelayMs: number;
   /** Whether the watchdog restarts bots unhealthy past their grace (docs/api.md §13); health is judged and reported either way. */
   readonly watchdog: boolean;
+  /** This agent's node in a fleet (AGENT_NODE, docs/api.md §17): the host's name unless set. */
+  readonly node: string;
+  /** Where the fleet's other agents reach this one (AGENT_NODE_URL); undefined: not said. */
+  readonly nodeUrl: string | undefined;
   /** How long a pull of a bot's image may take (docs/api.md §14). */
   readonly pullTimeoutMs: number;
   /** A Docker config.json whose logins pulls use (docs/api.md §14); undefined: only a create's own. */
@@ -92,6 +97,18 @@ export interface ChatConfig {
   readonly events: readonly string[];
   /** The console's address, for each message's link to the bot's page. */
   readonly consoleUrl?: string | undefined;
+}
+
+/** A node's name (AGENT_NODE, docs/api.md §17): a host name's letters, lower case. */
+export const NODE_NAME = /^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$/;
+
+/** The node of a Kubernetes runtime unless AGENT_NODE says otherwise: every agent of the cluster names it alike. */
+export const KUBERNETES_NODE = 'kubernetes';
+
+/** The host's name as a node name: lower case, anything else a dash; `node` where nothing is left. */
+export function defaultNode(host: string = hostname()): string {
+  const name = host.toLowerCase().replace(/[^a-z0-9.-]/g, '-').replace(/^[.-]+|[.-]+$/g, '').slice(0, 63).replace(/[.-]+$/, '');
+  return NODE_NAME.test(name) ? name : 'node';
 }
 
 /** What names a bot (AGENT_IDENTITY). */
@@ -159,6 +176,8 @@ const env = object({
   // No default here: it follows AGENT_IDENTITY (loopbackPlatformOf).
   AGENT_LOOPBACK_PLATFORM: string().oneOf(['on', 'off'] as const, 'AGENT_LOOPBACK_PLATFORM must be on or off'),
   AGENT_WATCHDOG: string().oneOf(['on', 'off'] as const, 'AGENT_WATCHDOG must be on or off').default('on'),
+  AGENT_NODE: string().matches(NODE_NAME, 'AGENT_NODE must be a node name: lower-case letters, digits, dots and dashes, at most 63, e.g. host-2'),
+  AGENT_NODE_URL: httpUrl('AGENT_NODE_URL'),
   AGENT_IDENTITY: string()
     .oneOf(['address', 'token', 'address+token'] as const, 'AGENT_IDENTITY must be address, token or address+token')
     .default('address'),
@@ -276,6 +295,9 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       readyGraceMs: values.AGENT_READY_GRACE_MS,
       shutdownDelayMs: values.AGENT_SHUTDOWN_DELAY_MS,
       watchdog: values.AGENT_WATCHDOG === 'on',
+      // On Kubernetes the cluster is one node, whichever pod answers.
+      node: values.AGENT_NODE ?? (values.AGENT_RUNTIME === 'kubernetes' ? KUBERNETES_NODE : defaultNode()),
+      nodeUrl: values.AGENT_NODE_URL,
       pullTimeoutMs: values.AGENT_PULL_TIMEOUT_S * 1000,
       registryAuthFile: values.AGENT_REGISTRY_AUTH,
       chats: chatsOf(values),

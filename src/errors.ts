@@ -161,6 +161,7 @@ export const messages = {
   crossSite:
     'forbidden: cross-site request: a loopback caller must name loopback (or AGENT_TRUSTED_HOSTS) in Host, with no Origin of another site and no Sec-Fetch-Site cross-site or same-site',
   platformOnly: 'forbidden: only the platform (loopback or admin token) may create, list or remove bots',
+  platformOnlyNodes: "forbidden: only the platform (loopback or admin token) may list the fleet's nodes",
   provisioningOff: 'forbidden: provisioning is off on this agent (AGENT_PROVISIONING=off): bots are created and removed elsewhere',
   platformOnlyNotifications: 'forbidden: only the platform (loopback or admin token) may send a test message to the chats',
   platformOnlyChats: "forbidden: only the platform (loopback or admin token) may set, read or test a bot's chats",

@@ -154,6 +154,12 @@ export interface HistoryStore extends HistoryTx {
   transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T>;
   /** Revisions of every bot still `deploying`: those a dead agent left unjudged (docs/api.md §15). */
   deployingRevisions(): Promise<{ botId: string; revision: number; atMs: number }[]>;
+  /** Node `name` is alive at `atMs` (docs/api.md §17), reached at `url`. */
+  renewNode(name: string, url: string | null, atMs: number): Promise<void>;
+  /** The bots node `name`'s runtime holds now, with whether each runs: the node's other rows go, a bot named moves here. */
+  putNodeBots(name: string, bots: readonly NodeBot[], atMs: number): Promise<void>;
+  /** Every node, with its bots counted, by name. */
+  nodes(): Promise<NodeRecord[]>;
   /** Kept events after `seq`, oldest first, of one bot or of all. */
   eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]>;
   /**
@@ -274,4 +280,20 @@ export function revisionOf(row: Record<string, unknown>): RevisionRecord {
     reason: (row.reason as string | null) ?? null,
     ended_at: row.ended_at_ms === null || row.ended_at_ms === undefined ? null : new Date(Number(row.ended_at_ms)).toISOString(),
   };
+}
+
+/** A bot as its node's agent last said it (docs/api.md §17). */
+export interface NodeBot {
+  readonly botId: string;
+  readonly running: boolean;
+}
+
+/** A node of the fleet as the store keeps it. */
+export interface NodeRecord {
+  readonly name: string;
+  readonly url: string | null;
+  /** When its agent last said it is alive. */
+  readonly aliveMs: number;
+  readonly bots: number;
+  readonly running: number;
 }

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { fitJson } from '../json-text.js';
 import { cursorOf, deliveryOf, eventOf, exitOf, revisionOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
 import type { SharedStateStore } from '../shared/shared-state.js';
-import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, RevisionRecord, StoredEvent } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, RevisionRecord, StoredEvent } from './history-store.js';
 import { connectionSettings, isDatabaseAway } from './postgres-database.js';
 import type { PostgresDatabase, Query } from './postgres-database.js';
 
@@ -170,6 +170,30 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
 
   async revisions(botId: string, limit: number): Promise<RevisionRecord[]> {
     return this.txOn(await this.query()).revisions(botId, limit);
+  }
+
+  async renewNode(name: string, url: string | null, atMs: number): Promise<void> {
+    await (await this.query())('INSERT INTO nodes (name, url, alive_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET url = excluded.url, alive_ms = excluded.alive_ms', [name, url, atMs]);
+  }
+
+  async putNodeBots(name: string, bots: readonly NodeBot[], atMs: number): Promise<void> {
+    const ids = bots.map((bot) => bot.botId);
+    await this.database.inTransaction(async (query) => {
+      await query('DELETE FROM node_bots WHERE node = $1 AND NOT (bot_id = ANY($2))', [name, ids]);
+      await query(
+        `INSERT INTO node_bots (bot_id, node, running, seen_ms) SELECT b, $1, r, $4 FROM unnest($2::text[], $3::boolean[]) AS t(b, r)
+         ON CONFLICT (bot_id) DO UPDATE SET node = excluded.node, running = excluded.running, seen_ms = excluded.seen_ms`,
+        [name, ids, bots.map((bot) => bot.running), atMs],
+      );
+    });
+  }
+
+  async nodes(): Promise<NodeRecord[]> {
+    const { rows } = await (await this.query())(
+      `SELECT n.name, n.url, n.alive_ms, COUNT(b.bot_id) AS bots, COUNT(b.bot_id) FILTER (WHERE b.running) AS running
+       FROM nodes n LEFT JOIN node_bots b ON b.node = n.name GROUP BY n.name, n.url, n.alive_ms ORDER BY n.name`,
+    );
+    return rows.map((row) => ({ name: row.name as string, url: (row.url as string | null) ?? null, aliveMs: Number(row.alive_ms), bots: Number(row.bots), running: Number(row.running) }));
   }
 
   async deployingRevisions(): Promise<{ botId: string; revision: number; atMs: number }[]> {

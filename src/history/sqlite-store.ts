@@ -4,7 +4,7 @@ import type { SharedStateStore } from '../shared/shared-state.js';
 import type { StatementSync } from 'node:sqlite';
 import { fitJson } from '../json-text.js';
 import { cursorOf, deliveryOf, eventOf, exitOf, revisionOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
-import type { ExitRecord, HistoryStore, HistoryTx, PendingDelivery, RevisionRecord, StoredEvent } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, RevisionRecord, StoredEvent } from './history-store.js';
 import { migrate, SCHEMA_VERSION_TABLE } from './migrations.js';
 import { narrowFiles, privateDir, privateFile } from '../private-files.js';
 
@@ -352,6 +352,33 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
 
   async revisions(botId: string, limit: number): Promise<RevisionRecord[]> {
     return this.readRevisions(botId, limit);
+  }
+
+  async renewNode(name: string, url: string | null, atMs: number): Promise<void> {
+    await this.transaction(async () => {
+      this.statement('INSERT INTO nodes (name, url, alive_ms) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET url = excluded.url, alive_ms = excluded.alive_ms').run(name, url, atMs);
+    });
+  }
+
+  async putNodeBots(name: string, bots: readonly NodeBot[], atMs: number): Promise<void> {
+    await this.transaction(async () => {
+      const named = new Set(bots.map((bot) => bot.botId));
+      for (const row of this.statement('SELECT bot_id FROM node_bots WHERE node = ?').all(name)) {
+        if (!named.has(row.bot_id as string)) this.statement('DELETE FROM node_bots WHERE bot_id = ?').run(row.bot_id as string);
+      }
+      const put = this.statement(
+        'INSERT INTO node_bots (bot_id, node, running, seen_ms) VALUES (?, ?, ?, ?) ON CONFLICT (bot_id) DO UPDATE SET node = excluded.node, running = excluded.running, seen_ms = excluded.seen_ms',
+      );
+      for (const bot of bots) put.run(bot.botId, name, bot.running ? 1 : 0, atMs);
+    });
+  }
+
+  async nodes(): Promise<NodeRecord[]> {
+    const rows = this.statement(
+      `SELECT n.name, n.url, n.alive_ms, COUNT(b.bot_id) AS bots, COALESCE(SUM(b.running), 0) AS running
+       FROM nodes n LEFT JOIN node_bots b ON b.node = n.name GROUP BY n.name, n.url, n.alive_ms ORDER BY n.name`,
+    ).all();
+    return rows.map((row) => ({ name: row.name as string, url: (row.url as string | null) ?? null, aliveMs: Number(row.alive_ms), bots: Number(row.bots), running: Number(row.running) }));
   }
 
   async deployingRevisions(): Promise<{ botId: string; revision: number; atMs: number }[]> {

@@ -28,10 +28,12 @@ export interface AdminRoutesDeps {
   readonly provisioning: boolean;
   /** Signs the bots' tokens (Docker); none: the token route answers 501. */
   readonly botTokens?: BotTokenVerifier | undefined;
+  /** This agent's node (docs/api.md §17), which holds every bot it lists. */
+  readonly node: string;
 }
 
 /** Creating, listing and removing bots: the platform's alone (loopback or the admin token), never a bot's. */
-export function adminRoutes({ driver, provisioner, deploys, access, audit, history, botTokens, provisioning: provisioningOn }: AdminRoutesDeps): Router {
+export function adminRoutes({ driver, provisioner, deploys, access, audit, history, botTokens, provisioning: provisioningOn, node }: AdminRoutesDeps): Router {
   const router = new Router({ prefix: '/api/admin/bots' });
 
   async function platformOnly(ctx: Context): Promise<Provisioner> {
@@ -83,7 +85,7 @@ export function adminRoutes({ driver, provisioner, deploys, access, audit, histo
   router.get('/', async (ctx) => {
     const { user_id } = validateQuery(listBotsQuery, ctx.query);
     const provisioning = await platformOnly(ctx);
-    ctx.body = { ok: true, bots: await provisioning.list(user_id) };
+    ctx.body = { ok: true, bots: (await provisioning.list(user_id)).map((bot) => ({ ...bot, node })) };
   });
 
   // The token of a bot the platform makes itself, for its PLATFORM_AGENT_TOKEN: asked for before the bot exists

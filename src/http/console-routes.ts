@@ -19,6 +19,8 @@ import { round2, statusView } from './stats-view.js';
 
 export interface ConsoleRoutesDeps {
   readonly driver: RuntimeDriver;
+  /** This agent's node (docs/api.md §17). */
+  readonly node: string;
   readonly provisioner: Provisioner | undefined;
   readonly history: BotHistory;
   readonly samples: StatsSamples;
@@ -74,7 +76,7 @@ function withoutLogs({ logs: _logs, ...exit }: ExitRecord): Omit<ExitRecord, 'lo
  * that lets a browser be the platform, every bot's status at once for its
  * table, and the samples its charts draw.
  */
-export function consoleRoutes({ driver, provisioner, history, samples, watchdog, sessions, access, trustedHosts, files }: ConsoleRoutesDeps): Router {
+export function consoleRoutes({ driver, node, provisioner, history, samples, watchdog, sessions, access, trustedHosts, files }: ConsoleRoutesDeps): Router {
   const router = new Router();
 
   router.get('/', async (ctx, next) => {
@@ -134,7 +136,7 @@ export function consoleRoutes({ driver, provisioner, history, samples, watchdog,
       bots: await mapLimited(bots, FLEET_READS, async (bot) => {
         const [record, restarts] = await Promise.all([history.record(bot.bot_id, now), history.exitsLastHour(bot.bot_id, now)]);
         const info = { id: bot.bot_id, ownerId: bot.user_id, running: bot.state === 'running', startedAt: bot.started_at === undefined ? undefined : new Date(bot.started_at) };
-        const { last_exit, ...status } = statusView(info, record, watchdog.lastJudged(bot.bot_id), now);
+        const { last_exit, ...status } = statusView(info, record, watchdog.lastJudged(bot.bot_id), now, node);
         const kept = samples.samples(bot.bot_id);
         return {
           ...status,

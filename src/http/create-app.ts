@@ -17,6 +17,8 @@ import type { StatsSamples } from '../stats/stats-samples.js';
 import { access } from './access.js';
 import { adminRoutes } from './admin-routes.js';
 import { chatRoutes } from './chat-routes.js';
+import { nodeRoutes } from './node-routes.js';
+import type { NodeBeacon } from '../fleet/node-beacon.js';
 import { auditor } from './audit.js';
 import { botRoutes } from './bot-routes.js';
 import type { ConsoleFiles } from './console-assets.js';
@@ -62,6 +64,8 @@ export interface AppDeps {
   readonly console?: ConsoleFiles | undefined;
   readonly config: HttpConfig;
   readonly logger: Logger;
+  /** This agent's node, and the fleet's (docs/api.md §17). */
+  readonly nodes: Pick<NodeBeacon, 'node' | 'nodes'>;
   /** Told of each operation asked for a bot through the API (lifecycle, deploy, removal) before it runs. */
   readonly onAsked?: ((botId: string) => void) | undefined;
 }
@@ -118,7 +122,7 @@ export type RouteEntry = `${string} ${string}`;
  * Who may call what, read and stream limits, and the audit of lifecycle
  * operations live here; what they act on is built in src/agent.ts.
  */
-export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger, onAsked }: AppDeps): App {
+export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger, nodes, onAsked }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
@@ -135,10 +139,11 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
   const router = new Router().use(
     healthRoutes(readiness, metrics).routes(),
     botRoutes({ driver, lifecycle, limiter, heartbeats, access: checks, audit, logFollowing: new LogFollowing(driver, history, streams), logReads: new LogReads() }).routes(),
-    historyRoutes({ driver, history, watchdog, access: checks, streams, revisions: provisioner?.revisions !== undefined }).routes(),
-    adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning }).routes(),
+    historyRoutes({ driver, history, watchdog, access: checks, streams, revisions: provisioner?.revisions !== undefined, node: nodes.node }).routes(),
+    adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning, node: nodes.node }).routes(),
     chatRoutes({ driver, history, access: checks, chats: config.chats, botChatBase: config.botChatBase ?? DEFAULT_BOT_CHAT_BASE }).routes(),
-    consoleRoutes({ driver, provisioner, history, samples, watchdog, sessions, access: checks, trustedHosts: config.trustedHosts, files }).routes(),
+    nodeRoutes({ nodes, access: checks }).routes(),
+    consoleRoutes({ driver, provisioner, history, samples, watchdog, sessions, access: checks, trustedHosts: config.trustedHosts, files, node: nodes.node }).routes(),
   );
 
   app.use(requestLog(logger, metrics));

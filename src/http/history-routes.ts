@@ -20,6 +20,8 @@ export interface HistoryRoutesDeps {
   readonly streams: StreamLimits;
   /** Whether the runtime keeps revisions (docs/api.md §15): without, their route answers 501. */
   readonly revisions?: boolean;
+  /** This agent's node (docs/api.md §17), which holds every bot it answers for. */
+  readonly node: string;
 }
 
 /** The operations at /api/bots/<name>, which only POST reaches. */
@@ -74,7 +76,7 @@ async function streamEvents(
 }
 
 /** Status, exit records, events and live logs of bots (docs/api.md §§8-10). */
-export function historyRoutes({ driver, history, watchdog, access, streams, revisions = false }: HistoryRoutesDeps): Router {
+export function historyRoutes({ driver, history, watchdog, access, streams, revisions = false, node }: HistoryRoutesDeps): Router {
   const router = new Router();
   const { readerFor, platformFor } = access;
 
@@ -89,7 +91,7 @@ export function historyRoutes({ driver, history, watchdog, access, streams, revi
     await readerFor(ctx, botId);
     const now = new Date();
     const [bot, record] = await Promise.all([driver.findBot(botId), history.record(botId, now)]);
-    ctx.body = { ok: true, bot: statusView(bot, record, watchdog.healthOf(bot, now.getTime()), now) };
+    ctx.body = { ok: true, bot: statusView(bot, record, watchdog.healthOf(bot, now.getTime()), now, node) };
   });
 
   router.get('/api/bots/:bot_id/exits', async (ctx) => {

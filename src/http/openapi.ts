@@ -1,6 +1,7 @@
 import { convertSchema } from '@sodaru/yup-to-json-schema';
 import type { Schema, SchemaDescription } from 'yup';
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
+import { NODE_NAME } from '../config.js';
 import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -180,6 +181,7 @@ const statusFields = {
   crashes_last_hour: { type: 'integer', minimum: 0 },
   last_exit: { oneOf: [ref('ExitRecord'), { type: 'null' }] },
   health: ref('Health'),
+  node: ref('NodeName'),
 };
 
 /** A bot as the console's table shows it (docs/api.md §12): its status, and more. */
@@ -289,9 +291,37 @@ export const openApiDocument = {
             template: { type: 'string' },
             state: { enum: ['running', 'stopped'] },
             started_at: { type: 'string', description: 'ISO 8601 time' },
+            node: ref('NodeName'),
           },
         },
       }),
+      NodeName: { type: 'string', pattern: NODE_NAME.source, description: "the node whose runtime holds the bot, or a fleet's node (AGENT_NODE, docs/api.md §17)" },
+      NodeList: {
+        type: 'object',
+        required: ['ok', 'node', 'nodes'],
+        additionalProperties: false,
+        properties: {
+          ok: { const: true },
+          node: ref('NodeName'),
+          nodes: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['node', 'url', 'alive', 'seen_at', 'bots', 'running', 'self'],
+              additionalProperties: false,
+              properties: {
+                node: ref('NodeName'),
+                url: { type: ['string', 'null'], description: 'where the other agents reach its agent (AGENT_NODE_URL)' },
+                alive: { type: 'boolean', description: 'its agent said so within the last 15 s' },
+                seen_at: { type: 'string', description: 'when its agent last said it is alive (ISO 8601)' },
+                bots: { type: 'integer', minimum: 0, description: 'the bots its runtime holds, as its agent last said' },
+                running: { type: 'integer', minimum: 0 },
+                self: { type: 'boolean', description: 'the node of the agent that answers' },
+              },
+            },
+          },
+        },
+      },
       ExitRecord: exitRecord,
       Health: {
         type: 'object',
@@ -546,6 +576,12 @@ export const openApiDocument = {
         summary: 'Every bot, or those of `user_id` (the platform only)',
         parameters: queryParameters(listBotsQuery),
         responses: responses(ok('The bots', ref('BotList')), 400, 403, 500, 501, 503),
+      },
+    },
+    '/api/admin/nodes': {
+      get: {
+        summary: "The fleet's nodes: each alive or away, with its bots counted (docs/api.md §17; the platform only)",
+        responses: responses(ok('The nodes', ref('NodeList')), 403, 500, 503),
       },
     },
     '/api/admin/bots/{bot_id}/rollback': {

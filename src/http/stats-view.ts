@@ -44,10 +44,12 @@ export interface BotStatusView {
   readonly crashes_last_hour: number;
   readonly last_exit: ExitRecord | null;
   readonly health: HealthView;
+  /** The node whose runtime holds the bot (docs/api.md §17). */
+  readonly node: string;
 }
 
-/** The wire form of a bot's status at `now`: what the runtime says of it (`info`), what its records say, and its health. */
-export function statusView(info: Pick<BotInfo, 'id' | 'ownerId' | 'running' | 'startedAt'>, record: BotRecord, health: HealthView, now: Date): BotStatusView {
+/** The wire form of a bot's status at `now`: what the runtime on `node` says of it (`info`), what its records say, and its health. */
+export function statusView(info: Pick<BotInfo, 'id' | 'ownerId' | 'running' | 'startedAt'>, record: BotRecord, health: HealthView, now: Date, node: string): BotStatusView {
   const { lastExit, crashLooping, crashesLastHour, givenUp } = record;
   const state =
     givenUp && !info.running ? 'given-up' : crashLooping ? 'crash-looping' : info.running ? 'running' : lastExit && !lastExit.requested ? 'exited' : 'stopped';
@@ -60,5 +62,6 @@ export function statusView(info: Pick<BotInfo, 'id' | 'ownerId' | 'running' | 's
     crashes_last_hour: crashesLastHour,
     last_exit: lastExit,
     health,
+    node,
   };
 }

@@ -185,6 +185,27 @@ export function storeSuite(backend: string, open: OpenStore): void {
     t.truthy(b);
   });
 
+  test(`${backend}: nodes renew their rows and replace their bots; a bot named by another node moves there`, async (t) => {
+    const store = await opened(t);
+    t.deepEqual(await store.nodes(), []);
+    await store.renewNode('node-b', null, 100);
+    await store.renewNode('node-a', 'http://10.0.0.1:8000', 100);
+    await store.putNodeBots('node-a', [{ botId: 'bot_1_1_a', running: true }, { botId: 'bot_1_1_b', running: false }], 100);
+    await store.putNodeBots('node-b', [{ botId: 'bot_1_1_c', running: true }], 100);
+    await store.renewNode('node-a', 'http://10.0.0.1:8000', 200);
+    t.deepEqual(await store.nodes(), [
+      { name: 'node-a', url: 'http://10.0.0.1:8000', aliveMs: 200, bots: 2, running: 1 },
+      { name: 'node-b', url: null, aliveMs: 100, bots: 1, running: 1 },
+    ]);
+    // node-a's bot_1_1_b is gone, bot_1_1_a now runs on node-b.
+    await store.putNodeBots('node-a', [], 300);
+    await store.putNodeBots('node-b', [{ botId: 'bot_1_1_c', running: false }, { botId: 'bot_1_1_a', running: true }], 300);
+    t.deepEqual((await store.nodes()).map((node) => [node.name, node.bots, node.running]), [
+      ['node-a', 0, 0],
+      ['node-b', 2, 1],
+    ]);
+  });
+
   test(`${backend}: when a bot's latest event of some types happened; undefined when it has none`, async (t) => {
     const store = await opened(t);
     await store.appendEvent('bot_1_1_a', 'operation', 300, () => '{}');

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import test from 'ava';
-import { CHAT_EVENTS, ConfigError, loadConfig } from '../../src/config.js';
+import { hostname } from 'node:os';
+import { CHAT_EVENTS, ConfigError, defaultNode, loadConfig } from '../../src/config.js';
 
 test('defaults follow docs/api.md §5', (t) => {
   t.deepEqual(loadConfig({}), {
@@ -28,6 +29,8 @@ test('defaults follow docs/api.md §5', (t) => {
     readyGraceMs: 0,
     shutdownDelayMs: 0,
     watchdog: true,
+    node: defaultNode(hostname()),
+    nodeUrl: undefined,
     pullTimeoutMs: 300_000,
     registryAuthFile: undefined,
     registries: undefined,
@@ -35,6 +38,16 @@ test('defaults follow docs/api.md §5', (t) => {
     botChatBase: { telegramApi: 'https://api.telegram.org', events: [...CHAT_EVENTS], consoleUrl: undefined, hosts: ['discord.com', 'discordapp.com', 'hooks.slack.com', 'ntfy.sh'] },
     imagePullSecrets: [],
   });
+});
+
+test('a node is named by AGENT_NODE, else by the host\'s name made a node name; on Kubernetes the cluster is one node', (t) => {
+  t.is(loadConfig({ AGENT_NODE: 'host-2' }).node, 'host-2');
+  t.is(loadConfig({ AGENT_RUNTIME: 'kubernetes' }).node, 'kubernetes');
+  t.is(loadConfig({ AGENT_NODE_URL: 'http://10.0.0.2:8000' }).nodeUrl, 'http://10.0.0.2:8000');
+  t.is(defaultNode('Build_Host.Example.COM'), 'build-host.example.com');
+  t.is(defaultNode('-.-'), 'node');
+  t.is(defaultNode('a'.repeat(70)), 'a'.repeat(63));
+  for (const bad of ['Host', 'host_2', '-host', 'a'.repeat(64)]) t.throws(() => loadConfig({ AGENT_NODE: bad }), { message: /AGENT_NODE must be a node name/ });
 });
 
 test("a bot's own chats: the hosts their URLs may name, in lower case, none at all, and what they take of AGENT_NOTIFY_*", (t) => {

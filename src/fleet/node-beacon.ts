@@ -1,0 +1,97 @@
+import { HistoryUnavailable } from '../errors.js';
+import type { HistoryStore, NodeBot, NodeRecord } from '../history/history-store.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
+
+/** How often an agent says its node is alive, and which bots its runtime holds. */
+export const NODE_RENEW_MS = 5_000;
+/** A node not renewed for this long is away (three renewals missed). */
+export const NODE_AWAY_MS = 15_000;
+
+/** A node as GET /api/admin/nodes answers it (docs/api.md §17). */
+export interface NodeView {
+  readonly node: string;
+  readonly url: string | null;
+  readonly alive: boolean;
+  /** When its agent last said it is alive (ISO 8601). */
+  readonly seen_at: string;
+  readonly bots: number;
+  readonly running: number;
+  /** The node of the agent that answers. */
+  readonly self: boolean;
+}
+
+/**
+ * This agent's node in the fleet (docs/api.md §17): every NODE_RENEW_MS it renews its node's row in the
+ * history's store and, when they changed, the bots its runtime holds. Agents that share one PostgreSQL
+ * see each other's nodes; one over SQLite is a fleet of one.
+ */
+export class NodeBeacon {
+  private readonly timer: NodeJS.Timeout;
+  /** The bots last written, as a key: unchanged, they are not written again. */
+  private written: string | undefined;
+  private renewing = false;
+  /** The last renewal failed: told once until one succeeds (a database away fails every renewal). */
+  private failing = false;
+
+  constructor(
+    private readonly store: Pick<HistoryStore, 'renewNode' | 'putNodeBots' | 'nodes' | 'isAway'>,
+    private readonly driver: Pick<RuntimeDriver, 'listedBots'>,
+    readonly node: string,
+    private readonly url: string | undefined,
+    private readonly report: (what: string, err: unknown) => void,
+    private readonly now: () => number = Date.now,
+    everyMs = NODE_RENEW_MS,
+  ) {
+    this.timer = setInterval(() => void this.renew(), everyMs).unref();
+    void this.renew();
+  }
+
+  /** Says the node is alive, and which bots it holds where that changed; one renewal at a time. */
+  async renew(): Promise<void> {
+    if (this.renewing) return;
+    this.renewing = true;
+    try {
+      const atMs = this.now();
+      await this.store.renewNode(this.node, this.url ?? null, atMs);
+      this.failing = false;
+      const listed = this.driver.listedBots();
+      // Undefined while the runtime's index is being built: nothing said rather than no bots.
+      if (listed === undefined) return;
+      const bots: NodeBot[] = listed.map((bot) => ({ botId: bot.bot_id, running: bot.state === 'running' })).sort((a, b) => (a.botId < b.botId ? -1 : 1));
+      const key = JSON.stringify(bots);
+      if (key === this.written) return;
+      await this.store.putNodeBots(this.node, bots, atMs);
+      this.written = key;
+    } catch (err) {
+      if (!this.failing) this.report(`node ${this.node} could not be renewed in the history's store`, err);
+      this.failing = true;
+    } finally {
+      this.renewing = false;
+    }
+  }
+
+  /** Every node the store holds, this one first known alive as it answers. */
+  async nodes(): Promise<NodeView[]> {
+    const nowMs = this.now();
+    let records: NodeRecord[];
+    try {
+      records = await this.store.nodes();
+    } catch (err) {
+      if (this.store.isAway(err)) throw new HistoryUnavailable("the history's database does not answer: the fleet's nodes wait for it", { cause: err });
+      throw err;
+    }
+    return records.map((record) => ({
+      node: record.name,
+      url: record.url,
+      alive: record.name === this.node || nowMs - record.aliveMs < NODE_AWAY_MS,
+      seen_at: new Date(record.aliveMs).toISOString(),
+      bots: record.bots,
+      running: record.running,
+      self: record.name === this.node,
+    }));
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
+}

@@ -1,0 +1,55 @@
+import test from 'ava';
+import { NODE_AWAY_MS, NodeBeacon } from '../../src/fleet/node-beacon.js';
+import type { NodeBot, NodeRecord } from '../../src/history/history-store.js';
+import type { BotSummary } from '../../src/provisioning/bot-spec.js';
+
+// A node's beacon (docs/api.md §17): alive at every renewal; its bots written only when they changed, and never
+// while the runtime's index is being built (that would say the node holds none).
+function beacon(listing: () => BotSummary[] | undefined, records: NodeRecord[] = []) {
+  const renewals: number[] = [];
+  const writes: NodeBot[][] = [];
+  let nowMs = 1_000_000;
+  const store = {
+    renewNode: async (_name: string, _url: string | null, atMs: number) => void renewals.push(atMs),
+    putNodeBots: async (_name: string, bots: readonly NodeBot[]) => void writes.push([...bots]),
+    nodes: async () => records,
+    isAway: () => false,
+  };
+  const made = new NodeBeacon(store, { listedBots: listing }, 'node-a', undefined, () => undefined, () => nowMs, 3_600_000);
+  return { made, renewals, writes, advance: (ms: number) => (nowMs += ms) };
+}
+
+const running = (id: string): BotSummary => ({ bot_id: id, user_id: 'user_1', template: undefined, state: 'running', started_at: undefined });
+
+test('bots are written when they change, not at every renewal; a listing not built yet writes none', async (t) => {
+  let listed: BotSummary[] | undefined;
+  const { made, renewals, writes } = beacon(() => listed);
+  t.teardown(() => made.close());
+  await made.renew();
+  t.is(writes.length, 0, 'the index being built says nothing of the bots');
+  listed = [running('bot_2_2_b'), running('bot_1_1_a')];
+  await made.renew();
+  await made.renew();
+  t.deepEqual(writes, [[{ botId: 'bot_1_1_a', running: true }, { botId: 'bot_2_2_b', running: true }]]);
+  listed = [running('bot_1_1_a')];
+  await made.renew();
+  t.is(writes.length, 2);
+  t.true(renewals.length >= 4, 'alive at every renewal');
+});
+
+test('a node is away once NODE_AWAY_MS pass without a renewal; the answering node is alive whatever its row says', async (t) => {
+  const { made } = beacon(() => [], [
+    { name: 'node-a', url: null, aliveMs: 1_000_000 - 60_000, bots: 0, running: 0 },
+    { name: 'node-b', url: null, aliveMs: 1_000_000 - NODE_AWAY_MS + 1, bots: 3, running: 2 },
+    { name: 'node-c', url: 'http://10.0.0.3:8000', aliveMs: 1_000_000 - NODE_AWAY_MS, bots: 1, running: 1 },
+  ]);
+  t.teardown(() => made.close());
+  t.deepEqual(
+    (await made.nodes()).map((node) => [node.node, node.alive, node.self]),
+    [
+      ['node-a', true, true],
+      ['node-b', true, false],
+      ['node-c', false, false],
+    ],
+  );
+});
