@@ -121,14 +121,14 @@ export class CrashBackOffs {
     if (this.sweeping || this.closed || this.driver.agentRestartedBots === undefined) return;
     this.sweeping = true;
     try {
+      const stopped: string[] = [];
       for (const botId of (await this.driver.agentRestartedBots()).filter(this.inCare)) {
         if (this.closed) return;
         if (this.timers.has(botId)) continue;
         try {
           const info = await this.driver.findBot(botId);
           if (!info.running) {
-            // A crash nothing answered (its record was kept without the bot's policy, the runtime being slow to say it): nobody else starts it.
-            if ((await this.history.unansweredCrashes([botId], this.now())).length > 0) this.schedule({ botId, untilMs: this.now(), seq: undefined });
+            stopped.push(botId);
             continue;
           }
           const windowMs = info.healthPolicy.restart?.windowMs ?? 0;
@@ -138,6 +138,13 @@ export class CrashBackOffs {
           // Removed: the driver forgets it as it finds it gone.
           if (err instanceof NotFound) await this.driver.engineRestarts?.(botId, true).catch(() => undefined);
           else this.report(`bot ${botId}'s restarts could not be handed back to the engine`, err);
+        }
+      }
+      // A crash nothing answered (its record was kept without the bot's policy, the runtime being slow to say it):
+      // nobody else starts it. One read for them all.
+      if (stopped.length > 0 && !this.closed) {
+        for (const botId of await this.history.unansweredCrashes(stopped, this.now())) {
+          if (!this.timers.has(botId)) this.schedule({ botId, untilMs: this.now(), seq: undefined });
         }
       }
     } catch (err) {

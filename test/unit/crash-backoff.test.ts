@@ -197,3 +197,17 @@ test('a back-off whose wait was over when it was kept stops nothing: left to the
   t.true(await eventually(() => docker.calls.includes('start bot_1_1_a'), 1_000, 10));
   t.deepEqual(docker.calls, ['start bot_1_1_a']);
 });
+
+test("Docker: the stopped bots whose crashes the agent restarts are started where a crash nothing answered is their last; one read for them all", async (t) => {
+  const asked: string[][] = [];
+  const { calls, made } = backOffs([], dockerLike([], () => false, ['bot_1_1_a', 'bot_1_1_b', 'bot_1_1_c']), {
+    unansweredCrashes: async (botIds) => {
+      asked.push([...botIds]);
+      return botIds.filter((botId) => botId !== 'bot_1_1_b');
+    },
+  }, 30);
+  t.teardown(() => made.close());
+  t.true(await eventually(() => calls.includes('start bot_1_1_a') && calls.includes('start bot_1_1_c'), 1_000, 10));
+  t.false(calls.includes('start bot_1_1_b'), 'its last crash was answered (a stop, a give-up)');
+  t.deepEqual(asked[0], ['bot_1_1_a', 'bot_1_1_b', 'bot_1_1_c']);
+});

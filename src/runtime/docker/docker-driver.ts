@@ -23,6 +23,8 @@ import { ENGINE_DEADLINE_MS } from './docker-deadline.js';
 import { UNDO_SUFFIX } from './docker-revisions.js';
 
 /** How long a stop, start or restart may take beyond the container's own grace period. */
+/** How often the bots whose crashes the agent restarts are read from the engine again (docs/api.md §13). */
+const AGENT_RESTARTED_READ_MS = 5 * 60_000;
 const LIFECYCLE_MARGIN_MS = 30_000;
 const DEFAULT_GRACE_S = 10;
 /** How often the lines of a run that ended are tried for. */
@@ -47,8 +49,8 @@ class DockerDriver implements RuntimeDriver {
   private runWatcher: DockerRunWatcher | undefined;
   /** The bots whose crashes the agent restarts, the engine not (docs/api.md §13), as far as this agent knows ... */
   private readonly agentRestarted = new Set<string>();
-  /** ... once those an earlier agent left so were read. */
-  private agentRestartedRead: Promise<void> | undefined;
+  /** ... once those an earlier agent left so were read (and read again every AGENT_RESTARTED_READ_MS). */
+  private agentRestartedRead: { readonly read: Promise<void>; readonly atMs: number } | undefined;
   /** The bots whose restarts are taken from the engine as they crash, once an agent restarts crashes itself. */
   private crashRestartsTaken: ((botId: string) => boolean) | undefined;
 
@@ -159,15 +161,20 @@ class DockerDriver implements RuntimeDriver {
   }
 
   async agentRestartedBots(): Promise<string[]> {
-    this.agentRestartedRead ??= this.readAgentRestarted().catch((err: unknown) => {
-      this.agentRestartedRead = undefined;
-      throw err;
-    });
-    await this.agentRestartedRead;
+    // Read from the engine now and then too: a container whose restarts were taken before it was set aside (a deploy
+    // kept it) may be the bot again after a rollback, with no crash to tell of it.
+    if (this.agentRestartedRead === undefined || Date.now() - this.agentRestartedRead.atMs > AGENT_RESTARTED_READ_MS) {
+      const read = this.readAgentRestarted().catch((err: unknown) => {
+        if (this.agentRestartedRead?.read === read) this.agentRestartedRead = undefined;
+        throw err;
+      });
+      this.agentRestartedRead = { read, atMs: Date.now() };
+    }
+    await this.agentRestartedRead.read;
     return [...this.agentRestarted];
   }
 
-  /** The bots whose crashes an agent before this one took from the engine, read once. */
+  /** The bots whose crashes an agent took from the engine (this one, or one before it), as the engine says. */
   private async readAgentRestarted(): Promise<void> {
     const listed = await this.engine(undefined, (abortSignal) => this.docker.listContainers({ all: true, filters: { label: [GENERATION_LABEL, BOT_LABEL] }, abortSignal }));
     const candidates = listed.filter((container) => agentRestartable(container.Labels) && container.Names.includes(`/${container.Labels[BOT_LABEL]}`));
