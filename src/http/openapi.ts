@@ -171,6 +171,9 @@ const answer = (field: string, schema: object) => ({
   properties: { ok: { const: true }, [field]: schema },
 });
 
+/** A node's name (AGENT_NODE, docs/api.md §17). */
+const nodeName = { type: 'string', pattern: NODE_NAME.source, description: "the node whose runtime holds the bot, or a fleet's node (AGENT_NODE, docs/api.md §17)" };
+
 /** A bot's status as GET /api/bots/{bot_id} answers it (docs/api.md §8). */
 const statusFields = {
   bot_id: ref('BotId'),
@@ -181,7 +184,7 @@ const statusFields = {
   crashes_last_hour: { type: 'integer', minimum: 0 },
   last_exit: { oneOf: [ref('ExitRecord'), { type: 'null' }] },
   health: ref('Health'),
-  node: ref('NodeName'),
+  node: nodeName,
 };
 
 /** A bot as the console's table shows it (docs/api.md §12): its status, and more. */
@@ -291,18 +294,17 @@ export const openApiDocument = {
             template: { type: 'string' },
             state: { enum: ['running', 'stopped'] },
             started_at: { type: 'string', description: 'ISO 8601 time' },
-            node: ref('NodeName'),
+            node: nodeName,
           },
         },
       }),
-      NodeName: { type: 'string', pattern: NODE_NAME.source, description: "the node whose runtime holds the bot, or a fleet's node (AGENT_NODE, docs/api.md §17)" },
       NodeList: {
         type: 'object',
         required: ['ok', 'node', 'nodes'],
         additionalProperties: false,
         properties: {
           ok: { const: true },
-          node: ref('NodeName'),
+          node: nodeName,
           nodes: {
             type: 'array',
             items: {
@@ -310,7 +312,7 @@ export const openApiDocument = {
               required: ['node', 'url', 'alive', 'seen_at', 'bots', 'running', 'self'],
               additionalProperties: false,
               properties: {
-                node: ref('NodeName'),
+                node: nodeName,
                 url: { type: ['string', 'null'], description: 'where the other agents reach its agent (AGENT_NODE_URL)' },
                 alive: { type: 'boolean', description: 'its agent said so within the last 15 s' },
                 seen_at: { type: 'string', description: 'when its agent last said it is alive (ISO 8601)' },

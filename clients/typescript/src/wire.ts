@@ -45,6 +45,8 @@ export interface BotStatus {
   crashes_last_hour: number;
   last_exit: ExitRecord | null;
   health: Health;
+  /** The node whose runtime holds the bot (docs/api.md §17). */
+  node: string;
 }
 
 /** One event (docs/api.md §9); `exited` carries `exit`, `operation` its `operation`, `result` and `by`, `unhealthy` and `restarted` their `check` and `output`. */

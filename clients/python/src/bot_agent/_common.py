@@ -89,6 +89,7 @@ class BotStatus(TypedDict):
     crashes_last_hour: int
     last_exit: Optional[ExitRecord]
     health: Health
+    node: str
 
 
 class Revision(TypedDict):
