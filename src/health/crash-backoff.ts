@@ -20,6 +20,9 @@ export class CrashBackOffs {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   /** How many operations were asked for each bot through the API: a wait that saw another count starts nothing. */
   private readonly asks = new Map<string, number>();
+  /** The back-off each bot's stop is under way for, and the holds of each bot in turn. */
+  private readonly holding = new Map<string, number>();
+  private readonly inTurn = new Map<string, Promise<void>>();
   private readonly sweeper: NodeJS.Timeout;
   private sweeping = false;
   private closed = false;
@@ -39,21 +42,45 @@ export class CrashBackOffs {
   }
 
   /** A crash of a bot with a restart policy: stops the bot (the run the runtime began after it) when it is to wait, and starts it once its wait is over. */
-  async hold(backOff: BackOff): Promise<void> {
+  hold(backOff: BackOff): Promise<void> {
+    // One bot's holds one after another: a newer one's start never comes before an older one's stop.
+    const held = (this.inTurn.get(backOff.botId) ?? Promise.resolve()).then(() => this.holdNow(backOff));
+    this.inTurn.set(backOff.botId, held);
+    void held.then(() => {
+      if (this.inTurn.get(backOff.botId) === held) this.inTurn.delete(backOff.botId);
+    });
+    return held;
+  }
+
+  private async holdNow(backOff: BackOff): Promise<void> {
     const { botId } = backOff;
-    // Nothing (left) to wait: the first crash in the window, or one whose record came after its wait (a busy host, the spool's replay
-    // after an outage). The runtime's to restart, unless the agent took that over; a bot the runtime restarted is not stopped.
-    if (backOff.seq === undefined || backOff.untilMs <= this.now()) {
+    // Nothing to wait (the first crash in the window): the runtime's to restart, unless the agent took that over.
+    if (backOff.seq === undefined) {
       if (this.driver.engineRestarts !== undefined) this.schedule(backOff);
       return;
     }
-    this.schedule(backOff);
+    // Nothing left to wait (its record came after its wait: a busy host, the spool's replay after an outage): not
+    // stopped, started at once where nothing else starts it (a start of a running bot changes nothing).
+    if (backOff.untilMs <= this.now()) {
+      this.schedule(backOff);
+      return;
+    }
+    // Stopped first, then its wait begins: a start due while the stop waited its turn would be stopped by it (seen on
+    // a busy host: the bot stayed stopped). What was asked meanwhile counts from before the stop.
+    const asks = this.asks.get(botId) ?? 0;
+    clearTimeout(this.timers.get(botId));
+    this.timers.delete(botId);
+    this.holding.set(botId, backOff.seq);
     try {
       await this.driver.engineRestarts?.(botId, false);
       await this.lifecycle.stop(botId);
     } catch (err) {
       this.report(`bot ${botId} backs off after a crash but could not be stopped`, err);
     }
+    // A newer back-off of the bot, held meanwhile, is the one that starts it.
+    if (this.holding.get(botId) !== backOff.seq) return;
+    this.holding.delete(botId);
+    this.schedule(backOff, asks);
   }
 
   /** Takes up the back-offs the history holds (an agent stopped or killed during one left it), and the crashes left to the agent that nothing restarted. */
@@ -89,10 +116,9 @@ export class CrashBackOffs {
     this.timers.clear();
   }
 
-  private schedule(backOff: BackOff): void {
+  private schedule(backOff: BackOff, asks = this.asks.get(backOff.botId) ?? 0): void {
     if (this.closed) return;
     clearTimeout(this.timers.get(backOff.botId));
-    const asks = this.asks.get(backOff.botId) ?? 0;
     const timer = setTimeout(() => void this.due(backOff, asks), Math.max(0, backOff.untilMs - this.now()));
     this.timers.set(backOff.botId, timer);
   }
@@ -105,7 +131,8 @@ export class CrashBackOffs {
         if (!pending.some((other) => other.botId === backOff.botId && other.seq === backOff.seq)) return;
       }
       if ((this.asks.get(backOff.botId) ?? 0) !== asks || this.closed) return;
-      if (backOff.crashAtMs !== undefined && this.driver.engineRestarts !== undefined) {
+      // (A back-off's own stop ends a run after the crash too: its event's being the latest says enough.)
+      if (backOff.seq === undefined && backOff.crashAtMs !== undefined && this.driver.engineRestarts !== undefined) {
         // A later run may have begun and crashed meanwhile (the engine restarted the first crash at once): its own record decides.
         const info = await this.driver.findBot(backOff.botId);
         if (info.running || (info.endedAt !== undefined && info.endedAt.getTime() > backOff.crashAtMs)) return;
@@ -124,7 +151,8 @@ export class CrashBackOffs {
       const stopped: string[] = [];
       for (const botId of (await this.driver.agentRestartedBots()).filter(this.inCare)) {
         if (this.closed) return;
-        if (this.timers.has(botId)) continue;
+        // A wait ahead, or a back-off's stop under way: not now.
+        if (this.timers.has(botId) || this.inTurn.has(botId)) continue;
         try {
           const info = await this.driver.findBot(botId);
           if (!info.running) {

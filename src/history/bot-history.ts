@@ -685,7 +685,9 @@ export class BotHistory implements RunObserver {
           }
           if (record.requested) return;
           const crashes = await tx.crashesSince(write.botId, write.atMs - CRASH_WINDOW_MS);
-          if (isCrashLooping(crashes, write.atMs) && (await tx.startCrashLoop(write.botId, write.atMs))) {
+          // A loop that ended (a stop through the agent) after this crash is not begun again by its record, come late.
+          const endedSince = ((await tx.lastEventAt(write.botId, ['recovered'])) ?? -1) >= write.atMs;
+          if (!endedSince && isCrashLooping(crashes, write.atMs) && (await tx.startCrashLoop(write.botId, write.atMs))) {
             await this.append(tx, kept, write.botId, 'crash-looping', at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
           }
           givenUp = await this.giveUpPast(tx, kept, write.botId, write.key, write.atMs, policy);

@@ -20,7 +20,9 @@ const fixture = new DockerFixture();
 let agent: TestAgent;
 /** The agent as bot containers reach it. */
 let target: { host: string; port: number };
-const RECOVER_AFTER_MS = 3_000;
+// Long enough for a busy host's exit records (their last lines are read first): at 3 s a loop's third record came
+// after the next run had lasted that long, and the loop ended as it began.
+const RECOVER_AFTER_MS = 8_000;
 
 test.before(async () => {
   await fixture.ready();
@@ -231,7 +233,7 @@ test('crash loop under a restart policy: crash-looping with an event, each run i
   await bot.container.start();
   const looping = await events.next((e) => e.event === 'crash-looping');
   t.like(looping.data, { crashes: 3, window_s: 600, bot_id: bot.id });
-  // Read at once: the loop ends 3 s into the run that follows, which a busy host reached before the records below were read.
+  // Read at once: the loop ends RECOVER_AFTER_MS into the run that follows, which a busy host reached before the records below were read.
   t.like(await statusOf(bot), { state: 'crash-looping', crashes_last_hour: 3 });
   const exits = await awaitExits(bot, 3);
   t.deepEqual(

@@ -97,3 +97,18 @@ test('a crash is unanswered until a start, a back-off or an operation; one kept 
   await history.ended(crashAt(now - 1_000, 'met-by-the-stop'));
   t.deepEqual(await history.unansweredCrashes(['bot_1_1_a'], Date.now()), [], 'the stop after it answers it, though kept before');
 });
+
+// Seen in a busy rehearsal: a stop through the agent ended a crash loop while the record of a crash before it was
+// still being taken (its last lines read first); kept after, it began the loop again.
+test('a crash loop a stop ended is not begun again by the record of a crash before the stop, come late; a crash after it may', async (t) => {
+  const { history } = historyWith(t, { maxCrashes: undefined, windowMs: 600_000, backoffFirstMs: 60_000, backoffMaxMs: 60_000 });
+  const now = Date.now();
+  for (const [n, key] of ['one', 'two', 'three'].entries()) await history.ended(crashAt(now - 5_000 + n * 100, key));
+  t.true((await history.record('bot_1_1_a', new Date())).crashLooping);
+  await history.operationEnded('bot_1_1_a', 'stop', 'ok', 'platform');
+  t.false((await history.record('bot_1_1_a', new Date())).crashLooping, 'the stop ended it');
+  await history.ended(crashAt(now - 4_000, 'before-the-stop'));
+  t.false((await history.record('bot_1_1_a', new Date())).crashLooping, 'begun again by a crash from before the stop');
+  await history.ended(crashAt(Date.now() + 1_000, 'after-the-stop'));
+  t.true((await history.record('bot_1_1_a', new Date())).crashLooping);
+});

@@ -182,13 +182,13 @@ test('Docker: a first crash is started only if no later run has ended since (tha
 });
 
 // A busy host kept the crash's record after its wait was over: the runtime restarted the bot meanwhile where it does.
-test('a back-off whose wait was over when it was kept stops nothing: left to the runtime, or started at once where the agent restarts crashes', async (t) => {
+test('a back-off whose wait was over when it was kept stops nothing and starts the bot at once (a start of a running bot changes nothing)', async (t) => {
   const backOff: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() - 100, seq: 3, crashAtMs: Date.now() - 2_100 };
   const kube = backOffs([backOff]);
   t.teardown(() => kube.made.close());
   await kube.made.hold(backOff);
-  await new Promise((resolve) => setTimeout(resolve, 100));
-  t.deepEqual(kube.calls, []);
+  t.true(await eventually(() => kube.calls.includes('start bot_1_1_a'), 1_000, 10), 'an earlier back-off may have scaled it to nothing');
+  t.deepEqual(kube.calls, ['start bot_1_1_a']);
 
   const engine: string[] = [];
   const docker = backOffs([backOff], dockerLike(engine, () => false, [], () => new Date(backOff.crashAtMs!)));
@@ -210,4 +210,43 @@ test("Docker: the stopped bots whose crashes the agent restarts are started wher
   t.true(await eventually(() => calls.includes('start bot_1_1_a') && calls.includes('start bot_1_1_c'), 1_000, 10));
   t.false(calls.includes('start bot_1_1_b'), 'its last crash was answered (a stop, a give-up)');
   t.deepEqual(asked[0], ['bot_1_1_a', 'bot_1_1_b', 'bot_1_1_c']);
+});
+
+// Seen on a busy host: the wait ended while the bot's stop for it waited its turn, the start came first, and the stop
+// then stopped the bot for good.
+test('a back-off starts the bot only after its stop has ended, however long the stop took; a newer back-off held meanwhile replaces it', async (t) => {
+  const calls: string[] = [];
+  let stops = 0;
+  const lifecycle = {
+    stop: async (botId: string) => {
+      stops++;
+      await new Promise((resolve) => setTimeout(resolve, stops === 1 ? 300 : 10));
+      calls.push(`stop ${botId}`);
+    },
+    start: async (botId: string) => void calls.push(`start ${botId}`),
+  } as unknown as ConstructorParameters<typeof CrashBackOffs>[0];
+  const older: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 50, seq: 1 };
+  const newer: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 600, seq: 2 };
+  const history = { pendingBackOffs: async () => [newer], crashedSince: async () => false, unansweredCrashes: async () => [] };
+  const made = new CrashBackOffs(lifecycle, history, kubeLike, () => undefined);
+  t.teardown(() => made.close());
+  const first = made.hold(older);
+  await made.hold(newer);
+  await first;
+  t.deepEqual(calls, ['stop bot_1_1_a', 'stop bot_1_1_a'], "the older one's wait, over during its stop, started nothing");
+  t.true(await eventually(() => calls.includes('start bot_1_1_a'), 2_000, 10));
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.deepEqual(calls, ['stop bot_1_1_a', 'stop bot_1_1_a', 'start bot_1_1_a']);
+});
+
+// Seen on the real engine: the engine restarted a second crash before its restarts were taken, the back-off stopped
+// that run (which ended after the crash, by the stop), and the start at the wait's end was skipped as for a later run.
+test('Docker: a back-off starts the bot though the run its own stop ended ended after the crash', async (t) => {
+  const crashAtMs = Date.now() - 500;
+  const backOff: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 100, seq: 5, crashAtMs };
+  const { calls, made } = backOffs([backOff], dockerLike([], () => false, [], () => new Date(Date.now())));
+  t.teardown(() => made.close());
+  await made.hold(backOff);
+  t.true(await eventually(() => calls.includes('start bot_1_1_a'), 2_000, 10));
+  t.deepEqual(calls, ['stop bot_1_1_a', 'start bot_1_1_a']);
 });

@@ -17,8 +17,8 @@ function watcher() {
     (botId) => crashes.push(botId),
   );
   const labels = { 'bot-agent/bot-id': 'bot_1_1_a', name: 'bot_1_1_a', 'bot-agent/restart-backoff-s': '5' };
-  const event = (action: string, extra: Record<string, string> = {}): EngineEvent =>
-    ({ Type: 'container', Action: action, Actor: { ID: 'c1', Attributes: { ...labels, ...extra } }, timeNano: Date.now() * 1e6 }) as EngineEvent;
+  const event = (action: string, extra: Record<string, string> = {}, atMs = Date.now()): EngineEvent =>
+    ({ Type: 'container', Action: action, Actor: { ID: 'c1', Attributes: { ...labels, ...extra } }, timeNano: atMs * 1e6 }) as EngineEvent;
   return { runs, ends, crashes, event };
 }
 
@@ -44,12 +44,13 @@ test("a run that ends while the agent's stop is under way, or a moment after, wa
   runs.onEvent(event('start'));
   runs.onEvent(event('die', { exitCode: '2' }));
   stopped();
-  runs.onEvent(event('start'));
-  runs.onEvent(event('die', { exitCode: '2' }));
+  // The engine's clock, as the events carry it: half a second after the stop ended, then two seconds.
+  const endedMs = Date.now();
+  runs.onEvent(event('start', {}, endedMs + 100));
+  runs.onEvent(event('die', { exitCode: '2' }, endedMs + 500));
   t.deepEqual(crashes, [], 'within a second of the stop');
-  await new Promise((resolve) => setTimeout(resolve, 1_100));
-  runs.onEvent(event('start'));
-  runs.onEvent(event('die', { exitCode: '2' }));
+  runs.onEvent(event('start', {}, endedMs + 1_800));
+  runs.onEvent(event('die', { exitCode: '2' }, endedMs + 2_000));
   t.true(await eventually(() => ends.length === 3, 1_000, 5));
   t.deepEqual(ends.map((end) => end.requested), [true, true, false]);
   t.deepEqual(crashes, ['bot_1_1_a']);

@@ -179,7 +179,8 @@ class DockerDriver implements RuntimeDriver {
     const listed = await this.engine(undefined, (abortSignal) => this.docker.listContainers({ all: true, filters: { label: [GENERATION_LABEL, BOT_LABEL] }, abortSignal }));
     const candidates = listed.filter((container) => agentRestartable(container.Labels) && container.Names.includes(`/${container.Labels[BOT_LABEL]}`));
     for (const container of candidates) {
-      const info = await this.index.inspect(container.Id);
+      // The engine asked at once, each with its deadline: not the index's queue, whose turn may be long coming on a busy engine.
+      const info = await this.engine(undefined, (abortSignal) => this.docker.getContainer(container.Id).inspect({ abortSignal })).catch(() => undefined);
       if (info?.HostConfig.RestartPolicy?.Name === 'no') this.agentRestarted.add(container.Labels[BOT_LABEL]!);
     }
   }
