@@ -82,7 +82,9 @@ async function create(t: { teardown(fn: () => Promise<void>): void }, by: BackOf
 // backoff_max_s, where the engine would restart it within a second: the engine's restarts are the agent's from
 // the bot's first crash, until it has run its window without one. Each run crashes at once.
 test('a bot that keeps crashing waits its back-off, doubling to its most, between runs; a stop through the agent ends the back-off', async (t) => {
-  const { id, reply } = await create(t, agent, { command: ['sh', '-c', 'echo crashing; sleep 0.3; exit 3'], restart_policy: { backoff_s: 2, backoff_max_s: 4 } });
+  // Each run lasts 1.5 s: the engine restarts the first crash at once, and on a busy host its restarts were taken
+  // (one call to the engine) more than half a second later, after a quicker second crash.
+  const { id, reply } = await create(t, agent, { command: ['sh', '-c', 'echo crashing; sleep 1.5; exit 3'], restart_policy: { backoff_s: 2, backoff_max_s: 4 } });
   t.is(reply.status, 201, reply.text);
   const of = (type: string) => agent.events.filter((event) => event.botId === id && event.type === type).map((event) => ({ seq: event.seq, data: JSON.parse(event.data) as Record<string, unknown> }));
   t.true(await eventually(() => of('backing-off').length >= 3, 120_000, 100), `backed off ${of('backing-off').length} time(s)`);

@@ -130,7 +130,7 @@ class DockerDriver implements RuntimeDriver {
       // At once, before the crash is recorded: the engine restarts at once only the crash it has seen already.
       (botId, labels) => {
         if (this.crashRestartsTaken?.(botId) && agentRestartable(labels)) {
-          void this.engineRestarts(botId, false).catch((err: unknown) => this.report(`bot ${botId} crashed, but its restarts could not be taken from the engine`, err));
+          void this.takeRestarts(botId).catch((err: unknown) => this.report(`bot ${botId} crashed, but its restarts could not be taken from the engine`, err));
         }
       },
     );
@@ -154,6 +154,15 @@ class DockerDriver implements RuntimeDriver {
     } else if (info.HostConfig.RestartPolicy?.Name !== to) return;
     if (on) this.agentRestarted.delete(botId);
     else this.agentRestarted.add(botId);
+  }
+
+  /**
+   * A crashed bot's restarts taken from the engine in one call, no inspect first: its next crash may come within a
+   * second. Its labels said the agent made it, and the agent makes its bots `unless-stopped`.
+   */
+  private async takeRestarts(botId: string): Promise<void> {
+    await this.translated(botId, () => this.docker.getContainer(botId).update({ RestartPolicy: { Name: 'no', MaximumRetryCount: 0 } }));
+    this.agentRestarted.add(botId);
   }
 
   takeCrashRestarts(scope: (botId: string) => boolean): void {
