@@ -20,8 +20,7 @@ export class CrashBackOffs {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   /** How many operations were asked for each bot through the API: a wait that saw another count starts nothing. */
   private readonly asks = new Map<string, number>();
-  /** The back-off each bot's stop is under way for, and the holds of each bot in turn. */
-  private readonly holding = new Map<string, number>();
+  /** The holds of each bot, in turn. */
   private readonly inTurn = new Map<string, Promise<void>>();
   private readonly sweeper: NodeJS.Timeout;
   private sweeping = false;
@@ -70,16 +69,13 @@ export class CrashBackOffs {
     const asks = this.asks.get(botId) ?? 0;
     clearTimeout(this.timers.get(botId));
     this.timers.delete(botId);
-    this.holding.set(botId, backOff.seq);
     try {
       await this.driver.engineRestarts?.(botId, false);
       await this.lifecycle.stop(botId);
     } catch (err) {
       this.report(`bot ${botId} backs off after a crash but could not be stopped`, err);
     }
-    // A newer back-off of the bot, held meanwhile, is the one that starts it.
-    if (this.holding.get(botId) !== backOff.seq) return;
-    this.holding.delete(botId);
+    // A newer back-off of the bot waits its turn behind this one, and replaces its timer.
     this.schedule(backOff, asks);
   }
 
