@@ -35,6 +35,8 @@ let network: string;
 let work: string;
 /** Creates the engine carried out: the stateful phase follows the 201's links, so it removes what it made. */
 const created: string[] = [];
+/** PUTs of a bot's chats the agent kept (200). */
+let chatsKept = 0;
 
 /**
  * Where a bot's own chats go (docs/api.md §16): a receiver on loopback that takes every message, the one host the
@@ -86,6 +88,10 @@ test.before(async () => {
     logger: pino({ level: 'silent' }),
     // On an engine other test files share: no restarts of their bots.
     watchdog: 'off',
+  });
+  app.middleware.unshift(async (ctx, next) => {
+    await next();
+    if (ctx.method === 'PUT' && ctx.path.endsWith('/chats') && ctx.status === 200) chatsKept += 1;
   });
   server = await listen(app, '127.0.0.1', 0);
   work = await mkdtemp(join(tmpdir(), 'bot-agent-schemathesis-'));
@@ -189,6 +195,7 @@ test('schemathesis, all phases, finds no failure, no error of its own and no war
     body: JSON.stringify({ discord_url: `${chatsAt}/api/webhooks/1/reader`, telegram: { token: '1:reader', chat_id: '5' } }),
   });
   t.is(chats.status, 200, await chats.text());
+  const chatsKeptBefore = chatsKept;
   const config = join(work, 'schemathesis.toml');
   // Real ids and owners much of the time; the rest is the fuzzer's own.
   await writeFile(
@@ -230,6 +237,10 @@ values = ${tomlList([example])}
 # commands stay the fuzzer's own: most name no program the image has, and are that 422 too.)
 [dictionaries.cpus]
 values = [0.5, 1]
+# Chat URLs on the one host the agent allows (AGENT_NOTIFY_BOT_HOSTS, docs/api.md §16): a URL the schema allows on any
+# other host is the 422 that names the list, as an operator's list is no property a schema can state.
+[dictionaries.chat_urls]
+values = ${tomlList([`${chatsAt}/api/webhooks/2/fuzz`, `${chatsAt}/services/T0/B0/fuzz`])}
 [parameters]
 "path.bot_id" = { dictionary = "readers", probability = 0.6 }
 "body.bot_id" = { dictionary = "bots", probability = 0.6 }
@@ -257,6 +268,10 @@ parameters = { "path.bot_id" = { dictionary = "deployables", probability = 1.0 }
 include-path = "/api/admin/bots/{bot_id}/chats/test"
 include-method = "POST"
 parameters = { "path.bot_id" = { dictionary = "chatty", probability = 1.0 } }
+[[operations]]
+include-path = "/api/admin/bots/{bot_id}/chats"
+include-method = "PUT"
+parameters = { "path.bot_id" = { dictionary = "readers", probability = 0.8 }, "body.discord_url" = { dictionary = "chat_urls", probability = 0.7 }, "body.slack_url" = { dictionary = "chat_urls", probability = 0.7 } }
 [[operations]]
 include-path = "/api/admin/bots/{bot_id}/rollback"
 include-method = "POST"
@@ -333,11 +348,13 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
   t.deepEqual(summary.failures, [], output.slice(-20_000));
   // The create's schema mismatch, when schemathesis shows it despite the create's own warnings list (its
   // stateful phase does), is left out as the configuration above says; any other operation it names stays.
+  // So is the chats' PUT's: an ntfy URL's host is the fuzzer's own (a dictionary reaches no nested field), and a
+  // phase whose few PUTs all named one is that 422; the test checks instead that schema-valid PUTs were kept.
   // So is a rollback's 404 as missing test data: the stateful phase follows the create's links to rollbacks of
   // the bots it just made, which have no previous revision (404 `no previous revision`, as docs/api.md §15 says);
   // how many it makes depends on the seed.
   const verdicts = verdictsOf(output, {
-    'Schema validation mismatch': ['POST /api/admin/bots'],
+    'Schema validation mismatch': ['POST /api/admin/bots', 'PUT /api/admin/bots/{bot_id}/chats'],
     'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots'],
     'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback'],
   });
@@ -345,6 +362,7 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
   const failedOnExcusedWarningsAlone = verdictsOf(output).warnings.length > 0 && /Warnings fail the run/.test(output);
   t.true(((result as { code?: number }).code ?? 0) === 0 || failedOnExcusedWarningsAlone, 'schemathesis itself exited with success');
   t.true(created.length > 1, 'no create the schema allows made a bot');
+  t.true(chatsKept > chatsKeptBefore, "no PUT of a bot's chats the schema allows was kept");
   for (const phase of ['Examples', 'Coverage', 'Fuzzing', 'Stateful']) t.regex(output, new RegExp(`^\\s+✅ ${phase}$`, 'm'), `the ${phase} phase did not run to the end`);
   t.true(summary.test_cases.generated > 200, `only ${summary.test_cases.generated} requests: the run says little`);
 });
