@@ -11,10 +11,20 @@ const OVERSCAN = 10;
 /** The samples' pace: the table is read again as often. */
 const REFRESH_MS = 15_000;
 
-type SortKey = 'bot_id' | 'user_id' | 'state' | 'uptime' | 'cpu' | 'memory' | 'restarts_last_hour' | 'crashes_last_hour' | 'last_exit';
+type SortKey = 'bot_id' | 'user_id' | 'node' | 'state' | 'uptime' | 'cpu' | 'memory' | 'restarts_last_hour' | 'crashes_last_hour' | 'last_exit';
 const STATES = ['all', 'running', 'crash-looping', 'given-up', 'exited', 'stopped'] as const;
 
 const last = (values: number[]): number | undefined => values[values.length - 1];
+
+/** A node of the fleet as GET /api/admin/nodes answers it (docs/api.md §17). */
+interface FleetNode {
+  node: string;
+  alive: boolean;
+  seen_at: string;
+  bots: number;
+  running: number;
+  self: boolean;
+}
 
 function sortValue(bot: FleetBot, key: SortKey): string | number {
   switch (key) {
@@ -40,6 +50,8 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
   const [failure, setFailure] = useState<string>();
   const [search, setSearch] = useState('');
   const [stateFilter, setStateFilter] = useState<(typeof STATES)[number]>('all');
+  const [nodeFilter, setNodeFilter] = useState('all');
+  const [nodes, setNodes] = useState<FleetNode[]>([]);
   const [sort, setSort] = useState<{ key: SortKey; descending: boolean }>({ key: 'bot_id', descending: false });
   const [scrollTop, setScrollTop] = useState(0);
   const [viewHeight, setViewHeight] = useState(600);
@@ -49,6 +61,8 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
     try {
       const { bots: listed } = await api<{ bots: FleetBot[] }>('/api/console/fleet');
       setBots(new Map(listed.map((bot) => [bot.bot_id, bot])));
+      // Asked once the table is allowed: a page without a session asks nothing more.
+      void api<{ nodes: FleetNode[] }>('/api/admin/nodes').then(({ nodes: listedNodes }) => setNodes(listedNodes), () => undefined);
       setFailure(undefined);
       setLoaded(true);
     } catch (err) {
@@ -108,6 +122,7 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
     const rows = [...bots.values()].filter(
       (bot) =>
         (stateFilter === 'all' || bot.state === stateFilter) &&
+        (nodeFilter === 'all' || bot.node === nodeFilter) &&
         (needle === '' || bot.bot_id.toLowerCase().includes(needle) || (bot.user_id ?? '').toLowerCase().includes(needle)),
     );
     const sign = sort.descending ? -1 : 1;
@@ -115,12 +130,14 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
       const [x, y] = [sortValue(a, sort.key), sortValue(b, sort.key)];
       return (x < y ? -1 : x > y ? 1 : a.bot_id < b.bot_id ? -1 : 1) * sign;
     });
-  }, [bots, search, stateFilter, sort]);
+  }, [bots, search, stateFilter, nodeFilter, sort]);
 
   const first = Math.max(0, Math.floor(scrollTop / ROW_HEIGHT) - OVERSCAN);
   const end = Math.min(shown.length, Math.ceil((scrollTop + viewHeight) / ROW_HEIGHT) + OVERSCAN);
   const crashLooping = [...bots.values()].filter((bot) => bot.state === 'crash-looping').length;
   const unhealthy = [...bots.values()].filter((bot) => bot.health.status === 'unhealthy').length;
+  const nodeNames = [...new Set([...nodes.map((node) => node.node), ...[...bots.values()].map((bot) => bot.node)])].sort();
+  const away = nodes.filter((node) => !node.alive);
 
   const header = (key: SortKey, label: string) => (
     <th scope="col" aria-sort={sort.key === key ? (sort.descending ? 'descending' : 'ascending') : 'none'}>
@@ -142,6 +159,16 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
         <label>
           Search <input type="search" value={search} placeholder="bot id or owner" onInput={(e) => setSearch(e.currentTarget.value)} />
         </label>
+        {nodeNames.length > 1 && (
+          <label>
+            Node{' '}
+            <select value={nodeFilter} onChange={(e) => setNodeFilter(e.currentTarget.value)}>
+              {['all', ...nodeNames].map((name) => (
+                <option value={name}>{name}</option>
+              ))}
+            </select>
+          </label>
+        )}
         <label>
           State{' '}
           <select value={stateFilter} onChange={(e) => setStateFilter(e.currentTarget.value as (typeof STATES)[number])}>
@@ -151,6 +178,16 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
           </select>
         </label>
       </div>
+      {away.length > 0 && (
+        <ul class="nodes-away" aria-label="Nodes away">
+          {away.map((node) => (
+            <li key={node.node} data-node={node.node}>
+              <span class="badge crash-looping">away</span> node {node.node} since {new Date(node.seen_at).toLocaleString()}: its {node.bots} bots are not in the table; {node.running} of them were
+              running when last seen
+            </li>
+          ))}
+        </ul>
+      )}
       {failure && (
         <p class="failure" role="alert">
           {failure}
@@ -164,6 +201,7 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
               <tr>
                 {header('bot_id', 'Bot')}
                 {header('user_id', 'Owner')}
+                {nodeNames.length > 1 && header('node', 'Node')}
                 {header('state', 'State')}
                 {header('uptime', 'Uptime')}
                 {header('cpu', 'CPU')}
@@ -181,6 +219,7 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
                     <a href={`#/bots/${encodeURIComponent(bot.bot_id)}`}>{bot.bot_id}</a>
                   </td>
                   <td>{bot.user_id ?? '—'}</td>
+                  {nodeNames.length > 1 && <td>{bot.node}</td>}
                   <td>
                     <span class={`badge ${bot.state}`}>{bot.state}</span> <HealthBadge health={bot.health} />
                   </td>

@@ -13,8 +13,6 @@ import { once } from 'node:events';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import http from 'node:http';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
@@ -29,6 +27,7 @@ import { perRequest, profileOf, STAGE_ORDER, stagesOf } from './bench-profile.js
 import { allAtOnce, cpuPercentDuring, enginePids, makeBots, percentiles, post, readEachSecond, removeEverything, round, rssMb, timed } from './bench-scale.js';
 import type { Figures } from './bench-scale.js';
 import { SocketProxy } from '../test/helpers/socket-proxy.js';
+import { freePort } from '../test/helpers/free-port.js';
 import { ownSections } from './bench-sections.js';
 
 const TEST_IMAGE = 'bot-agent-testbot:latest';
@@ -50,14 +49,6 @@ const network = `bot-agent-bench-${runId}`;
 const burstNetwork = `${network}-burst`;
 const bots: string[] = [];
 
-
-async function freePort(): Promise<number> {
-  const probe = createServer().listen(0, '127.0.0.1');
-  await new Promise((resolve) => probe.once('listening', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
 
 /** The built agent in a process of its own, on all addresses and a free port, once it is ready. */
 async function agentProcess(env: Record<string, string>): Promise<{ agent: ChildProcess; port: number; log(): string }> {

@@ -44,7 +44,7 @@ export type AgentConfig = Pick<
   Config,
   'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses' | 'readyGraceMs'
 > &
-  Partial<Pick<Config, 'chats' | 'botChatBase' | 'node' | 'nodeUrl'>>;
+  Partial<Pick<Config, 'chats' | 'botChatBase' | 'node' | 'nodeUrl' | 'fleetKey'>>;
 
 /** A runtime already made (tests hand their own driver), and what the agent is to do with it. */
 export interface AgentParts {
@@ -126,7 +126,9 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   // The watchdog's switch and scope (AGENT_WATCHDOG; tests sharing one engine keep to their own bots) hold for crash back-offs too.
   const restartsCrashes = watchdogOptions !== 'off' && watchdogOptions.acts !== false;
   const botsInCare = (watchdogOptions === 'off' ? undefined : watchdogOptions.watches) ?? (() => true);
+  const node = config.node ?? defaultNode();
   const history = new BotHistory(store, new SharedState(store), (botId) => driver.findBot(botId), {
+    node,
     recoverAfterMs,
     report,
     deliver: targets.length > 0,
@@ -139,7 +141,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     spoolDir: config.dataDir === ':memory:' ? undefined : config.dataDir,
   });
   metrics.historyStore(() => store.reachable, history.spool);
-  const nodes = new NodeBeacon(store, driver, config.node ?? defaultNode(), config.nodeUrl, report);
+  const nodes = new NodeBeacon(store, driver, node, config.nodeUrl, report);
   closers.push(async () => nodes.close());
   botTokens?.revokeRemovedBots?.((botId) => history.removedAt(botId));
   if (driver.botGeneration) botTokens?.bindToRuntime?.((botId) => driver.botGeneration!(botId));

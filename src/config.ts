@@ -50,6 +50,8 @@ export interface Config {
   readonly node: string;
   /** Where the fleet's other agents reach this one (AGENT_NODE_URL); undefined: not said. */
   readonly nodeUrl: string | undefined;
+  /** The key the fleet's agents pass the platform's calls on with (AGENT_FLEET_KEY); undefined: none are. */
+  readonly fleetKey: string | undefined;
   /** How long a pull of a bot's image may take (docs/api.md §14). */
   readonly pullTimeoutMs: number;
   /** A Docker config.json whose logins pulls use (docs/api.md §14); undefined: only a create's own. */
@@ -178,6 +180,9 @@ const env = object({
   AGENT_WATCHDOG: string().oneOf(['on', 'off'] as const, 'AGENT_WATCHDOG must be on or off').default('on'),
   AGENT_NODE: string().matches(NODE_NAME, 'AGENT_NODE must be a node name: lower-case letters, digits, dots and dashes, at most 63, e.g. host-2'),
   AGENT_NODE_URL: httpUrl('AGENT_NODE_URL'),
+  AGENT_FLEET_KEY: string()
+    .matches(/^\S+$/, 'AGENT_FLEET_KEY must not contain white space')
+    .min(MIN_ADMIN_TOKEN, `AGENT_FLEET_KEY must have at least ${MIN_ADMIN_TOKEN} characters (e.g. openssl rand -hex 24), the same on every agent of the fleet`),
   AGENT_IDENTITY: string()
     .oneOf(['address', 'token', 'address+token'] as const, 'AGENT_IDENTITY must be address, token or address+token')
     .default('address'),
@@ -298,6 +303,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       // On Kubernetes the cluster is one node, whichever pod answers.
       node: values.AGENT_NODE ?? (values.AGENT_RUNTIME === 'kubernetes' ? KUBERNETES_NODE : defaultNode()),
       nodeUrl: values.AGENT_NODE_URL,
+      fleetKey: values.AGENT_FLEET_KEY,
       pullTimeoutMs: values.AGENT_PULL_TIMEOUT_S * 1000,
       registryAuthFile: values.AGENT_REGISTRY_AUTH,
       chats: chatsOf(values),

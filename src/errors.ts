@@ -120,6 +120,11 @@ export class RuntimeUnavailable extends AgentError {
 }
 
 /** The history's store (its database) does not answer: reads of records and events wait for it. */
+/** The node that holds the bot does not answer (docs/api.md §17): its agent is away, or its call failed. */
+export class NodeAway extends AgentError {
+  readonly status = 503;
+}
+
 export class HistoryUnavailable extends AgentError {
   readonly status = 503;
 }
@@ -162,6 +167,7 @@ export const messages = {
     'forbidden: cross-site request: a loopback caller must name loopback (or AGENT_TRUSTED_HOSTS) in Host, with no Origin of another site and no Sec-Fetch-Site cross-site or same-site',
   platformOnly: 'forbidden: only the platform (loopback or admin token) may create, list or remove bots',
   platformOnlyNodes: "forbidden: only the platform (loopback or admin token) may list the fleet's nodes",
+  notTheFleet: "forbidden: this fleet key is not this fleet's (AGENT_FLEET_KEY)",
   provisioningOff: 'forbidden: provisioning is off on this agent (AGENT_PROVISIONING=off): bots are created and removed elsewhere',
   platformOnlyNotifications: 'forbidden: only the platform (loopback or admin token) may send a test message to the chats',
   platformOnlyChats: "forbidden: only the platform (loopback or admin token) may set, read or test a bot's chats",

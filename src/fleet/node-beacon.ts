@@ -7,6 +7,13 @@ export const NODE_RENEW_MS = 5_000;
 /** A node not renewed for this long is away (three renewals missed). */
 export const NODE_AWAY_MS = 15_000;
 
+/** A node of the fleet as its agent last said: its address, and when it last renewed its row. */
+export interface NodeLocation {
+  readonly name: string;
+  readonly url: string | null;
+  readonly aliveMs: number;
+}
+
 /** A node as GET /api/admin/nodes answers it (docs/api.md §17). */
 export interface NodeView {
   readonly node: string;
@@ -34,7 +41,7 @@ export class NodeBeacon {
   private failing = false;
 
   constructor(
-    private readonly store: Pick<HistoryStore, 'renewNode' | 'putNodeBots' | 'nodes' | 'isAway'>,
+    private readonly store: Pick<HistoryStore, 'renewNode' | 'putNodeBots' | 'nodes' | 'nodeOfBot' | 'isAway'>,
     private readonly driver: Pick<RuntimeDriver, 'listedBots'>,
     readonly node: string,
     private readonly url: string | undefined,
@@ -89,6 +96,17 @@ export class NodeBeacon {
       running: record.running,
       self: record.name === this.node,
     }));
+  }
+
+  /** The node that holds the bot, as its agent last said; undefined when none does (or the store does not answer). */
+  async nodeOfBot(botId: string): Promise<NodeLocation | undefined> {
+    return this.store.nodeOfBot(botId).catch(() => undefined);
+  }
+
+  /** The node of that name, as its agent last said; undefined when the fleet has none (or the store does not answer). */
+  async nodeNamed(name: string): Promise<NodeLocation | undefined> {
+    const records = await this.store.nodes().catch(() => []);
+    return records.find((record) => record.name === name);
   }
 
   close(): void {

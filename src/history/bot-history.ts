@@ -166,6 +166,8 @@ export interface BotHistoryOptions {
   readonly spoolDir?: string | undefined;
   /** How often the spool is tried again while the store is away; tests shorten it. */
   readonly spoolRetryMs?: number;
+  /** This agent's node (docs/api.md §17), named in each event it keeps; none: events name no node. */
+  readonly node?: string;
 }
 
 /** The signal whose number is `exitCode - 128`, as a shell reports it. */
@@ -539,7 +541,7 @@ export class BotHistory implements RunObserver {
     runKey?: string,
     key = runKey === undefined ? undefined : `${type}:${runKey}`,
   ): Promise<void> {
-    const event = await tx.appendEvent(botId, type, at.getTime(), (id) => JSON.stringify({ id, type, bot_id: botId, at: at.toISOString(), ...fields }), key);
+    const event = await tx.appendEvent(botId, type, at.getTime(), (id) => JSON.stringify({ id, type, bot_id: botId, at: at.toISOString(), node: this.options.node, ...fields }), key);
     if (!event) return;
     // The agent's own targets take every event; a bot's own chats (docs/api.md §16) take its events.
     if (this.options.deliver || (await tx.botChats(botId)) !== undefined) await tx.addDelivery(event, Date.now());

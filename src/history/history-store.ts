@@ -160,6 +160,8 @@ export interface HistoryStore extends HistoryTx {
   putNodeBots(name: string, bots: readonly NodeBot[], atMs: number): Promise<void>;
   /** Every node, with its bots counted, by name. */
   nodes(): Promise<NodeRecord[]>;
+  /** The node that holds the bot, as its agent last said; undefined when none does. */
+  nodeOfBot(botId: string): Promise<{ readonly name: string; readonly url: string | null; readonly aliveMs: number } | undefined>;
   /** Kept events after `seq`, oldest first, of one bot or of all. */
   eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]>;
   /**

@@ -188,6 +188,12 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     });
   }
 
+  async nodeOfBot(botId: string): Promise<{ name: string; url: string | null; aliveMs: number } | undefined> {
+    const { rows } = await (await this.query())('SELECT n.name, n.url, n.alive_ms FROM node_bots b JOIN nodes n ON n.name = b.node WHERE b.bot_id = $1', [botId]);
+    const row = rows[0];
+    return row && { name: row.name as string, url: (row.url as string | null) ?? null, aliveMs: Number(row.alive_ms) };
+  }
+
   async nodes(): Promise<NodeRecord[]> {
     const { rows } = await (await this.query())(
       `SELECT n.name, n.url, n.alive_ms, COUNT(b.bot_id) AS bots, COUNT(b.bot_id) FILTER (WHERE b.running) AS running

@@ -373,6 +373,11 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     });
   }
 
+  async nodeOfBot(botId: string): Promise<{ name: string; url: string | null; aliveMs: number } | undefined> {
+    const row = this.statement('SELECT n.name, n.url, n.alive_ms FROM node_bots b JOIN nodes n ON n.name = b.node WHERE b.bot_id = ?').get(botId);
+    return row && { name: row.name as string, url: (row.url as string | null) ?? null, aliveMs: Number(row.alive_ms) };
+  }
+
   async nodes(): Promise<NodeRecord[]> {
     const rows = this.statement(
       `SELECT n.name, n.url, n.alive_ms, COUNT(b.bot_id) AS bots, COALESCE(SUM(b.running), 0) AS running

@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { Forbidden, messages, NotFound, NotImplemented } from '../errors.js';
+import { Forbidden, messages, NotFound, NotImplemented, Unprocessable } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import { DEFAULT_DEADLINE_S, DEFAULT_MIN_READY_S } from '../deploys/deploys.js';
@@ -53,6 +53,10 @@ export function adminRoutes({ driver, provisioner, deploys, access, audit, histo
     const body = validate(createBotRequest, ctx.request.body);
     const provisioning = await provisioningFor(ctx);
     ctx.state.botId = body.bot_id;
+    // Another node's create came here only where nothing passes it on (docs/api.md §17).
+    if (body.node !== undefined && body.node !== node) {
+      throw new Unprocessable(`this agent is node ${node}, and node ${body.node} is not one this agent passes creates to: the fleet's nodes are listed at GET /api/admin/nodes (docs/api.md §17)`);
+    }
     await audit(askerOf(ctx), 'create', body.bot_id, () =>
       provisioning.create({
         id: body.bot_id,

@@ -39,6 +39,8 @@ export interface PlatformPolicy {
   readonly botTokens?: BotTokenVerifier | undefined;
   /** Whether an address is a proxy's hop (hops.ts), behind which many bots share it; none: no address is. */
   readonly isHop?: (address: string) => boolean;
+  /** The key the fleet's agents pass calls on with (AGENT_FLEET_KEY, `Authorization: Fleet <key>`); none: no call is taken so. */
+  readonly fleetKey?: string | undefined;
 }
 
 /** The address as the runtime reports it: IPv4-mapped IPv6 (`::ffff:10.0.0.2`) becomes plain IPv4. */
@@ -52,7 +54,7 @@ function digest(value: string): Buffer {
 }
 
 /** The credentials an Authorization header carries under `scheme` (`Bearer`, `Bot`), else undefined. */
-function credentialsOf(authorization: string | undefined, scheme: 'Bearer' | 'Bot'): string | undefined {
+function credentialsOf(authorization: string | undefined, scheme: 'Bearer' | 'Bot' | 'Fleet'): string | undefined {
   const [given, credentials] = /^(\S+)\s+(\S+)\s*$/.exec(authorization ?? '')?.slice(1) ?? [];
   return given?.toLowerCase() === scheme.toLowerCase() ? credentials : undefined;
 }
@@ -91,6 +93,12 @@ export async function identifyCaller(evidence: CallerEvidence, driver: RuntimeDr
   // A bot's token never makes its holder the platform, whatever else the request says.
   if (botToken !== undefined) throw new Forbidden(messages.stranger);
   if (holdsAdminToken(evidence.authorization, policy.adminToken)) return { kind: 'platform' };
+  // A call another agent of the fleet passed on (docs/api.md §17) is the platform's: only the platform's calls are.
+  const fleetKey = credentialsOf(evidence.authorization, 'Fleet');
+  if (fleetKey !== undefined) {
+    if (policy.fleetKey !== undefined && timingSafeEqual(digest(fleetKey), digest(policy.fleetKey))) return { kind: 'platform' };
+    throw new Forbidden(messages.notTheFleet);
+  }
   const crossSite = isCrossSite({ host: evidence.host, origin: evidence.origin, fetchSite: evidence.fetchSite }, policy.trustedHosts);
   if (evidence.session === true && !crossSite) return { kind: 'platform' };
   // A hop (under token identity, loopback itself) hands over every bot's connections: it is never the platform.

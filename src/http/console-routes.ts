@@ -30,6 +30,8 @@ export interface ConsoleRoutesDeps {
   readonly trustedHosts: readonly string[];
   /** The built console; undefined when it was not built (its page then says how to build it). */
   readonly files: ConsoleFiles | undefined;
+  /** The other nodes' rows of the table (docs/api.md §17); undefined: this node's alone. */
+  readonly otherNodesRows?: (() => Promise<unknown[]>) | undefined;
 }
 
 /** No inline script or style, nothing from elsewhere, never in a frame (docs/api.md §12). */
@@ -76,7 +78,7 @@ function withoutLogs({ logs: _logs, ...exit }: ExitRecord): Omit<ExitRecord, 'lo
  * that lets a browser be the platform, every bot's status at once for its
  * table, and the samples its charts draw.
  */
-export function consoleRoutes({ driver, node, provisioner, history, samples, watchdog, sessions, access, trustedHosts, files }: ConsoleRoutesDeps): Router {
+export function consoleRoutes({ driver, node, provisioner, history, samples, watchdog, sessions, access, trustedHosts, files, otherNodesRows }: ConsoleRoutesDeps): Router {
   const router = new Router();
 
   router.get('/', async (ctx, next) => {
@@ -131,23 +133,23 @@ export function consoleRoutes({ driver, node, provisioner, history, samples, wat
     // provisioner's listing asks the runtime while the index is being built.
     const bots = driver.listedBots() ?? (await listing(provisioner, driver.runtime));
     const now = new Date();
-    ctx.body = {
-      ok: true,
-      bots: await mapLimited(bots, FLEET_READS, async (bot) => {
-        const [record, restarts] = await Promise.all([history.record(bot.bot_id, now), history.exitsLastHour(bot.bot_id, now)]);
-        const info = { id: bot.bot_id, ownerId: bot.user_id, running: bot.state === 'running', startedAt: bot.started_at === undefined ? undefined : new Date(bot.started_at) };
-        const { last_exit, ...status } = statusView(info, record, watchdog.lastJudged(bot.bot_id), now, node);
-        const kept = samples.samples(bot.bot_id);
-        return {
-          ...status,
-          template: bot.template ?? null,
-          restarts_last_hour: restarts,
-          // The last exit without its lines: a thousand bots' lines are no table's business.
-          last_exit: last_exit && withoutLogs(last_exit),
-          sparkline: { cpu_percent: kept.map((sample) => round2(sample.cpuPercent)), memory_bytes: kept.map((sample) => sample.memoryBytes) },
-        };
-      }),
-    };
+    // Asked by another node's agent: this node's rows alone, never the fleet's again.
+    const others = otherNodesRows !== undefined && !/^Fleet\s/i.test(ctx.get('authorization')) ? otherNodesRows() : Promise.resolve([]);
+    const own = await mapLimited(bots, FLEET_READS, async (bot) => {
+      const [record, restarts] = await Promise.all([history.record(bot.bot_id, now), history.exitsLastHour(bot.bot_id, now)]);
+      const info = { id: bot.bot_id, ownerId: bot.user_id, running: bot.state === 'running', startedAt: bot.started_at === undefined ? undefined : new Date(bot.started_at) };
+      const { last_exit, ...status } = statusView(info, record, watchdog.lastJudged(bot.bot_id), now, node);
+      const kept = samples.samples(bot.bot_id);
+      return {
+        ...status,
+        template: bot.template ?? null,
+        restarts_last_hour: restarts,
+        // The last exit without its lines: a thousand bots' lines are no table's business.
+        last_exit: last_exit && withoutLogs(last_exit),
+        sparkline: { cpu_percent: kept.map((sample) => round2(sample.cpuPercent)), memory_bytes: kept.map((sample) => sample.memoryBytes) },
+      };
+    });
+    ctx.body = { ok: true, bots: [...own, ...(await others)] };
   });
 
   return router;

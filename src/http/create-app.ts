@@ -18,7 +18,9 @@ import { access } from './access.js';
 import { adminRoutes } from './admin-routes.js';
 import { chatRoutes } from './chat-routes.js';
 import { nodeRoutes } from './node-routes.js';
+import { forwardToNode } from './node-forward.js';
 import type { NodeBeacon } from '../fleet/node-beacon.js';
+import { otherNodesRows } from '../fleet/fleet-view.js';
 import { auditor } from './audit.js';
 import { botRoutes } from './bot-routes.js';
 import type { ConsoleFiles } from './console-assets.js';
@@ -38,7 +40,7 @@ import { StreamLimits } from './stream-limits.js';
 
 /** What the HTTP layer reads of the configuration. */
 export type HttpConfig = Pick<Config, 'adminToken' | 'readRate' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses'> &
-  Partial<Pick<Config, 'chats' | 'botChatBase'>>;
+  Partial<Pick<Config, 'chats' | 'botChatBase' | 'fleetKey' | 'restartTimeoutMs'>>;
 
 /** What the routes act on, built by the agent (src/agent.ts). */
 export interface AppDeps {
@@ -65,7 +67,7 @@ export interface AppDeps {
   readonly config: HttpConfig;
   readonly logger: Logger;
   /** This agent's node, and the fleet's (docs/api.md §17). */
-  readonly nodes: Pick<NodeBeacon, 'node' | 'nodes'>;
+  readonly nodes: Pick<NodeBeacon, 'node' | 'nodes' | 'nodeOfBot' | 'nodeNamed'>;
   /** Told of each operation asked for a bot through the API (lifecycle, deploy, removal) before it runs. */
   readonly onAsked?: ((botId: string) => void) | undefined;
 }
@@ -133,7 +135,8 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
     end: (nonce, untilMs) => history.endSession(nonce, untilMs),
     ended: (nonce) => history.sessionEnded(nonce),
   });
-  const checks = access(driver, { ...config, sessions, botTokens, isHop: hopsOf(config.identity, config.proxyAddresses) }, new ReadLimiter(config.readRate));
+  const policy = { ...config, sessions, botTokens, isHop: hopsOf(config.identity, config.proxyAddresses) };
+  const checks = access(driver, policy, new ReadLimiter(config.readRate));
   const streams = new StreamLimits();
   // One router holds every route (mounting copies their layers): a request is matched once, not once per group.
   const router = new Router().use(
@@ -143,12 +146,26 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
     adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning, node: nodes.node }).routes(),
     chatRoutes({ driver, history, access: checks, chats: config.chats, botChatBase: config.botChatBase ?? DEFAULT_BOT_CHAT_BASE }).routes(),
     nodeRoutes({ nodes, access: checks }).routes(),
-    consoleRoutes({ driver, provisioner, history, samples, watchdog, sessions, access: checks, trustedHosts: config.trustedHosts, files, node: nodes.node }).routes(),
+    consoleRoutes({
+      driver,
+      provisioner,
+      history,
+      samples,
+      watchdog,
+      sessions,
+      access: checks,
+      trustedHosts: config.trustedHosts,
+      files,
+      node: nodes.node,
+      otherNodesRows: config.fleetKey === undefined ? undefined : otherNodesRows(nodes, config.fleetKey, (what, err) => logger.warn({ err: String(err) }, what)),
+    }).routes(),
   );
 
   app.use(requestLog(logger, metrics));
   app.use(envelope(metrics));
   app.use(jsonBody());
+  // Before the routes: a platform call for another node's bot is that node's to answer (docs/api.md §17).
+  app.use(forwardToNode({ node: nodes.node, fleetKey: config.fleetKey, driver, store: nodes, policy, deadlineMs: config.restartTimeoutMs ?? 60_000 }));
   app.use(literalPathsFirst(router));
   app.use(router.routes()).use(allowedMethods(router));
   const routes = router.stack.flatMap((layer) => layer.methods.filter((m) => m !== 'HEAD').map((m): RouteEntry => `${m} ${layer.path}`));

@@ -7,6 +7,7 @@ import { BadRequest } from '../errors.js';
 import { DEFAULT_HEARTBEAT_TTL_S, HEARTBEAT_TTL_MAX_S, HEARTBEAT_TTL_MIN_S } from '../health/heartbeats.js';
 import { DEFAULT_GRACE_S, GRACE_MAX_S, GRACE_MIN_S } from '../health/watchdog.js';
 import { wholeNumber } from '../whole-number.js';
+import { NODE_NAME } from '../config.js';
 import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../runtime/labels.js';
 import { RESTART_POLICY } from '../runtime/health-policy.js';
 
@@ -220,6 +221,11 @@ export const createBotRequest = object({
   health: healthSpec,
   restart_policy: restartPolicySpec,
   registry_auth: registryAuthField,
+  node: string()
+    .strict()
+    .typeError('node must be a string')
+    .matches(NODE_NAME, 'node must be a node name: lower-case letters, digits, dots and dashes, e.g. host-2')
+    .meta({ jsonSchema: { description: "the fleet's node to create the bot on (docs/api.md §17); default the agent asked" } }),
 }).typeError(jsonObject);
 
 /** A create's or deploy's `health` block, as validated. */

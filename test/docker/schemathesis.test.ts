@@ -83,6 +83,7 @@ test.before(async () => {
       rateLimit: 100_000,
       readRate: 100_000,
       restartTimeoutMs: 20_000,
+      node: 'node-1',
       botChatBase: { ...DEFAULT_BOT_CHAT_BASE, telegramApi: chatsAt, hosts: [new URL(chatsAt).host] },
     },
     logger: pino({ level: 'silent' }),
@@ -235,6 +236,9 @@ values = ${tomlList(owners)}
 values = ${tomlList([example])}
 # CPUs this host has: beyond them a create is the 422 that says so. (A dictionary holds no lists, so
 # commands stay the fuzzer's own: most name no program the image has, and are that 422 too.)
+# The agent's own node: a create naming another is the 422 that says which node this agent is (docs/api.md §17).
+[dictionaries.nodes]
+values = ["node-1"]
 [dictionaries.cpus]
 values = [0.5, 1]
 # Chat URLs on the one host the agent allows (AGENT_NOTIFY_BOT_HOSTS, docs/api.md §16): a URL the schema allows on any
@@ -289,7 +293,7 @@ parameters = { "path.bot_id" = { dictionary = "victims", probability = 1.0 } }
 [[operations]]
 include-path = "/api/admin/bots"
 include-method = "POST"
-parameters = { "body.bot_id" = { dictionary = "fresh", probability = 0.5 }, "body.cpu_limit" = { dictionary = "cpus", probability = 1.0 } }
+parameters = { "body.bot_id" = { dictionary = "fresh", probability = 0.5 }, "body.cpu_limit" = { dictionary = "cpus", probability = 1.0 }, "body.node" = { dictionary = "nodes", probability = 0.9 } }
 warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !== 'missing_auth'))}, fail-on = true }
 # Only a bot may beat (docs/api.md §13): the fuzzer, calling from the host, is the platform, and every beat of its
 # is the 403 that says so, which schemathesis reads as credentials it lacks. That one warning is left out here.

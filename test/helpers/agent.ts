@@ -56,13 +56,15 @@ export type TestAgentOptions = Partial<AgentConfig> & {
   botTokens?: BotTokenVerifier;
   /** Off unless asked for: on an engine other test files share, a watchdog would act on their bots too. */
   watchdog?: AgentParts['watchdog'];
+  /** The port to listen on (a fleet's agents say theirs before they start); a free one when undefined. */
+  port?: number;
 };
 
 /** Starts the agent's app over `driver`; `host` 0.0.0.0 lets containers reach it. */
 export async function startAgent(
   driver: RuntimeDriver,
   // Off unless asked for: the samples' reads would show among the runtime calls a test counts.
-  { recoverAfterMs, locks, statsSamples = 'off', botTokens, watchdog = 'off', ...config }: TestAgentOptions = {},
+  { recoverAfterMs, locks, statsSamples = 'off', botTokens, watchdog = 'off', port = 0, ...config }: TestAgentOptions = {},
   host = '127.0.0.1',
   provisioner?: Provisioner,
 ): Promise<TestAgent> {
@@ -77,7 +79,7 @@ export async function startAgent(
     botTokens,
     watchdog,
   });
-  const server = await listen(made.app, host, 0);
+  const server = await listen(made.app, host, port);
   return {
     server,
     lifecycle: made.lifecycle,

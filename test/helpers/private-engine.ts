@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
 import { mkdirSync, openSync, closeSync, readFileSync, rmSync } from 'node:fs';
 import Docker from 'dockerode';
+import { BOT_LABEL, OWNER_LABEL } from '../../src/runtime/labels.js';
 import { TEST_IMAGE } from './docker-fixture.js';
 import { eventually } from './eventually.js';
 
@@ -68,6 +69,18 @@ export class PrivateEngine {
     if (await here.getImage(TEST_IMAGE).inspect().then(() => true, () => false)) return;
     const progress = await here.loadImage(await shared.getImage(TEST_IMAGE).get());
     await finished(progress.resume());
+  }
+
+  /** Runs `script` in the test image as a bot of `owner` (labelled as the agent finds bots), with no network. */
+  async runBot(botId: string, script: string, owner = 'user_1'): Promise<void> {
+    const container = await this.docker().createContainer({
+      name: botId,
+      Image: TEST_IMAGE,
+      Cmd: ['sh', '-c', script],
+      Labels: { [BOT_LABEL]: botId, [OWNER_LABEL]: owner },
+      HostConfig: { NetworkMode: 'none' },
+    });
+    await container.start();
   }
 
   /** Stops dockerd as a host's shutdown does (SIGTERM, waited for): containers without live-restore stop with it. */

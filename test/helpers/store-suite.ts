@@ -204,6 +204,8 @@ export function storeSuite(backend: string, open: OpenStore): void {
       ['node-a', 0, 0],
       ['node-b', 2, 1],
     ]);
+    t.deepEqual(await store.nodeOfBot('bot_1_1_a'), { name: 'node-b', url: null, aliveMs: 100 });
+    t.is(await store.nodeOfBot('bot_1_1_b'), undefined);
   });
 
   test(`${backend}: when a bot's latest event of some types happened; undefined when it has none`, async (t) => {

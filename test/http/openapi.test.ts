@@ -111,6 +111,7 @@ const fields: Record<string, unknown[]> = {
     null,
     [],
   ],
+  node: ['host-2', 'Host-2', '-host', 'h'.repeat(64), 'host 2', '', 2, null],
 };
 // The first value of each list is valid: bodies lean to it, so that many are valid and each fault stands alone.
 const field = (values: unknown[]) =>

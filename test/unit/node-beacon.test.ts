@@ -13,6 +13,7 @@ function beacon(listing: () => BotSummary[] | undefined, records: NodeRecord[] =
     renewNode: async (_name: string, _url: string | null, atMs: number) => void renewals.push(atMs),
     putNodeBots: async (_name: string, bots: readonly NodeBot[]) => void writes.push([...bots]),
     nodes: async () => records,
+    nodeOfBot: async () => undefined,
     isAway: () => false,
   };
   const made = new NodeBeacon(store, { listedBots: listing }, 'node-a', undefined, () => undefined, () => nowMs, 3_600_000);

@@ -1,0 +1,32 @@
+import { Agent, request } from 'undici';
+import type { Dispatcher } from 'undici';
+
+/** How long another node's agent has to take a connection: one that does not is away, never a hang. */
+const CONNECT_MS = 1_000;
+
+/** Connections to the fleet's other agents (docs/api.md §17), kept alive between calls. */
+const fleetConnections = new Agent({ connect: { timeout: CONNECT_MS }, keepAliveTimeout: 10_000 });
+
+/** A call to another node's agent with the fleet's key; `signal` bounds it (no other time-out applies). */
+export function fleetRequest(
+  url: URL,
+  fleetKey: string,
+  { method = 'GET', headers = {}, body, signal }: { method?: string; headers?: Record<string, string>; body?: string | undefined; signal: AbortSignal },
+): Promise<Dispatcher.ResponseData> {
+  return request(url, {
+    method: method as Dispatcher.HttpMethod,
+    headers: { ...headers, authorization: `Fleet ${fleetKey}` },
+    body,
+    dispatcher: fleetConnections,
+    signal,
+    // The caller's signal bounds the wait; a live stream's silences are its own.
+    headersTimeout: 0,
+    bodyTimeout: 0,
+  });
+}
+
+/** What a failed call to another node says of why, in a few words. */
+export function reasonOf(err: unknown): string {
+  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+  return cause?.code ?? cause?.message ?? (err instanceof Error ? err.message : String(err));
+}

@@ -1,0 +1,147 @@
+import type { Context, Middleware } from 'koa';
+import type { Dispatcher } from 'undici';
+import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../bot-id.js';
+import { NODE_NAME } from '../config.js';
+import { NodeAway } from '../errors.js';
+import { fleetRequest, reasonOf } from '../fleet/fleet-client.js';
+import { NODE_AWAY_MS } from '../fleet/node-beacon.js';
+import type { NodeLocation } from '../fleet/node-beacon.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
+import type { PlatformPolicy } from './caller.js';
+import { callerOf } from './caller.js';
+import { carriesBody } from './json-body.js';
+
+/** The lifecycle operations that name their bot in the body. */
+const BY_BODY = /^\/api\/bots\/(restart|stop|start|logs)$/;
+/** The routes that name their bot in the path. */
+const IN_PATH = /^\/api\/(?:admin\/)?bots\/([^/]+)(?:\/|$)/;
+/** How long the other node has to begin its answer beyond this agent's own lifecycle deadline. */
+const MARGIN_MS = 5_000;
+/** The request headers passed on: what the routes read; never the caller's Authorization or cookies. */
+const PASSED_ON = ['content-type', 'accept', 'last-event-id'];
+/** The answer's headers passed back beside its body and status. */
+const PASSED_BACK = ['retry-after', 'cache-control', 'x-accel-buffering'];
+
+export interface NodeForwardDeps {
+  readonly node: string;
+  /** AGENT_FLEET_KEY: without it nothing is passed on. */
+  readonly fleetKey: string | undefined;
+  readonly driver: RuntimeDriver;
+  readonly store: NodeLocator;
+  readonly policy: PlatformPolicy;
+  /** The longest a lifecycle operation waits here (AGENT_RESTART_TIMEOUT_MS): the other node gets as long. */
+  readonly deadlineMs: number;
+}
+
+/** Where the fleet's nodes are (src/fleet/node-beacon.ts). */
+export interface NodeLocator {
+  /** The node that holds the bot; undefined when none does or the store does not answer. */
+  nodeOfBot(botId: string): Promise<NodeLocation | undefined>;
+  /** The node of that name; undefined when the fleet has none (or the store does not answer). */
+  nodeNamed(name: string): Promise<NodeLocation | undefined>;
+}
+
+/** The node a create names (docs/api.md §17), where it names one. */
+function nodeOfCreate(ctx: Context): string | undefined {
+  if (ctx.method !== 'POST' || !/^\/api\/admin\/bots\/?$/.test(ctx.path)) return undefined;
+  const named = (ctx.request.body as { node?: unknown } | undefined)?.node;
+  return typeof named === 'string' && NODE_NAME.test(named) ? named : undefined;
+}
+
+/** The bot a request names, where it names one. */
+function botIdOf(ctx: Context): string | undefined {
+  const named = ctx.method === 'POST' && BY_BODY.test(ctx.path) ? (ctx.request.body as { bot_id?: unknown } | undefined)?.bot_id : IN_PATH.exec(ctx.path)?.[1];
+  return typeof named === 'string' && named.length <= BOT_ID_MAX_LENGTH && BOT_ID_PATTERN.test(named) ? named : undefined;
+}
+
+/**
+ * A platform call for a bot another node of the fleet holds is passed to that node's agent and its answer
+ * returned as it is, streams too (docs/api.md §17); a node that is away is a 503 at once, naming it. A bot's
+ * own calls are never passed on: a bot manages only itself, through its own node's agent. A call passed on
+ * is answered where it arrives, never passed again.
+ */
+export function forwardToNode({ node, fleetKey, driver, store, policy, deadlineMs }: NodeForwardDeps): Middleware {
+  /** Whether the request may be another node's, from what it says alone (no I/O). */
+  function maybeElsewhere(ctx: Context): { createOn: string } | { botId: string } | undefined {
+    const createOn = nodeOfCreate(ctx);
+    if (createOn !== undefined) return createOn === node ? undefined : { createOn };
+    const botId = botIdOf(ctx);
+    const listed = driver.listedBots();
+    // Held here (or the index is being built: this node answers for itself as before).
+    if (botId === undefined || listed === undefined || listed.some((bot) => bot.bot_id === botId)) return undefined;
+    return { botId };
+  }
+
+  return async (ctx, next) => {
+    if (fleetKey === undefined || /^Fleet\s/i.test(ctx.get('authorization'))) return next();
+    const named = maybeElsewhere(ctx);
+    // Only the platform's calls are passed on, and the fleet's nodes read for them alone.
+    if (named === undefined || (await callerOf(ctx, driver, policy)).kind !== 'platform') return next();
+    let holder: NodeLocation | undefined;
+    let what: string;
+    if ('createOn' in named) {
+      // A node the fleet lacks: the create's own check says which node this agent is (422).
+      holder = await store.nodeNamed(named.createOn);
+      what = `a create on node ${named.createOn}`;
+    } else {
+      holder = await store.nodeOfBot(named.botId);
+      what = `bot ${named.botId}'s calls`;
+      if (holder !== undefined && holder.name !== node) ctx.state.botId = named.botId;
+    }
+    if (holder === undefined || holder.name === node) return next();
+    ctx.state.node = holder.name;
+    if (holder.url === null) throw new NodeAway(`node ${holder.name} says no address the other agents reach it at (AGENT_NODE_URL): ${what} wait for it`);
+    if (Date.now() - holder.aliveMs >= NODE_AWAY_MS) {
+      throw new NodeAway(`node ${holder.name} does not answer (last seen ${new Date(holder.aliveMs).toISOString()}): ${what} wait for it`);
+    }
+    await passOn(ctx, holder.name, new URL(ctx.originalUrl, holder.url), fleetKey, deadlineMs + MARGIN_MS);
+  };
+}
+
+async function passOn(ctx: Context, name: string, url: URL, fleetKey: string, deadlineMs: number): Promise<void> {
+  const headers: Record<string, string> = {};
+  for (const header of PASSED_ON) {
+    const value = ctx.get(header);
+    if (value !== '') headers[header] = value;
+  }
+  const aborted = new AbortController();
+  const deadline = setTimeout(() => aborted.abort(new Error(`no answer within ${deadlineMs} ms`)), deadlineMs);
+  // The caller gone: so is the call passed on (a live stream's above all).
+  const callerGone = (): void => aborted.abort(new Error('the caller went away'));
+  ctx.req.once('close', callerGone);
+  const done = (): void => {
+    clearTimeout(deadline);
+    ctx.req.off('close', callerGone);
+  };
+  let answer: Dispatcher.ResponseData;
+  try {
+    answer = await fleetRequest(url, fleetKey, { method: ctx.method, headers, body: carriesBody(ctx) ? JSON.stringify(ctx.request.body) : undefined, signal: aborted.signal });
+  } catch (err) {
+    done();
+    throw new NodeAway(`node ${name} does not answer: ${reasonOf(err)}`, { cause: err });
+  }
+  ctx.status = answer.statusCode;
+  ctx.set('X-Bot-Agent-Node', name);
+  for (const header of PASSED_BACK) {
+    const value = answer.headers[header];
+    if (typeof value === 'string') ctx.set(header, value);
+  }
+  const type = String(answer.headers['content-type'] ?? 'application/json');
+  ctx.type = type;
+  if (type.startsWith('text/event-stream')) {
+    // A live stream lasts as long as its caller: only its beginning had a deadline.
+    clearTimeout(deadline);
+    answer.body.once('close', done);
+    answer.body.on('error', () => undefined);
+    ctx.body = answer.body;
+    return;
+  }
+  try {
+    const text = await answer.body.text();
+    ctx.body = type.includes('json') ? (JSON.parse(text) as unknown) : text;
+  } catch (err) {
+    throw new NodeAway(`node ${name} did not finish its answer: ${reasonOf(err)}`, { cause: err });
+  } finally {
+    done();
+  }
+}
