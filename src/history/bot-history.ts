@@ -500,15 +500,15 @@ export class BotHistory implements RunObserver {
 
   /** Those of `botIds` whose latest run ended in a crash that nothing has answered since (no start, back-off, operation, give-up or deploy). */
   async unansweredCrashes(botIds: readonly string[], nowMs: number): Promise<string[]> {
-    const wanted = new Set(botIds);
+    if (botIds.length === 0) return [];
     // In turn with this agent's writes: one under way may have kept a crash and not yet its back-off (SQLite reads what its own transaction wrote).
     return this.inTurn(() =>
       this.reading(async () => {
-        const events = await this.store.latestOfType('exited', ['exited', 'started', ...BACK_OFF_ENDERS], nowMs - 2 * DAY_MS);
+        const events = await this.store.latestOfType('exited', ['exited', 'started', ...BACK_OFF_ENDERS], nowMs - 2 * DAY_MS, botIds);
         const unanswered: string[] = [];
         for (const event of events) {
           const { at, exit } = JSON.parse(event.data) as { at?: string; exit?: { requested?: boolean } };
-          if (!wanted.has(event.botId) || exit?.requested !== false) continue;
+          if (exit?.requested !== false) continue;
           // Kept after an operation that came after the crash (its record came late): answered.
           if (((await this.store.lastEventAt(event.botId, ['started', ...CRASH_ENDERS])) ?? -1) >= Date.parse(String(at))) continue;
           unanswered.push(event.botId);

@@ -166,9 +166,9 @@ export interface HistoryStore extends HistoryTx {
   eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]>;
   /**
    * The events of `type` kept at or after `sinceMs` that are still their bot's latest of the types `among`
-   * (a crash back-off no start, stop or give-up has come after), oldest first.
+   * (a crash back-off no start, stop or give-up has come after), oldest first; of the bots `botIds` alone when given.
    */
-  latestOfType(type: string, among: readonly string[], sinceMs: number): Promise<StoredEvent[]>;
+  latestOfType(type: string, among: readonly string[], sinceMs: number, botIds?: readonly string[]): Promise<StoredEvent[]>;
   /** Calls `listener` with each event committed from now on, by any agent sharing the store, in cursor order. */
   subscribe(listener: (event: StoredEvent) => void): () => void;
   crashLoopingBots(): Promise<string[]>;

@@ -237,10 +237,13 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return rows.map(eventOf);
   }
 
-  async latestOfType(type: string, among: readonly string[], sinceMs: number): Promise<StoredEvent[]> {
+  async latestOfType(type: string, among: readonly string[], sinceMs: number, botIds?: readonly string[]): Promise<StoredEvent[]> {
+    const latest = 'e.type = $2 AND e.seq = (SELECT MAX(x.seq) FROM events x WHERE x.bot_id = e.bot_id AND x.type = ANY($3))';
     const { rows } = await (await this.query())(
-      'SELECT seq, bot_id, type, data FROM events e WHERE e.at_ms >= $1 AND e.type = $2 AND e.seq = (SELECT MAX(x.seq) FROM events x WHERE x.bot_id = e.bot_id AND x.type = ANY($3)) ORDER BY e.seq',
-      [sinceMs, type, [...among]],
+      botIds === undefined
+        ? `SELECT seq, bot_id, type, data FROM events e WHERE e.at_ms >= $1 AND ${latest} ORDER BY e.seq`
+        : `SELECT seq, bot_id, type, data FROM events e WHERE e.bot_id = ANY($4) AND e.at_ms >= $1 AND ${latest} ORDER BY e.seq`,
+      botIds === undefined ? [sinceMs, type, [...among]] : [sinceMs, type, [...among], [...botIds]],
     );
     return rows.map(eventOf);
   }

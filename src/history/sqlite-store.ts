@@ -203,14 +203,16 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     return rows.map(eventOf);
   }
 
-  async latestOfType(type: string, among: readonly string[], sinceMs: number): Promise<StoredEvent[]> {
+  async latestOfType(type: string, among: readonly string[], sinceMs: number, botIds?: readonly string[]): Promise<StoredEvent[]> {
     const marks = among.map(() => '?').join(', ');
-    const rows = this
-      .statement(
-        `SELECT seq, bot_id, type, data FROM events e WHERE e.at_ms >= ? AND e.type = ? AND e.seq = (SELECT MAX(x.seq) FROM events x WHERE x.bot_id = e.bot_id AND x.type IN (${marks})) ORDER BY e.seq`,
-      )
-      .all(sinceMs, type, ...among);
-    return rows.map(eventOf);
+    const latest = `e.at_ms >= ? AND e.type = ? AND e.seq = (SELECT MAX(x.seq) FROM events x WHERE x.bot_id = e.bot_id AND x.type IN (${marks}))`;
+    if (botIds === undefined) {
+      return this.statement(`SELECT seq, bot_id, type, data FROM events e WHERE ${latest} ORDER BY e.seq`).all(sinceMs, type, ...among).map(eventOf);
+    }
+    // json_each: one statement however many bots are asked (no list of marks to build, nor a cap on them).
+    return this.statement(`SELECT seq, bot_id, type, data FROM events e WHERE e.bot_id IN (SELECT value FROM json_each(?)) AND ${latest} ORDER BY e.seq`)
+      .all(JSON.stringify(botIds), sinceMs, type, ...among)
+      .map(eventOf);
   }
 
   async crashLoopingBots(): Promise<string[]> {

@@ -182,6 +182,8 @@ export function storeSuite(backend: string, open: OpenStore): void {
     await store.appendEvent('bot_1_1_d', 'backing-off', 10, () => '{"n":5}');
     t.truthy(c1);
     t.deepEqual(await store.latestOfType('backing-off', among, 50), [a, c2], 'b was stopped since; c backs off again; d is older than asked');
+    t.deepEqual(await store.latestOfType('backing-off', among, 50, ['bot_1_1_c', 'bot_1_1_b', 'bot_1_1_z']), [c2], 'of the bots asked alone');
+    t.deepEqual(await store.latestOfType('backing-off', among, 50, []), [], 'no bot asked, none answered');
     t.truthy(b);
   });
 
