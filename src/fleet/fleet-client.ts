@@ -7,7 +7,13 @@ const CONNECT_MS = 1_000;
 /** Connections to the fleet's other agents (docs/api.md §17), kept alive between calls. */
 const fleetConnections = new Agent({ connect: { timeout: CONNECT_MS }, keepAliveTimeout: 10_000 });
 
-/** A call to another node's agent with the fleet's key; `signal` bounds it (no other time-out applies). */
+/**
+ * A silence this long in an answer's body means the node is gone: a live stream's agent pings every 15 s
+ * (docs/api.md §9), and any other answer's body comes whole once it begins.
+ */
+const BODY_SILENCE_MS = 45_000;
+
+/** A call to another node's agent with the fleet's key; `signal` bounds its wait for an answer. */
 export function fleetRequest(
   url: URL,
   fleetKey: string,
@@ -19,9 +25,9 @@ export function fleetRequest(
     body,
     dispatcher: fleetConnections,
     signal,
-    // The caller's signal bounds the wait; a live stream's silences are its own.
+    // The caller's signal bounds the wait for the answer to begin.
     headersTimeout: 0,
-    bodyTimeout: 0,
+    bodyTimeout: BODY_SILENCE_MS,
   });
 }
 

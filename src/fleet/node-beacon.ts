@@ -98,15 +98,14 @@ export class NodeBeacon {
     }));
   }
 
-  /** The node that holds the bot, as its agent last said; undefined when none does (or the store does not answer). */
-  async nodeOfBot(botId: string): Promise<NodeLocation | undefined> {
-    return this.store.nodeOfBot(botId).catch(() => undefined);
+  /** The node that holds the bot, as its agent last said; undefined when none does. Throws when the store does not answer. */
+  nodeOfBot(botId: string): Promise<NodeLocation | undefined> {
+    return this.store.nodeOfBot(botId);
   }
 
-  /** The node of that name, as its agent last said; undefined when the fleet has none (or the store does not answer). */
+  /** The node of that name, as its agent last said; undefined when the fleet has none. Throws when the store does not answer. */
   async nodeNamed(name: string): Promise<NodeLocation | undefined> {
-    const records = await this.store.nodes().catch(() => []);
-    return records.find((record) => record.name === name);
+    return (await this.store.nodes()).find((record) => record.name === name);
   }
 
   close(): void {

@@ -2,7 +2,7 @@ import type { Context, Middleware } from 'koa';
 import type { Dispatcher } from 'undici';
 import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../bot-id.js';
 import { NODE_NAME } from '../config.js';
-import { NodeAway } from '../errors.js';
+import { HistoryUnavailable, NodeAway } from '../errors.js';
 import { fleetRequest, reasonOf } from '../fleet/fleet-client.js';
 import { NODE_AWAY_MS } from '../fleet/node-beacon.js';
 import type { NodeLocation } from '../fleet/node-beacon.js';
@@ -17,6 +17,8 @@ const BY_BODY = /^\/api\/bots\/(restart|stop|start|logs)$/;
 const IN_PATH = /^\/api\/(?:admin\/)?bots\/([^/]+)(?:\/|$)/;
 /** How long the other node has to begin its answer beyond this agent's own lifecycle deadline. */
 const MARGIN_MS = 5_000;
+/** How often a node whose answer is awaited is looked up: whether it still renews its row. */
+const AWAY_CHECK_MS = 5_000;
 /** The request headers passed on: what the routes read; never the caller's Authorization or cookies. */
 const PASSED_ON = ['content-type', 'accept', 'last-event-id'];
 /** The answer's headers passed back beside its body and status. */
@@ -35,9 +37,9 @@ export interface NodeForwardDeps {
 
 /** Where the fleet's nodes are (src/fleet/node-beacon.ts). */
 export interface NodeLocator {
-  /** The node that holds the bot; undefined when none does or the store does not answer. */
+  /** The node that holds the bot; undefined when none does. Throws when the store does not answer. */
   nodeOfBot(botId: string): Promise<NodeLocation | undefined>;
-  /** The node of that name; undefined when the fleet has none (or the store does not answer). */
+  /** The node of that name; undefined when the fleet has none. Throws when the store does not answer. */
   nodeNamed(name: string): Promise<NodeLocation | undefined>;
 }
 
@@ -80,12 +82,17 @@ export function forwardToNode({ node, fleetKey, driver, store, policy, deadlineM
     let holder: NodeLocation | undefined;
     let what: string;
     if ('createOn' in named) {
+      what = `creates on node ${named.createOn}`;
       // A node the fleet lacks: the create's own check says which node this agent is (422).
-      holder = await store.nodeNamed(named.createOn);
-      what = `a create on node ${named.createOn}`;
+      holder = await store.nodeNamed(named.createOn).catch((err: unknown) => {
+        throw new HistoryUnavailable(`the history's database does not answer: ${what} wait for it`, { cause: err });
+      });
     } else {
-      holder = await store.nodeOfBot(named.botId);
       what = `bot ${named.botId}'s calls`;
+      // Not this node's bot, and which node holds it cannot be read: a 503, not the 404 of a bot no node holds.
+      holder = await store.nodeOfBot(named.botId).catch((err: unknown) => {
+        throw new HistoryUnavailable(`the history's database does not answer: which node holds bot ${named.botId} cannot be read`, { cause: err });
+      });
       if (holder !== undefined && holder.name !== node) ctx.state.botId = named.botId;
     }
     if (holder === undefined || holder.name === node) return next();
@@ -94,11 +101,14 @@ export function forwardToNode({ node, fleetKey, driver, store, policy, deadlineM
     if (Date.now() - holder.aliveMs >= NODE_AWAY_MS) {
       throw new NodeAway(`node ${holder.name} does not answer (last seen ${new Date(holder.aliveMs).toISOString()}): ${what} wait for it`);
     }
-    await passOn(ctx, holder.name, new URL(ctx.originalUrl, holder.url), fleetKey, deadlineMs + MARGIN_MS);
+    const name = holder.name;
+    // Away only as the store says: a store that does not answer lets the call wait on to its deadline.
+    const away = async (): Promise<boolean> => Date.now() - ((await store.nodeNamed(name))?.aliveMs ?? 0) >= NODE_AWAY_MS;
+    await passOn(ctx, name, new URL(ctx.originalUrl, holder.url), fleetKey, deadlineMs + MARGIN_MS, away);
   };
 }
 
-async function passOn(ctx: Context, name: string, url: URL, fleetKey: string, deadlineMs: number): Promise<void> {
+async function passOn(ctx: Context, name: string, url: URL, fleetKey: string, deadlineMs: number, away: () => Promise<boolean>): Promise<void> {
   const headers: Record<string, string> = {};
   for (const header of PASSED_ON) {
     const value = ctx.get(header);
@@ -109,7 +119,14 @@ async function passOn(ctx: Context, name: string, url: URL, fleetKey: string, de
   // The caller gone: so is the call passed on (a live stream's above all).
   const callerGone = (): void => aborted.abort(new Error('the caller went away'));
   ctx.req.once('close', callerGone);
+  // A node gone while its answer is awaited (its host off: a kept-alive connection hears nothing) is let go once
+  // it stops renewing its row, not at the deadline.
+  const watch = setInterval(() => {
+    void away().then((gone) => gone && aborted.abort(new Error('it stopped saying it is alive')), () => undefined);
+  }, AWAY_CHECK_MS);
+  const answered = (): void => clearInterval(watch);
   const done = (): void => {
+    answered();
     clearTimeout(deadline);
     ctx.req.off('close', callerGone);
   };
@@ -120,6 +137,7 @@ async function passOn(ctx: Context, name: string, url: URL, fleetKey: string, de
     done();
     throw new NodeAway(`node ${name} does not answer: ${reasonOf(err)}`, { cause: err });
   }
+  answered();
   ctx.status = answer.statusCode;
   ctx.set('X-Bot-Agent-Node', name);
   for (const header of PASSED_BACK) {
