@@ -119,12 +119,12 @@ export class RuntimeUnavailable extends AgentError {
   readonly status = 503;
 }
 
-/** The history's store (its database) does not answer: reads of records and events wait for it. */
 /** The node that holds the bot does not answer (docs/api.md §17): its agent is away, or its call failed. */
 export class NodeAway extends AgentError {
   readonly status = 503;
 }
 
+/** The history's store (its database) does not answer: reads of records and events wait for it. */
 export class HistoryUnavailable extends AgentError {
   readonly status = 503;
 }

@@ -53,7 +53,7 @@ function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
 
-/** The credentials an Authorization header carries under `scheme` (`Bearer`, `Bot`), else undefined. */
+/** The credentials an Authorization header carries under `scheme` (`Bearer`, `Bot`, `Fleet`), else undefined. */
 function credentialsOf(authorization: string | undefined, scheme: 'Bearer' | 'Bot' | 'Fleet'): string | undefined {
   const [given, credentials] = /^(\S+)\s+(\S+)\s*$/.exec(authorization ?? '')?.slice(1) ?? [];
   return given?.toLowerCase() === scheme.toLowerCase() ? credentials : undefined;
