@@ -569,7 +569,7 @@ export const openApiDocument = {
           ...responsesWith('201', { ...ok('Created and started'), links: botLinks }, 400, 413, 415, 500, 501, 503),
           '403': { description: `${failureText[403]}; or the registry refused the pull's login, or wants one (docs/api.md §14)`, content: json(ref('Failure')) },
           '409': { description: 'A bot with this id exists', content: json(ref('Failure')) },
-          '422': { description: `${failureText[422]}; or its image (or tag) is not in its registry (docs/api.md §14)`, content: json(ref('Failure')) },
+          '422': { description: `${failureText[422]}; or its image (or tag) is not in its registry (docs/api.md §14); or it names a node that is not this agent's and not one of the fleet it passes creates to (docs/api.md §17)`, content: json(ref('Failure')) },
           '502': { description: "The image's registry cannot be reached, or failed the pull (docs/api.md §14)", content: json(ref('Failure')) },
           '504': { description: 'The pull of the image took longer than AGENT_PULL_TIMEOUT_S; it was abandoned (docs/api.md §14)', content: json(ref('Failure')) },
         },
