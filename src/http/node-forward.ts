@@ -68,9 +68,8 @@ export function forwardToNode({ node, fleetKey, driver, store, policy, deadlineM
     const createOn = nodeOfCreate(ctx);
     if (createOn !== undefined) return createOn === node ? undefined : { createOn };
     const botId = botIdOf(ctx);
-    const listed = driver.listedBots();
-    // Held here (or the index is being built: this node answers for itself as before).
-    if (botId === undefined || listed === undefined || listed.some((bot) => bot.bot_id === botId)) return undefined;
+    // Held here (or the index is being built: this node answers for itself as before); one look-up in memory.
+    if (botId === undefined || driver.holdsBot(botId) !== false) return undefined;
     return { botId };
   }
 

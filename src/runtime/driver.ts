@@ -170,6 +170,9 @@ export interface RuntimeDriver {
    */
   listedBots(): BotSummary[] | undefined;
 
+  /** Whether the index or watch holds the bot, from memory; undefined while it is being built. */
+  holdsBot(botId: string): boolean | undefined;
+
   /** The bot with this id. Throws NotFound. */
   findBot(botId: string): Promise<BotInfo>;
 

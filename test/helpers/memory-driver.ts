@@ -70,6 +70,10 @@ export class MemoryDriver implements RuntimeDriver {
     return this.bots.size;
   }
 
+  holdsBot(botId: string): boolean {
+    return this.bots.has(botId);
+  }
+
   listedBots(): BotSummary[] {
     return [...this.bots.values()].map((bot) => ({
       bot_id: bot.id,

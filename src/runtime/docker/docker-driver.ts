@@ -93,6 +93,11 @@ class DockerDriver implements RuntimeDriver {
     return health;
   }
 
+  holdsBot(botId: string): boolean | undefined {
+    const held = this.index.byIndex('bot', botId);
+    return held === undefined ? undefined : held.length > 0;
+  }
+
   listedBots(): BotSummary[] | undefined {
     return this.index.all()?.map((bot) => ({
       bot_id: bot.botId,

@@ -113,6 +113,11 @@ class KubernetesDriver implements RuntimeDriver {
     return this.deployments.count('bot');
   }
 
+  holdsBot(botId: string): boolean | undefined {
+    const held = this.deployments.byIndex('bot', botId);
+    return held === undefined ? undefined : held.length > 0;
+  }
+
   listedBots(): BotSummary[] | undefined {
     const deploymentKeys = this.deployments.keysOf('bot');
     if (deploymentKeys === undefined || this.watchedPods.keysOf('bot') === undefined) return undefined;
