@@ -5,6 +5,7 @@
 // the two ways interleaved round by round; the figures are medians and 99th percentiles in ms.
 // Run as root, with the engine and PostgreSQL up (npm test's set-up starts both): npm run bench:fleet
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { createDockerDriver } from '../src/runtime/docker/docker-driver.js';
 import { startAgent } from '../test/helpers/agent.js';
@@ -16,11 +17,7 @@ import { PrivateEngine } from '../test/helpers/private-engine.js';
 import { writeSection } from './bench-sections.js';
 
 const ROUNDS = 2_000;
-const FLEET_KEY = randomKey();
-
-function randomKey(): string {
-  return Array.from(crypto.getRandomValues(new Uint8Array(24)), (byte) => byte.toString(16).padStart(2, '0')).join('');
-}
+const FLEET_KEY = randomBytes(24).toString('hex');
 
 const percentile = (sorted: number[], p: number): number => Math.round((sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0) * 100) / 100;
 
