@@ -44,10 +44,8 @@ async function followAcrossRuns(stream: SseStream, driver: RuntimeDriver, histor
         heldTooLong ??= setTimeout(sendHeldEnds, HELD_END_MAX_MS);
       } else stream.send(sseOf(event));
       lastEnd = Math.max(lastEnd ?? at, at);
-    } else {
-      starts.push(at);
-      wake?.();
-    }
+    } else starts.push(at);
+    wake?.();
   });
   // The runtime may end a stream only after it has sent some of the next run's lines: reading that run
   // again from its start must not send them twice. Lines carry millisecond times: those of the last
@@ -67,12 +65,20 @@ async function followAcrossRuns(stream: SseStream, driver: RuntimeDriver, histor
     atLastAt.add(line.line);
     stream.send({ event: 'log', data: JSON.stringify({ line: line.line, stream: line.stream, at: line.at.toISOString() }) });
   };
+  /**
+   * Whether a run that started at `at` follows what was read. Not strictly after an end: Kubernetes gives
+   * times to the second, and the kubelet starts a run again in the second its last one ended. With no end
+   * seen yet, only a start after every line sent: under load the start of the run just read may be told
+   * after its lines (and its end later still), and is no next run.
+   */
+  const followsRead = (at: number): boolean => (lastEnd !== undefined ? at >= lastEnd : at >= beginning && at > lastAt);
   /** The start of the first run that has not ended yet, once there is one. */
   const nextRun = async (): Promise<number | undefined> => {
     while (!stream.closed) {
-      // Not strictly after: Kubernetes gives times to the second, and the kubelet starts a run again in the second its last one ended.
-      const next = starts.find((at) => at >= (lastEnd ?? beginning));
-      starts.length = 0;
+      const next = starts.find(followsRead);
+      // A start not taken yet may be once an end is seen; one before the last end never will.
+      const kept = next === undefined ? starts.filter((at) => at >= (lastEnd ?? beginning)) : [];
+      starts.splice(0, starts.length, ...kept);
       if (next !== undefined) return next;
       await new Promise<void>((resolve) => {
         wake = resolve;

@@ -87,8 +87,9 @@ test('a bot killed with SIGKILL through the engine: 137, SIGKILL, requested', as
 });
 
 test('a bot killed by the kernel for memory: oom_killed, not requested', async (t) => {
-  // A shell variable that doubles until the 16 MiB limit stops it.
-  const bot = await fixture.runBot({ script: 'echo allocating; x=0123456789abcdef; while :; do x="$x$x"; done; echo survived', memoryBytes: 16 * 1024 * 1024 });
+  // A shell variable that doubles until the 16 MiB limit stops it, once containerd watches the container's memory
+  // (a kill before that is known to no runtime: docs/api.md §8).
+  const bot = await fixture.runBot({ script: 'sleep 2; echo allocating; x=0123456789abcdef; while :; do x="$x$x"; done; echo survived', memoryBytes: 16 * 1024 * 1024 });
   const [exit] = await awaitExits(bot, 1);
   t.like(exit, { oom_killed: true, requested: false, exit_code: 137, signal: 'SIGKILL' });
   t.regex(exit!.logs, /allocating/);
@@ -110,7 +111,8 @@ async function agentBehindProxy(t: ExecutionContext): Promise<{ proxy: SocketPro
 
 test('a kill for memory the engine reports after the exit (as it may under load) is still oom_killed', async (t) => {
   const { proxy, agent: late } = await agentBehindProxy(t);
-  const bot = await fixture.runBot({ script: 'echo allocating; x=0123456789abcdef; while :; do x="$x$x"; done', memoryBytes: 16 * 1024 * 1024, start: false });
+  // Allocating after a pause, as above.
+  const bot = await fixture.runBot({ script: 'sleep 2; echo allocating; x=0123456789abcdef; while :; do x="$x$x"; done', memoryBytes: 16 * 1024 * 1024, start: false });
   proxy.holdAnswers(['"Action":"oom"', bot.container.id], ['"Action":"die"', bot.container.id]);
   // The agent's watch of the engine's events is open before the bot starts.
   await eventually(() => proxy.requests.some((line) => line.includes('/events')));

@@ -36,6 +36,8 @@ export class MemoryDriver implements RuntimeDriver {
   observer: RunObserver | undefined;
   /** `line:<botId>` for each line written live, `end:<botId>` when a run ends. */
   private readonly live = new EventEmitter().setMaxListeners(0);
+  /** The lines written with `write`, with their times, by bot. */
+  private readonly written = new Map<string, LogLine[]>();
   private inFlight = 0;
   /** The most operations that ever ran at once. */
   maxInFlight = 0;
@@ -112,10 +114,12 @@ export class MemoryDriver implements RuntimeDriver {
     this.observer = observer;
   }
 
-  /** The bot writes a line: its followers get it. */
-  write(botId: string, line: string): void {
+  /** The bot writes a line: its followers get it, and a read since a time before `at`. */
+  write(botId: string, line: string, at = new Date()): void {
     this.bots.get(botId)?.logLines.push(line);
-    this.live.emit(`line:${botId}`, { line, stream: 'stdout', at: new Date() } satisfies LogLine);
+    const written = { line, stream: 'stdout', at } satisfies LogLine;
+    this.written.set(botId, [...(this.written.get(botId) ?? []), written]);
+    this.live.emit(`line:${botId}`, written);
   }
 
   /** The bot's run ends: its followers' streams end. */
@@ -127,8 +131,10 @@ export class MemoryDriver implements RuntimeDriver {
 
   async followLogs(botId: string, from: LogsFrom, onLine: (line: LogLine) => void, signal: AbortSignal): Promise<void> {
     const bot = this.get('followLogs', botId);
-    const lines = 'lines' in from ? (from.lines === 0 ? [] : bot.logLines.slice(-from.lines)) : [];
-    for (const line of lines) onLine({ line, stream: 'stdout', at: bot.startedAt });
+    if ('lines' in from) {
+      const lines = from.lines === 0 ? [] : bot.logLines.slice(-from.lines);
+      for (const line of lines) onLine({ line, stream: 'stdout', at: bot.startedAt });
+    } else for (const line of this.written.get(botId) ?? []) if (line.at >= from.since) onLine(line);
     if (!bot.running) return;
     this.live.on(`line:${botId}`, onLine);
     try {

@@ -122,6 +122,34 @@ test('live logs: the last lines, then each new one, an exited event when the run
   follower.close();
 });
 
+// Under load the runtime may tell of a run's start only after a follower began reading that run.
+test("live logs: a run's start told late is not taken for the next run; the next run's lines come after the exited event", async (t) => {
+  const driver = new MemoryDriver();
+  const startedAt = new Date(Date.now() - 300);
+  driver.add({ ...SELF, logLines: ['one'], startedAt });
+  const agent = await startAgent(driver);
+  t.teardown(agent.close);
+  const follower = await openStream(agent.server, `/api/bots/${SELF.id}/logs?follow=true`, { from: SELF.address });
+  await follower.next((e) => e.data.line === 'one');
+  await driver.observer?.started({ botId: SELF.id, startedAt, key: `${SELF.id}:run-1` });
+  // A restart: the run ends, the next begins and writes at once; the runtime records the end, then the start.
+  driver.endRun(SELF.id);
+  const endedAt = new Date();
+  Object.assign(driver.bots.get(SELF.id)!, { running: true, startedAt: new Date(endedAt.getTime() + 5) });
+  await new Promise((resolve) => setImmediate(resolve));
+  driver.write(SELF.id, 'next run', new Date(endedAt.getTime() + 10));
+  // The end is recorded a moment later (a record waits for the run's last lines).
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await driver.observer?.ended({ botId: SELF.id, at: endedAt, exitCode: 0, oomKilled: false, requested: true, startedAt, logs: 'one\n', key: `${SELF.id}:end-1` });
+  await driver.observer?.started({ botId: SELF.id, startedAt: new Date(endedAt.getTime() + 5), key: `${SELF.id}:run-2` });
+  await follower.next((e) => e.data.line === 'next run');
+  t.deepEqual(
+    follower.events.map((e) => (e.event === 'log' ? e.data.line : e.event)),
+    ['one', 'exited', 'next run'],
+  );
+  follower.close();
+});
+
 test(`at most ${MAX_FOLLOWERS_PER_BOT} followers of one bot and ${MAX_FOLLOWERS} in all: 429 past that; a place is free again once one leaves`, async (t) => {
   const { driver, agent } = await setUp(t);
   const ofSelf = await Promise.all(Array.from({ length: MAX_FOLLOWERS_PER_BOT }, () => openStream(agent.server, `/api/bots/${SELF.id}/logs?follow=true`)));

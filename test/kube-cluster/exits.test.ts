@@ -76,7 +76,8 @@ test('a bot that exits 3 and is restarted by the kubelet: its record with its li
 });
 
 test('a bot OOM-killed under its memory limit: oom_killed, SIGKILL, not requested', async (t) => {
-  const id = await deploy('echo allocating; x=0123456789abcdef; while :; do x="$x$x"; done', '16Mi');
+  // Allocating after a pause: containerd watches the container's memory only once it started (docs/api.md §8).
+  const id = await deploy('sleep 2; echo allocating; x=0123456789abcdef; while :; do x="$x$x"; done', '16Mi');
   const [exit] = await awaitExits(id, 1);
   t.like(exit, { oom_killed: true, requested: false, exit_code: 137, signal: 'SIGKILL' });
   t.regex(exit!.logs, /allocating/);

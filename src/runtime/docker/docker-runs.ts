@@ -90,7 +90,9 @@ export class DockerRunWatcher {
     const botId = attributes[BOT_LABEL];
     // A bot is the container named by its id that carries its label (docs/api.md §1).
     if (event.Type !== 'container' || !containerId || !botId || attributes.name !== botId) return;
-    const at = new Date(event.timeNano !== undefined ? event.timeNano / 1e6 : Date.now());
+    // Rounded: nanoseconds since the epoch are past a double's exact integers, and a millisecond read as x.9999
+    // would fall before a stop begun in that millisecond.
+    const at = new Date(event.timeNano !== undefined ? Math.round(event.timeNano / 1e6) : Date.now());
     const key = `docker:${containerId}:${event.timeNano ?? at.getTime()}`;
     switch (event.Action) {
       case 'start': {
