@@ -1,8 +1,9 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, clock, exitReason, plainWords } from './api.js';
 import type { BotEvent, BotStatus, ExitRecord } from './api.js';
 import { Charts } from './charts.js';
 import { HealthBadge } from './health-badge.js';
+import { newestOnly } from './newest.js';
 import { LogTail } from './log-tail.js';
 import { DEPLOY_EVENTS, Deploys, deployWords } from './deploys.js';
 import { useEvents } from './use-events.js';
@@ -17,15 +18,18 @@ export function Bot({ botId, onForbidden }: { botId: string; onForbidden: (err: 
   const [events, setEvents] = useState<BotEvent[]>([]);
   const [opened, setOpened] = useState<ReadonlySet<string>>(new Set());
   const path = `/api/bots/${encodeURIComponent(botId)}`;
+  const turn = useMemo(newestOnly, [botId]);
 
   const load = async () => {
+    const newest = turn();
     try {
       const [{ bot }, { exits: kept }] = await Promise.all([api<{ bot: BotStatus }>(path), api<{ exits: ExitRecord[] }>(`${path}/exits?limit=50`)]);
+      if (!newest()) return;
       setStatus(bot);
       setExits(kept);
       setFailure(undefined);
     } catch (err) {
-      if (!onForbidden(err)) setFailure(plainWords(err));
+      if (newest() && !onForbidden(err)) setFailure(plainWords(err));
     }
   };
 

@@ -1,4 +1,5 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { newestOnly } from './newest.js';
 import { api, clock, megabytes, plainWords } from './api.js';
 import type { BotEvent, Revision } from './api.js';
 
@@ -42,15 +43,18 @@ export function Deploys({ botId, events }: { botId: string; events: BotEvent[] }
   const path = `/api/admin/bots/${encodeURIComponent(botId)}`;
   const deployEvents = events.filter((event) => DEPLOY_EVENTS.has(event.type));
   const newest = deployEvents[0];
+  const turn = useMemo(newestOnly, [botId]);
 
   const load = async () => {
+    const newest = turn();
     try {
       const { revisions: kept, deploys: offered } = await api<{ revisions: Revision[]; deploys: boolean }>(`/api/bots/${encodeURIComponent(botId)}/revisions`);
+      if (!newest()) return;
       setRevisions(kept);
       setDeploys(offered);
       setImage((shown) => shown || (kept[0]?.spec.image ?? ''));
     } catch (err) {
-      setAnswer({ ok: false, text: plainWords(err) });
+      if (newest()) setAnswer({ ok: false, text: plainWords(err) });
     }
   };
   useEffect(() => void load(), [botId, newest?.id]);
