@@ -41,6 +41,8 @@ export type FleetBot = Omit<BotStatus, 'last_exit'> & {
   restarts_last_hour: number;
   last_exit: ExitSummary | null;
   sparkline: { cpu_percent: number[]; memory_bytes: number[] };
+  /** On the rows of a node away: the bot as its agent last said, at this time. */
+  last_known?: string;
 };
 
 /** An exit record without its lines, as the table carries it. */

@@ -182,8 +182,8 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
         <ul class="nodes-away" aria-label="Nodes away">
           {away.map((node) => (
             <li key={node.node} data-node={node.node}>
-              <span class="badge crash-looping">away</span> node {node.node} since {new Date(node.seen_at).toLocaleString()}: its {node.bots} bots are not in the table; {node.running} of them were
-              running when last seen
+              <span class="badge crash-looping">away</span> node {node.node} since {new Date(node.seen_at).toLocaleString()}: its {node.bots} bots are shown as
+              last known; {node.running} of them were running then
             </li>
           ))}
         </ul>
@@ -214,14 +214,21 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
             <tbody>
               {first > 0 && <tr class="spacer" style={{ height: `${first * ROW_HEIGHT}px` }} aria-hidden="true" />}
               {shown.slice(first, end).map((bot, i) => (
-                <tr key={bot.bot_id} class={`row ${bot.state}`} aria-rowindex={first + i + 2} data-bot={bot.bot_id}>
+                <tr key={bot.bot_id} class={`row ${bot.state}${bot.last_known ? ' last-known' : ''}`} aria-rowindex={first + i + 2} data-bot={bot.bot_id}>
                   <td>
                     <a href={`#/bots/${encodeURIComponent(bot.bot_id)}`}>{bot.bot_id}</a>
                   </td>
                   <td>{bot.user_id ?? '—'}</td>
                   {nodeNames.length > 1 && <td>{bot.node}</td>}
                   <td>
-                    <span class={`badge ${bot.state}`}>{bot.state}</span> <HealthBadge health={bot.health} />
+                    <span class={`badge ${bot.state}`}>{bot.state}</span>{' '}
+                    {bot.last_known ? (
+                      <span class="badge last-known" title={`as its node's agent last said, ${new Date(bot.last_known).toLocaleString()}`}>
+                        last known
+                      </span>
+                    ) : (
+                      <HealthBadge health={bot.health} />
+                    )}
                   </td>
                   <td>{bot.uptime ?? '—'}</td>
                   <td class="number">

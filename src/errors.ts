@@ -124,6 +124,16 @@ export class NodeAway extends AgentError {
   readonly status = 503;
 }
 
+/** Another node's agent refused what this one asked of it: its status and its words, passed on (docs/api.md §17). */
+export class RefusedByNode extends AgentError {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** The history's store (its database) does not answer: reads of records and events wait for it. */
 export class HistoryUnavailable extends AgentError {
   readonly status = 503;
@@ -166,8 +176,9 @@ export const messages = {
   crossSite:
     'forbidden: cross-site request: a loopback caller must name loopback (or AGENT_TRUSTED_HOSTS) in Host, with no Origin of another site and no Sec-Fetch-Site cross-site or same-site',
   platformOnly: 'forbidden: only the platform (loopback or admin token) may create, list or remove bots',
-  platformOnlyNodes: "forbidden: only the platform (loopback or admin token) may list the fleet's nodes",
+  platformOnlyNodes: "forbidden: only the platform (loopback or admin token) may list or drain the fleet's nodes",
   notTheFleet: "forbidden: this fleet key is not this fleet's (AGENT_FLEET_KEY)",
+  fleetOnly: "forbidden: only another agent of the fleet (Authorization: Fleet) makes here a bot it moves; the platform moves bots with POST /api/admin/bots/{bot_id}/move",
   provisioningOff: 'forbidden: provisioning is off on this agent (AGENT_PROVISIONING=off): bots are created and removed elsewhere',
   platformOnlyNotifications: 'forbidden: only the platform (loopback or admin token) may send a test message to the chats',
   platformOnlyChats: "forbidden: only the platform (loopback or admin token) may set, read or test a bot's chats",

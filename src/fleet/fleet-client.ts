@@ -31,6 +31,24 @@ export function fleetRequest(
   });
 }
 
+/**
+ * An answer's body as JSON, read to at most `maxBytes`: another node's answer is input like any other, and a
+ * broken or hostile node cannot make this agent hold more.
+ */
+export async function boundedJson(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    bytes += chunk.length;
+    if (bytes > maxBytes) {
+      body.destroy();
+      throw new Error(`its answer passed ${maxBytes} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+}
+
 /** What a failed call to another node says of why, in a few words. */
 export function reasonOf(err: unknown): string {
   const cause = (err as { cause?: { code?: string; message?: string } }).cause;

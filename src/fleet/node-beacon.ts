@@ -6,6 +6,11 @@ import type { RuntimeDriver } from '../runtime/driver.js';
 export const NODE_RENEW_MS = 5_000;
 /** A node not renewed for this long is away (three renewals missed). */
 export const NODE_AWAY_MS = 15_000;
+/**
+ * How often a node's bots are written even unchanged: a row another node took for a moment (a move's, written
+ * by the old node a moment after the new one's) is this node's again within a minute (docs/api.md §17).
+ */
+export const REWRITE_MS = 60_000;
 
 /** A node of the fleet as its agent last said: its address, and when it last renewed its row. */
 export interface NodeLocation {
@@ -34,14 +39,15 @@ export interface NodeView {
  */
 export class NodeBeacon {
   private readonly timer: NodeJS.Timeout;
-  /** The bots last written, as a key: unchanged, they are not written again. */
+  /** The bots last written, as a key, and when: unchanged, they are not written again until REWRITE_MS pass. */
   private written: string | undefined;
+  private writtenAtMs = 0;
   private renewing = false;
   /** The last renewal failed: told once until one succeeds (a database away fails every renewal). */
   private failing = false;
 
   constructor(
-    private readonly store: Pick<HistoryStore, 'renewNode' | 'putNodeBots' | 'nodes' | 'nodeOfBot' | 'isAway'>,
+    private readonly store: Pick<HistoryStore, 'renewNode' | 'putNodeBots' | 'nodes' | 'nodeOfBot' | 'botsOfNode' | 'isAway'>,
     private readonly driver: Pick<RuntimeDriver, 'listedBots'>,
     readonly node: string,
     private readonly url: string | undefined,
@@ -66,9 +72,10 @@ export class NodeBeacon {
       if (listed === undefined) return;
       const bots: NodeBot[] = listed.map((bot) => ({ botId: bot.bot_id, running: bot.state === 'running' })).sort((a, b) => (a.botId < b.botId ? -1 : 1));
       const key = JSON.stringify(bots);
-      if (key === this.written) return;
+      if (key === this.written && atMs - this.writtenAtMs < REWRITE_MS) return;
       await this.store.putNodeBots(this.node, bots, atMs);
       this.written = key;
+      this.writtenAtMs = atMs;
     } catch (err) {
       if (!this.failing) this.report(`node ${this.node} could not be renewed in the history's store`, err);
       this.failing = true;
@@ -101,6 +108,11 @@ export class NodeBeacon {
   /** The node that holds the bot, as its agent last said; undefined when none does. Throws when the store does not answer. */
   nodeOfBot(botId: string): Promise<NodeLocation | undefined> {
     return this.store.nodeOfBot(botId);
+  }
+
+  /** The bots the node holds as its agent last said. Throws when the store does not answer. */
+  botsOf(name: string): Promise<NodeBot[]> {
+    return this.store.botsOfNode(name);
   }
 
   /** The node of that name, as its agent last said; undefined when the fleet has none. Throws when the store does not answer. */

@@ -162,6 +162,8 @@ export interface HistoryStore extends HistoryTx {
   nodes(): Promise<NodeRecord[]>;
   /** The node that holds the bot, as its agent last said; undefined when none does. */
   nodeOfBot(botId: string): Promise<{ readonly name: string; readonly url: string | null; readonly aliveMs: number } | undefined>;
+  /** The bots the node holds as its agent last said, by id. */
+  botsOfNode(name: string): Promise<NodeBot[]>;
   /** Kept events after `seq`, oldest first, of one bot or of all. */
   eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]>;
   /**

@@ -194,6 +194,11 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return row && { name: row.name as string, url: (row.url as string | null) ?? null, aliveMs: Number(row.alive_ms) };
   }
 
+  async botsOfNode(name: string): Promise<NodeBot[]> {
+    const { rows } = await (await this.query())('SELECT bot_id, running FROM node_bots WHERE node = $1 ORDER BY bot_id', [name]);
+    return rows.map((row) => ({ botId: row.bot_id as string, running: row.running === true }));
+  }
+
   async nodes(): Promise<NodeRecord[]> {
     const { rows } = await (await this.query())(
       `SELECT n.name, n.url, n.alive_ms, COUNT(b.bot_id) AS bots, COUNT(b.bot_id) FILTER (WHERE b.running) AS running

@@ -380,6 +380,11 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     return row && { name: row.name as string, url: (row.url as string | null) ?? null, aliveMs: Number(row.alive_ms) };
   }
 
+  async botsOfNode(name: string): Promise<NodeBot[]> {
+    const rows = this.statement('SELECT bot_id, running FROM node_bots WHERE node = ? ORDER BY bot_id').all(name);
+    return rows.map((row) => ({ botId: row.bot_id as string, running: Number(row.running) === 1 }));
+  }
+
   async nodes(): Promise<NodeRecord[]> {
     const rows = this.statement(
       `SELECT n.name, n.url, n.alive_ms, COUNT(b.bot_id) AS bots, COALESCE(SUM(b.running), 0) AS running

@@ -5,7 +5,7 @@ import type { BotHistory } from '../history/bot-history.js';
 import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import { DEFAULT_DEADLINE_S, DEFAULT_MIN_READY_S } from '../deploys/deploys.js';
 import type { Deploys } from '../deploys/deploys.js';
-import type { BotHealthSpec } from '../provisioning/bot-spec.js';
+import type { BotHealthSpec, BotSpec } from '../provisioning/bot-spec.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
@@ -13,7 +13,7 @@ import { pullEvents } from './pull-events.js';
 import type { Audit } from './audit.js';
 import type { Access } from './access.js';
 import { botIdInPath, createBotRequest, deployRequest, listBotsQuery, validate, validateQuery } from './schemas.js';
-import type { HealthRequest } from './schemas.js';
+import type { CreateBotBody, HealthRequest } from './schemas.js';
 
 export interface AdminRoutesDeps {
   readonly driver: RuntimeDriver;
@@ -57,29 +57,7 @@ export function adminRoutes({ driver, provisioner, deploys, access, audit, histo
     if (body.node !== undefined && body.node !== node) {
       throw new Unprocessable(`this agent is node ${node}, and node ${body.node} is not one this agent passes creates to: the fleet's nodes are listed at GET /api/admin/nodes (docs/api.md §17)`);
     }
-    await audit(askerOf(ctx), 'create', body.bot_id, () =>
-      provisioning.create({
-        id: body.bot_id,
-        ownerId: body.user_id,
-        image: body.image,
-        template: body.template,
-        token: body.token,
-        domain: body.domain,
-        port: body.port,
-        env: body.env ?? {},
-        memoryLimitBytes: body.memory_limit,
-        cpuLimit: body.cpu_limit,
-        command: body.command,
-        health: healthOf(body.health),
-        restartPolicy: body.restart_policy && {
-          maxCrashes: body.restart_policy.max_crashes,
-          windowS: body.restart_policy.window_s,
-          backoffS: body.restart_policy.backoff_s,
-          backoffMaxS: body.restart_policy.backoff_max_s,
-        },
-        registryLogin: body.registry_auth,
-      }, pullEvents(history, body.bot_id)),
-    );
+    await audit(askerOf(ctx), 'create', body.bot_id, () => provisioning.create(specOfCreate(body), pullEvents(history, body.bot_id)));
     // Revision 1, where the runtime keeps revisions (docs/api.md §15).
     if (deploys) await deploys.created(body.bot_id, 'platform');
     ctx.status = 201;
@@ -165,6 +143,31 @@ export function adminRoutes({ driver, provisioner, deploys, access, audit, histo
   });
 
   return router;
+}
+
+/** The bot a create's body asks for, as the runtime takes it. */
+export function specOfCreate(body: CreateBotBody): BotSpec {
+  return {
+    id: body.bot_id,
+    ownerId: body.user_id,
+    image: body.image,
+    template: body.template,
+    token: body.token,
+    domain: body.domain,
+    port: body.port,
+    env: body.env ?? {},
+    memoryLimitBytes: body.memory_limit,
+    cpuLimit: body.cpu_limit,
+    command: body.command,
+    health: healthOf(body.health),
+    restartPolicy: body.restart_policy && {
+      maxCrashes: body.restart_policy.max_crashes,
+      windowS: body.restart_policy.window_s,
+      backoffS: body.restart_policy.backoff_s,
+      backoffMaxS: body.restart_policy.backoff_max_s,
+    },
+    registryLogin: body.registry_auth,
+  };
 }
 
 /** A create's or deploy's `health` block as the runtime takes it, with its defaults (docs/api.md §13). */

@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { Forbidden, messages, NotFound, RuntimeUnavailable } from '../errors.js';
+import type { OtherNodesRows } from '../fleet/fleet-view.js';
 import type { Watchdog } from '../health/watchdog.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { ExitRecord } from '../history/history-store.js';
@@ -31,7 +32,7 @@ export interface ConsoleRoutesDeps {
   /** The built console; undefined when it was not built (its page then says how to build it). */
   readonly files: ConsoleFiles | undefined;
   /** The other nodes' rows of the table (docs/api.md §17); undefined: this node's alone. */
-  readonly otherNodesRows?: (() => Promise<unknown[]>) | undefined;
+  readonly otherNodesRows?: (() => Promise<OtherNodesRows>) | undefined;
 }
 
 /** No inline script or style, nothing from elsewhere, never in a frame (docs/api.md §12). */
@@ -48,6 +49,8 @@ const CONTENT_SECURITY_POLICY = [
 
 /** How many bots' records the fleet reads at once. */
 const FLEET_READS = 16;
+/** The health of a bot whose node is away: not known here. */
+const UNKNOWN_HEALTH = { status: 'none', check: null, since: null, output: null } as const;
 
 function serve(ctx: Context, file: ConsoleAsset, cache: string): void {
   ctx.set('Content-Security-Policy', CONTENT_SECURITY_POLICY);
@@ -134,7 +137,7 @@ export function consoleRoutes({ driver, node, provisioner, history, samples, wat
     const bots = driver.listedBots() ?? (await listing(provisioner, driver.runtime));
     const now = new Date();
     // Asked by another node's agent: this node's rows alone, never the fleet's again.
-    const others = otherNodesRows !== undefined && !/^Fleet\s/i.test(ctx.get('authorization')) ? otherNodesRows() : Promise.resolve([]);
+    const others = otherNodesRows !== undefined && !/^Fleet\s/i.test(ctx.get('authorization')) ? otherNodesRows() : Promise.resolve({ rows: [], lastKnown: [] });
     const own = await mapLimited(bots, FLEET_READS, async (bot) => {
       const [record, restarts] = await Promise.all([history.record(bot.bot_id, now), history.exitsLastHour(bot.bot_id, now)]);
       const info = { id: bot.bot_id, ownerId: bot.user_id, running: bot.state === 'running', startedAt: bot.started_at === undefined ? undefined : new Date(bot.started_at) };
@@ -149,7 +152,23 @@ export function consoleRoutes({ driver, node, provisioner, history, samples, wat
         sparkline: { cpu_percent: kept.map((sample) => round2(sample.cpuPercent)), memory_bytes: kept.map((sample) => sample.memoryBytes) },
       };
     });
-    ctx.body = { ok: true, bots: [...own, ...(await others)] };
+    const { rows, lastKnown } = await others;
+    // A node away (or silent): its bots as its agent last said, their records from the shared history, marked.
+    const known = lastKnown.flatMap(({ node: holder, seenAt, bots: held }) => held.map((bot) => ({ holder, seenAt, bot })));
+    const lastKnownRows = await mapLimited(known, FLEET_READS, async ({ holder, seenAt, bot }) => {
+      const [record, restarts] = await Promise.all([history.record(bot.botId, now), history.exitsLastHour(bot.botId, now)]);
+      const info = { id: bot.botId, ownerId: undefined, running: bot.running, startedAt: undefined };
+      const { last_exit, ...status } = statusView(info, record, UNKNOWN_HEALTH, now, holder);
+      return {
+        ...status,
+        template: null,
+        restarts_last_hour: restarts,
+        last_exit: last_exit && withoutLogs(last_exit),
+        sparkline: { cpu_percent: [], memory_bytes: [] },
+        last_known: seenAt,
+      };
+    });
+    ctx.body = { ok: true, bots: [...own, ...rows, ...lastKnownRows] };
   });
 
   return router;

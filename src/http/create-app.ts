@@ -18,6 +18,8 @@ import { access } from './access.js';
 import { adminRoutes } from './admin-routes.js';
 import { chatRoutes } from './chat-routes.js';
 import { nodeRoutes } from './node-routes.js';
+import { fleetRoutes } from './fleet-routes.js';
+import { DEFAULT_PULL_TIMEOUT_MS } from '../runtime/pull-failure.js';
 import { forwardToNode } from './node-forward.js';
 import type { NodeBeacon } from '../fleet/node-beacon.js';
 import { otherNodesRows } from '../fleet/fleet-view.js';
@@ -39,8 +41,11 @@ import { requestLog } from './request-log.js';
 import { StreamLimits } from './stream-limits.js';
 
 /** What the HTTP layer reads of the configuration. */
+/** What a move's create on another node has beyond its image's pull: making and starting the container. */
+const MOVE_MARGIN_MS = 30_000;
+
 export type HttpConfig = Pick<Config, 'adminToken' | 'readRate' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses'> &
-  Partial<Pick<Config, 'chats' | 'botChatBase' | 'fleetKey' | 'restartTimeoutMs'>>;
+  Partial<Pick<Config, 'chats' | 'botChatBase' | 'fleetKey' | 'restartTimeoutMs' | 'pullTimeoutMs'>>;
 
 /** What the routes act on, built by the agent (src/agent.ts). */
 export interface AppDeps {
@@ -67,7 +72,7 @@ export interface AppDeps {
   readonly config: HttpConfig;
   readonly logger: Logger;
   /** This agent's node, and the fleet's (docs/api.md §17). */
-  readonly nodes: Pick<NodeBeacon, 'node' | 'nodes' | 'nodeOfBot' | 'nodeNamed'>;
+  readonly nodes: Pick<NodeBeacon, 'node' | 'nodes' | 'nodeOfBot' | 'nodeNamed' | 'botsOf'>;
   /** Told of each operation asked for a bot through the API (lifecycle, deploy, removal) before it runs. */
   readonly onAsked?: ((botId: string) => void) | undefined;
 }
@@ -146,6 +151,22 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
     adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning, node: nodes.node }).routes(),
     chatRoutes({ driver, history, access: checks, chats: config.chats, botChatBase: config.botChatBase ?? DEFAULT_BOT_CHAT_BASE }).routes(),
     nodeRoutes({ nodes, access: checks }).routes(),
+    fleetRoutes({
+      move: {
+        node: nodes.node,
+        fleetKey: config.fleetKey,
+        nodes,
+        runtime: driver.runtime,
+        lifecycle,
+        provisioner,
+        createDeadlineMs: (config.pullTimeoutMs ?? DEFAULT_PULL_TIMEOUT_MS) + MOVE_MARGIN_MS,
+        history,
+        report: (what, err) => logger.warn({ err: String(err) }, what),
+      },
+      access: checks,
+      audit,
+      provisioning: config.provisioning,
+    }).routes(),
     consoleRoutes({
       driver,
       provisioner,

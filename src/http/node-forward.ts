@@ -113,6 +113,8 @@ async function passOn(ctx: Context, name: string, url: URL, fleetKey: string, de
     const value = ctx.get(header);
     if (value !== '') headers[header] = value;
   }
+  // One id for the call in both agents' logs (docs/api.md §17).
+  if (typeof ctx.state.requestId === 'string') headers['x-request-id'] = ctx.state.requestId;
   const aborted = new AbortController();
   const deadline = setTimeout(() => aborted.abort(new Error(`no answer within ${deadlineMs} ms`)), deadlineMs);
   // The caller gone: so is the call passed on (a live stream's above all).

@@ -2,7 +2,7 @@ import { convertSchema } from '@sodaru/yup-to-json-schema';
 import type { Schema, SchemaDescription } from 'yup';
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
 import { NODE_NAME } from '../config.js';
-import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, ownerRequest, pathBotId, sessionRequest } from './schemas.js';
+import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, moveRequest, ownerRequest, pathBotId, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -109,6 +109,7 @@ const HISTORY_EVENTS = [
   'deploy-succeeded',
   'deploy-failed',
   'rolled-back',
+  'moved',
 ];
 const eventStream = sseEvent(HISTORY_EVENTS, 'A bot event; `id` is its cursor', true);
 /** Live logs: each line (`log`, no id) and the end of each run (`exited`, with its event id). */
@@ -236,6 +237,38 @@ export const openApiDocument = {
       }),
       CreateBotRequest: jsonSchemaOf(createBotRequest),
       DeployRequest: jsonSchemaOf(deployRequest),
+      MoveRequest: jsonSchemaOf(moveRequest),
+      DrainRequest: jsonSchemaOf(drainRequest),
+      Drained: {
+        type: 'object',
+        required: ['ok', 'message', 'node', 'bots'],
+        additionalProperties: false,
+        properties: {
+          ok: { const: true },
+          message: { type: 'string' },
+          node: nodeName,
+          bots: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['bot_id', 'outcome'],
+              additionalProperties: false,
+              properties: {
+                bot_id: ref('BotId'),
+                outcome: { enum: ['moved', 'stopped', 'failed'] },
+                msg: { type: 'string', description: 'why it failed, as its own call would have said' },
+              },
+            },
+          },
+        },
+      },
+      FleetCreateRequest: jsonSchemaOf(fleetCreateRequest),
+      Moved: {
+        type: 'object',
+        required: ['ok', 'message', 'node'],
+        additionalProperties: false,
+        properties: { ok: { const: true }, message: { type: 'string' }, node: nodeName },
+      },
       ChatsTested: {
         type: 'object',
         required: ['ok', 'message', 'targets'],
@@ -372,7 +405,13 @@ export const openApiDocument = {
           type: 'object',
           required: [...Object.keys(fleetFields)],
           additionalProperties: false,
-          properties: fleetFields,
+          properties: {
+            ...fleetFields,
+            last_known: {
+              type: 'string',
+              description: "only on the rows of a node whose agent is away or did not answer: the bot as that agent last said, at this time (ISO 8601; docs/api.md §17)",
+            },
+          },
         },
       }),
       SessionRequest: jsonSchemaOf(sessionRequest),
@@ -584,6 +623,46 @@ export const openApiDocument = {
       get: {
         summary: "The fleet's nodes: each alive or away, with its bots counted (docs/api.md §17; the platform only)",
         responses: responses(ok('The nodes', ref('NodeList')), 403, 500, 503),
+      },
+    },
+    '/api/admin/bots/{bot_id}/move': {
+      post: {
+        summary: "Move the bot to another node of the fleet: stopped here, made there as it is, removed here (docs/api.md §17; the platform only)",
+        parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }],
+        requestBody: { required: true, content: json(ref('MoveRequest')) },
+        responses: {
+          ...responses(ok('Moved', ref('Moved')), 400, 403, 404, 413, 415, 500, 501),
+          '409': { description: 'The bot is on that node already; or the other node holds a bot of that id', content: json(ref('Failure')) },
+          '422': { description: 'No fleet (AGENT_FLEET_KEY), a node the fleet lacks, a bot no agent made; or the other node cannot make it as it is (its image there: docs/api.md §14)', content: json(ref('Failure')) },
+          '502': { description: "The other node's agent failed to make it (its words passed on); the bot stays where it was", content: json(ref('Failure')) },
+          '503': { description: 'The other node is away or does not answer: the bot stays where it was', content: json(ref('Failure')) },
+        },
+      },
+    },
+    '/api/admin/nodes/{node}/drain': {
+      post: {
+        summary: "Drain a node: every bot on it moved to `to`, or stopped without one, one at a time (docs/api.md §17; the platform only)",
+        parameters: [{ name: 'node', in: 'path', required: true, schema: nodeName }],
+        requestBody: { required: false, content: json(ref('DrainRequest')) },
+        responses: {
+          ...responses(ok("Drained: each bot's outcome", ref('Drained')), 400, 403, 413, 415, 500, 501),
+          '404': { description: 'A node the fleet lacks', content: json(ref('Failure')) },
+          '422': { description: 'A node drained to itself; or another node named where this agent has no fleet (AGENT_FLEET_KEY)', content: json(ref('Failure')) },
+          '503': { description: 'The drained node is away or does not answer', content: json(ref('Failure')) },
+        },
+      },
+    },
+    '/api/fleet/bots': {
+      post: {
+        summary: "Another agent of the fleet makes here a bot it moves (Authorization: Fleet <AGENT_FLEET_KEY> only; docs/api.md §17)",
+        requestBody: { required: true, content: json(ref('FleetCreateRequest')) },
+        responses: {
+          ...responsesWith('201', ok('Made (and stopped, if it ran not)'), 400, 403, 413, 415, 500, 501, 503),
+          '409': { description: 'A bot with this id exists on this node', content: json(ref('Failure')) },
+          '422': { description: `${failureText[422]}; or its image (or tag) is not in its registry (docs/api.md §14)`, content: json(ref('Failure')) },
+          '502': { description: "The image's registry cannot be reached, or failed the pull (docs/api.md §14)", content: json(ref('Failure')) },
+          '504': { description: 'The pull of the image took longer than AGENT_PULL_TIMEOUT_S (docs/api.md §14)', content: json(ref('Failure')) },
+        },
       },
     },
     '/api/admin/bots/{bot_id}/rollback': {

@@ -231,6 +231,40 @@ export const createBotRequest = object({
 /** A create's or deploy's `health` block, as validated. */
 export type HealthRequest = NonNullable<InferType<typeof healthSpec>>;
 
+/** A create's body, as validated. */
+export type CreateBotBody = InferType<typeof createBotRequest>;
+
+/** Body of POST /api/admin/bots/{bot_id}/move: the node to move the bot to (docs/api.md §17). */
+export const moveRequest = object({
+  node: string()
+    .strict()
+    .typeError('node must be a string')
+    .required('node is required')
+    .matches(NODE_NAME, 'node must be a node name: lower-case letters, digits, dots and dashes, e.g. host-2')
+    .meta({ jsonSchema: { description: "the fleet's node to move the bot to", examples: ['host-2'] } }),
+}).typeError(jsonObject);
+
+/** Body of POST /api/admin/nodes/{node}/drain: the node its bots move to; none, they are stopped (docs/api.md §17). */
+export const drainRequest = object({
+  to: string()
+    .strict()
+    .typeError('to must be a string')
+    .matches(NODE_NAME, 'to must be a node name: lower-case letters, digits, dots and dashes, e.g. host-2')
+    .meta({ jsonSchema: { description: "the fleet's node the drained node's bots move to; without it they are stopped", examples: ['host-2'] } }),
+}).typeError(jsonObject);
+
+/** A node named in a path (docs/api.md §17). */
+export const pathNode = string().strict().required().matches(NODE_NAME, 'node must be a node name: lower-case letters, digits, dots and dashes, e.g. host-2');
+
+/**
+ * Body of POST /api/fleet/bots: another agent of the fleet makes here a bot it moves (docs/api.md §17), as a
+ * create names it, with the revision it runs.
+ */
+export const fleetCreateRequest = createBotRequest.omit(['node']).shape({
+  revision: wholeNumber('revision', 1, 1_000_000_000).strict().required('revision is required'),
+  running: boolean().strict().typeError('running must be true or false').default(true),
+});
+
 /** Body of PATCH /api/admin/bots/{bot_id}: what a new revision changes, and how it is judged (docs/api.md §15). */
 export const deployRequest = object({
   image: imageField.optional(),

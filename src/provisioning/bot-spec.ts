@@ -37,6 +37,8 @@ export interface BotSpec {
   readonly restartPolicy?: RestartPolicySpec | undefined;
   /** The login for the image's registry, where it wants one and AGENT_REGISTRY_AUTH has none (docs/api.md §14); never logged. */
   readonly registryLogin?: RegistryLogin | undefined;
+  /** The revision it runs: 1 for a new bot, a moved bot's own on its new node (docs/api.md §17). */
+  readonly revision?: number | undefined;
 }
 
 /** A create's `health` block (docs/api.md §13). */

@@ -28,4 +28,15 @@ export interface Provisioner {
   remove(botId: string): Promise<void>;
   /** Its bots' revisions, where the runtime deploys (docs/api.md §15). */
   readonly revisions?: RevisionRuntime;
+  /**
+   * What another node needs to make the bot again as it is (docs/api.md §17), where the runtime moves bots
+   * between nodes. Throws NotFound, Unprocessable (a bot no agent made), RuntimeUnavailable.
+   */
+  exportBot?(botId: string): Promise<MovableBot>;
+}
+
+/** A bot as another node makes it again: its spec (the image's own settings left to the image), its revision, whether it ran. */
+export interface MovableBot {
+  readonly spec: BotSpec & { readonly revision: number };
+  readonly running: boolean;
 }

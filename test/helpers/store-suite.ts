@@ -208,6 +208,8 @@ export function storeSuite(backend: string, open: OpenStore): void {
     ]);
     t.deepEqual(await store.nodeOfBot('bot_1_1_a'), { name: 'node-b', url: null, aliveMs: 100 });
     t.is(await store.nodeOfBot('bot_1_1_b'), undefined);
+    t.deepEqual(await store.botsOfNode('node-b'), [{ botId: 'bot_1_1_a', running: true }, { botId: 'bot_1_1_c', running: false }]);
+    t.deepEqual(await store.botsOfNode('node-a'), []);
   });
 
   test(`${backend}: when a bot's latest event of some types happened; undefined when it has none`, async (t) => {

@@ -3,12 +3,16 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import test from 'ava';
 import Koa from 'koa';
+import { pino } from 'pino';
+import { createServer as createHttpServer } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { NodeLocation } from '../../src/fleet/node-beacon.js';
 import { envelope } from '../../src/http/envelope.js';
 import { jsonBody } from '../../src/http/json-body.js';
 import { listen } from '../../src/http/listen.js';
 import { AgentMetrics } from '../../src/http/metrics.js';
 import { forwardToNode } from '../../src/http/node-forward.js';
+import { requestLog } from '../../src/http/request-log.js';
 import type { NodeLocator } from '../../src/http/node-forward.js';
 import { call } from '../helpers/http-client.js';
 import { MemoryDriver } from '../helpers/memory-driver.js';
@@ -21,7 +25,9 @@ const BOT = 'bot_7_7_elsewhere';
 /** node-a's forwarding alone, before a route that answers 404 for every bot: what is not passed on reaches it. */
 async function nodeA(t: import('ava').ExecutionContext, locator: NodeLocator): Promise<Server> {
   const app = new Koa();
-  app.use(envelope(new AgentMetrics()));
+  const metrics = new AgentMetrics();
+  app.use(requestLog(pino({ level: 'silent' }), metrics));
+  app.use(envelope(metrics));
   app.use(jsonBody());
   app.use(
     forwardToNode({
@@ -77,4 +83,27 @@ test('a node that takes the call and never answers: a 503 once it stops renewing
   const reply = await call(server, `/api/bots/${BOT}`);
   t.is(reply.status, 503, reply.text);
   t.regex(String(reply.body?.msg), /node node-b does not answer: it stopped saying it is alive/);
+});
+
+test("a call passed on carries the fleet's key in place of the caller's credentials, and the call's X-Request-Id: one id in both agents' logs", async (t) => {
+  const seen: IncomingHttpHeaders[] = [];
+  const nodeB = createHttpServer((request, response) => {
+    seen.push(request.headers);
+    response.setHeader('content-type', 'application/json');
+    response.end(JSON.stringify({ ok: true, exits: [] }));
+  });
+  await new Promise<void>((resolve) => nodeB.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => nodeB.close());
+  const url = `http://127.0.0.1:${(nodeB.address() as AddressInfo).port}`;
+  const server = await nodeA(t, holding({ name: 'node-b', url, aliveMs: Date.now() }));
+  const given = await call(server, `/api/bots/${BOT}/exits`, { headers: { 'x-request-id': 'req-fleet-0001', authorization: 'Bearer not-for-node-b' } });
+  t.is(given.status, 200, given.text);
+  t.is(given.headers['x-request-id'], 'req-fleet-0001');
+  t.is(given.headers['x-bot-agent-node'], 'node-b');
+  const made = await call(server, `/api/bots/${BOT}/exits`);
+  t.is(made.status, 200, made.text);
+  t.like(seen, [
+    { 'x-request-id': 'req-fleet-0001', authorization: `Fleet ${FLEET_KEY}` },
+    { 'x-request-id': made.headers['x-request-id'], authorization: `Fleet ${FLEET_KEY}` },
+  ]);
 });

@@ -27,5 +27,5 @@ test("a bot may not list the fleet's nodes", async (t) => {
   const server = await agentFor(t, driver);
   const reply = await call(server, '/api/admin/nodes', { from: '127.0.0.7' });
   t.is(reply.status, 403);
-  t.regex(String(reply.body?.msg), /only the platform .* may list the fleet's nodes/);
+  t.regex(String(reply.body?.msg), /only the platform .* may list or drain the fleet's nodes/);
 });

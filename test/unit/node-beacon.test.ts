@@ -1,5 +1,5 @@
 import test from 'ava';
-import { NODE_AWAY_MS, NodeBeacon } from '../../src/fleet/node-beacon.js';
+import { NODE_AWAY_MS, NodeBeacon, REWRITE_MS } from '../../src/fleet/node-beacon.js';
 import type { NodeBot, NodeRecord } from '../../src/history/history-store.js';
 import type { BotSummary } from '../../src/provisioning/bot-spec.js';
 
@@ -14,6 +14,7 @@ function beacon(listing: () => BotSummary[] | undefined, records: NodeRecord[] =
     putNodeBots: async (_name: string, bots: readonly NodeBot[]) => void writes.push([...bots]),
     nodes: async () => records,
     nodeOfBot: async () => undefined,
+    botsOfNode: async () => [],
     isAway: () => false,
   };
   const made = new NodeBeacon(store, { listedBots: listing }, 'node-a', undefined, () => undefined, () => nowMs, 3_600_000);
@@ -24,7 +25,7 @@ const running = (id: string): BotSummary => ({ bot_id: id, user_id: 'user_1', te
 
 test('bots are written when they change, not at every renewal; a listing not built yet writes none', async (t) => {
   let listed: BotSummary[] | undefined;
-  const { made, renewals, writes } = beacon(() => listed);
+  const { made, renewals, writes, advance } = beacon(() => listed);
   t.teardown(() => made.close());
   await made.renew();
   t.is(writes.length, 0, 'the index being built says nothing of the bots');
@@ -36,6 +37,13 @@ test('bots are written when they change, not at every renewal; a listing not bui
   await made.renew();
   t.is(writes.length, 2);
   t.true(renewals.length >= 4, 'alive at every renewal');
+  // Unchanged, written again once REWRITE_MS passed: a row another node took is this node's again.
+  advance(REWRITE_MS - 1);
+  await made.renew();
+  t.is(writes.length, 2);
+  advance(1);
+  await made.renew();
+  t.is(writes.length, 3);
 });
 
 test('a node is away once NODE_AWAY_MS pass without a renewal; the answering node is alive whatever its row says', async (t) => {

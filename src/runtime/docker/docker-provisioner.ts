@@ -2,15 +2,26 @@ import type Docker from 'dockerode';
 import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
 import { newGeneration } from '../../bot-id.js';
 import type { BotTokens } from '../../identity/bot-tokens.js';
-import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
-import type { BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
+import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, PLATFORM_VARIABLES, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
+import type { BotHealthSpec, BotSpec, BotSummary, RestartPolicySpec } from '../../provisioning/bot-spec.js';
 import { healthPolicyLabels, NO_HEALTH_POLICY, NO_RESTART_POLICY, restartPolicyLabels } from '../health-policy.js';
-import type { Provisioner, PullReport } from '../../provisioning/provisioner.js';
+import type { MovableBot, Provisioner, PullReport } from '../../provisioning/provisioner.js';
 import { registryOf } from '../../provisioning/registry-credentials.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { pullImage } from './docker-pull.js';
 import { DEFAULT_PULL_TIMEOUT_MS } from '../pull-failure.js';
-import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
+import {
+  BOT_LABEL,
+  GENERATION_LABEL,
+  HEALTH_GRACE_LABEL,
+  HEARTBEAT_TTL_LABEL,
+  OWNER_LABEL,
+  RESTART_BACKOFF_LABEL,
+  RESTART_BACKOFF_MAX_LABEL,
+  RESTART_MAX_CRASHES_LABEL,
+  RESTART_WINDOW_LABEL,
+  REVISION_LABEL,
+} from '../labels.js';
 import { DockerRevisions, healthcheckOf, PREVIOUS_SUFFIX, UNDO_SUFFIX } from './docker-revisions.js';
 import { engineClients } from './docker-connection.js';
 import type { EngineClients } from './docker-connection.js';
@@ -71,7 +82,7 @@ class DockerProvisioner implements Provisioner {
         [OWNER_LABEL]: spec.ownerId,
         [TEMPLATE_LABEL]: spec.template,
         [GENERATION_LABEL]: generation,
-        [REVISION_LABEL]: '1',
+        [REVISION_LABEL]: String(spec.revision ?? 1),
         ...NO_HEALTH_POLICY,
         ...healthPolicyLabels(spec.health ?? {}),
         ...NO_RESTART_POLICY,
@@ -179,6 +190,50 @@ class DockerProvisioner implements Provisioner {
     }
   }
 
+  async exportBot(botId: string): Promise<MovableBot> {
+    try {
+      const info = await this.docker.getContainer(botId).inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+      const labels = info.Config.Labels ?? {};
+      if (info.Name !== `/${botId}` || labels[BOT_LABEL] !== botId) throw new NotFound(messages.botNotFound(botId));
+      const ownerId = labels[OWNER_LABEL];
+      const template = labels[TEMPLATE_LABEL];
+      if (!ownerId || !template) throw new Unprocessable(`bot ${botId} carries no owner or template label: only a bot an agent made can be moved`);
+      // What the image itself sets (its variables, command and check) is left to the image on the other node.
+      const image = (await this.docker.getImage(info.Config.Image).inspect()).Config;
+      const imageEnv = new Set(image.Env ?? []);
+      const env = Object.fromEntries(
+        (info.Config.Env ?? [])
+          .filter((entry) => entry.includes('=') && !imageEnv.has(entry))
+          .map((entry): [string, string] => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]),
+      );
+      const extras = Object.fromEntries(Object.entries(env).filter(([name]) => !PLATFORM_VARIABLES.has(name)));
+      const port = Number.parseInt(env.PORT ?? '', 10);
+      const command = info.Config.Cmd && JSON.stringify(info.Config.Cmd) !== JSON.stringify(image.Cmd) ? info.Config.Cmd : undefined;
+      const check = JSON.stringify(info.Config.Healthcheck) === JSON.stringify(image.Healthcheck) ? undefined : info.Config.Healthcheck;
+      return {
+        running: info.State.Running,
+        spec: {
+          id: botId,
+          ownerId,
+          image: info.Config.Image,
+          template,
+          token: env.BOT_TOKEN ?? '',
+          domain: env.DOMAIN,
+          port: Number.isFinite(port) ? port : undefined,
+          env: extras,
+          memoryLimitBytes: info.HostConfig.Memory || undefined,
+          cpuLimit: info.HostConfig.NanoCpus ? info.HostConfig.NanoCpus / 1e9 : undefined,
+          command,
+          health: healthSpecOf(check, labels),
+          restartPolicy: restartPolicySpecOf(labels),
+          revision: Number.parseInt(labels[REVISION_LABEL] ?? '', 10) || 1,
+        },
+      };
+    } catch (err) {
+      throw translateDockerError(err, botId);
+    }
+  }
+
   async remove(botId: string): Promise<void> {
     try {
       const info = await this.docker.getContainer(botId).inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
@@ -194,6 +249,41 @@ class DockerProvisioner implements Provisioner {
       throw translateDockerError(err, botId, (detail) => new OperationFailed(`Failed to remove bot ${botId}: ${detail}`));
     }
   }
+}
+
+/** A number of whole seconds a label holds; undefined when it holds none. */
+function secondsLabel(labels: Readonly<Record<string, string>>, label: string): number | undefined {
+  const value = labels[label] ?? '';
+  return /^\d{1,6}$/.test(value) ? Number(value) : undefined;
+}
+
+/** The health block a create made the container with (its check and the labels of its policy), the inverse of healthcheckOf. */
+function healthSpecOf(check: Docker.ContainerInspectInfo['Config']['Healthcheck'] | undefined, labels: Readonly<Record<string, string>>): BotHealthSpec | undefined {
+  const test = check?.Test ?? [];
+  const exec = test[0] === 'CMD' ? test.slice(1) : test[0] === 'CMD-SHELL' && test[1] !== undefined ? ['/bin/sh', '-c', test[1]] : undefined;
+  const heartbeatTtlS = secondsLabel(labels, HEARTBEAT_TTL_LABEL);
+  if (exec === undefined && heartbeatTtlS === undefined) return undefined;
+  const seconds = (ns: number | undefined, otherwise: number): number => (ns ? Math.round(ns / 1e9) : otherwise);
+  return {
+    exec,
+    intervalS: seconds(check?.Interval, 10),
+    timeoutS: seconds(check?.Timeout, 5),
+    retries: check?.Retries || 3,
+    startPeriodS: seconds(check?.StartPeriod, 0),
+    heartbeatTtlS,
+    graceS: secondsLabel(labels, HEALTH_GRACE_LABEL),
+  };
+}
+
+/** The restart policy a create made the container with, from its labels. */
+function restartPolicySpecOf(labels: Readonly<Record<string, string>>): RestartPolicySpec | undefined {
+  const policy = {
+    maxCrashes: secondsLabel(labels, RESTART_MAX_CRASHES_LABEL),
+    windowS: secondsLabel(labels, RESTART_WINDOW_LABEL),
+    backoffS: secondsLabel(labels, RESTART_BACKOFF_LABEL),
+    backoffMaxS: secondsLabel(labels, RESTART_BACKOFF_MAX_LABEL),
+  };
+  return Object.values(policy).some((value) => value !== undefined) ? policy : undefined;
 }
 
 /** Provisioning on the Docker engine at DOCKER_HOST. */
