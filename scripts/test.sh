@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every test: type-check, a real Docker Engine and its test image, a real Kubernetes, a real PostgreSQL, a real
-# image registry, then ava.
+# Every test: type-check, a real Docker Engine and its test image, a real Kubernetes with kwok's simulated node
+# beside it, a real PostgreSQL, a real image registry, then ava.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/node-env.sh
@@ -19,6 +19,9 @@ docker network ls -q --filter name=bot-agent-test- --filter name=bot-agent-bench
 # A real single-node Kubernetes (built once from Go modules, then cached; up in about 30 s).
 BOT_AGENT_KUBECONFIG=$(bash scripts/kube/up.sh | tail -n 1)
 export BOT_AGENT_KUBECONFIG
+# kwok's simulated node beside it, for the agent at scale (built once from Go modules, about 1 to 4 minutes, then cached).
+BOT_AGENT_KWOK_NODE=$(bash scripts/kube/kwok.sh | tail -n 1)
+export BOT_AGENT_KWOK_NODE
 # Debian's PostgreSQL, a cluster of its own (after the cluster: it also listens on the pods' bridge).
 BOT_AGENT_DATABASE_URL=$(bash scripts/postgres.sh | tail -n 1)
 export BOT_AGENT_DATABASE_URL

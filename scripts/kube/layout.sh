@@ -12,7 +12,10 @@ ADDRESS=10.88.0.1
 POD_CIDR=10.88.0.0/16
 SERVICE_CIDR=10.96.0.0/16
 # The daemons, in the order they start; kube:down stops them in reverse.
-DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
+DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy kwok)
+# kwok's simulated node and its server's port on loopback (scripts/kube/kwok.sh).
+KWOK_NODE=bot-agent-kwok-0
+KWOK_PORT=10247
 
 # The pid of daemon $1 when it still runs: a pid file outlives a daemon that died, and its pid may
 # since belong to another process (seen here: to one of a thousand bench containers).

@@ -1,0 +1,151 @@
+import { randomBytes } from 'node:crypto';
+import test from 'ava';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import type { KubeConfig, V1Deployment } from '@kubernetes/client-node';
+import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
+import { LeaseLocks } from '../../src/runtime/kubernetes/kube-leases.js';
+import { leaseName, objectName } from '../../src/runtime/kubernetes/kube-names.js';
+import { startAgent } from '../helpers/agent.js';
+import type { TestAgent } from '../helpers/agent.js';
+import { eventually } from '../helpers/eventually.js';
+import { call } from '../helpers/http-client.js';
+import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
+import { openStream } from '../helpers/sse-client.js';
+import type { EventStream } from '../helpers/sse-client.js';
+import { adminKubeConfig, agentKubeConfig, botDeployment } from './cluster-harness.js';
+
+// Two agents over one PostgreSQL against the real API server, their bots on kwok's simulated node
+// (scripts/kube/kwok.sh): pods that run without a process, a tenth of them crash-looping by kwok's stages.
+// What is measured at 5,000 bots is the bench's (npm run bench:kube-scale, docs/performance.md); this file
+// proves at 200 that the agent lists them, reads them, reports the crash loops and keeps its Leases there.
+const BOTS = 200;
+const CRASHING = BOTS / 10;
+/** The simulated node kwok.sh made (its last line of output; npm test passes it on). */
+const KWOK_NODE = process.env.BOT_AGENT_KWOK_NODE;
+const runId = randomBytes(3).toString('hex');
+const namespace = `kwok-${runId}`;
+const admin = adminKubeConfig();
+const apps = admin.makeApiClient(AppsV1Api);
+const core = admin.makeApiClient(CoreV1Api);
+const leases = admin.makeApiClient(CoordinationV1Api);
+const botIds = Array.from({ length: BOTS }, (_, i) => `bot_${process.pid}_${i}_kwok${runId}`);
+const crashing = new Set(botIds.slice(0, CRASHING));
+const agents: TestAgent[] = [];
+let events: EventStream;
+
+/** A bot's Deployment placed on the simulated node (its taint tolerated), crash-looping by kwok's stage or not. */
+function simulatedBot(id: string): V1Deployment {
+  const deployment = botDeployment(id, { image: 'simulated.invalid/bot:1' });
+  const template = deployment.spec!.template;
+  if (crashing.has(id)) template.metadata!.labels!['bot-agent.test/kwok-crash'] = 'true';
+  template.spec!.nodeSelector = { type: 'kwok' };
+  template.spec!.tolerations = [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }];
+  return deployment;
+}
+
+async function inBatches<T>(items: readonly T[], width: number, each: (item: T) => Promise<unknown>): Promise<void> {
+  for (let i = 0; i < items.length; i += width) await Promise.all(items.slice(i, i + width).map(each));
+}
+
+async function agentNamed(holder: string, agentConfig: KubeConfig, databaseUrl: string): Promise<TestAgent> {
+  const agent = await startAgent(createKubernetesDriver({ kubeConfig: agentConfig, namespace }), {
+    databaseUrl,
+    locks: new LeaseLocks(agentConfig, namespace, holder),
+  });
+  agents.push(agent);
+  if (!(await eventually(async () => (await call(agent.server, '/readyz')).status === 200, 30_000, 100))) throw new Error(`${holder} never became ready`);
+  return agent;
+}
+
+test.before(async () => {
+  if (!KWOK_NODE) throw new Error('no simulated node: BOT_AGENT_KWOK_NODE is unset; npm test makes one with scripts/kube/kwok.sh');
+  const agentConfig = await agentKubeConfig(admin, namespace, { 'database.existingSecret': 'history-db' });
+  const databaseUrl = await freshDatabase();
+  await agentNamed('agent-a', agentConfig, databaseUrl);
+  await agentNamed('agent-b', agentConfig, databaseUrl);
+  events = await openStream(agents[0]!.server, '/api/events');
+  await inBatches(botIds, 20, (id) => apps.createNamespacedDeployment({ namespace, body: simulatedBot(id) }));
+});
+
+test.after.always(async () => {
+  events?.close();
+  for (const agent of agents) await agent.close();
+  await core.deleteNamespace({ name: namespace }).catch(() => undefined);
+  await dropDatabases();
+});
+
+interface ListedBot {
+  bot_id: string;
+  state: string;
+}
+
+test.serial("each agent's table lists every simulated bot, running or crash-looping", async (t) => {
+  const pods = async () => (await core.listNamespacedPod({ namespace, fieldSelector: `spec.nodeName=${KWOK_NODE}` })).items;
+  t.true(await eventually(async () => (await pods()).filter((pod) => pod.status?.phase === 'Running').length >= BOTS, 180_000, 1_000), 'the simulated pods never all ran');
+  for (const agent of agents) {
+    let listed: ListedBot[] = [];
+    const all = await eventually(async () => {
+      const reply = await call(agent.server, '/api/console/fleet');
+      listed = reply.status === 200 ? ((reply.body?.bots as ListedBot[]) ?? []) : [];
+      const running = listed.filter((bot) => bot.state === 'running').length;
+      const looping = listed.filter((bot) => bot.state === 'crash-looping').length;
+      return running === BOTS - CRASHING && looping === CRASHING;
+    }, 60_000, 500);
+    t.true(all, `listed: ${listed.length}, running: ${listed.filter((bot) => bot.state === 'running').length}`);
+    t.deepEqual(listed.map((bot) => bot.bot_id).sort(), [...botIds].sort());
+    t.deepEqual(listed.filter((bot) => bot.state === 'crash-looping').map((bot) => bot.bot_id).sort(), [...crashing].sort());
+  }
+});
+
+test.serial("every bot's status is read through either agent; a simulated bot's logs and a crashed run's record come from kwok's files", async (t) => {
+  const failed: string[] = [];
+  await inBatches(botIds, 25, async (id) => {
+    const agent = agents[botIds.indexOf(id) % 2]!;
+    const reply = await call(agent.server, `/api/bots/${id}`);
+    if (reply.status !== 200 || (reply.body?.bot as { bot_id?: string } | undefined)?.bot_id !== id) failed.push(`${id}: ${reply.status} ${reply.text}`);
+  });
+  t.deepEqual(failed, []);
+  const steady = botIds[BOTS - 1]!;
+  const logs = await call(agents[1]!.server, '/api/bots/logs', { body: { bot_id: steady, lines: 10 } });
+  t.is(logs.status, 200, logs.text);
+  t.regex(String(logs.body?.logs), /hello from a simulated bot\ntick/);
+  const crashed = botIds[0]!;
+  let exits: { exit_code: number | null; requested: boolean; logs: string }[] = [];
+  t.true(await eventually(async () => {
+    exits = ((await call(agents[0]!.server, `/api/bots/${crashed}/exits`)).body?.exits as typeof exits | undefined) ?? [];
+    return exits.length > 0;
+  }, 30_000, 250), 'no exit record of a crashed run');
+  t.like(exits[0], { exit_code: 1, requested: false });
+  t.regex(exits[0]!.logs, /the previous run failed/);
+});
+
+test.serial('each crash-looping bot is reported once, as crash-looping, in the one event stream of both agents', async (t) => {
+  for (const id of crashing) {
+    const looping = await events.next((event) => event.event === 'crash-looping' && event.data.bot_id === id, 60_000);
+    t.like(looping.data, { crashes: 3, window_s: 600 });
+  }
+  const status = await call(agents[1]!.server, `/api/bots/${botIds[1]}`);
+  t.like(status.body?.bot, { state: 'crash-looping' });
+  t.true(Number((status.body?.bot as { crashes_last_hour: number }).crashes_last_hour) >= 3);
+  // Both agents watched every crash; the shared history keeps each run's end, and so each loop's start, once.
+  await new Promise((resolve) => setTimeout(resolve, 3_000));
+  const loopsOf = (id: string) => events.events.filter((event) => event.event === 'crash-looping' && event.data.bot_id === id).length;
+  t.deepEqual(botIds.filter((id) => crashing.has(id) && loopsOf(id) !== 1), []);
+  t.deepEqual(botIds.filter((id) => !crashing.has(id) && loopsOf(id) !== 0), []);
+});
+
+test.serial('a restart of a simulated bot asked of both agents at once: one rollout under one Lease, both answered, the Lease let go', async (t) => {
+  const id = botIds[BOTS - 2]!;
+  const generation = async () => (await apps.readNamespacedDeployment({ name: objectName(id), namespace })).metadata?.generation ?? 0;
+  const before = await generation();
+  const [first, second] = await Promise.all(agents.map((agent) => call(agent.server, '/api/bots/restart', { body: { bot_id: id, user_id: 'user_1' } })));
+  t.is(first!.status, 200, first!.text);
+  t.is(second!.status, 200, second!.text);
+  t.is(await generation(), before + 1, 'one rollout, not two');
+  t.true(
+    await eventually(async () => (await leases.listNamespacedLease({ namespace })).items.every((lease) => lease.metadata?.name !== leaseName(id)), 5_000, 100),
+    'the Lease is still held',
+  );
+  const status = await call(agents[0]!.server, `/api/bots/${id}`);
+  t.like(status.body?.bot, { state: 'running' });
+});
