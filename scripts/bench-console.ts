@@ -69,8 +69,8 @@ async function samplesFigures(samples: StatsSamples) {
   };
 }
 
-async function fleetFigures(server: Server) {
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+/** The console's table at `url` (an agent's address): its answer, and how Debian's Chromium draws and scrolls it. */
+export async function tableFigures(url: string) {
   const answers: number[] = [];
   let bytes = 0;
   for (let i = 0; i < 5; i += 1) {
@@ -144,7 +144,7 @@ async function main(): Promise<void> {
     while (driver.runningBots().length < BOTS) await new Promise((resolve) => setTimeout(resolve, 200));
     // The agent's own samples, filled by rounds the bench times (its timer is off), then drawn by the table.
     const samples = await samplesFigures(agent.samples);
-    const fleet = await fleetFigures(server);
+    const fleet = await tableFigures(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
     server.closeAllConnections();
     server.close();
     await agent.close();
@@ -181,4 +181,4 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+if (import.meta.url === `file://${process.argv[1]}`) await main();

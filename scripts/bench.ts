@@ -10,7 +10,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import http from 'node:http';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -29,6 +29,7 @@ import type { Figures } from './bench-scale.js';
 import { SocketProxy } from '../test/helpers/socket-proxy.js';
 import { freePort } from '../test/helpers/free-port.js';
 import { ownSections } from './bench-sections.js';
+import { agentProcess } from './bench-agent.js';
 
 const TEST_IMAGE = 'bot-agent-testbot:latest';
 /** The phase (bot count) in which one bot floods the agent with reads. */
@@ -49,28 +50,6 @@ const network = `bot-agent-bench-${runId}`;
 const burstNetwork = `${network}-burst`;
 const bots: string[] = [];
 
-
-/** The built agent in a process of its own, on all addresses and a free port, once it is ready. */
-async function agentProcess(env: Record<string, string>): Promise<{ agent: ChildProcess; port: number; log(): string }> {
-  const port = await freePort();
-  // Its records in a folder of its own, not ./data of the work tree.
-  const dataDir = mkdtempSync(join(tmpdir(), 'bot-agent-bench-'));
-  // Its log goes to a file, read when asked: piped into this process, every request's line cost this
-  // process (which also runs autocannon) CPU, and the agent's measured throughput with it.
-  const logFile = join(dataDir, 'agent.log');
-  const logFd = openSync(logFile, 'a');
-  // Started by `npm start`'s own script, so with the same Node flags as it and the image (it execs node: the pid is the agent's).
-  const agent = spawn('bash', ['scripts/start.sh'], {
-    env: { ...process.env, AGENT_HOST: '0.0.0.0', AGENT_PORT: String(port), AGENT_DATA_DIR: dataDir, ...env },
-    stdio: ['ignore', logFd, 'ignore'],
-  });
-  closeSync(logFd);
-  agent.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
-  for (let i = 0; i < 100 && !(await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false)); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return { agent, port, log: () => readFileSync(logFile, 'utf8') };
-}
 
 /** The error message of one of the agent's log lines (pino's JSON); the line itself should it not parse. */
 function loggedError(line: string): string {

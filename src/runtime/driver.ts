@@ -224,6 +224,12 @@ export interface RuntimeDriver {
   stats(botId: string): Promise<BotStats>;
 
   /**
+   * Reads at once what a round of every running bot's `stats` needs, where the runtime answers many bots in one
+   * call (the metrics of every pod in one list): the round's reads are then answered from it.
+   */
+  prepareStatsRound?(): Promise<void>;
+
+  /**
    * Reports every run of every bot that begins or ends from now on (and, where
    * the runtime can replay them, since `since`), until close.
    */

@@ -83,7 +83,7 @@ export class StatsSamples {
   private round: Promise<void> | undefined;
 
   constructor(
-    private readonly driver: Pick<RuntimeDriver, 'runningBots' | 'stats'>,
+    private readonly driver: Pick<RuntimeDriver, 'runningBots' | 'stats' | 'prepareStatsRound'>,
     { intervalMs = 15_000, keepMs = 15 * 60_000, concurrency = 100, maxBots = 20_000, now = Date.now }: StatsSamplesOptions = {},
   ) {
     this.intervalMs = intervalMs;
@@ -131,6 +131,8 @@ export class StatsSamples {
   private async readAll(): Promise<void> {
     const cutoff = this.now() - this.keepMs;
     for (const [botId, ring] of this.rings) if (ring.newest() <= cutoff) this.rings.delete(botId);
+    // Not read at once: each bot's read asks on its own, as it would have.
+    await this.driver.prepareStatsRound?.().catch(() => undefined);
     await mapLimited(this.driver.runningBots(), this.concurrency, (botId) => this.read(botId));
   }
 

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import test from 'ava';
 import { AppsV1Api, CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { KubeConfig, V1Deployment } from '@kubernetes/client-node';
@@ -8,6 +9,7 @@ import { leaseName, objectName } from '../../src/runtime/kubernetes/kube-names.j
 import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
 import { eventually } from '../helpers/eventually.js';
+import { RuntimeUnavailable } from '../../src/errors.js';
 import { call } from '../helpers/http-client.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { openStream } from '../helpers/sse-client.js';
@@ -32,6 +34,7 @@ const botIds = Array.from({ length: BOTS }, (_, i) => `bot_${process.pid}_${i}_k
 const crashing = new Set(botIds.slice(0, CRASHING));
 const agents: TestAgent[] = [];
 let events: EventStream;
+let agentConfig: KubeConfig;
 
 /** A bot's Deployment placed on the simulated node (its taint tolerated), crash-looping by kwok's stage or not. */
 function simulatedBot(id: string): V1Deployment {
@@ -59,7 +62,7 @@ async function agentNamed(holder: string, agentConfig: KubeConfig, databaseUrl: 
 
 test.before(async () => {
   if (!KWOK_NODE) throw new Error('no simulated node: BOT_AGENT_KWOK_NODE is unset; npm test makes one with scripts/kube/kwok.sh');
-  const agentConfig = await agentKubeConfig(admin, namespace, { 'database.existingSecret': 'history-db' });
+  agentConfig = await agentKubeConfig(admin, namespace, { 'database.existingSecret': 'history-db' });
   const databaseUrl = await freshDatabase();
   await agentNamed('agent-a', agentConfig, databaseUrl);
   await agentNamed('agent-b', agentConfig, databaseUrl);
@@ -148,4 +151,26 @@ test.serial('a restart of a simulated bot asked of both agents at once: one roll
   );
   const status = await call(agents[0]!.server, `/api/bots/${id}`);
   t.like(status.body?.bot, { state: 'running' });
+});
+
+test.serial("a round of the console's samples over every simulated bot asks metrics.k8s.io once, and each bot's read is answered from it", async (t) => {
+  const driver = createKubernetesDriver({ kubeConfig: agentConfig, namespace });
+  t.teardown(() => driver.close());
+  t.true(await eventually(async () => driver.runningBots().filter((id) => id.endsWith(runId)).length === BOTS, 30_000, 100), 'the watch never held every bot');
+  const asked: string[] = [];
+  const onRequest = (message: unknown): void => {
+    const { request } = message as { request: { path: string } };
+    if (request.path.includes('/apis/metrics.k8s.io/')) asked.push(request.path);
+  };
+  subscribe('undici:request:create', onRequest);
+  let reads: PromiseSettledResult<unknown>[];
+  try {
+    await driver.prepareStatsRound?.();
+    reads = await Promise.allSettled(botIds.map((id) => driver.stats(id)));
+  } finally {
+    unsubscribe('undici:request:create', onRequest);
+  }
+  t.is(asked.length, 1, asked.slice(0, 3).join(' '));
+  // kwok's pods have no metrics: each read says so, as a pod metrics-server has not measured yet.
+  t.true(reads.every((read) => read.status === 'rejected' && read.reason instanceof RuntimeUnavailable && /no metrics for the bot's pod/.test(read.reason.message)));
 });

@@ -113,3 +113,26 @@ test('an end that is not a SIGKILL, or that the kubelet already calls OOMKilled,
   await new Promise((resolve) => setTimeout(resolve, 50));
   t.deepEqual(ends.map((end) => [end.exitCode, end.oomKilled]), [[137, true], [1, false]]);
 });
+
+test("the kubelet's events are asked of an end only where the container has a liveness probe: no other end can be one for health", async (t) => {
+  const ends: RunEnd[] = [];
+  const asked: string[] = [];
+  const observer: RunObserver = { started: async () => undefined, ended: async (run) => void ends.push(run), lastEnd: async () => undefined };
+  const pods = new EventEmitter();
+  const livenessKills = async (name: string) => {
+    asked.push(name);
+    return { check: 'exec' as const, output: 'no answer' };
+  };
+  new KubeRunWatcher(observer, async () => '', () => 'bot', () => undefined, livenessKills).watch(pods as unknown as KubeObjectCache<V1Pod>);
+  const crashed = { terminated: { startedAt: new Date(STARTED), finishedAt: new Date(), exitCode: 1, reason: 'Error' } };
+  const plain = pod(crashed);
+  plain.spec = { containers: [{ name: 'bot', image: 'x' }] };
+  pods.emit('add', plain);
+  const probed = pod(crashed);
+  probed.metadata = { ...probed.metadata, name: 'probed-pod', uid: 'pod-uid-2' };
+  probed.spec = { containers: [{ name: 'bot', image: 'x', livenessProbe: { exec: { command: ['true'] } } }] };
+  pods.emit('add', probed);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.deepEqual(asked, ['probed-pod']);
+  t.deepEqual(ends.map((end) => end.unhealthy), [undefined, { check: 'exec', output: 'no answer' }]);
+});

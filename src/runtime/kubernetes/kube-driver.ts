@@ -28,6 +28,8 @@ const DEFAULT_PROGRESS_DEADLINE_S = 600;
 const DEFAULT_GRACE_S = 30;
 /** metrics-server takes a sample every 15 s: a pod's metrics are asked for again at most this often. */
 const METRICS_FRESH_MS = 10_000;
+/** What metrics.k8s.io said of a pod it has no metrics for. */
+const NO_METRICS = Symbol('no metrics');
 /** How long a pod's events, read for an unhealthy bot's status, are used again. */
 const EVENTS_FRESH_MS = 2_000;
 /** A node's allocatable CPU and memory change only when the node is reconfigured. */
@@ -60,7 +62,8 @@ class KubernetesDriver implements RuntimeDriver {
   /** The bots' Deployments and pods, watched: look-ups, identities and waits read them, not the API server. */
   private readonly deployments: KubeObjectCache<V1Deployment>;
   private readonly watchedPods: KubeObjectCache<V1Pod>;
-  private readonly metrics: LRUCache<string, PodMetrics>;
+  /** Pods' metrics as lately read, and pods metrics.k8s.io had none for (a 404 is not asked again within the freshness). */
+  private readonly metrics: LRUCache<string, PodMetrics | typeof NO_METRICS>;
   /** Pods' events as lately read: a status read of an unhealthy bot in a loop asks the API server once a while. */
   private readonly events: LRUCache<string, CoreV1Event[]>;
   private readonly unknownAddresses: LRUCache<string, Promise<void>>;
@@ -287,7 +290,28 @@ class KubernetesDriver implements RuntimeDriver {
     const pod = await this.runningPod(botId);
     if (!pod) throw new NotRunning(messages.notRunning(botId));
     const [metrics, capacity] = await Promise.all([this.metrics.fetch(nameOf(pod)), this.capacity(pod)]);
-    return botStatsFromMetrics(metrics!, capacity, runStartOf(pod));
+    if (metrics === NO_METRICS || metrics === undefined) {
+      throw new RuntimeUnavailable(
+        `${messages.runtimeUnavailable('kubernetes')}: no metrics for the bot's pod from metrics.k8s.io ` +
+          '(is metrics-server installed? a new pod has none for its first minute)',
+      );
+    }
+    return botStatsFromMetrics(metrics, capacity, runStartOf(pod));
+  }
+
+  /**
+   * Every bot pod's metrics in one list, kept as each pod's own read would keep them: a round of the console's
+   * samples over 5,000 bots asks once, not 5,000 times (docs/performance.md).
+   */
+  async prepareStatsRound(): Promise<void> {
+    const list = (await this.api(undefined, (options) =>
+      this.custom.listNamespacedCustomObject({ group: 'metrics.k8s.io', version: 'v1beta1', namespace: this.namespace, plural: 'pods', labelSelector: BOT_LABEL }, options),
+    )) as { items?: PodMetrics[] };
+    const listed = new Map((list.items ?? []).map((item) => [item.metadata?.name ?? '', item]));
+    for (const botId of this.runningBots()) {
+      const pod = newest((this.watchedPods.byIndex('bot', botId) ?? []).filter(isRunning));
+      if (pod) this.metrics.set(nameOf(pod), listed.get(nameOf(pod)) ?? NO_METRICS);
+    }
   }
 
   async close(): Promise<void> {
@@ -353,7 +377,7 @@ class KubernetesDriver implements RuntimeDriver {
     return check();
   }
 
-  private async readPodMetrics(pod: string): Promise<PodMetrics> {
+  private async readPodMetrics(pod: string): Promise<PodMetrics | typeof NO_METRICS> {
     try {
       return (await this.custom.getNamespacedCustomObject(
         { group: 'metrics.k8s.io', version: 'v1beta1', namespace: this.namespace, plural: 'pods', name: pod },
@@ -361,10 +385,7 @@ class KubernetesDriver implements RuntimeDriver {
       )) as PodMetrics;
     } catch (err) {
       if (apiStatus(err) !== 404) throw translateKubeError(err, undefined);
-      throw new RuntimeUnavailable(
-        `${messages.runtimeUnavailable('kubernetes')}: no metrics for the bot's pod from metrics.k8s.io ` +
-          '(is metrics-server installed? a new pod has none for its first minute)',
-      );
+      return NO_METRICS;
     }
   }
 

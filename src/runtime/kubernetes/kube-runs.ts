@@ -105,13 +105,17 @@ export class KubeRunWatcher {
 
     // A run the kubelet ended and started again: its lines are the container's previous ones.
     const last = status.lastState?.terminated;
-    if (last) this.end(botId, uid, name, runs, last, false, () => linesOf(true));
+    // Only a container with a liveness probe can be killed for it: the others' ends never ask for the pod's events
+    // (events are read from etcd itself, every event of the namespace each time: at 5,000 bots, a crash loop's
+    // reads of them held etcd at 18 GB; docs/performance.md).
+    const probed = pod.spec?.containers.find((c) => c.name === container)?.livenessProbe !== undefined;
+    if (last) this.end(botId, uid, name, runs, last, false, probed, () => linesOf(true));
     const ended = status.state?.terminated;
     if (ended) {
       runs.running = undefined;
       // A pod being deleted may answer its lines empty once the kubelet has removed its container: the lines read
       // when the deletion began are then the run's.
-      this.end(botId, uid, name, runs, ended, deleting, async () => (await linesOf(false).catch(() => '')) || ((await runs.linesAtDeletion) ?? ''));
+      this.end(botId, uid, name, runs, ended, deleting, probed, async () => (await linesOf(false).catch(() => '')) || ((await runs.linesAtDeletion) ?? ''));
     }
     const running = status.state?.running?.startedAt;
     if (running) {
@@ -151,7 +155,16 @@ export class KubeRunWatcher {
     }
   }
 
-  private end(botId: string, uid: string, pod: string, runs: PodRuns, terminated: V1ContainerStateTerminated, requested: boolean, lines: () => Promise<string>): void {
+  private end(
+    botId: string,
+    uid: string,
+    pod: string,
+    runs: PodRuns,
+    terminated: V1ContainerStateTerminated,
+    requested: boolean,
+    probed: boolean,
+    lines: () => Promise<string>,
+  ): void {
     const startedAt = terminated.startedAt ? new Date(terminated.startedAt) : undefined;
     const runKey = `run:${startedAt?.toISOString() ?? terminated.containerID ?? ''}`;
     const oomKilled = terminated.reason === 'OOMKilled';
@@ -161,7 +174,7 @@ export class KubeRunWatcher {
     const at = terminated.finishedAt ? new Date(terminated.finishedAt) : new Date();
     const reason = !oomKilled && !requested && terminated.exitCode === 137 ? this.reasonLater(runs, runKey) : Promise.resolve(oomKilled);
     // A kill for a failed liveness probe is the kubelet's word in the pod's events, which it writes before it kills.
-    const unhealthy = requested ? Promise.resolve(undefined) : this.livenessKills(pod, startedAt?.getTime(), at.getTime()).catch(() => undefined);
+    const unhealthy = requested || !probed ? Promise.resolve(undefined) : this.livenessKills(pod, startedAt?.getTime(), at.getTime()).catch(() => undefined);
     this.inOrder(runs, async () => {
       const logs = await lines().catch(() => '');
       await this.observer.ended({

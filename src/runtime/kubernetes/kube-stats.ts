@@ -4,6 +4,7 @@ import type { BotStats } from '../driver.js';
 
 /** One pod's entry of metrics.k8s.io/v1beta1 `pods`. */
 export interface PodMetrics {
+  metadata?: { name?: string };
   containers?: Array<{ name?: string; usage?: { cpu?: string; memory?: string } }>;
 }
 

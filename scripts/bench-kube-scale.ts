@@ -1,0 +1,268 @@
+// npm run bench:kube-scale: two agents over one PostgreSQL, as the chart runs them with a database, against the
+// local cluster's real API server with BENCH_KUBE_BOTS (5,000) bots on kwok's simulated node (scripts/kube/kwok.sh),
+// a tenth of them crash-looping by kwok's stage. kwok runs no process and no probe: what this measures is the
+// agent's lists, watches, caches, Leases and history at that scale, never the bots. Writes its section of
+// BENCHMARKS.md, each figure beside its goal (docs/performance.md).
+import { execFileSync } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AppsV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, Watch } from '@kubernetes/client-node';
+import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
+import { webhookReceiver } from '../test/helpers/agent-process.js';
+import { dropDatabases, freshDatabase } from '../test/helpers/postgres.js';
+import { adminKubeConfig, agentKubeConfig, botDeployment } from '../test/kube-cluster/cluster-harness.js';
+import { agentProcess } from './bench-agent.js';
+import { tableFigures } from './bench-console.js';
+import { cpuPercentDuring, percentiles, round, rssMb, timedGet } from './bench-scale.js';
+import { writeSection } from './bench-sections.js';
+
+const BOTS = Number(process.env.BENCH_KUBE_BOTS ?? 5000);
+const CRASHING = Math.floor(BOTS / 10);
+/** Bots made crash-looping while the agents watch: the time each loop takes to be reported. */
+const NEW_LOOPS = 20;
+/** Bots made crash-looping at once afterwards: the events a second the stream and the webhooks carry. */
+const BURST = Math.min(500, Math.floor(BOTS / 10));
+const READS_PER_SECOND = 200;
+const READ_SECONDS = 30;
+const REST_SECONDS = 60;
+const CRASH_LABEL = 'bot-agent.test/kwok-crash';
+/** The pods whose crashes this process watches itself. */
+const WATCHED_LABEL = 'bot-agent.bench/watched';
+const SECRET = 'bench-webhook-secret-0123456789abcdef';
+const runId = randomBytes(3).toString('hex');
+const namespace = `scale-${runId}`;
+
+const sh = (script: string, args: string[] = []): string =>
+  execFileSync('bash', [script, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').at(-1) ?? '';
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const log = (line: string) => console.error(`bench:kube-scale: ${line}`);
+
+async function inBatches<T>(items: readonly T[], width: number, each: (item: T) => Promise<unknown>): Promise<void> {
+  const queue = [...items];
+  await Promise.all(Array.from({ length: width }, async () => {
+    for (let item = queue.shift(); item !== undefined; item = queue.shift()) await each(item);
+  }));
+}
+
+function simulatedBot(id: string, crashing: boolean): V1Deployment {
+  const deployment = botDeployment(id, { image: 'simulated.invalid/bot:1' });
+  const template = deployment.spec!.template;
+  if (crashing) template.metadata!.labels![CRASH_LABEL] = 'true';
+  template.spec!.nodeSelector = { type: 'kwok' };
+  template.spec!.tolerations = [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }];
+  return deployment;
+}
+
+/** Every event an agent's `GET /api/events` sends, each with the time it arrived here. */
+function eventsOf(port: number): { events: Array<{ type: string; botId: string; at: number }>; close(): void } {
+  const events: Array<{ type: string; botId: string; at: number }> = [];
+  let pending = '';
+  const request = http.get({ host: '127.0.0.1', port, path: '/api/events' }, (response) => {
+    response.setEncoding('utf8');
+    response.on('data', (chunk: string) => {
+      pending += chunk;
+      const blocks = pending.split('\n\n');
+      pending = blocks.pop() ?? '';
+      const at = Date.now();
+      for (const block of blocks) {
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (!data) continue;
+        const event = JSON.parse(data) as { type: string; bot_id: string };
+        events.push({ type: event.type, botId: event.bot_id, at });
+      }
+    });
+  });
+  request.on('error', () => undefined);
+  return { events, close: () => request.destroy() };
+}
+
+interface Agent {
+  process: ChildProcess;
+  port: number;
+  /** From its start to its first answer of /readyz: its watches' first lists of every Deployment and pod. */
+  readyMs: number;
+}
+
+async function startAgent(name: string, env: Record<string, string>): Promise<Agent> {
+  const started = Date.now();
+  const { agent: child, port } = await agentProcess({ ...env, HOSTNAME: name });
+  const ready = () => fetch(`http://127.0.0.1:${port}/readyz`).then((res) => res.ok, () => false);
+  while (!(await ready())) await sleep(50);
+  return { process: child, port, readyMs: Date.now() - started };
+}
+
+/** READS_PER_SECOND status reads for READ_SECONDS, spread evenly, over the agents in turn: their times and failures. */
+async function reads(agents: Agent[], ids: string[]): Promise<{ times: number[]; failures: string[] }> {
+  const pool = new http.Agent({ keepAlive: true, maxSockets: 64, scheduling: 'fifo' });
+  const times: number[] = [];
+  const failures: string[] = [];
+  const pending: Array<Promise<void>> = [];
+  const start = performance.now();
+  for (let n = 0; n < READS_PER_SECOND * READ_SECONDS; n++) {
+    const wait = start + (n * 1000) / READS_PER_SECOND - performance.now();
+    if (wait > 1) await sleep(wait);
+    const url = `http://127.0.0.1:${agents[n % agents.length]!.port}/api/bots/${ids[(n * 7919) % ids.length]}`;
+    pending.push(timedGet(url, pool).then((ms) => void times.push(ms), (err: Error) => void failures.push(err.message)));
+  }
+  await Promise.all(pending);
+  pool.destroy();
+  return { times, failures };
+}
+
+async function main(): Promise<void> {
+  // The agents run built, as `npm start` and the image run them (scripts/bench-agent.ts): built before any is timed.
+  execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'inherit' });
+  process.env.BOT_AGENT_KUBECONFIG = sh('scripts/kube/up.sh');
+  const kwokNode = sh('scripts/kube/kwok.sh');
+  process.env.BOT_AGENT_DATABASE_URL = sh('scripts/postgres.sh');
+  const admin = adminKubeConfig();
+  const apps = admin.makeApiClient(AppsV1Api);
+  const core = admin.makeApiClient(CoreV1Api);
+  const dir = mkdtempSync(join(tmpdir(), 'bench-kube-scale-'));
+  const agents: Agent[] = [];
+  try {
+    const agentConfig = await agentKubeConfig(admin, namespace, { 'database.existingSecret': 'history-db' });
+    writeFileSync(join(dir, 'kubeconfig'), agentConfig.exportConfig(), { mode: 0o600 });
+    const ids = Array.from({ length: BOTS }, (_, i) => `bot_9_${i}_scale${runId}`);
+    const crashing = new Set(ids.slice(0, CRASHING));
+
+    log(`making ${BOTS} bots on ${kwokNode}`);
+    let started = Date.now();
+    await inBatches(ids, 32, (id) => apps.createNamespacedDeployment({ namespace, body: simulatedBot(id, crashing.has(id)) }));
+    const createMs = Date.now() - started;
+    const runningPods = async () =>
+      (await core.listNamespacedPod({ namespace, fieldSelector: `spec.nodeName=${kwokNode}` })).items.filter((pod) => pod.status?.phase === 'Running');
+    while ((await runningPods()).length < BOTS) await sleep(2_000);
+    const allRunningMs = Date.now() - started;
+    log(`made in ${createMs} ms, all running after ${allRunningMs} ms`);
+
+    const hooks = await webhookReceiver(0, SECRET);
+    const env = {
+      AGENT_RUNTIME: 'kubernetes',
+      KUBECONFIG: join(dir, 'kubeconfig'),
+      AGENT_NAMESPACE: namespace,
+      AGENT_DATABASE_URL: await freshDatabase(),
+      AGENT_WATCHDOG: 'on',
+      AGENT_RATE_LIMIT: '10000',
+      AGENT_READ_RATE: '10000',
+      AGENT_WEBHOOK_URL: hooks.url,
+      AGENT_WEBHOOK_SECRET: SECRET,
+    };
+    // BENCH_PROFILE_DIR: each agent writes a CPU profile there when it ends (node --cpu-prof).
+    const profiling: Record<string, string> = process.env.BENCH_PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}` } : {};
+    agents.push(await startAgent('scale-agent-a', { ...env, ...profiling }), await startAgent('scale-agent-b', { ...env, ...profiling }));
+    const pids = () => agents.map((agent) => agent.process.pid!);
+    const fleetUrl = `http://127.0.0.1:${agents[0]!.port}/api/console/fleet`;
+    started = Date.now();
+    const firstTable = await fetch(fleetUrl);
+    const firstTableKb = round((await firstTable.arrayBuffer()).byteLength / 1024, 1);
+    const firstTableMs = Date.now() - started;
+
+    // The crashing tenth comes to rest after its fifth crash (scripts/kube/kwok-stages.yaml).
+    const settled = async () => (await runningPods()).filter((pod) => crashing.has(pod.metadata?.labels?.['bot-agent/bot-id'] ?? '') && (pod.status?.containerStatuses?.[0]?.restartCount ?? 0) < 5).length === 0;
+    while (!(await settled())) await sleep(2_000);
+    await sleep(10_000);
+    log('at rest');
+    const restCpu = await cpuPercentDuring(pids, () => sleep(REST_SECONDS * 1000));
+    const restRss = pids().map(rssMb);
+
+    log(`${READS_PER_SECOND} status reads a second`);
+    let read: { times: number[]; failures: string[] } = { times: [], failures: [] };
+    const readCpu = await cpuPercentDuring(pids, async () => {
+      read = await reads(agents, ids);
+    });
+
+    // New crash loops: the moment this process's own watch sees a pod's third crash, against the moment the
+    // crash-looping event arrives on an agent's stream (both clocks this process's).
+    const stream = eventsOf(agents[1]!.port);
+    const thirdCrashSeen = new Map<string, number>();
+    const watch = await new Watch(admin).watch(
+      `/api/v1/namespaces/${namespace}/pods`,
+      { labelSelector: `${WATCHED_LABEL}=yes` },
+      (_type: string, pod: V1Pod) => {
+        const id = pod.metadata?.labels?.['bot-agent/bot-id'];
+        if (id && (pod.status?.containerStatuses?.[0]?.restartCount ?? 0) >= 3 && !thirdCrashSeen.has(id)) thirdCrashSeen.set(id, Date.now());
+      },
+      () => undefined,
+    );
+    const steady = ids.filter((id) => !crashing.has(id));
+    const crashNow = async (batch: string[], labels: Record<string, string> = {}) => {
+      const pods = (await runningPods()).filter((pod) => batch.includes(pod.metadata?.labels?.['bot-agent/bot-id'] ?? ''));
+      await inBatches(pods, 16, (pod) =>
+        core.patchNamespacedPod(
+          { name: pod.metadata!.name!, namespace, body: { metadata: { labels: { [CRASH_LABEL]: 'true', ...labels } } } },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        ),
+      );
+    };
+    const newLoops = steady.slice(0, NEW_LOOPS);
+    await crashNow(newLoops, { [WATCHED_LABEL]: 'yes' });
+    const loopReported = async () => newLoops.every((id) => stream.events.some((event) => event.type === 'crash-looping' && event.botId === id));
+    started = Date.now();
+    while (!(await loopReported()) && Date.now() - started < 120_000) await sleep(200);
+    watch.abort();
+    const reportLags = newLoops.map((id) => {
+      const reported = stream.events.find((event) => event.type === 'crash-looping' && event.botId === id)?.at;
+      const seen = thirdCrashSeen.get(id);
+      return reported !== undefined && seen !== undefined ? reported - seen : NaN;
+    });
+
+    // A burst: BURST bots crash five times each at once.
+    log(`a burst of ${BURST} crash loops`);
+    const burst = steady.slice(NEW_LOOPS, NEW_LOOPS + BURST);
+    const [streamBefore, hooksBefore] = [stream.events.length, hooks.received.length];
+    started = Date.now();
+    await crashNow(burst);
+    const burstDone = () => burst.every((id) => stream.events.some((event) => event.type === 'crash-looping' && event.botId === id));
+    while (!burstDone() && Date.now() - started < 300_000) await sleep(500);
+    await sleep(5_000);
+    const streamEvents = stream.events.slice(streamBefore);
+    const burstSeconds = ((streamEvents.at(-1)?.at ?? started) - started) / 1000;
+    const hookCount = hooks.received.length - hooksBefore;
+    stream.close();
+
+    log('the console');
+    const table = await tableFigures(`http://127.0.0.1:${agents[0]!.port}`);
+
+    const readFigures = percentiles(read.times);
+    const lag = percentiles(reportLags.filter(Number.isFinite));
+    const body = [
+      '## Kubernetes at 5,000 bots',
+      '',
+      `Made by \`npm run bench:kube-scale\` on ${new Date().toISOString().slice(0, 10)} (2 cores): ${BOTS} bot Deployments on kwok's simulated node beside the local cluster's real API server, ` +
+        `${CRASHING} of them crash-looping by kwok's stage (five crashes 3 s apart, then at rest), two agents over one PostgreSQL with webhooks on, each built and run as \`npm start\` runs it (the image's Node flags). ` +
+        'kwok runs no process and no probe: the agents list, watch, cache and record as at that scale, the bots cost nothing.',
+      '',
+      '| what | figure | goal |',
+      '|---|---|---|',
+      `| ${BOTS} Deployments made (32 at once) / all their pods running | ${round(createMs / 1000, 1)} s / ${round(allRunningMs / 1000, 1)} s | |`,
+      `| an agent's first full list: from its start to ready (every Deployment and pod listed and watched) | ${agents.map((a) => round(a.readyMs / 1000, 1)).join(' s, ')} s | |`,
+      `| the console's table, first answer | ${firstTableMs} ms, ${firstTableKb} KB | |`,
+      `| memory of each agent at rest (RSS) | ${restRss.map((mb) => round(mb, 0)).join(' MB, ')} MB | under 300 MB each |`,
+      `| CPU of both agents at rest, ${REST_SECONDS} s | ${round(restCpu / agents.length, 2)}% of a core each | under 5% |`,
+      `| a status read while ${READS_PER_SECOND} a second go on for ${READ_SECONDS} s, over both agents | p50 ${readFigures.p50} ms, p99 ${readFigures.p99} ms; ${read.failures.length} of ${READS_PER_SECOND * READ_SECONDS} not 200 | p99 under 50 ms |`,
+      `| CPU of both agents under those reads | ${round(readCpu / agents.length, 1)}% of a core each | |`,
+      `| a new crash loop reported: from the third crash seen by a watch to the \`crash-looping\` event on the stream, ${NEW_LOOPS} bots | p50 ${lag.p50} ms, p99 ${lag.p99} ms; ${reportLags.filter((ms) => !Number.isFinite(ms)).length} not reported | within 2 s |`,
+      `| ${BURST} bots crash five times at once: events through one agent's stream | ${streamEvents.length} in ${round(burstSeconds, 1)} s, ${round(streamEvents.length / Math.max(burstSeconds, 0.001), 0)} a second | |`,
+      `| the same through the webhooks (both agents deliver, each event once) | ${hookCount} delivered by then | |`,
+      `| the console's table with ${BOTS} rows: answer, p50 of 5 | ${table.answerMs} ms, ${table.answerKb} KB | |`,
+      `| from opening the page to the table drawn, p50 of 5 (Chromium) | ${table.drawMs} ms | |`,
+      `| frames while scrolling to the end and back | ${table.frames}: p50 ${table.frameP50} ms, p95 ${table.frameP95} ms, slowest ${table.frameMax} ms, ${table.slowFrames} over 50 ms | |`,
+    ].join('\n');
+    console.log(writeSection('kube-scale', body));
+    if (read.failures.length > 0) log(`reads not answered 200, e.g. ${read.failures.slice(0, 3).join('; ')}`);
+  } finally {
+    for (const agent of agents) agent.process.kill('SIGTERM');
+    await core.deleteNamespace({ name: namespace }).catch(() => undefined);
+    await dropDatabases().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
+// The webhook receiver and pooled connections would hold the process open.
+process.exit(0);
