@@ -52,9 +52,17 @@ export async function createRuntime(config: Config, report: FaultReporter): Prom
       const { ServiceAccountTokens } = await import('./kubernetes/kube-token-review.js');
       const kubeConfig = clusterKubeConfig();
       const namespace = botNamespace(config.namespace);
+      const driver = createKubernetesDriver({ kubeConfig, namespace, report });
       return {
-        driver: createKubernetesDriver({ kubeConfig, namespace, report }),
-        provisioner: createKubernetesProvisioner({ kubeConfig, namespace, agentUrl: config.botsAgentUrl, pullSecrets: config.imagePullSecrets, pullTimeoutMs: config.pullTimeoutMs }),
+        driver,
+        provisioner: createKubernetesProvisioner({
+          kubeConfig,
+          namespace,
+          agentUrl: config.botsAgentUrl,
+          pullSecrets: config.imagePullSecrets,
+          pullTimeoutMs: config.pullTimeoutMs,
+          watchedDeployments: () => driver.watchedDeployments(),
+        }),
         sharedLocks: (holder) => new LeaseLocks(kubeConfig, namespace, holder),
         botTokens: new ServiceAccountTokens(kubeConfig, namespace, Date.now, report),
       };

@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import test from 'ava';
-import { AppsV1Api, CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { KubeConfig, V1Deployment } from '@kubernetes/client-node';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import { LeaseLocks } from '../../src/runtime/kubernetes/kube-leases.js';
+import { KubeRevisions } from '../../src/runtime/kubernetes/kube-revisions.js';
 import { leaseName, objectName } from '../../src/runtime/kubernetes/kube-names.js';
 import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
@@ -173,4 +174,32 @@ test.serial("a round of the console's samples over every simulated bot asks metr
   t.is(asked.length, 1, asked.slice(0, 3).join(' '));
   // kwok's pods have no metrics: each read says so, as a pod metrics-server has not measured yet.
   t.true(reads.every((read) => read.status === 'rejected' && read.reason instanceof RuntimeUnavailable && /no metrics for the bot's pod/.test(read.reason.message)));
+});
+
+test.serial('deploys an agent left unfinished are looked for in the watch of the Deployments, not in a list of every one', async (t) => {
+  const driver = createKubernetesDriver({ kubeConfig: agentConfig, namespace });
+  t.teardown(() => driver.close());
+  const revisions = new KubeRevisions(agentConfig.makeApiClient(AppsV1Api), agentConfig.makeApiClient(CoreV1Api), agentConfig, namespace, async (template) => template, () => driver.watchedDeployments());
+  t.true(await eventually(async () => (driver.watchedDeployments()?.length ?? 0) >= BOTS, 30_000, 100), 'the watch never held every Deployment');
+  // What a deploy under way leaves on its bot's Deployment (kube-revisions.ts) when its agent dies.
+  const left = botIds[BOTS - 3]!;
+  const deploy = { from: 1, to: 2, deadlineAtMs: Date.now() + 60_000, template: {} };
+  await apps.patchNamespacedDeployment(
+    { name: objectName(left), namespace, body: { metadata: { annotations: { 'bot-agent/deploy': JSON.stringify(deploy) } } } },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
+  const listed: string[] = [];
+  const onRequest = (message: unknown): void => {
+    const { request } = message as { request: { path: string } };
+    if (request.path.includes('/deployments') && !request.path.includes('watch=true')) listed.push(request.path);
+  };
+  subscribe('undici:request:create', onRequest);
+  let found: string[] = [];
+  try {
+    t.true(await eventually(async () => (found = (await revisions.leftDeploys()).map((deploy) => deploy.botId)).includes(left), 30_000, 100), 'the deploy left was not found');
+  } finally {
+    unsubscribe('undici:request:create', onRequest);
+  }
+  t.deepEqual(found, [left]);
+  t.deepEqual(listed, []);
 });

@@ -121,6 +121,11 @@ class KubernetesDriver implements RuntimeDriver {
     return held === undefined ? undefined : held.length > 0;
   }
 
+  /** Every bot's Deployment as the watch holds it; undefined until its first list is in. */
+  watchedDeployments(): V1Deployment[] | undefined {
+    return this.deployments.keysOf('bot')?.flatMap((botId) => this.deployments.byIndex('bot', botId) ?? []);
+  }
+
   listedBots(): BotSummary[] | undefined {
     const deploymentKeys = this.deployments.keysOf('bot');
     if (deploymentKeys === undefined || this.watchedPods.keysOf('bot') === undefined) return undefined;
@@ -499,7 +504,7 @@ export function botHolding(pods: readonly V1Pod[], address: string): string | un
 }
 
 /** The Kubernetes driver, talking to the API server `kubeConfig` names, in `namespace`. */
-export function createKubernetesDriver(options: KubernetesDriverOptions): RuntimeDriver {
+export function createKubernetesDriver(options: KubernetesDriverOptions): RuntimeDriver & Pick<KubernetesDriver, 'watchedDeployments'> {
   return new KubernetesDriver(options);
 }
 

@@ -124,6 +124,9 @@ export class KubeObjectCache<T extends KubernetesObject> implements IndexedCache
   }
 
   private file(object: T): void {
+    // Who wrote which field, a few KB an object: never read here, and kept for every bot's Deployment and pod (the
+    // informer's copy is this same object). docs/performance.md, "Kubernetes at 5,000 bots".
+    if (object.metadata) delete object.metadata.managedFields;
     const uid = uidOf(object);
     this.unfile(uid, false);
     const places: Array<[string, string]> = [];

@@ -27,6 +27,8 @@ export interface KubernetesProvisionerOptions {
   readonly pullSecrets?: readonly string[] | undefined;
   /** How long a create waits for the kubelet to pull its image (AGENT_PULL_TIMEOUT_S). */
   readonly pullTimeoutMs?: number | undefined;
+  /** The bots' Deployments as the driver's watch holds them (KubernetesDriver.watchedDeployments). */
+  readonly watchedDeployments?: () => readonly V1Deployment[] | undefined;
   /** False: a create returns once its Deployment is made, without waiting for the image (the test API server runs no pods). */
   readonly awaitImage?: boolean | undefined;
 }
@@ -58,6 +60,7 @@ class KubernetesProvisioner implements Provisioner {
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.revisions = new KubeRevisions(this.apps, this.core, options.kubeConfig, options.namespace, (template, change, revision) =>
       this.changedTemplate(template, change, revision),
+      options.watchedDeployments,
     );
   }
 
