@@ -80,3 +80,25 @@ test('a round asked for while one is under way is that round: each bot is read o
   await Promise.all([samples.sample(), samples.sample(), samples.sample()]);
   t.is(driver.reads.get('bot_1_1_a'), 1);
 });
+
+test("a round first asks the runtime for every bot at once where it can, then reads each bot; a failed ask leaves each read to ask on its own", async (t) => {
+  const calls: string[] = [];
+  const reading = fakeDriver(['bot_1_1_a', 'bot_1_1_b']);
+  const driver = {
+    ...reading,
+    runningBots: reading.runningBots,
+    stats: async (botId: string) => {
+      calls.push(`stats ${botId}`);
+      return reading.stats(botId);
+    },
+    prepareStatsRound: async () => {
+      calls.push('prepare');
+      if (calls.filter((call) => call === 'prepare').length === 2) throw new Error('metrics.k8s.io did not answer');
+    },
+  };
+  const samples = new StatsSamples(driver, { intervalMs: 15_000, keepMs: 15 * 60_000 });
+  await samples.sample();
+  await samples.sample();
+  t.deepEqual(calls, ['prepare', 'stats bot_1_1_a', 'stats bot_1_1_b', 'prepare', 'stats bot_1_1_a', 'stats bot_1_1_b']);
+  t.is(samples.samples('bot_1_1_b').length, 2);
+});
