@@ -24,6 +24,8 @@ export interface IndexedBot {
   readonly addresses: readonly string[];
   /** Whether the container has a TTY (so its logs carry no stream framing). */
   readonly tty: boolean;
+  /** Where the engine writes its log, when it is a file (json-file); '' otherwise or before the first start. */
+  readonly logPath: string;
   /** When the current run started, for a running container (parsed once here, not on every read of its stats). */
   readonly startedAt: Date | undefined;
   /** What its HEALTHCHECK says, and since when (ms) as the engine's events or this index saw it change. */
@@ -265,7 +267,7 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     const healthSinceMs = known?.running && running && known.health === status ? known.healthSinceMs : Date.now();
     const health = { health: status, healthSinceMs, healthPolicy: healthPolicyOf(container.Labels), createdAtMs: container.Created * 1000, generation: generationIn(container.Labels[GENERATION_LABEL]) };
     if (known && (known.running || !running)) {
-      return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: known.tty, startedAt: running ? known.startedAt : undefined, ...health };
+      return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: known.tty, logPath: known.logPath, startedAt: running ? known.startedAt : undefined, ...health };
     }
     let info: ContainerInspectInfo;
     try {
@@ -276,7 +278,7 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
       throw err;
     }
     const startedAt = running ? new Date(info.State.StartedAt) : undefined;
-    return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: info.Config.Tty, startedAt, ...health };
+    return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: info.Config.Tty, logPath: info.LogPath ?? '', startedAt, ...health };
   }
 }
 
@@ -308,6 +310,7 @@ function indexedFrom(info: ContainerInspectInfo): IndexedBot | undefined {
     template,
     addresses,
     tty: info.Config.Tty,
+    logPath: info.LogPath ?? '',
     startedAt,
     health,
     healthSinceMs: health === 'starting' && startedAt ? startedAt.getTime() : Date.now(),

@@ -14,6 +14,7 @@ import { engineClients } from './docker-connection.js';
 import type { EngineClients } from './docker-connection.js';
 import { signalled } from './docker-signals.js';
 import { engineStatus, translateDockerError } from './docker-errors.js';
+import { readLogFile } from './docker-log-file.js';
 import { followLogs, readLogs } from './docker-logs.js';
 import { DockerRunWatcher, EXIT_LOG_LINES } from './docker-runs.js';
 import { agentRestartable, dockerHealthPolicy } from './docker-policy.js';
@@ -278,7 +279,10 @@ class DockerDriver implements RuntimeDriver {
   }
 
   async logs(botId: string, lines: number): Promise<string> {
-    const { containerId, tty } = await this.logTarget(botId);
+    const { containerId, tty, logPath } = await this.logTarget(botId);
+    // Where the agent may read the engine's log file, it answers alone (docs/docker.md).
+    const fromFile = logPath ? readLogFile(logPath, tty, lines) : undefined;
+    if (fromFile !== undefined) return fromFile;
     // readLogs keeps its own deadline: a large log may take longer to send than a quick call, but never stalls.
     // No quick call's deadline signal, unused, whose timer would fire seconds after each read.
     return this.translated(botId, () => readLogs(this.docker, containerId, tty, lines));
@@ -350,11 +354,11 @@ class DockerDriver implements RuntimeDriver {
 
 
   /** The container whose logs are the bot's, and whether it has a TTY. */
-  private async logTarget(botId: string): Promise<{ containerId: string; tty: boolean }> {
+  private async logTarget(botId: string): Promise<{ containerId: string; tty: boolean; logPath: string }> {
     const indexed = this.index.byIndex('bot', botId)?.[0];
     if (indexed) return indexed;
     const info = await this.inspectBot(botId);
-    return { containerId: info.Id, tty: info.Config.Tty };
+    return { containerId: info.Id, tty: info.Config.Tty, logPath: info.LogPath ?? '' };
   }
 
   private async inspectBot(botId: string): Promise<ContainerInspectInfo> {
