@@ -11,10 +11,11 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AppsV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, Watch } from '@kubernetes/client-node';
-import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import { webhookReceiver } from '../test/helpers/agent-process.js';
 import { dropDatabases, freshDatabase } from '../test/helpers/postgres.js';
-import { adminKubeConfig, agentKubeConfig, botDeployment } from '../test/kube-cluster/cluster-harness.js';
+import { adminKubeConfig, agentKubeConfig, KWOK_CRASH_LABEL, kwokBotDeployment } from '../test/kube-cluster/cluster-harness.js';
+import { mapLimited } from '../src/map-limited.js';
 import { agentProcess } from './bench-agent.js';
 import { tableFigures } from './bench-console.js';
 import { cpuPercentDuring, percentiles, round, rssMb, timedGet } from './bench-scale.js';
@@ -29,7 +30,6 @@ const BURST = Math.min(500, Math.floor(BOTS / 10));
 const READS_PER_SECOND = 200;
 const READ_SECONDS = 30;
 const REST_SECONDS = 60;
-const CRASH_LABEL = 'bot-agent.test/kwok-crash';
 /** The pods whose crashes this process watches itself. */
 const WATCHED_LABEL = 'bot-agent.bench/watched';
 const SECRET = 'bench-webhook-secret-0123456789abcdef';
@@ -40,22 +40,6 @@ const sh = (script: string, args: string[] = []): string =>
   execFileSync('bash', [script, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').at(-1) ?? '';
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const log = (line: string) => console.error(`bench:kube-scale: ${line}`);
-
-async function inBatches<T>(items: readonly T[], width: number, each: (item: T) => Promise<unknown>): Promise<void> {
-  const queue = [...items];
-  await Promise.all(Array.from({ length: width }, async () => {
-    for (let item = queue.shift(); item !== undefined; item = queue.shift()) await each(item);
-  }));
-}
-
-function simulatedBot(id: string, crashing: boolean): V1Deployment {
-  const deployment = botDeployment(id, { image: 'simulated.invalid/bot:1' });
-  const template = deployment.spec!.template;
-  if (crashing) template.metadata!.labels![CRASH_LABEL] = 'true';
-  template.spec!.nodeSelector = { type: 'kwok' };
-  template.spec!.tolerations = [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }];
-  return deployment;
-}
 
 /** Every event an agent's `GET /api/events` sends, each with the time it arrived here. */
 function eventsOf(port: number): { events: Array<{ type: string; botId: string; at: number }>; close(): void } {
@@ -132,7 +116,7 @@ async function main(): Promise<void> {
 
     log(`making ${BOTS} bots on ${kwokNode}`);
     let started = Date.now();
-    await inBatches(ids, 32, (id) => apps.createNamespacedDeployment({ namespace, body: simulatedBot(id, crashing.has(id)) }));
+    await mapLimited(ids, 32, (id) => apps.createNamespacedDeployment({ namespace, body: kwokBotDeployment(id, crashing.has(id)) }));
     const createMs = Date.now() - started;
     const runningPods = async () =>
       (await core.listNamespacedPod({ namespace, fieldSelector: `spec.nodeName=${kwokNode}` })).items.filter((pod) => pod.status?.phase === 'Running');
@@ -192,9 +176,9 @@ async function main(): Promise<void> {
     const steady = ids.filter((id) => !crashing.has(id));
     const crashNow = async (batch: string[], labels: Record<string, string> = {}) => {
       const pods = (await runningPods()).filter((pod) => batch.includes(pod.metadata?.labels?.['bot-agent/bot-id'] ?? ''));
-      await inBatches(pods, 16, (pod) =>
+      await mapLimited(pods, 16, (pod) =>
         core.patchNamespacedPod(
-          { name: pod.metadata!.name!, namespace, body: { metadata: { labels: { [CRASH_LABEL]: 'true', ...labels } } } },
+          { name: pod.metadata!.name!, namespace, body: { metadata: { labels: { [KWOK_CRASH_LABEL]: 'true', ...labels } } } },
           setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
         ),
       );

@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/kube/versions.sh
 source scripts/kube/layout.sh
-[ "$(id -u)" = 0 ] || { echo "kube/down.sh: run as root" >&2; exit 1; }
+source scripts/kube/prologue.sh
 
 # Pods first, while containerd still answers: their tasks, then the daemons in reverse order.
 if [ -S "$RUN/containerd.sock" ]; then

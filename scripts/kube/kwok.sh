@@ -13,9 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/kube/versions.sh
 source scripts/kube/layout.sh
-[ "$(id -u)" = 0 ] || { echo "kube/kwok.sh: run as root" >&2; exit 1; }
-log() { echo "kube/kwok.sh: $*" >&2; }
-fail() { log "$*"; exit 1; }
+source scripts/kube/prologue.sh
 
 bin="$KUBE_CACHE/kwok-v$KWOK_VERSION"
 if [ ! -x "$bin/kwok" ] || [ ! -f "$bin/stages.yaml" ]; then

@@ -13,10 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/kube/versions.sh
 source scripts/kube/layout.sh
-[ "$(id -u)" = 0 ] || { echo "kube/up.sh: run as root" >&2; exit 1; }
-
-log() { echo "kube/up.sh: $*" >&2; }
-fail() { log "$*"; exit 1; }
+source scripts/kube/prologue.sh
 # Writes stdin to a file only when it differs: kube-proxy exits when its configuration file is written.
 write_if_changed() {
   local file=$1 new

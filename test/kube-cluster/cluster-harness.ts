@@ -103,6 +103,19 @@ export function botDeployment(
   };
 }
 
+/** The label by which kwok's stages (scripts/kube/kwok-stages.yaml) make a simulated pod crash five times. */
+export const KWOK_CRASH_LABEL = 'bot-agent.test/kwok-crash';
+
+/** A bot Deployment for kwok's simulated node (`npm run kube:kwok`): no real pod lands there; `crashing`: a crash loop by stage. */
+export function kwokBotDeployment(id: string, crashing: boolean): V1Deployment {
+  const deployment = botDeployment(id, { image: 'simulated.invalid/bot:1' });
+  const template = deployment.spec!.template;
+  if (crashing) template.metadata!.labels![KWOK_CRASH_LABEL] = 'true';
+  template.spec!.nodeSelector = { type: 'kwok' };
+  template.spec!.tolerations = [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }];
+  return deployment;
+}
+
 function newest(pods: V1Pod[]): V1Pod | undefined {
   const live = pods.filter((pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp);
   return live.sort((a, b) => String(b.metadata?.creationTimestamp).localeCompare(String(a.metadata?.creationTimestamp)))[0];

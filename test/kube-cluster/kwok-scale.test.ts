@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import test from 'ava';
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import type { KubeConfig, V1Deployment } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import { LeaseLocks } from '../../src/runtime/kubernetes/kube-leases.js';
 import { KubeRevisions } from '../../src/runtime/kubernetes/kube-revisions.js';
@@ -11,11 +11,12 @@ import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
 import { eventually } from '../helpers/eventually.js';
 import { RuntimeUnavailable } from '../../src/errors.js';
+import { mapLimited } from '../../src/map-limited.js';
 import { call } from '../helpers/http-client.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { openStream } from '../helpers/sse-client.js';
 import type { EventStream } from '../helpers/sse-client.js';
-import { adminKubeConfig, agentKubeConfig, botDeployment } from './cluster-harness.js';
+import { adminKubeConfig, agentKubeConfig, kwokBotDeployment } from './cluster-harness.js';
 
 // Two agents over one PostgreSQL against the real API server, their bots on kwok's simulated node
 // (scripts/kube/kwok.sh): pods that run without a process, a tenth of them crash-looping by kwok's stages.
@@ -38,19 +39,6 @@ let events: EventStream;
 let agentConfig: KubeConfig;
 
 /** A bot's Deployment placed on the simulated node (its taint tolerated), crash-looping by kwok's stage or not. */
-function simulatedBot(id: string): V1Deployment {
-  const deployment = botDeployment(id, { image: 'simulated.invalid/bot:1' });
-  const template = deployment.spec!.template;
-  if (crashing.has(id)) template.metadata!.labels!['bot-agent.test/kwok-crash'] = 'true';
-  template.spec!.nodeSelector = { type: 'kwok' };
-  template.spec!.tolerations = [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }];
-  return deployment;
-}
-
-async function inBatches<T>(items: readonly T[], width: number, each: (item: T) => Promise<unknown>): Promise<void> {
-  for (let i = 0; i < items.length; i += width) await Promise.all(items.slice(i, i + width).map(each));
-}
-
 async function agentNamed(holder: string, agentConfig: KubeConfig, databaseUrl: string): Promise<TestAgent> {
   const agent = await startAgent(createKubernetesDriver({ kubeConfig: agentConfig, namespace }), {
     databaseUrl,
@@ -68,7 +56,7 @@ test.before(async () => {
   await agentNamed('agent-a', agentConfig, databaseUrl);
   await agentNamed('agent-b', agentConfig, databaseUrl);
   events = await openStream(agents[0]!.server, '/api/events');
-  await inBatches(botIds, 20, (id) => apps.createNamespacedDeployment({ namespace, body: simulatedBot(id) }));
+  await mapLimited(botIds, 20, (id) => apps.createNamespacedDeployment({ namespace, body: kwokBotDeployment(id, crashing.has(id)) }));
 });
 
 test.after.always(async () => {
@@ -103,7 +91,7 @@ test.serial("each agent's table lists every simulated bot, running or crash-loop
 
 test.serial("every bot's status is read through either agent; a simulated bot's logs and a crashed run's record come from kwok's files", async (t) => {
   const failed: string[] = [];
-  await inBatches(botIds, 25, async (id) => {
+  await mapLimited(botIds, 25, async (id) => {
     const agent = agents[botIds.indexOf(id) % 2]!;
     const reply = await call(agent.server, `/api/bots/${id}`);
     if (reply.status !== 200 || (reply.body?.bot as { bot_id?: string } | undefined)?.bot_id !== id) failed.push(`${id}: ${reply.status} ${reply.text}`);
