@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../test/helpers/free-port.js';
 
-/** The built agent in a process of its own, on all addresses and a free port, once it is ready. */
-export async function agentProcess(env: Record<string, string>): Promise<{ agent: ChildProcess; port: number; log(): string }> {
+/** The built agent in a process of its own, on all addresses and a free port, once it is ready; on core `pin` if given. */
+export async function agentProcess(env: Record<string, string>, pin?: string): Promise<{ agent: ChildProcess; port: number; log(): string }> {
   const port = await freePort();
   // Its records in a folder of its own, not ./data of the work tree.
   const dataDir = mkdtempSync(join(tmpdir(), 'bot-agent-bench-'));
@@ -17,7 +17,8 @@ export async function agentProcess(env: Record<string, string>): Promise<{ agent
   const logFile = join(dataDir, 'agent.log');
   const logFd = openSync(logFile, 'a');
   // Started by `npm start`'s own script, so with the same Node flags as it and the image (it execs node: the pid is the agent's).
-  const agent = spawn('bash', ['scripts/start.sh'], {
+  // taskset execs bash, which execs node: the pid is still the agent's.
+  const agent = spawn(pin === undefined ? 'bash' : 'taskset', [...(pin === undefined ? [] : ['-c', pin, 'bash']), 'scripts/start.sh'], {
     env: { ...process.env, AGENT_HOST: '0.0.0.0', AGENT_PORT: String(port), AGENT_DATA_DIR: dataDir, ...env },
     stdio: ['ignore', logFd, 'ignore'],
   });

@@ -1,4 +1,7 @@
 // The baselines every bench loads beside the agent, each run as a module of its own (node -e).
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { freePort } from '../test/helpers/free-port.js';
 
 /** A stats answer's size and shape, as the baselines answer it. */
 export const STATS_JSON = JSON.stringify({ ok: true, stats: { cpu_percent: 0.12, memory_usage: '1.23 MB', memory_percent: 0.01, uptime: '1h 2m' } });
@@ -60,3 +63,25 @@ export const BASELINES = {
 };
 
 export type BaselineKind = keyof typeof BASELINES;
+
+/** A baseline server answering a stats-sized JSON to every GET of a bot's stats, in a process of its own as the agent is. */
+export interface Baseline {
+  readonly server: ChildProcess;
+  /** Its address on loopback, without a trailing slash. */
+  readonly base: string;
+  readonly port: number;
+}
+
+/** Ends a baseline on SIGTERM as a normal exit, so that node writes its CPU profile when asked to take one. */
+const EXIT_ON_SIGTERM = `process.on('SIGTERM', () => process.exit(0));`;
+
+export async function baselineServer(kind: BaselineKind, nodeFlags: string[] = [], pin?: string): Promise<Baseline> {
+  const port = await freePort();
+  const command = [process.execPath, ...nodeFlags, '--input-type=module', '-e', `${BASELINES[kind](port, '0.0.0.0')} ${EXIT_ON_SIGTERM}`];
+  // Pinned to a core (taskset execs node: the pid is the server's).
+  const server = pin === undefined ? spawn(command[0] ?? '', command.slice(1), { stdio: 'ignore' }) : spawn('taskset', ['-c', pin, ...command], { stdio: 'ignore' });
+  const base = `http://127.0.0.1:${port}`;
+  const probe = `${base}/api/bots/bot_1_1_probe/stats`;
+  for (let i = 0; i < 100 && !(await fetch(probe).then((r) => r.ok, () => false)); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  return { server, base, port };
+}

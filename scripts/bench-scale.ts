@@ -12,14 +12,20 @@ const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf
 /** How many containers are created and started at once. */
 const PARALLEL = 16;
 
-/** CPU time a process has used so far, in seconds; 0 once it is gone. */
-export function cpuSeconds(pid: number): number {
+/** CPU time a process has used so far, in seconds, in its own code and in the kernel's for it; 0 once it is gone. */
+export function cpuTimes(pid: number): { user: number; system: number } {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+    return { user: Number(fields[11]) / CLOCK_TICKS, system: Number(fields[12]) / CLOCK_TICKS };
   } catch {
-    return 0;
+    return { user: 0, system: 0 };
   }
+}
+
+/** CPU time a process has used so far, in seconds; 0 once it is gone. */
+export function cpuSeconds(pid: number): number {
+  const { user, system } = cpuTimes(pid);
+  return user + system;
 }
 
 /** The Docker engine's processes: dockerd, its containerd and the shims of its containers (namespace moby). */

@@ -21,13 +21,12 @@ import pg from 'pg';
 import { kubernetesCosts } from './bench-kube.js';
 import type { KubeCallCost } from './bench-kube.js';
 import type { Availability } from './bench-ha.js';
-import { BASELINES } from './bench-baselines.js';
-import type { BaselineKind } from './bench-baselines.js';
+import { baselineServer } from './bench-baselines.js';
+import type { Baseline } from './bench-baselines.js';
 import { perRequest, profileOf, STAGE_ORDER, stagesOf } from './bench-profile.js';
 import { allAtOnce, cpuPercentDuring, enginePids, makeBots, percentiles, post, readEachSecond, removeEverything, round, rssMb, timed } from './bench-scale.js';
 import type { Figures } from './bench-scale.js';
 import { SocketProxy } from '../test/helpers/socket-proxy.js';
-import { freePort } from '../test/helpers/free-port.js';
 import { ownSections } from './bench-sections.js';
 import { agentProcess } from './bench-agent.js';
 
@@ -314,26 +313,6 @@ async function historyBackends(base: string, botId: string): Promise<HistoryBack
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.end();
   }
-}
-
-/** A baseline server answering a stats-sized JSON to every GET of a bot's stats, in a process of its own as the agent is. */
-interface Baseline {
-  readonly server: ChildProcess;
-  /** Its address on loopback, without a trailing slash. */
-  readonly base: string;
-  readonly port: number;
-}
-
-/** Ends a baseline on SIGTERM as a normal exit, so that node writes its CPU profile when asked to take one. */
-const EXIT_ON_SIGTERM = `process.on('SIGTERM', () => process.exit(0));`;
-
-async function baselineServer(kind: BaselineKind, nodeFlags: string[] = []): Promise<Baseline> {
-  const port = await freePort();
-  const server = spawn(process.execPath, [...nodeFlags, '--input-type=module', '-e', `${BASELINES[kind](port, '0.0.0.0')} ${EXIT_ON_SIGTERM}`], { stdio: 'ignore' });
-  const base = `http://127.0.0.1:${port}`;
-  const probe = `${base}/api/bots/bot_1_1_probe/stats`;
-  for (let i = 0; i < 100 && !(await fetch(probe).then((r) => r.ok, () => false)); i++) await new Promise((resolve) => setTimeout(resolve, 50));
-  return { server, base, port };
 }
 
 let bare: Baseline;
