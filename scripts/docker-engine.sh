@@ -32,6 +32,22 @@ DOCKER=/usr/bin/docker
 [ -x "$DOCKER" ] || DOCKER=$(command -v docker) || fail "no docker CLI found"
 engine_answers() { "$DOCKER" -H "unix://$SOCK" version >/dev/null 2>&1; }
 
+# The host keeps a neighbour (ARP) entry for each container that talks to it; past gc_thresh3 (Linux: 1,024 in
+# all) it drops new ones, and a bot's connection to the agent goes unanswered ("neighbor table overflow" in
+# the kernel's log). A host of 1,000 bots needs more (docs/docker.md): raised, never lowered, where root may.
+raise_sysctl() {
+  local now
+  now=$(sysctl -n "$1" 2>/dev/null) || return 0
+  [ "$now" -ge "$2" ] || sysctl -qw "$1=$2" >/dev/null 2>&1 || echo "docker-engine: could not raise $1 to $2 (now $now)" >&2
+}
+if [ "$(id -u)" = 0 ]; then
+  for family in ipv4 ipv6; do
+    raise_sysctl "net.$family.neigh.default.gc_thresh1" 4096
+    raise_sysctl "net.$family.neigh.default.gc_thresh2" 8192
+    raise_sysctl "net.$family.neigh.default.gc_thresh3" 16384
+  done
+fi
+
 if ! engine_answers; then
   # A stale pid file from a killed daemon blocks a new start.
   if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then
