@@ -39,7 +39,8 @@ const owned = (id: string) => ({ bot_id: id, user_id: 'user_1' });
 for (const fault of ['cut', 'stall'] as const) {
   test(`an engine ${fault === 'cut' ? 'cut off' : 'that stalls'} is a 503 on every call, and the agent recovers by itself`, async (t) => {
     const { proxy, server } = await setUp(t);
-    const bot = await fixture.runBot({ script: "echo up; trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done" });
+    // Its log kept by the engine alone (no json-file the agent could read without it).
+    const bot = await fixture.runBot({ script: "echo up; trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done", logDriver: 'local' });
     t.is((await call(server, `/api/bots/${bot.id}/stats`, within10s())).status, 200);
     proxy[fault]();
     if (fault === 'stall') {
@@ -116,7 +117,8 @@ test('the identity index goes dark while its event stream is down, and is rebuil
 // agent keeps them open (src/runtime/docker/docker-connection.ts), and a connection the engine drops is not used again.
 test('calls to the engine share kept-alive connections; once every one of them is dropped (an engine restarted), each call after answers', async (t) => {
   const { proxy, server } = await setUp(t);
-  const bot = await fixture.runBot({ script: "for i in 1 2 3; do echo line $i; done; trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done" });
+  // Its logs read through the engine: no json-file the agent reads itself.
+  const bot = await fixture.runBot({ script: "for i in 1 2 3; do echo line $i; done; trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done", logDriver: 'local' });
   const logs = () => call(server, '/api/bots/logs', { body: { bot_id: bot.id, lines: 3 }, ...within10s() });
   t.is((await logs()).status, 200);
   const before = proxy.connectionsAccepted;

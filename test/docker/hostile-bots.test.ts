@@ -24,7 +24,8 @@ test.before(async () => {
   await fixture.ready();
   await proxy.start();
   // Two lifecycle operations a minute, for the bot and for the platform apart.
-  agent = await startAgent(createDockerDriver({ dockerHost: proxy.dockerHost }), { rateLimit: 2 }, '0.0.0.0');
+  // Its logs reads go to the engine, whose reads these tests bound (the agent's own reads of log files: test/docker/log-file.test.ts).
+  agent = await startAgent(createDockerDriver({ dockerHost: proxy.dockerHost, logFiles: false }), { rateLimit: 2 }, '0.0.0.0');
   target = { host: (await fixture.network()).gateway, port: (agent.server.address() as AddressInfo).port };
 });
 

@@ -41,6 +41,8 @@ export interface BotSpec {
   image?: string;
   /** Further labels (e.g. the watchdog's grace). */
   labels?: Record<string, string>;
+  /** The engine's log driver (json-file by default): `local` keeps no file the agent reads, so its logs reads ask the engine. */
+  logDriver?: string;
 }
 
 export interface TestBot {
@@ -116,6 +118,7 @@ export class DockerFixture {
         Memory: spec.memoryBytes,
         MemorySwap: spec.memoryBytes,
         RestartPolicy: spec.restartPolicy ? { Name: spec.restartPolicy } : undefined,
+        LogConfig: spec.logDriver ? { Type: spec.logDriver, Config: {} } : undefined,
       },
     });
     if (spec.start !== false) await container.start();

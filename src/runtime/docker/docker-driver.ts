@@ -63,6 +63,8 @@ class DockerDriver implements RuntimeDriver {
     engine: EngineClients,
     private readonly report: FaultReporter,
     cgroupRoot?: string,
+    /** Whether logs reads take the engine's json-file logs where they can be read (docs/docker.md); else the engine always answers. */
+    private readonly logFiles = true,
   ) {
     this.docker = engine.docker;
     this.lasting = engine.lasting;
@@ -281,7 +283,7 @@ class DockerDriver implements RuntimeDriver {
   async logs(botId: string, lines: number): Promise<string> {
     const { containerId, tty, logPath } = await this.logTarget(botId);
     // Where the agent may read the engine's log file, it answers alone (docs/docker.md).
-    const fromFile = logPath ? readLogFile(logPath, tty, lines) : undefined;
+    const fromFile = logPath && this.logFiles ? readLogFile(logPath, tty, lines) : undefined;
     if (fromFile !== undefined) return fromFile;
     // readLogs keeps its own deadline: a large log may take longer to send than a quick call, but never stalls.
     // No quick call's deadline signal, unused, whose timer would fire seconds after each read.
@@ -451,8 +453,8 @@ function holdsAddress(container: ContainerInfo, address: string): boolean {
  * The Docker driver, talking to the engine at DOCKER_HOST over `engine`'s connections (its own when none
  * is given); faults of its event and stats streams go to `report`.
  */
-export function createDockerDriver(options: { dockerHost: string; engine?: EngineClients; report?: FaultReporter; cgroupRoot?: string }): RuntimeDriver {
-  return new DockerDriver(options.engine ?? engineClients(options.dockerHost), options.report ?? (() => {}), options.cgroupRoot);
+export function createDockerDriver(options: { dockerHost: string; engine?: EngineClients; report?: FaultReporter; cgroupRoot?: string; logFiles?: boolean }): RuntimeDriver {
+  return new DockerDriver(options.engine ?? engineClients(options.dockerHost), options.report ?? (() => {}), options.cgroupRoot, options.logFiles);
 }
 
 /** What a container's HEALTHCHECK says: its status, and the output of its newest check that failed. */
