@@ -32,9 +32,9 @@ for (const tty of [false, true]) {
     t.true(await eventually(async () => (await readLogs(fixture.docker, info.Id, tty, 1)) === 'no end'), 'the bot never wrote its last line');
     for (const lines of [1, 2, 5, 60, 10_000]) {
       const engine = await readLogs(fixture.docker, info.Id, tty, lines);
-      t.is(readLogFile(info.LogPath, tty, lines), engine, `${lines} lines`);
+      t.is(await readLogFile(info.LogPath, tty, lines), engine, `${lines} lines`);
     }
-    t.true(readLogFile(info.LogPath, tty, 3)?.includes('x'.repeat(40_000)));
+    t.true((await readLogFile(info.LogPath, tty, 3))?.includes('x'.repeat(40_000)));
   });
 }
 

@@ -283,7 +283,7 @@ class DockerDriver implements RuntimeDriver {
   async logs(botId: string, lines: number): Promise<string> {
     const { containerId, tty, logPath } = await this.logTarget(botId);
     // Where the agent may read the engine's log file, it answers alone (docs/docker.md).
-    const fromFile = logPath && this.logFiles ? readLogFile(logPath, tty, lines) : undefined;
+    const fromFile = logPath && this.logFiles ? await readLogFile(logPath, tty, lines) : undefined;
     if (fromFile !== undefined) return fromFile;
     // readLogs keeps its own deadline: a large log may take longer to send than a quick call, but never stalls.
     // No quick call's deadline signal, unused, whose timer would fire seconds after each read.
