@@ -12,7 +12,7 @@ import type { Agent } from '../../src/agent.js';
 import { listen } from '../../src/http/listen.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
-import { accessibilityViolations, launchChromium, watchPage } from '../helpers/browser.js';
+import { accessibilityViolations, launchChromium, othersRemoved, watchPage } from '../helpers/browser.js';
 import { TEST_APP_CONFIG } from '../helpers/agent.js';
 import { DockerFixture, IDLE_BOT } from '../helpers/docker-fixture.js';
 import type { TestBot } from '../helpers/docker-fixture.js';
@@ -76,11 +76,8 @@ async function openFleet(page: Page, url: string): Promise<void> {
   await page.getByLabel('Search').fill(fixture.runId);
 }
 
-/**
- * Other test files' bots share the engine and come and go: one removed between its last event and the table's reading
- * of its row is the 404 that drops the row, which the page's own watch must not count as a fault.
- */
-const OTHERS_REMOVED = [new RegExp(`^404 GET .*/api/bots/bot_[^/]+(?<!_${fixture.runId})$`), /status of 404 \(Not Found\)/];
+/** Other test files' bots come and go on the shared engine (othersRemoved). */
+const OTHERS_REMOVED = othersRemoved(fixture.runId);
 
 const row = (page: Page, bot: TestBot) => page.locator(`tr[data-bot="${bot.id}"]`);
 
