@@ -18,7 +18,7 @@ import autocannon from 'autocannon';
 import Docker from 'dockerode';
 import { BASELINES } from './bench-baselines.js';
 import { writeSection } from './bench-sections.js';
-import { cpuSeconds, percentiles, post, timed } from './bench-scale.js';
+import { cpuSeconds, median, percentiles, post, timed } from './bench-scale.js';
 import type { BaselineKind } from './bench-baselines.js';
 
 // The load runs on core 0 (npm run bench:ab starts this process there).
@@ -89,7 +89,6 @@ function curlP50(count: number, url: string, curlArgs: string[] = []): number {
 const curlAgentLogs = (base: string): number => curlP50(300, `${base}/api/bots/${BOT}/logs?lines=100`);
 const curlEngineLogs = (): number => curlP50(300, `http://engine/containers/${BOT}/logs?stdout=1&stderr=1&tail=100`, ['--unix-socket', '/var/run/docker.sock']);
 
-const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 /** A figure as the table shows it: the median of the rounds, and their lowest and highest. */
 const shown = (values: number[], digits: number): string =>
   values.every(Number.isNaN) ? '' : `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)})`;

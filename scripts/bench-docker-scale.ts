@@ -15,7 +15,7 @@ import Docker from 'dockerode';
 import { agentProcess } from './bench-agent.js';
 import { baselineServer } from './bench-baselines.js';
 import type { BaselineKind } from './bench-baselines.js';
-import { cpuSeconds, cpuTimes, enginePids, makeBots, percentiles, removeEverything, round, rssMb } from './bench-scale.js';
+import { cpuSeconds, cpuTimes, enginePids, makeBots, median, percentiles, removeEverything, round, rssMb } from './bench-scale.js';
 import { writeSection } from './bench-sections.js';
 import { mapLimited } from '../src/map-limited.js';
 
@@ -79,7 +79,6 @@ async function windows(pid: number, skipS: number, work: Promise<Reads>): Promis
   return { cpu, system, rss, reads: await reads };
 }
 
-const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 /** The lowest and highest of the middle 80% of `values`. */
 function spread(values: number[]): string {
   const sorted = [...values].sort((a, b) => a - b);

@@ -102,6 +102,9 @@ export type Figures = { p50: number; p99: number; rps?: number };
 const ms = (ns: bigint): number => Number(ns) / 1e6;
 export const round = (value: number, digits = 2): number => Number(value.toFixed(digits));
 
+/** The middle value of `values` (the upper of the two middle ones for an even count); NaN for none. */
+export const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
+
 /** The p50 and p99 of `samples`, in ms to two decimals. */
 export function percentiles(samples: number[]): Figures {
   const sorted = [...samples].sort((a, b) => a - b);

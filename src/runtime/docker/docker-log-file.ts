@@ -37,9 +37,9 @@ export async function readLogFile(logPath: string, tty: boolean, lines: number):
   try {
     const newest = await newestEntries(file, lines);
     if (newest === undefined) return undefined;
-    const { texts, cut, reachedStart } = newest;
+    const { texts, newlines, cut, reachedStart } = newest;
     // The lines before these are in a rotated file: the engine reads those.
-    if (reachedStart && !cut && texts.reduce((sum, text) => sum + countNewlines(text), 0) < lines && rotated(logPath)) return undefined;
+    if (reachedStart && !cut && newlines < lines && rotated(logPath)) return undefined;
     texts.reverse();
     return lastLines(Buffer.concat(texts), lines, { cut, tty });
   } finally {
@@ -51,7 +51,7 @@ export async function readLogFile(logPath: string, tty: boolean, lines: number):
  * The text of the file's newest entries, newest first: enough of them for `lines` whole lines
  * (one newline more than that), or past what an answer holds (`cut`), or all of them (`reachedStart`).
  */
-async function newestEntries(file: number, lines: number): Promise<{ texts: Buffer[]; cut: boolean; reachedStart: boolean } | undefined> {
+async function newestEntries(file: number, lines: number): Promise<{ texts: Buffer[]; newlines: number; cut: boolean; reachedStart: boolean } | undefined> {
   const { size } = fstatSync(file);
   const texts: Buffer[] = [];
   let newlines = 0;
@@ -87,13 +87,13 @@ async function newestEntries(file: number, lines: number): Promise<{ texts: Buff
       texts.push(text);
       textBytes += text.length;
       newlines += countNewlines(text);
-      if (newlines > lines) return { texts, cut: false, reachedStart: false };
-      if (textBytes > MAX_LOG_BYTES) return { texts, cut: true, reachedStart: false };
+      if (newlines > lines) return { texts, newlines, cut: false, reachedStart: false };
+      if (textBytes > MAX_LOG_BYTES) return { texts, newlines, cut: true, reachedStart: false };
       if (before < 0) break;
       entryEnd = before + 1;
     }
   }
-  return { texts, cut: false, reachedStart: true };
+  return { texts, newlines, cut: false, reachedStart: true };
 }
 
 /** An entry's text; undefined for a line that is not one of the engine's entries. */
