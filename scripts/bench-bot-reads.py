@@ -9,7 +9,11 @@ read come from that bot's own address, one connection per bot kept alive between
 connection per read with "fresh"). Bot n reads at n/len(bots) of each second; a read that came late
 is not made up for. Prints one JSON object:
 the count of reads per answer ("200", "429", "error: ECONNRESET", ...), a sample of each kind that was
-not a 200 with its body and time, and every read's time in ms (p50/p99 are the caller's to take).
+not a 200 with its body and time, the first 20 reads that failed on an open connection with what it had been through
+(reads answered on it before, seconds since it was opened and since its last answer, as the reader saw them), how many
+reads were sent again because the server had closed their kept-alive connection before any byte of answer (once, on a
+new connection, as HTTP clients do; counted by the second answer), the times the reader's own loop ran over a second
+late, and every read's time in ms (p50/p99 are the caller's to take).
 """
 import asyncio
 import ctypes
@@ -80,7 +84,20 @@ async def main():
     loop = asyncio.get_running_loop()
     counts = {}
     samples = {}
+    failures = []
+    sent_again = [0]
     times = []
+    # How late the reader's own loop ran (a sleep of 50 ms that took longer): a reader late by seconds sends its next
+    # read on a connection the server may have closed as idle meanwhile.
+    lags = []
+
+    async def lag_watch():
+        while loop.time() < start + seconds:
+            before = loop.time()
+            await asyncio.sleep(0.05)
+            late = loop.time() - before - 0.05
+            if late > 1.0:
+                lags.append({"at_s": round(before - start, 3), "late_s": round(late, 3)})
     start = loop.time() + 1.0
 
     async def connect(i):
@@ -92,26 +109,47 @@ async def main():
         request = (f"GET /api/bots/{bots[i]['id']}/stats HTTP/1.1\r\nHost: agent\r\n"
                    + ("Connection: close\r\n" if fresh else "") + "\r\n").encode()
         streams = None
+        opened = last_answer = 0.0
+        answered_on = 0
         due = start + i / len(bots)
         while due < start + seconds:
             await asyncio.sleep(max(0.0, due - loop.time()))
             began = time.perf_counter()
             # As a bot that sleeps a second between reads: one that came late reads next a second later, never twice at once.
             due = max(due + 1, loop.time() + 1 - (loop.time() - due) % 1)
-            try:
-                if streams is None:
-                    streams = await asyncio.wait_for(connect(i), TIMEOUT_S)
-                reader, writer = streams
-                writer.write(request)
-                status, body, close = await asyncio.wait_for(answer(reader), TIMEOUT_S)
-                if fresh or close:
-                    writer.close()
-                    streams = None
-            except Exception as err:  # each failure is counted by its kind, never ends the run
-                status, body = f"error: {type(err).__name__} {getattr(err, 'strerror', '') or err}", b""
-                if streams is not None:
-                    streams[1].close()
-                    streams = None
+            for attempt in (1, 2):
+                try:
+                    if streams is None:
+                        streams = await asyncio.wait_for(connect(i), TIMEOUT_S)
+                        opened = last_answer = loop.time()
+                        answered_on = 0
+                    reader, writer = streams
+                    sent = loop.time()
+                    writer.write(request)
+                    status, body, close = await asyncio.wait_for(answer(reader), TIMEOUT_S)
+                    last_answer = loop.time()
+                    answered_on += 1
+                    if fresh or close:
+                        writer.close()
+                        streams = None
+                    break
+                except Exception as err:  # each failure is counted by its kind, never ends the run
+                    status, body = f"error: {type(err).__name__} {getattr(err, 'strerror', '') or err}", b""
+                    # A kept-alive connection the server closed before any byte of the answer: the request may be
+                    # sent again on a new one, as HTTP clients do (RFC 9112, section 9.3.1); once.
+                    closed_idle = streams is not None and answered_on > 0 and (
+                        (isinstance(err, asyncio.IncompleteReadError) and err.partial == b"")
+                        or isinstance(err, (ConnectionResetError, BrokenPipeError)))
+                    if streams is not None and len(failures) < 20:
+                        failures.append({"bot": bots[i]["id"], "at_s": round(loop.time() - start, 3), "error": status,
+                                         "answered_on_connection": answered_on, "connection_age_s": round(sent - opened, 3),
+                                         "idle_s": round(sent - last_answer, 3), "sent_again": closed_idle and attempt == 1})
+                    if streams is not None:
+                        streams[1].close()
+                        streams = None
+                    if not (closed_idle and attempt == 1):
+                        break
+                    sent_again[0] += 1
             times.append((time.perf_counter() - began) * 1000)
             counts[status] = counts.get(status, 0) + 1
             if status != "200" and status not in samples:
@@ -119,8 +157,8 @@ async def main():
         if streams is not None:
             streams[1].close()
 
-    await asyncio.gather(*(bot(i) for i in range(len(bots))))
-    json.dump({"counts": counts, "samples": samples, "times_ms": [round(t, 3) for t in times]}, sys.stdout)
+    await asyncio.gather(lag_watch(), *(bot(i) for i in range(len(bots))))
+    json.dump({"counts": counts, "samples": samples, "failures": failures, "sent_again": sent_again[0], "lags": lags[:20], "times_ms": [round(t, 3) for t in times]}, sys.stdout)
 
 
 asyncio.run(main())

@@ -39,6 +39,9 @@ const network = `bot-agent-bench-${runId}`;
 interface Reads {
   counts: Record<string, number>;
   samples: Record<string, { bot: string; at_s: number; body: string }>;
+  failures: Array<{ bot: string; at_s: number; error: string; answered_on_connection: number; connection_age_s: number; idle_s: number; sent_again: boolean }>;
+  sent_again: number;
+  lags: Array<{ at_s: number; late_s: number }>;
   times_ms: number[];
 }
 
@@ -131,6 +134,16 @@ async function main(): Promise<void> {
     notes.push(`The agent at rest with ${BOTS} bots: ${round(rest, 2)}% of a core. The engine (dockerd, containerd, shims) while the bots read: ${round(engine, 1)}%.`);
     for (const [status, sample] of Object.entries(measured.reads.samples)) {
       notes.push(`A read answered \`${status}\` (${measured.reads.counts[status]} in all): ${sample.bot}, ${sample.at_s} s in, body \`${sample.body.replaceAll('`', "'")}\`.`);
+    }
+    for (const failure of measured.reads.failures) {
+      notes.push(
+        `Failed on an open connection: ${failure.bot}, ${failure.at_s} s in, \`${failure.error}\`, after ${failure.answered_on_connection} answers on it, ` +
+          `${failure.connection_age_s} s after it was opened, ${failure.idle_s} s after its last answer${failure.sent_again ? '; sent again on a new connection' : ''}.`,
+      );
+    }
+    notes.push(`Reads sent again, their kept-alive connection closed by the server before any byte of answer: ${measured.reads.sent_again}.`);
+    if (measured.reads.lags.length > 0) {
+      notes.push(`The readers' own loop ran late by over a second: ${measured.reads.lags.map((lag) => `${lag.late_s} s at ${lag.at_s} s`).join(', ')}.`);
     }
     const restAfterStart = cpuSeconds(agentPid);
     await new Promise((resolve) => setTimeout(resolve, 20_000));

@@ -2,11 +2,12 @@
 // local cluster's real API server with BENCH_KUBE_BOTS (5,000) bots on kwok's simulated node (scripts/kube/kwok.sh),
 // a tenth of them crash-looping by kwok's stage. kwok runs no process and no probe: what this measures is the
 // agent's lists, watches, caches, Leases and history at that scale, never the bots. Writes its section of
-// BENCHMARKS.md, each figure beside its goal (docs/performance.md).
+// BENCHMARKS.md, each figure beside its goal (docs/performance.md). BENCH_PROFILE_DIR: each agent's CPU profile;
+// BENCH_HEAP_DIR: a heap snapshot of the second agent, taken after every figure.
 import { execFileSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,6 +63,13 @@ function eventsOf(port: number): { events: Array<{ type: string; botId: string; 
   });
   request.on('error', () => undefined);
   return { events, close: () => request.destroy() };
+}
+
+/** An agent's heap at this moment (MB), from its own /metrics (prom-client's figures of the process). */
+async function heapOf(port: number): Promise<{ used: number; total: number; external: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const mb = (name: string): number => round(Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) / 1e6, 0);
+  return { used: mb('nodejs_heap_size_used_bytes'), total: mb('nodejs_heap_size_total_bytes'), external: mb('nodejs_external_memory_bytes') };
 }
 
 interface Agent {
@@ -137,7 +145,12 @@ async function main(): Promise<void> {
       AGENT_WEBHOOK_SECRET: SECRET,
     };
     // BENCH_PROFILE_DIR: each agent writes a CPU profile there when it ends (node --cpu-prof).
-    const profiling: Record<string, string> = process.env.BENCH_PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}` } : {};
+    // BENCH_HEAP_DIR: the second agent writes a heap snapshot there at the end (after every figure, so none is its).
+    const nodeOptions = [
+      ...(process.env.BENCH_PROFILE_DIR ? [`--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : []),
+      ...(process.env.BENCH_HEAP_DIR ? [`--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${process.env.BENCH_HEAP_DIR}`] : []),
+    ];
+    const profiling: Record<string, string> = nodeOptions.length > 0 ? { NODE_OPTIONS: nodeOptions.join(' ') } : {};
     agents.push(await startAgent('scale-agent-a', { ...env, ...profiling }), await startAgent('scale-agent-b', { ...env, ...profiling }));
     const pids = () => agents.map((agent) => agent.process.pid!);
     const fleetUrl = `http://127.0.0.1:${agents[0]!.port}/api/console/fleet`;
@@ -153,6 +166,7 @@ async function main(): Promise<void> {
     log('at rest');
     const restCpu = await cpuPercentDuring(pids, () => sleep(REST_SECONDS * 1000));
     const restRss = pids().map(rssMb);
+    const restHeaps = await Promise.all(agents.map((agent) => heapOf(agent.port)));
 
     log(`${READS_PER_SECOND} status reads a second`);
     let read: { times: number[]; failures: string[] } = { times: [], failures: [] };
@@ -210,7 +224,11 @@ async function main(): Promise<void> {
     stream.close();
 
     log('the console');
-    const table = await tableFigures(`http://127.0.0.1:${agents[0]!.port}`);
+    // The page not drawn in time is a figure too: said in the table, the figures before it kept.
+    const table = await tableFigures(`http://127.0.0.1:${agents[0]!.port}`).catch((err: Error) => {
+      const failed = `failed: ${err.message.split('\n')[0]}`;
+      return { answerMs: failed, answerKb: NaN, drawMs: failed, frames: failed, frameP50: NaN, frameP95: NaN, frameMax: NaN, slowFrames: NaN };
+    });
 
     const readFigures = percentiles(read.times);
     const lag = percentiles(reportLags.filter(Number.isFinite));
@@ -227,6 +245,7 @@ async function main(): Promise<void> {
       `| an agent's first full list: from its start to ready (every Deployment and pod listed and watched) | ${agents.map((a) => round(a.readyMs / 1000, 1)).join(' s, ')} s | |`,
       `| the console's table, first answer | ${firstTableMs} ms, ${firstTableKb} KB | |`,
       `| memory of each agent at rest (RSS) | ${restRss.map((mb) => round(mb, 0)).join(' MB, ')} MB | under 300 MB each |`,
+      `| of it, each agent's JavaScript heap: used / held, and memory outside it (buffers, strings of C++) | ${restHeaps.map(({ used, total, external }) => `${used} / ${total}, ${external}`).join(' MB; ')} MB | |`,
       `| CPU of both agents at rest, ${REST_SECONDS} s | ${round(restCpu / agents.length, 2)}% of a core each | under 5% |`,
       `| a status read while ${READS_PER_SECOND} a second go on for ${READ_SECONDS} s, over both agents | p50 ${readFigures.p50} ms, p99 ${readFigures.p99} ms; ${read.failures.length} of ${READS_PER_SECOND * READ_SECONDS} not 200 | p99 under 50 ms |`,
       `| CPU of both agents under those reads | ${round(readCpu / agents.length, 1)}% of a core each | |`,
@@ -238,6 +257,20 @@ async function main(): Promise<void> {
       `| frames while scrolling to the end and back | ${table.frames}: p50 ${table.frameP50} ms, p95 ${table.frameP95} ms, slowest ${table.frameMax} ms, ${table.slowFrames} over 50 ms | |`,
     ].join('\n');
     console.log(writeSection('kube-scale', body));
+    if (process.env.BENCH_HEAP_DIR) {
+      const heapDir = process.env.BENCH_HEAP_DIR;
+      const before = new Set(readdirSync(heapDir));
+      agents[1]!.process.kill('SIGUSR2');
+      // Written as it is walked: done once its size has stood still for 3 s.
+      const size = (): number => readdirSync(heapDir).filter((file) => !before.has(file)).reduce((sum, file) => sum + statSync(join(heapDir, file)).size, 0);
+      for (let last = -1, still = 0, waited = 0; still < 3 && waited < 300; waited++) {
+        await sleep(1_000);
+        const now = size();
+        still = now > 0 && now === last ? still + 1 : 0;
+        last = now;
+      }
+      log(`heap snapshot of scale-agent-b in ${heapDir}`);
+    }
     if (read.failures.length > 0) log(`reads not answered 200, e.g. ${read.failures.slice(0, 3).join('; ')}`);
   } finally {
     for (const agent of agents) agent.process.kill('SIGTERM');

@@ -1,5 +1,6 @@
 import { HistoryUnavailable } from '../errors.js';
 import type { HistoryStore, NodeBot, NodeRecord } from '../history/history-store.js';
+import type { BotSummary } from '../provisioning/bot-spec.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 
 /** How often an agent says its node is alive, and which bots its runtime holds. */
@@ -41,6 +42,7 @@ export class NodeBeacon {
   private readonly timer: NodeJS.Timeout;
   /** The bots last written, as a key, and when: unchanged, they are not written again until REWRITE_MS pass. */
   private written: string | undefined;
+  private writtenList: readonly BotSummary[] | undefined;
   private writtenAtMs = 0;
   private renewing = false;
   /** The last renewal failed: told once until one succeeds (a database away fails every renewal). */
@@ -70,11 +72,17 @@ export class NodeBeacon {
       const listed = this.driver.listedBots();
       // Undefined while the runtime's index is being built: nothing said rather than no bots.
       if (listed === undefined) return;
+      // The very list written last (the driver's, while nothing changed): not worked over again.
+      if (listed === this.writtenList && atMs - this.writtenAtMs < REWRITE_MS) return;
       const bots: NodeBot[] = listed.map((bot) => ({ botId: bot.bot_id, running: bot.state === 'running' })).sort((a, b) => (a.botId < b.botId ? -1 : 1));
       const key = JSON.stringify(bots);
-      if (key === this.written && atMs - this.writtenAtMs < REWRITE_MS) return;
+      if (key === this.written && atMs - this.writtenAtMs < REWRITE_MS) {
+        this.writtenList = listed;
+        return;
+      }
       await this.store.putNodeBots(this.node, bots, atMs);
       this.written = key;
+      this.writtenList = listed;
       this.writtenAtMs = atMs;
     } catch (err) {
       if (!this.failing) this.report(`node ${this.node} could not be renewed in the history's store`, err);

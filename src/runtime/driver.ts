@@ -167,8 +167,9 @@ export interface RuntimeDriver {
   /**
    * Every bot the index or watch holds, as the platform's listing shows it, without a call to the
    * runtime; undefined while it is being built or its stream is down (the provisioner's listing asks).
+   * The same array while nothing changed: never to be changed by a caller.
    */
-  listedBots(): BotSummary[] | undefined;
+  listedBots(): readonly BotSummary[] | undefined;
 
   /** Whether the index or watch holds the bot, from memory; undefined while it is being built. */
   holdsBot(botId: string): boolean | undefined;

@@ -11,6 +11,7 @@ import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
 import { eventually } from '../helpers/eventually.js';
 import { RuntimeUnavailable } from '../../src/errors.js';
+import { HEALTH_GRACE_LABEL } from '../../src/runtime/labels.js';
 import { mapLimited } from '../../src/map-limited.js';
 import { call } from '../helpers/http-client.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
@@ -140,6 +141,50 @@ test.serial('a restart of a simulated bot asked of both agents at once: one roll
   );
   const status = await call(agents[0]!.server, `/api/bots/${id}`);
   t.like(status.body?.bot, { state: 'running' });
+});
+
+test.serial("a driver started beside every simulated bot lists their Deployments and pods a page at a time, holds every one, and looks at their health again without working it out again", async (t) => {
+  const PAGE = 60;
+  const pages = { deployments: [] as string[], pods: [] as string[] };
+  const onRequest = (message: unknown): void => {
+    const { request } = message as { request: { path: string } };
+    if (request.path.includes('watch=true') || !request.path.includes(`limit=${PAGE}`)) return;
+    if (request.path.includes('/deployments?')) pages.deployments.push(request.path);
+    if (request.path.includes('/pods?')) pages.pods.push(request.path);
+  };
+  subscribe('undici:request:create', onRequest);
+  const driver = createKubernetesDriver({ kubeConfig: agentConfig, namespace, listPage: PAGE });
+  t.teardown(() => driver.close());
+  try {
+    t.true(await eventually(async () => (await driver.ping().then(() => true, () => false)), 30_000, 100), 'the watches never synced');
+  } finally {
+    unsubscribe('undici:request:create', onRequest);
+  }
+  const pageCount = Math.ceil(BOTS / PAGE);
+  // (A watch broken meanwhile lists again: more pages, never fewer.)
+  t.true(pages.deployments.length >= pageCount, pages.deployments.join('\n'));
+  t.true(pages.deployments.filter((path) => path.includes('continue=')).length >= pageCount - 1);
+  t.true(pages.pods.length >= pageCount, pages.pods.join('\n'));
+  const listed = driver.listedBots() ?? [];
+  t.deepEqual(listed.map((bot) => bot.bot_id).sort(), [...botIds].sort());
+  t.is(driver.runningBots().length, BOTS);
+  t.true((driver.watchedDeployments() ?? []).every((deployment) => deployment.metadata?.managedFields === undefined));
+  // The watchdog's look each second: what no change of a pod or Deployment has touched since is not worked out again.
+  const looked = new Map(driver.runningHealth().map((bot) => [bot.botId, bot]));
+  const again = driver.runningHealth();
+  t.is(again.length, BOTS);
+  t.true(again.every((bot) => looked.get(bot.botId) === bot));
+  // The list of bots too stays the one array until something changes (the node's beacon asks every 5 s).
+  const listedBefore = driver.listedBots();
+  t.is(driver.listedBots(), listedBefore);
+  // A change of a bot's Deployment is seen at the next look: its health policy, here.
+  const changed = botIds[BOTS - 1]!;
+  await apps.patchNamespacedDeployment(
+    { name: objectName(changed), namespace, body: { metadata: { annotations: { [HEALTH_GRACE_LABEL]: '45' } } } },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
+  t.true(await eventually(async () => driver.runningHealth().find((bot) => bot.botId === changed)?.policy.graceMs === 45_000, 10_000, 50), 'the new grace was never seen');
+  t.not(driver.listedBots(), listedBefore);
 });
 
 test.serial("a round of the console's samples over every simulated bot asks metrics.k8s.io once, and each bot's read is answered from it", async (t) => {

@@ -5,7 +5,7 @@ import type { BotSummary } from '../../src/provisioning/bot-spec.js';
 
 // A node's beacon (docs/api.md §17): alive at every renewal; its bots written only when they changed, and never
 // while the runtime's index is being built (that would say the node holds none).
-function beacon(listing: () => BotSummary[] | undefined, records: NodeRecord[] = []) {
+function beacon(listing: () => readonly BotSummary[] | undefined, records: NodeRecord[] = []) {
   const renewals: number[] = [];
   const writes: NodeBot[][] = [];
   let nowMs = 1_000_000;
@@ -61,4 +61,32 @@ test('a node is away once NODE_AWAY_MS pass without a renewal; the answering nod
       ['node-c', false, false],
     ],
   );
+});
+
+test("the driver's very list, unchanged since the last renewal, is not worked over again until REWRITE_MS pass", async (t) => {
+  let reads = 0;
+  // The list as the Kubernetes driver keeps it while nothing changed: the same array each time; each read of its bots counted.
+  const kept = new Proxy([running('bot_1_1_a')], {
+    get: (target, key, receiver) => {
+      if (key === 'map') reads++;
+      return Reflect.get(target, key, receiver) as unknown;
+    },
+  });
+  const { made, writes, advance } = beacon(() => kept);
+  t.teardown(() => made.close());
+  await made.renew();
+  await made.renew();
+  await made.renew();
+  t.is(reads, 1);
+  t.is(writes.length, 1);
+  advance(REWRITE_MS);
+  await made.renew();
+  t.is(reads, 2);
+  t.is(writes.length, 2);
+  // A list equal to the last, but a new one (the Docker driver's each time): compared, not written again.
+  const { made: other, writes: otherWrites } = beacon(() => [running('bot_1_1_a')]);
+  t.teardown(() => other.close());
+  await other.renew();
+  await other.renew();
+  t.is(otherWrites.length, 1);
 });

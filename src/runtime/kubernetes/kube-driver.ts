@@ -13,7 +13,7 @@ import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { followPodLogs, readPodLogs } from './kube-logs.js';
 import { KubeRunWatcher } from './kube-runs.js';
-import { KubeObjectCache } from './kube-object-cache.js';
+import { KubeObjectCache, LIST_PAGE } from './kube-object-cache.js';
 import { summaryOf } from './kube-provisioner.js';
 import { botStatsFromMetrics, nodeAllocatable, podLimits } from './kube-stats.js';
 import type { Capacity, PodMetrics } from './kube-stats.js';
@@ -44,6 +44,8 @@ export interface KubernetesDriverOptions {
   readonly namespace: string;
   /** Where faults of the driver's own watches go. */
   readonly report?: FaultReporter | undefined;
+  /** Objects a page of the watches' lists asks for (LIST_PAGE); tests make it small to see many pages. */
+  readonly listPage?: number | undefined;
 }
 
 /**
@@ -68,8 +70,15 @@ class KubernetesDriver implements RuntimeDriver {
   private readonly events: LRUCache<string, CoreV1Event[]>;
   private readonly unknownAddresses: LRUCache<string, Promise<void>>;
   private readonly nodes: LRUCache<string, Capacity>;
+  /**
+   * Each bot's health as last worked out (null: no pod of it runs), until its Deployment or a pod of it changes:
+   * the watchdog asks for every bot's each second (docs/performance.md, "Kubernetes at 5,000 bots").
+   */
+  private readonly healthByBot = new Map<string, RunningHealth | null>();
+  /** The bots as last listed, and the copies' change counts they were listed at. */
+  private listed: { changes: string; bots: readonly BotSummary[] } | undefined;
 
-  constructor({ kubeConfig, namespace, report }: KubernetesDriverOptions) {
+  constructor({ kubeConfig, namespace, report, listPage = LIST_PAGE }: KubernetesDriverOptions) {
     this.report = report ?? (() => {});
     this.kubeConfig = kubeConfig;
     this.apps = kubeConfig.makeApiClient(AppsV1Api);
@@ -80,7 +89,7 @@ class KubernetesDriver implements RuntimeDriver {
     this.deployments = new KubeObjectCache(
       kubeConfig,
       `/apis/apps/v1/namespaces/${namespace}/deployments`,
-      () => this.apps.listNamespacedDeployment({ namespace, labelSelector: BOT_LABEL }),
+      (from) => this.apps.listNamespacedDeployment({ namespace, labelSelector: BOT_LABEL, limit: listPage, _continue: from }),
       BOT_LABEL,
       { bot: botOf },
       "the bots' Deployments",
@@ -89,7 +98,7 @@ class KubernetesDriver implements RuntimeDriver {
     this.watchedPods = new KubeObjectCache(
       kubeConfig,
       `/api/v1/namespaces/${namespace}/pods`,
-      () => this.core.listNamespacedPod({ namespace, labelSelector: BOT_LABEL }),
+      (from) => this.core.listNamespacedPod({ namespace, labelSelector: BOT_LABEL, limit: listPage, _continue: from }),
       BOT_LABEL,
       { bot: botOf, address: (pod) => pod.status?.podIP, awaiting: (pod) => (awaitsAddress(pod) ? 'address' : undefined) },
       "the bots' pods",
@@ -100,6 +109,14 @@ class KubernetesDriver implements RuntimeDriver {
     this.metrics = new LRUCache({ max: 10_000, ttl: METRICS_FRESH_MS, fetchMethod: (pod) => this.readPodMetrics(pod) });
     this.events = new LRUCache({ max: 1_000, ttl: EVENTS_FRESH_MS, fetchMethod: (pod) => this.readPodEvents(pod) });
     this.nodes = new LRUCache({ max: 1_000, ttl: NODE_FRESH_MS, fetchMethod: (node) => this.readNodeCapacity(node) });
+    const forgetHealth = (object: V1Deployment | V1Pod): void => {
+      const botId = botOf(object);
+      if (botId !== undefined) this.healthByBot.delete(botId);
+    };
+    for (const verb of ['add', 'update', 'delete'] as const) {
+      this.deployments.on(verb, forgetHealth);
+      this.watchedPods.on(verb, forgetHealth);
+    }
     this.deployments.start();
     this.watchedPods.start();
   }
@@ -126,13 +143,18 @@ class KubernetesDriver implements RuntimeDriver {
     return this.deployments.keysOf('bot')?.flatMap((botId) => this.deployments.byIndex('bot', botId) ?? []);
   }
 
-  listedBots(): BotSummary[] | undefined {
+  listedBots(): readonly BotSummary[] | undefined {
     const deploymentKeys = this.deployments.keysOf('bot');
-    if (deploymentKeys === undefined || this.watchedPods.keysOf('bot') === undefined) return undefined;
+    if (deploymentKeys === undefined || !this.watchedPods.answering) return undefined;
+    // The same list until a Deployment or pod changes: asked for every 5 s by the node's beacon, and by the console.
+    const changes = `${this.deployments.changes}:${this.watchedPods.changes}`;
+    if (this.listed?.changes === changes) return this.listed.bots;
     // Each Deployment with its own bot's pods, from the index: not every pod for every bot.
-    return deploymentKeys.flatMap((botId) =>
+    const bots = deploymentKeys.flatMap((botId) =>
       (this.deployments.byIndex('bot', botId) ?? []).map((deployment) => summaryOf(deployment, this.watchedPods.byIndex('bot', botId) ?? [])),
     );
+    this.listed = { changes, bots };
+    return bots;
   }
 
   runningBots(): string[] {
@@ -143,16 +165,25 @@ class KubernetesDriver implements RuntimeDriver {
   readonly restartsUnhealthy = true;
 
   runningHealth(): RunningHealth[] {
+    const botIds = this.deployments.keysOf('bot');
+    if (botIds === undefined || !this.watchedPods.answering) return [];
     const health: RunningHealth[] = [];
-    for (const botId of this.deployments.keysOf('bot') ?? []) {
-      const deployment = this.deployments.byIndex('bot', botId)?.[0];
-      const pod = newest((this.watchedPods.byIndex('bot', botId) ?? []).filter(isRunning));
-      if (!deployment || !pod) continue;
-      const startedAtMs = runStartOf(pod).getTime();
-      const { status, sinceMs } = podHealth(pod, defaultContainer(pod), startedAtMs);
-      health.push({ botId, startedAtMs, status, sinceMs, policy: healthPolicyOf(deployment.metadata?.annotations), createdAtMs: createdAtOf(deployment)?.getTime() });
+    for (const botId of botIds) {
+      let known = this.healthByBot.get(botId);
+      // `starting` may turn `unhealthy` with time alone (podHealth): worked out again at each look.
+      if (known === undefined || known?.status === 'starting') this.healthByBot.set(botId, (known = this.workOutHealth(botId)));
+      if (known) health.push(known);
     }
     return health;
+  }
+
+  private workOutHealth(botId: string): RunningHealth | null {
+    const deployment = this.deployments.byIndex('bot', botId)?.[0];
+    const pod = newest((this.watchedPods.byIndex('bot', botId) ?? []).filter(isRunning));
+    if (!deployment || !pod) return null;
+    const startedAtMs = runStartOf(pod).getTime();
+    const { status, sinceMs } = podHealth(pod, defaultContainer(pod), startedAtMs);
+    return { botId, startedAtMs, status, sinceMs, policy: healthPolicyOf(deployment.metadata?.annotations), createdAtMs: createdAtOf(deployment)?.getTime() };
   }
 
   async findBot(botId: string): Promise<BotInfo> {

@@ -1,11 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ListWatch, Watch } from '@kubernetes/client-node';
-import type { KubeConfig, KubernetesObject, ListPromise } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import type { FaultReporter } from '../driver.js';
 import type { IndexedCache } from '../indexed-cache.js';
 
 /** How long after a broken watch it is opened again; also the longest wait between a watch's normal end and the next. */
 const REOPEN_MS = 1_000;
+/** Objects a page of the first list (and of a list after a watch too old to resume) asks for. */
+export const LIST_PAGE = 500;
+
+/** One page of a list, a bounded number of objects from where the page before it ended (`from`: its `continue`). */
+export type ListPage<T extends KubernetesObject> = (from: string | undefined) => Promise<KubernetesListObject<T>>;
 
 type Handler<T> = (object: T) => void;
 
@@ -26,11 +31,12 @@ export class KubeObjectCache<T extends KubernetesObject> implements IndexedCache
   /** The first list and watch have ended one way or the other: the copy was current once, or the watch failed. */
   private settled = false;
   private closed = false;
+  private changeCount = 0;
 
   constructor(
     kubeConfig: KubeConfig,
     path: string,
-    list: ListPromise<T>,
+    list: ListPage<T>,
     labelSelector: string,
     private readonly keys: Record<string, (object: T) => string | undefined>,
     private readonly what: string,
@@ -52,7 +58,7 @@ export class KubeObjectCache<T extends KubernetesObject> implements IndexedCache
     });
     // client-node waits ever longer (to 30 s) between a watch's normal end and the next: at most REOPEN_MS here.
     const delayFn = (ms: number): Promise<void> => sleep(Math.min(ms, REOPEN_MS));
-    this.informer = new ListWatch(path, opened, list, false, labelSelector, undefined, { delayFn });
+    this.informer = new ListWatch(path, opened, () => listInPages(list), false, labelSelector, undefined, { delayFn });
     this.informer.on('add', (object) => this.file(object));
     this.informer.on('update', (object) => this.file(object));
     this.informer.on('delete', (object) => this.unfile(uidOf(object)));
@@ -94,6 +100,16 @@ export class KubeObjectCache<T extends KubernetesObject> implements IndexedCache
     return this.settled;
   }
 
+  /** How many changes the copy has taken: the same count, the same copy. */
+  get changes(): number {
+    return this.changeCount;
+  }
+
+  /** Whether the copy is current: its watch is open. */
+  get answering(): boolean {
+    return this.current;
+  }
+
   /** The objects filed under `key` in `index`, or undefined when the copy is not current. */
   byIndex(index: string, key: string): T[] | undefined {
     if (!this.current) return undefined;
@@ -124,9 +140,7 @@ export class KubeObjectCache<T extends KubernetesObject> implements IndexedCache
   }
 
   private file(object: T): void {
-    // Who wrote which field, a few KB an object: never read here, and kept for every bot's Deployment and pod (the
-    // informer's copy is this same object). docs/performance.md, "Kubernetes at 5,000 bots".
-    if (object.metadata) delete object.metadata.managedFields;
+    dropUnread(object);
     const uid = uidOf(object);
     this.unfile(uid, false);
     const places: Array<[string, string]> = [];
@@ -155,8 +169,34 @@ export class KubeObjectCache<T extends KubernetesObject> implements IndexedCache
   }
 
   private changed(): void {
+    this.changeCount++;
     for (const wake of this.waiters) wake();
   }
+}
+
+/**
+ * Every object of a list, read a page at a time (LIST_PAGE): at 5,000 bots one answer is some 40 MB of JSON, parsed whole
+ * beside the copy it replaces, a peak the agent's memory kept long after (docs/performance.md, "Kubernetes at 5,000
+ * bots"). Pages of one list come from one snapshot of the API server's; the list's resourceVersion is the last page's.
+ */
+async function listInPages<T extends KubernetesObject>(page: ListPage<T>): Promise<KubernetesListObject<T>> {
+  const items: T[] = [];
+  let from: string | undefined;
+  for (;;) {
+    const answer = await page(from);
+    for (const object of answer.items) items.push(dropUnread(object));
+    from = answer.metadata?._continue;
+    if (!from) return { ...answer, items };
+  }
+}
+
+/**
+ * Who wrote which field, a few KB an object: never read here, and kept for every bot's Deployment and pod (the
+ * informer's copy is this same object). docs/performance.md, "Kubernetes at 5,000 bots".
+ */
+function dropUnread<T extends KubernetesObject>(object: T): T {
+  if (object.metadata) delete object.metadata.managedFields;
+  return object;
 }
 
 function uidOf(object: KubernetesObject): string {
