@@ -31,6 +31,8 @@ const BURST = Math.min(500, Math.floor(BOTS / 10));
 const READS_PER_SECOND = 200;
 const READ_SECONDS = 30;
 const REST_SECONDS = 60;
+/** How long nothing is kept or delivered before the agents count as at rest. */
+const QUIET_MS = 15_000;
 /** The pods whose crashes this process watches itself. */
 const WATCHED_LABEL = 'bot-agent.bench/watched';
 const SECRET = 'bench-webhook-secret-0123456789abcdef';
@@ -63,6 +65,28 @@ function eventsOf(port: number): { events: Array<{ type: string; botId: string; 
   });
   request.on('error', () => undefined);
   return { events, close: () => request.destroy() };
+}
+
+/** The runs ended an agent has kept in the history so far (its /metrics). */
+async function exitsKept(port: number): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return [...text.matchAll(/^bot_agent_bot_exits_total\{[^}]*\} (\S+)$/gm)].reduce((sum, match) => sum + Number(match[1]), 0);
+}
+
+/**
+ * Waits until neither agent keeps another run's end nor delivers another webhook for QUIET_MS (at most
+ * 10 minutes): the crash burst's records written, so what is measured next is the agents at rest.
+ * Answers how long after the call the last of them came.
+ */
+async function untilQuiet(agents: Agent[], delivered: () => number): Promise<number> {
+  const started = Date.now();
+  let [mark, movedAt] = ['', started];
+  while (Date.now() - movedAt < QUIET_MS && Date.now() - started < 600_000) {
+    const now = `${(await Promise.all(agents.map((agent) => exitsKept(agent.port)))).join()}:${delivered()}`;
+    if (now !== mark) [mark, movedAt] = [now, Date.now()];
+    await sleep(1_000);
+  }
+  return movedAt - started;
 }
 
 /** An agent's heap at this moment (MB), from its own /metrics (prom-client's figures of the process). */
@@ -162,7 +186,8 @@ async function main(): Promise<void> {
     // The crashing tenth comes to rest after its fifth crash (scripts/kube/kwok-stages.yaml).
     const settled = async () => (await runningPods()).filter((pod) => crashing.has(pod.metadata?.labels?.['bot-agent/bot-id'] ?? '') && (pod.status?.containerStatuses?.[0]?.restartCount ?? 0) < 5).length === 0;
     while (!(await settled())) await sleep(2_000);
-    await sleep(10_000);
+    const settledMs = Date.now() - started;
+    const writtenAfterMs = await untilQuiet(agents, () => hooks.received.length);
     log('at rest');
     const restCpu = await cpuPercentDuring(pids, () => sleep(REST_SECONDS * 1000));
     const restRss = pids().map(rssMb);
@@ -244,9 +269,10 @@ async function main(): Promise<void> {
       `| ${BOTS} Deployments made (32 at once) / all their pods running | ${round(createMs / 1000, 1)} s / ${round(allRunningMs / 1000, 1)} s | |`,
       `| an agent's first full list: from its start to ready (every Deployment and pod listed and watched) | ${agents.map((a) => round(a.readyMs / 1000, 1)).join(' s, ')} s | |`,
       `| the console's table, first answer | ${firstTableMs} ms, ${firstTableKb} KB | |`,
+      `| the crashing tenth at rest (its fifth crash) / its last end kept and webhook delivered, after that | ${round(settledMs / 1000, 1)} s after both agents were ready / ${round(writtenAfterMs / 1000, 1)} s | |`,
       `| memory of each agent at rest (RSS) | ${restRss.map((mb) => round(mb, 0)).join(' MB, ')} MB | under 300 MB each |`,
       `| of it, each agent's JavaScript heap: used / held, and memory outside it (buffers, strings of C++) | ${restHeaps.map(({ used, total, external }) => `${used} / ${total}, ${external}`).join(' MB; ')} MB | |`,
-      `| CPU of both agents at rest, ${REST_SECONDS} s | ${round(restCpu / agents.length, 2)}% of a core each | under 5% |`,
+      `| CPU of both agents at rest (nothing kept or delivered for ${QUIET_MS / 1000} s before), ${REST_SECONDS} s | ${round(restCpu / agents.length, 2)}% of a core each | under 5% |`,
       `| a status read while ${READS_PER_SECOND} a second go on for ${READ_SECONDS} s, over both agents | p50 ${readFigures.p50} ms, p99 ${readFigures.p99} ms; ${read.failures.length} of ${READS_PER_SECOND * READ_SECONDS} not 200 | p99 under 50 ms |`,
       `| CPU of both agents under those reads | ${round(readCpu / agents.length, 1)}% of a core each | |`,
       `| a new crash loop reported: from the third crash seen by a watch to the \`crash-looping\` event on the stream, ${NEW_LOOPS} bots | p50 ${lag.p50} ms, p99 ${lag.p99} ms; ${reportLags.filter((ms) => !Number.isFinite(ms)).length} not reported | within 2 s |`,

@@ -48,6 +48,27 @@ test('without metrics-server, stats are a clear 503, not a crash', async (t) => 
   t.regex(String(reply.body?.msg), /runtime unavailable.*metrics\.k8s\.io.*metrics-server/);
 });
 
+test("without metrics-server, a round of the console's samples asks once and reads no pod's metrics on its own", async (t) => {
+  const { api } = await setUp(t);
+  api.metricsServer = false;
+  api.addBot({ id: 'bot_1_1_a' });
+  api.addBot({ id: 'bot_1_1_b' });
+  // A driver started once both pods run (their start is a 30 ms timer of this very process) holds them from its first
+  // list, its watches open and silent.
+  api.silentWatches = true;
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const driver = createKubernetesDriver({ kubeConfig: api.kubeConfig(), namespace: NAMESPACE });
+  t.teardown(() => driver.close());
+  t.true(await eventually(() => driver.runningBots().length === 2), "the driver's first list never held both bots running");
+  await driver.prepareStatsRound?.();
+  const reads = await Promise.allSettled([driver.stats('bot_1_1_a'), driver.stats('bot_1_1_b')]);
+  t.true(reads.every((read) => read.status === 'rejected' && /no metrics for the bot's pod/.test(String(read.reason))));
+  t.deepEqual(
+    api.requests.filter((request) => request.includes('metrics.k8s.io')),
+    ['list metrics.k8s.io/pods 404'],
+  );
+});
+
 test('stats are percentages of the pod limits, else of the node allocatable', async (t) => {
   const { api, server } = await setUp(t);
   const usage = { cpu: '150m', memory: '48Mi' };

@@ -338,12 +338,16 @@ class KubernetesDriver implements RuntimeDriver {
   /**
    * Every pod's metrics in the namespace in one list, kept as each pod's own read would keep them (one the list
    * lacks has none now, as a read's 404 would say): a round of the console's samples over 5,000 bots asks once,
-   * not 5,000 times (docs/performance.md). Not by label: a metrics API need not copy the pods' labels.
+   * not 5,000 times (docs/performance.md). Not by label: a metrics API need not copy the pods' labels. A cluster
+   * without metrics-server answers the list 404, as it would each pod's read: no pod has metrics, and none is asked.
    */
   async prepareStatsRound(): Promise<void> {
-    const list = (await this.api(undefined, (options) =>
-      this.custom.listNamespacedCustomObject({ group: 'metrics.k8s.io', version: 'v1beta1', namespace: this.namespace, plural: 'pods' }, options),
-    )) as { items?: PodMetrics[] };
+    const list = (await this.custom
+      .listNamespacedCustomObject({ group: 'metrics.k8s.io', version: 'v1beta1', namespace: this.namespace, plural: 'pods' }, withDeadline())
+      .catch((err: unknown) => {
+        if (apiStatus(err) === 404) return { items: [] };
+        throw translateKubeError(err, undefined);
+      })) as { items?: PodMetrics[] };
     const listed = new Map((list.items ?? []).map((item) => [item.metadata?.name ?? '', item]));
     for (const botId of this.runningBots()) {
       const pod = newest((this.watchedPods.byIndex('bot', botId) ?? []).filter(isRunning));

@@ -86,6 +86,8 @@ export class FakeKubeApi {
   stallLogStreams = false;
   /** When true, requests are accepted and never answered, as by an API server that hangs. */
   stalled = false;
+  /** When true, a watch is opened and never says anything: the agent's copies hold what their first list read. */
+  silentWatches = false;
   /** While set, a watch is answered only once this settles (a watch that is slow to open). */
   holdWatches: Promise<void> | undefined;
   private readonly bots = new Map<string, FakeBot>();
@@ -219,6 +221,12 @@ export class FakeKubeApi {
       // Watches are the real cluster's to serve (test/kube-cluster): here the agent's watches fail, and it asks for each look-up.
       if (route.watch) {
         await this.holdWatches;
+        if (this.silentWatches) {
+          this.requests.push(`watch ${route.apiGroup ? `${route.apiGroup}/` : ''}${route.resource} 200`);
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.flushHeaders();
+          return;
+        }
         throw new ApiError(405, 'this test-only API server does not serve watch');
       }
       const body = await readBody(req);
@@ -302,6 +310,11 @@ export class FakeKubeApi {
         return this.podLog(this.pod(route.name), query);
       case 'get metrics.k8s.io/pods':
         return this.podMetrics(route.name);
+      case 'list metrics.k8s.io/pods': {
+        if (!this.metricsServer) throw new ApiError(404, 'the server could not find the requested resource');
+        const running = [...this.bots.values()].flatMap((b) => b.pods).filter((p) => p.status.phase === 'Running');
+        return { kind: 'PodMetricsList', apiVersion: 'metrics.k8s.io/v1beta1', metadata: {}, items: running.map((p) => this.podMetrics(p.metadata.name)) };
+      }
       case 'get /nodes':
         if (route.name !== NODE.name) throw new ApiError(404, `nodes "${route.name}" not found`);
         return { apiVersion: 'v1', kind: 'Node', metadata: { name: NODE.name }, status: { allocatable: NODE.allocatable } };
