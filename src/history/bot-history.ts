@@ -320,6 +320,20 @@ export class BotHistory implements RunObserver {
     return { lastExit: exits[0] ?? null, crashLooping, crashesLastHour: crashes.length, givenUp: givenUp !== undefined && givenUp.endedMs === undefined };
   }
 
+  /**
+   * `record` (its last exit without logs) and `exitsLastHour` of every one of `botIds`, for the console's table:
+   * a query per question for all of them, not five a bot (docs/performance.md).
+   */
+  async tableRecords(botIds: readonly string[], now: Date): Promise<(botId: string) => { record: BotRecord; exitsLastHour: number }> {
+    const records = await this.reading(() => this.store.tableRecords(botIds, now.getTime() - HOUR_MS));
+    return (botId) => {
+      const kept = records.get(botId);
+      if (!kept) return { record: { lastExit: null, crashLooping: false, crashesLastHour: 0, givenUp: false }, exitsLastHour: 0 };
+      const givenUp = kept.givenUp !== undefined && kept.givenUp.endedMs === undefined;
+      return { record: { lastExit: kept.lastExit, crashLooping: kept.crashLooping, crashesLastHour: kept.crashes, givenUp }, exitsLastHour: kept.ends };
+    };
+  }
+
   /** Keeps a revision or its new outcome (docs/api.md §15), and the event that tells it, once. */
   async revision(botId: string, record: RevisionRecord, event?: { type: string; fields: Record<string, unknown> }): Promise<void> {
     await this.write({ kind: 'revision', id: randomUUID(), botId, record, event, atMs: Date.now() });
@@ -337,11 +351,6 @@ export class BotHistory implements RunObserver {
 
   exits(botId: string, limit: number): Promise<ExitRecord[]> {
     return this.reading(() => this.store.exits(botId, limit));
-  }
-
-  /** How many of the bot's runs ended, requested or not, in the hour before `now`. */
-  exitsLastHour(botId: string, now: Date): Promise<number> {
-    return this.reading(() => this.store.exitsSince(botId, now.getTime() - HOUR_MS));
   }
 
   /**

@@ -188,9 +188,44 @@ export interface HistoryStore extends HistoryTx {
   deliveryFailed(seq: number, attempts: number, nextAtMs: number, doneTargets?: readonly string[]): Promise<void>;
   /** When the newest run start or end that is kept happened (ms), for a runtime that can replay what came after. */
   lastRunEventMs(): Promise<number | undefined>;
-  /** How many of the bot's runs ended, requested or not, at or after `sinceMs`. */
-  exitsSince(botId: string, sinceMs: number): Promise<number>;
+  /**
+   * What the console's table shows of each of `botIds`, read for all of them in one query per question (not
+   * five a bot: docs/performance.md); a bot with nothing kept has no entry. Its newest exit record comes
+   * without its logs.
+   */
+  tableRecords(botIds: readonly string[], sinceMs: number): Promise<Map<string, TableRecord>>;
   close(): Promise<void>;
+}
+
+/** One bot's row of the console's table, as the history keeps it (HistoryStore.tableRecords). */
+export interface TableRecord {
+  lastExit: ExitRecord | null;
+  crashLooping: boolean;
+  /** Runs ended without a request, and runs ended at all, at or after the `sinceMs` asked for. */
+  crashes: number;
+  ends: number;
+  givenUp: { readonly sinceMs: number; readonly endedMs: number | undefined } | undefined;
+}
+
+/** The four answers of a store's table read, as rows, put together by bot. */
+export function tableRecordsOf(answers: {
+  lastExits: readonly Record<string, unknown>[];
+  counts: readonly Record<string, unknown>[];
+  looping: readonly Record<string, unknown>[];
+  givenUp: readonly Record<string, unknown>[];
+}): Map<string, TableRecord> {
+  const records = new Map<string, TableRecord>();
+  const of = (row: Record<string, unknown>): TableRecord => {
+    const botId = row.bot_id as string;
+    let record = records.get(botId);
+    if (!record) records.set(botId, (record = { lastExit: null, crashLooping: false, crashes: 0, ends: 0, givenUp: undefined }));
+    return record;
+  };
+  for (const row of answers.lastExits) of(row).lastExit = exitOf(row.record as string, '');
+  for (const row of answers.counts) Object.assign(of(row), { crashes: Number(row.crashes), ends: Number(row.ends) });
+  for (const row of answers.looping) of(row).crashLooping = true;
+  for (const row of answers.givenUp) of(row).givenUp = { sinceMs: Number(row.since_ms), endedMs: row.ended_ms === null ? undefined : Number(row.ended_ms) };
+  return records;
 }
 
 /** An event as a row of either store holds it. */

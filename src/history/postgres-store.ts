@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { fitJson } from '../json-text.js';
-import { cursorOf, deliveryOf, eventOf, exitOf, revisionOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
+import { cursorOf, deliveryOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
 import type { SharedStateStore } from '../shared/shared-state.js';
-import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, RevisionRecord, StoredEvent } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
 import { connectionSettings, isDatabaseAway } from './postgres-database.js';
 import type { PostgresDatabase, Query } from './postgres-database.js';
 
@@ -220,13 +220,20 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return this.txOn(await this.query()).lastEventAt(botId, types);
   }
 
-  async exitsSince(botId: string, sinceMs: number): Promise<number> {
-    const { rows } = await (await this.query())('SELECT COUNT(*) AS n FROM exits WHERE bot_id = $1 AND at_ms >= $2', [botId, sinceMs]);
-    return Number(rows[0]?.n ?? 0);
-  }
-
   async isCrashLooping(botId: string): Promise<boolean> {
     return this.txOn(await this.query()).isCrashLooping(botId);
+  }
+
+  async tableRecords(botIds: readonly string[], sinceMs: number): Promise<Map<string, TableRecord>> {
+    const query = await this.query();
+    const ids = [...botIds];
+    const [lastExits, counts, looping, givenUp] = await Promise.all([
+      query('SELECT DISTINCT ON (bot_id) bot_id, record FROM exits WHERE bot_id = ANY($1) ORDER BY bot_id, seq DESC', [ids]),
+      query('SELECT bot_id, COUNT(*) FILTER (WHERE NOT requested) AS crashes, COUNT(*) AS ends FROM exits WHERE bot_id = ANY($1) AND at_ms >= $2 GROUP BY bot_id', [ids, sinceMs]),
+      query('SELECT bot_id FROM crash_loops WHERE bot_id = ANY($1)', [ids]),
+      query('SELECT bot_id, since_ms, ended_ms FROM given_up WHERE bot_id = ANY($1)', [ids]),
+    ]);
+    return tableRecordsOf({ lastExits: lastExits.rows, counts: counts.rows, looping: looping.rows, givenUp: givenUp.rows });
   }
 
   async forgottenAt(botId: string): Promise<number | undefined> {

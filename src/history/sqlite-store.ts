@@ -3,8 +3,8 @@ import { DatabaseSync } from 'node:sqlite';
 import type { SharedStateStore } from '../shared/shared-state.js';
 import type { StatementSync } from 'node:sqlite';
 import { fitJson } from '../json-text.js';
-import { cursorOf, deliveryOf, eventOf, exitOf, revisionOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
-import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, RevisionRecord, StoredEvent } from './history-store.js';
+import { cursorOf, deliveryOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
 import { migrate, SCHEMA_VERSION_TABLE } from './migrations.js';
 import { narrowFiles, privateDir, privateFile } from '../private-files.js';
 
@@ -184,12 +184,20 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     return this.statement('SELECT data FROM events WHERE run_key = ?').get(key)?.data as string | undefined;
   }
 
-  async exitsSince(botId: string, sinceMs: number): Promise<number> {
-    return Number(this.statement('SELECT COUNT(*) AS n FROM exits WHERE bot_id = ? AND at_ms >= ?').get(botId, sinceMs)?.n ?? 0);
-  }
-
   async isCrashLooping(botId: string): Promise<boolean> {
     return this.readIsCrashLooping(botId);
+  }
+
+  async tableRecords(botIds: readonly string[], sinceMs: number): Promise<Map<string, TableRecord>> {
+    const ids = JSON.stringify(botIds);
+    const chosen = 'bot_id IN (SELECT value FROM json_each(?))';
+    return tableRecordsOf({
+      // SQLite takes a bare column from the row whose MAX it answers: the newest record of each bot.
+      lastExits: this.statement(`SELECT bot_id, record, MAX(seq) FROM exits WHERE ${chosen} GROUP BY bot_id`).all(ids),
+      counts: this.statement(`SELECT bot_id, SUM(requested = 0) AS crashes, COUNT(*) AS ends FROM exits WHERE ${chosen} AND at_ms >= ? GROUP BY bot_id`).all(ids, sinceMs),
+      looping: this.statement(`SELECT bot_id FROM crash_loops WHERE ${chosen}`).all(ids),
+      givenUp: this.statement(`SELECT bot_id, since_ms, ended_ms FROM given_up WHERE ${chosen}`).all(ids),
+    });
   }
 
   async forgottenAt(botId: string): Promise<number | undefined> {

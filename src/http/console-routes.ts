@@ -8,7 +8,6 @@ import type { ExitRecord } from '../history/history-store.js';
 import type { BotSummary } from '../provisioning/bot-spec.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
-import { mapLimited } from '../map-limited.js';
 import type { StatsSamples } from '../stats/stats-samples.js';
 import type { Access } from './access.js';
 import type { ConsoleAsset, ConsoleFiles } from './console-assets.js';
@@ -47,8 +46,6 @@ const CONTENT_SECURITY_POLICY = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-/** How many bots' records the fleet reads at once. */
-const FLEET_READS = 16;
 /** The health of a bot whose node is away: not known here. */
 const UNKNOWN_HEALTH = { status: 'none', check: null, since: null, output: null } as const;
 
@@ -138,8 +135,9 @@ export function consoleRoutes({ driver, node, provisioner, history, samples, wat
     const now = new Date();
     // Asked by another node's agent: this node's rows alone, never the fleet's again.
     const others = otherNodesRows !== undefined && !/^Fleet\s/i.test(ctx.get('authorization')) ? otherNodesRows() : Promise.resolve({ rows: [], lastKnown: [] });
-    const own = await mapLimited(bots, FLEET_READS, async (bot) => {
-      const [record, restarts] = await Promise.all([history.record(bot.bot_id, now), history.exitsLastHour(bot.bot_id, now)]);
+    const [recordOf, { rows, lastKnown }] = await Promise.all([history.tableRecords(bots.map((bot) => bot.bot_id), now), others]);
+    const own = bots.map((bot) => {
+      const { record, exitsLastHour: restarts } = recordOf(bot.bot_id);
       const info = { id: bot.bot_id, ownerId: bot.user_id, running: bot.state === 'running', startedAt: bot.started_at === undefined ? undefined : new Date(bot.started_at) };
       const { last_exit, ...status } = statusView(info, record, watchdog.lastJudged(bot.bot_id), now, node);
       const kept = samples.samples(bot.bot_id);
@@ -152,11 +150,11 @@ export function consoleRoutes({ driver, node, provisioner, history, samples, wat
         sparkline: { cpu_percent: kept.map((sample) => round2(sample.cpuPercent)), memory_bytes: kept.map((sample) => sample.memoryBytes) },
       };
     });
-    const { rows, lastKnown } = await others;
     // A node away (or silent): its bots as its agent last said, their records from the shared history, marked.
     const known = lastKnown.flatMap(({ node: holder, seenAt, bots: held }) => held.map((bot) => ({ holder, seenAt, bot })));
-    const lastKnownRows = await mapLimited(known, FLEET_READS, async ({ holder, seenAt, bot }) => {
-      const [record, restarts] = await Promise.all([history.record(bot.botId, now), history.exitsLastHour(bot.botId, now)]);
+    const knownRecordOf = known.length === 0 ? recordOf : await history.tableRecords(known.map(({ bot }) => bot.botId), now);
+    const lastKnownRows = known.map(({ holder, seenAt, bot }) => {
+      const { record, exitsLastHour: restarts } = knownRecordOf(bot.botId);
       const info = { id: bot.botId, ownerId: undefined, running: bot.running, startedAt: undefined };
       const { last_exit, ...status } = statusView(info, record, UNKNOWN_HEALTH, now, holder);
       return {

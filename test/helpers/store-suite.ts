@@ -38,8 +38,25 @@ export function storeSuite(backend: string, open: OpenStore): void {
     t.true((await store.exits('bot_1_1_b', 50)).every((exit) => exit.logs === 'x\n'));
     t.is((await store.crashesSince('bot_1_1_b', Date.now() - 3_600_000)).length, 60, 'the last hour is counted whole');
     await store.addExit('bot_1_1_b', { ...record(Date.now()), requested: true }, 'restarted');
-    t.is(await store.exitsSince('bot_1_1_b', Date.now() - 3_600_000), 61, 'every exit of the last hour counts, requested ones too');
-    t.is(await store.exitsSince('bot_1_1_a', Date.now() - 3_600_000), 0, 'runs ended two hours ago are not of the last hour');
+    const table = await store.tableRecords(['bot_1_1_a', 'bot_1_1_b', 'bot_1_1_none'], Date.now() - 3_600_000);
+    t.like(table.get('bot_1_1_b'), { ends: 61, crashes: 60, lastExit: { requested: true, logs: '' } }, 'every exit of the last hour counts, requested ones too');
+    t.like(table.get('bot_1_1_a'), { ends: 0, crashes: 0, lastExit: { at: new Date(old + 59).toISOString() } }, 'runs ended two hours ago are not of the last hour');
+    t.false(table.has('bot_1_1_none'));
+  });
+
+  test(`${backend}: the console's table reads each bot's crash loop and give-up with the others', and only the bots asked for`, async (t) => {
+    const store = await opened(t);
+    await store.startCrashLoop('bot_1_1_looping', Date.now());
+    await store.giveUp('bot_1_1_given', Date.now() - 1_000);
+    await store.giveUp('bot_1_1_started', Date.now() - 1_000);
+    await store.endGiveUp('bot_1_1_started', Date.now());
+    await store.addExit('bot_1_1_other', record(Date.now()), 'run');
+    const table = await store.tableRecords(['bot_1_1_looping', 'bot_1_1_given', 'bot_1_1_started'], Date.now() - 3_600_000);
+    t.deepEqual([...table.keys()].sort(), ['bot_1_1_given', 'bot_1_1_looping', 'bot_1_1_started']);
+    t.like(table.get('bot_1_1_looping'), { crashLooping: true, givenUp: undefined, lastExit: null });
+    t.like(table.get('bot_1_1_given'), { crashLooping: false, givenUp: { endedMs: undefined } });
+    t.true(table.get('bot_1_1_started')?.givenUp?.endedMs !== undefined);
+    t.is((await store.tableRecords([], 0)).size, 0);
   });
 
   test(`${backend}: a console session's end is kept until its expiry, for every agent sharing the store`, async (t) => {
