@@ -69,6 +69,18 @@ test("without metrics-server, a round of the console's samples asks once and rea
   );
 });
 
+test('an API server that takes a list and never answers it fails that list past its deadline: reported, read again, and the agent gets ready once it answers', async (t) => {
+  const { api } = await setUp(t);
+  api.addBot({ id: 'bot_1_1_a' });
+  api.stalled = true;
+  const reported: string[] = [];
+  const driver = createKubernetesDriver({ kubeConfig: api.kubeConfig(), namespace: NAMESPACE, listPageDeadlineMs: 300, report: (what) => void reported.push(what) });
+  t.teardown(() => driver.close());
+  t.true(await eventually(() => reported.some((what) => /the watch of the bots' (Deployments|pods)/.test(what)), 10_000), 'a list never answered was never given up');
+  api.stalled = false;
+  t.true(await eventually(() => driver.ping().then(() => true, () => false), 10_000, 100), 'the lists were not read again once the API server answered');
+});
+
 test('stats are percentages of the pod limits, else of the node allocatable', async (t) => {
   const { api, server } = await setUp(t);
   const usage = { cpu: '150m', memory: '48Mi' };

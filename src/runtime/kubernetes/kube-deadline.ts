@@ -7,10 +7,10 @@ const CALL_DEADLINE_MS = 1_500;
 export type CallOptions = ReturnType<typeof setHeaderOptions>;
 
 /** Per-call options that abort the request past the deadline (client-node's middleware, as setHeaderOptions builds it). */
-export function withDeadline(options: CallOptions = {}): CallOptions {
+export function withDeadline(options: CallOptions = {}, deadlineMs = CALL_DEADLINE_MS): CallOptions {
   const deadline: ObservableMiddleware = {
     pre: (context) => {
-      context.setSignal(AbortSignal.timeout(CALL_DEADLINE_MS));
+      context.setSignal(AbortSignal.timeout(deadlineMs));
       return of(context);
     },
     post: (response) => of(response),

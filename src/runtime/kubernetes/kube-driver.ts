@@ -13,7 +13,7 @@ import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { followPodLogs, readPodLogs } from './kube-logs.js';
 import { KubeRunWatcher } from './kube-runs.js';
-import { KubeObjectCache, LIST_PAGE } from './kube-object-cache.js';
+import { KubeObjectCache, LIST_PAGE, LIST_PAGE_DEADLINE_MS } from './kube-object-cache.js';
 import { summaryOf } from './kube-provisioner.js';
 import { botStatsFromMetrics, nodeAllocatable, podLimits } from './kube-stats.js';
 import type { Capacity, PodMetrics } from './kube-stats.js';
@@ -46,6 +46,8 @@ export interface KubernetesDriverOptions {
   readonly report?: FaultReporter | undefined;
   /** Objects a page of the watches' lists asks for (LIST_PAGE); tests make it small to see many pages. */
   readonly listPage?: number | undefined;
+  /** How long one page of those lists may take (LIST_PAGE_DEADLINE_MS); tests shorten it. */
+  readonly listPageDeadlineMs?: number | undefined;
 }
 
 /**
@@ -78,7 +80,7 @@ class KubernetesDriver implements RuntimeDriver {
   /** The bots as last listed, and the copies' change counts they were listed at. */
   private listed: { changes: string; bots: readonly BotSummary[] } | undefined;
 
-  constructor({ kubeConfig, namespace, report, listPage = LIST_PAGE }: KubernetesDriverOptions) {
+  constructor({ kubeConfig, namespace, report, listPage = LIST_PAGE, listPageDeadlineMs = LIST_PAGE_DEADLINE_MS }: KubernetesDriverOptions) {
     this.report = report ?? (() => {});
     this.kubeConfig = kubeConfig;
     this.apps = kubeConfig.makeApiClient(AppsV1Api);
@@ -89,7 +91,7 @@ class KubernetesDriver implements RuntimeDriver {
     this.deployments = new KubeObjectCache(
       kubeConfig,
       `/apis/apps/v1/namespaces/${namespace}/deployments`,
-      (from) => this.apps.listNamespacedDeployment({ namespace, labelSelector: BOT_LABEL, limit: listPage, _continue: from }),
+      (from) => this.apps.listNamespacedDeployment({ namespace, labelSelector: BOT_LABEL, limit: listPage, _continue: from }, withDeadline({}, listPageDeadlineMs)),
       BOT_LABEL,
       { bot: botOf },
       "the bots' Deployments",
@@ -98,7 +100,7 @@ class KubernetesDriver implements RuntimeDriver {
     this.watchedPods = new KubeObjectCache(
       kubeConfig,
       `/api/v1/namespaces/${namespace}/pods`,
-      (from) => this.core.listNamespacedPod({ namespace, labelSelector: BOT_LABEL, limit: listPage, _continue: from }),
+      (from) => this.core.listNamespacedPod({ namespace, labelSelector: BOT_LABEL, limit: listPage, _continue: from }, withDeadline({}, listPageDeadlineMs)),
       BOT_LABEL,
       { bot: botOf, address: (pod) => pod.status?.podIP, awaiting: (pod) => (awaitsAddress(pod) ? 'address' : undefined) },
       "the bots' pods",

@@ -8,6 +8,12 @@ import type { IndexedCache } from '../indexed-cache.js';
 const REOPEN_MS = 1_000;
 /** Objects a page of the first list (and of a list after a watch too old to resume) asks for. */
 export const LIST_PAGE = 500;
+/**
+ * How long one page of a watch's list may take: a page of 500 pods is some 4 MB of JSON, more than a call's
+ * deadline allows on a busy API server, but an API server that never answers must not hold the list (and the
+ * agent's readiness) for ever: past it the list fails, is reported and is read again.
+ */
+export const LIST_PAGE_DEADLINE_MS = 15_000;
 
 /** One page of a list, a bounded number of objects from where the page before it ended (`from`: its `continue`). */
 export type ListPage<T extends KubernetesObject> = (from: string | undefined) => Promise<KubernetesListObject<T>>;
