@@ -159,7 +159,7 @@ export interface RuntimeDriver {
    * Every running bot the index or watch holds, with its check's status and its health policy, without a
    * call to the runtime; none while it is being built. What the watchdog acts on (docs/api.md §13).
    */
-  runningHealth(): RunningHealth[];
+  runningHealth(): readonly RunningHealth[];
 
   /** Whether the runtime itself restarts a bot whose check fails (Kubernetes' liveness probes): then the watchdog does not. */
   readonly restartsUnhealthy: boolean;

@@ -170,10 +170,13 @@ test.serial("a driver started beside every simulated bot lists their Deployments
   t.is(driver.runningBots().length, BOTS);
   t.true((driver.watchedDeployments() ?? []).every((deployment) => deployment.metadata?.managedFields === undefined));
   // The watchdog's look each second: what no change of a pod or Deployment has touched since is not worked out again.
-  const looked = new Map(driver.runningHealth().map((bot) => [bot.botId, bot]));
+  const first = driver.runningHealth();
+  const looked = new Map(first.map((bot) => [bot.botId, bot]));
   const again = driver.runningHealth();
   t.is(again.length, BOTS);
   t.true(again.every((bot) => looked.get(bot.botId) === bot));
+  // Nothing changed between the two looks (no await between them), and no bot is starting: the very same entries.
+  t.is(again, first);
   // The list of bots too stays the one array until something changes (the node's beacon asks every 5 s).
   const listedBefore = driver.listedBots();
   t.is(driver.listedBots(), listedBefore);

@@ -79,6 +79,7 @@ class KubernetesDriver implements RuntimeDriver {
   private readonly healthByBot = new Map<string, RunningHealth | null>();
   /** The bots as last listed, and the copies' change counts they were listed at. */
   private listed: { changes: string; bots: readonly BotSummary[] } | undefined;
+  private health: { changes: string; entries: readonly RunningHealth[]; starting: boolean } | undefined;
 
   constructor({ kubeConfig, namespace, report, listPage = LIST_PAGE, listPageDeadlineMs = LIST_PAGE_DEADLINE_MS }: KubernetesDriverOptions) {
     this.report = report ?? (() => {});
@@ -146,13 +147,12 @@ class KubernetesDriver implements RuntimeDriver {
   }
 
   listedBots(): readonly BotSummary[] | undefined {
-    const deploymentKeys = this.deployments.keysOf('bot');
-    if (deploymentKeys === undefined || !this.watchedPods.answering) return undefined;
+    if (!this.deployments.answering || !this.watchedPods.answering) return undefined;
     // The same list until a Deployment or pod changes: asked for every 5 s by the node's beacon, and by the console.
-    const changes = `${this.deployments.changes}:${this.watchedPods.changes}`;
+    const changes = this.copiesChanged();
     if (this.listed?.changes === changes) return this.listed.bots;
     // Each Deployment with its own bot's pods, from the index: not every pod for every bot.
-    const bots = deploymentKeys.flatMap((botId) =>
+    const bots = (this.deployments.keysOf('bot') ?? []).flatMap((botId) =>
       (this.deployments.byIndex('bot', botId) ?? []).map((deployment) => summaryOf(deployment, this.watchedPods.byIndex('bot', botId) ?? [])),
     );
     this.listed = { changes, bots };
@@ -166,17 +166,27 @@ class KubernetesDriver implements RuntimeDriver {
   /** The kubelet restarts a container whose liveness probe fails: the watchdog acts on heartbeats only. */
   readonly restartsUnhealthy = true;
 
-  runningHealth(): RunningHealth[] {
-    const botIds = this.deployments.keysOf('bot');
-    if (botIds === undefined || !this.watchedPods.answering) return [];
-    const health: RunningHealth[] = [];
-    for (const botId of botIds) {
+  runningHealth(): readonly RunningHealth[] {
+    if (!this.deployments.answering || !this.watchedPods.answering) return [];
+    // The same entries while nothing changed and none is `starting`, which may turn `unhealthy` with time alone
+    // (podHealth): the watchdog looks every second.
+    const changes = this.copiesChanged();
+    if (this.health?.changes === changes && !this.health.starting) return this.health.entries;
+    const entries: RunningHealth[] = [];
+    let starting = false;
+    for (const botId of this.deployments.keysOf('bot') ?? []) {
       let known = this.healthByBot.get(botId);
-      // `starting` may turn `unhealthy` with time alone (podHealth): worked out again at each look.
       if (known === undefined || known?.status === 'starting') this.healthByBot.set(botId, (known = this.workOutHealth(botId)));
-      if (known) health.push(known);
+      if (known) entries.push(known);
+      starting ||= known?.status === 'starting';
     }
-    return health;
+    this.health = { changes, entries, starting };
+    return entries;
+  }
+
+  /** A mark of the two copies' state: the same mark, the same Deployments and pods. */
+  private copiesChanged(): string {
+    return `${this.deployments.changes}:${this.watchedPods.changes}`;
   }
 
   private workOutHealth(botId: string): RunningHealth | null {
