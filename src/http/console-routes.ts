@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { Forbidden, messages, NotFound, RuntimeUnavailable } from '../errors.js';
 import type { OtherNodesRows } from '../fleet/fleet-view.js';
-import type { Watchdog } from '../health/watchdog.js';
+import type { HealthView, Watchdog } from '../health/watchdog.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { ExitRecord } from '../history/history-store.js';
 import type { BotSummary } from '../provisioning/bot-spec.js';
@@ -136,36 +136,29 @@ export function consoleRoutes({ driver, node, provisioner, history, samples, wat
     // Asked by another node's agent: this node's rows alone, never the fleet's again.
     const others = otherNodesRows !== undefined && !/^Fleet\s/i.test(ctx.get('authorization')) ? otherNodesRows() : Promise.resolve({ rows: [], lastKnown: [] });
     const [recordOf, { rows, lastKnown }] = await Promise.all([history.tableRecords(bots.map((bot) => bot.bot_id), now), others]);
+    // A row's status and records; the last exit without its lines: a thousand bots' lines are no table's business.
+    const tableRow = (info: Parameters<typeof statusView>[0], { record, exitsLastHour }: ReturnType<typeof recordOf>, health: HealthView, holder: string) => {
+      const { last_exit, ...status } = statusView(info, record, health, now, holder);
+      return { ...status, restarts_last_hour: exitsLastHour, last_exit: last_exit && withoutLogs(last_exit) };
+    };
     const own = bots.map((bot) => {
-      const { record, exitsLastHour: restarts } = recordOf(bot.bot_id);
       const info = { id: bot.bot_id, ownerId: bot.user_id, running: bot.state === 'running', startedAt: bot.started_at === undefined ? undefined : new Date(bot.started_at) };
-      const { last_exit, ...status } = statusView(info, record, watchdog.lastJudged(bot.bot_id), now, node);
       const kept = samples.samples(bot.bot_id);
       return {
-        ...status,
+        ...tableRow(info, recordOf(bot.bot_id), watchdog.lastJudged(bot.bot_id), node),
         template: bot.template ?? null,
-        restarts_last_hour: restarts,
-        // The last exit without its lines: a thousand bots' lines are no table's business.
-        last_exit: last_exit && withoutLogs(last_exit),
         sparkline: { cpu_percent: kept.map((sample) => round2(sample.cpuPercent)), memory_bytes: kept.map((sample) => sample.memoryBytes) },
       };
     });
     // A node away (or silent): its bots as its agent last said, their records from the shared history, marked.
     const known = lastKnown.flatMap(({ node: holder, seenAt, bots: held }) => held.map((bot) => ({ holder, seenAt, bot })));
     const knownRecordOf = known.length === 0 ? recordOf : await history.tableRecords(known.map(({ bot }) => bot.botId), now);
-    const lastKnownRows = known.map(({ holder, seenAt, bot }) => {
-      const { record, exitsLastHour: restarts } = knownRecordOf(bot.botId);
-      const info = { id: bot.botId, ownerId: undefined, running: bot.running, startedAt: undefined };
-      const { last_exit, ...status } = statusView(info, record, UNKNOWN_HEALTH, now, holder);
-      return {
-        ...status,
-        template: null,
-        restarts_last_hour: restarts,
-        last_exit: last_exit && withoutLogs(last_exit),
-        sparkline: { cpu_percent: [], memory_bytes: [] },
-        last_known: seenAt,
-      };
-    });
+    const lastKnownRows = known.map(({ holder, seenAt, bot }) => ({
+      ...tableRow({ id: bot.botId, ownerId: undefined, running: bot.running, startedAt: undefined }, knownRecordOf(bot.botId), UNKNOWN_HEALTH, holder),
+      template: null,
+      sparkline: { cpu_percent: [], memory_bytes: [] },
+      last_known: seenAt,
+    }));
     ctx.body = { ok: true, bots: [...own, ...rows, ...lastKnownRows] };
   });
 
