@@ -225,10 +225,10 @@ export interface RuntimeDriver {
   stats(botId: string): Promise<BotStats>;
 
   /**
-   * Reads at once what a round of every running bot's `stats` needs, where the runtime answers many bots in one
-   * call (the metrics of every pod in one list): the round's reads are then answered from it.
+   * Every running bot's `stats` at once, where the runtime answers many bots in one call (the metrics of every
+   * pod in one list): a bot absent has none now. Each bot's own `stats` read soon after is answered from it too.
    */
-  prepareStatsRound?(): Promise<void>;
+  statsRound?(): Promise<ReadonlyMap<string, BotStats>>;
 
   /**
    * Reports every run of every bot that begins or ends from now on (and, where

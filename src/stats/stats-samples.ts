@@ -1,5 +1,5 @@
 import { mapLimited } from '../map-limited.js';
-import type { RuntimeDriver } from '../runtime/driver.js';
+import type { BotStats, RuntimeDriver } from '../runtime/driver.js';
 
 /** One reading of a bot, as the console's sparklines and charts draw it. */
 export interface StatsSample {
@@ -83,7 +83,7 @@ export class StatsSamples {
   private round: Promise<void> | undefined;
 
   constructor(
-    private readonly driver: Pick<RuntimeDriver, 'runningBots' | 'stats' | 'prepareStatsRound'>,
+    private readonly driver: Pick<RuntimeDriver, 'runningBots' | 'stats' | 'statsRound'>,
     { intervalMs = 15_000, keepMs = 15 * 60_000, concurrency = 100, maxBots = 20_000, now = Date.now }: StatsSamplesOptions = {},
   ) {
     this.intervalMs = intervalMs;
@@ -131,25 +131,32 @@ export class StatsSamples {
   private async readAll(): Promise<void> {
     const cutoff = this.now() - this.keepMs;
     for (const [botId, ring] of this.rings) if (ring.newest() <= cutoff) this.rings.delete(botId);
-    // Not read at once: each bot's read asks on its own, as it would have.
-    await this.driver.prepareStatsRound?.().catch(() => undefined);
+    const round = await this.driver.statsRound?.().catch(() => undefined);
+    if (round) {
+      for (const [botId, stats] of round) this.keep(botId, stats);
+      return;
+    }
+    // Not read at once (or that failed): each bot's read asks on its own.
     await mapLimited(this.driver.runningBots(), this.concurrency, (botId) => this.read(botId));
   }
 
   private async read(botId: string): Promise<void> {
     if (!this.rings.has(botId) && this.rings.size >= this.maxBots) return;
     try {
-      const stats = await this.driver.stats(botId);
-      let ring = this.rings.get(botId);
-      if (!ring) {
-        // Checked again once read: other reads of the round may have filled the room meanwhile.
-        if (this.rings.size >= this.maxBots) return;
-        ring = new SampleRing(this.capacity);
-        this.rings.set(botId, ring);
-      }
-      ring.add({ at: this.now(), cpuPercent: stats.cpuPercent, memoryBytes: stats.memoryBytes });
+      this.keep(botId, await this.driver.stats(botId));
     } catch {
       // Stopped since it was listed, or the runtime did not answer: no sample this round.
     }
+  }
+
+  private keep(botId: string, stats: BotStats): void {
+    let ring = this.rings.get(botId);
+    if (!ring) {
+      // Checked again once read: other reads of the round may have filled the room meanwhile.
+      if (this.rings.size >= this.maxBots) return;
+      ring = new SampleRing(this.capacity);
+      this.rings.set(botId, ring);
+    }
+    ring.add({ at: this.now(), cpuPercent: stats.cpuPercent, memoryBytes: stats.memoryBytes });
   }
 }

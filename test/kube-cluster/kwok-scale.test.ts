@@ -202,7 +202,8 @@ test.serial("a round of the console's samples over every simulated bot asks metr
   subscribe('undici:request:create', onRequest);
   let reads: PromiseSettledResult<unknown>[];
   try {
-    await driver.prepareStatsRound?.();
+    // kwok's pods have no metrics: the round has none, and makes no error for each.
+    t.is((await driver.statsRound?.())?.size, 0);
     reads = await Promise.allSettled(botIds.map((id) => driver.stats(id)));
   } finally {
     unsubscribe('undici:request:create', onRequest);

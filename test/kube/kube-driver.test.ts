@@ -60,7 +60,7 @@ test("without metrics-server, a round of the console's samples asks once and rea
   const driver = createKubernetesDriver({ kubeConfig: api.kubeConfig(), namespace: NAMESPACE });
   t.teardown(() => driver.close());
   t.true(await eventually(() => driver.runningBots().length === 2), "the driver's first list never held both bots running");
-  await driver.prepareStatsRound?.();
+  t.is((await driver.statsRound?.())?.size, 0);
   const reads = await Promise.allSettled([driver.stats('bot_1_1_a'), driver.stats('bot_1_1_b')]);
   t.true(reads.every((read) => read.status === 'rejected' && /no metrics for the bot's pod/.test(String(read.reason))));
   t.deepEqual(
@@ -79,6 +79,26 @@ test('an API server that takes a list and never answers it fails that list past 
   t.true(await eventually(() => reported.some((what) => /the watch of the bots' (Deployments|pods)/.test(what)), 10_000), 'a list never answered was never given up');
   api.stalled = false;
   t.true(await eventually(() => driver.ping().then(() => true, () => false), 10_000, 100), 'the lists were not read again once the API server answered');
+});
+
+test("a round of the console's samples reads every running bot's stats from one list, as each bot's own read answers them", async (t) => {
+  const { api } = await setUp(t);
+  api.addBot({ id: 'bot_1_1_limited', usage: { cpu: '150m', memory: '48Mi' }, limits: { cpu: '500m', memory: '256Mi' } });
+  api.addBot({ id: 'bot_1_1_free', usage: { cpu: '150m', memory: '48Mi' } });
+  api.addBot({ id: 'bot_1_1_stopped', replicas: 0 });
+  api.silentWatches = true;
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const driver = createKubernetesDriver({ kubeConfig: api.kubeConfig(), namespace: NAMESPACE });
+  t.teardown(() => driver.close());
+  t.true(await eventually(() => driver.runningBots().length === 2), "the driver's first list never held both bots running");
+  const round = await driver.statsRound!();
+  t.deepEqual([...round.keys()].sort(), ['bot_1_1_free', 'bot_1_1_limited']);
+  t.like(round.get('bot_1_1_limited'), { cpuPercent: 30, memoryPercent: 18.75 });
+  t.deepEqual(round.get('bot_1_1_free'), await driver.stats('bot_1_1_free'));
+  t.deepEqual(
+    api.requests.filter((request) => request.includes('metrics.k8s.io')),
+    ['list metrics.k8s.io/pods 200'],
+  );
 });
 
 test('stats are percentages of the pod limits, else of the node allocatable', async (t) => {

@@ -350,10 +350,11 @@ class KubernetesDriver implements RuntimeDriver {
   /**
    * Every pod's metrics in the namespace in one list, kept as each pod's own read would keep them (one the list
    * lacks has none now, as a read's 404 would say): a round of the console's samples over 5,000 bots asks once,
-   * not 5,000 times (docs/performance.md). Not by label: a metrics API need not copy the pods' labels. A cluster
-   * without metrics-server answers the list 404, as it would each pod's read: no pod has metrics, and none is asked.
+   * not 5,000 times, and makes no error for each bot without metrics (docs/performance.md). Not by label: a
+   * metrics API need not copy the pods' labels. A cluster without metrics-server answers the list 404, as it
+   * would each pod's read: no pod has metrics, and none is asked.
    */
-  async prepareStatsRound(): Promise<void> {
+  async statsRound(): Promise<ReadonlyMap<string, BotStats>> {
     const list = (await this.custom
       .listNamespacedCustomObject({ group: 'metrics.k8s.io', version: 'v1beta1', namespace: this.namespace, plural: 'pods' }, withDeadline())
       .catch((err: unknown) => {
@@ -361,10 +362,15 @@ class KubernetesDriver implements RuntimeDriver {
         throw translateKubeError(err, undefined);
       })) as { items?: PodMetrics[] };
     const listed = new Map((list.items ?? []).map((item) => [item.metadata?.name ?? '', item]));
+    const round = new Map<string, BotStats>();
     for (const botId of this.runningBots()) {
       const pod = newest((this.watchedPods.byIndex('bot', botId) ?? []).filter(isRunning));
-      if (pod) this.metrics.set(nameOf(pod), listed.get(nameOf(pod)) ?? NO_METRICS);
+      if (!pod) continue;
+      const metrics = listed.get(nameOf(pod));
+      this.metrics.set(nameOf(pod), metrics ?? NO_METRICS);
+      if (metrics) round.set(botId, botStatsFromMetrics(metrics, await this.capacity(pod), runStartOf(pod)));
     }
+    return round;
   }
 
   async close(): Promise<void> {
