@@ -100,7 +100,9 @@ test('a bot that keeps crashing waits its back-off, doubling to its most, betwee
     const next = crashes.find((exit) => exit.seq > backOff.seq);
     t.true(startOf(next) >= Date.parse(String(backOff.data.until)), `a run began ${Date.parse(String(backOff.data.until)) - startOf(next)} ms before its back-off of ${String(backOff.data.wait_s)} s ended: ${JSON.stringify(of('exited').map((exit) => exit.data.exit))} ${agent.logLines.filter((line) => line.includes(id)).join('\n')}`);
   }
-  // A stop through the agent during a back-off: the bot stays stopped past its end.
+  // A stop through the agent during a back-off (a run between two is 1.5 s, the wait 4: on a busy host the stop
+  // could land in a run, and end it as a requested stop): the bot stays stopped past its end.
+  t.true(await eventually(async () => !(await fixture.docker.getContainer(id).inspect()).State.Running, 20_000, 50), 'never waiting its back-off');
   const stopped = await call(agent.server, '/api/bots/stop', { body: { bot_id: id, user_id: 'user_9' } });
   t.is(stopped.status, 200, stopped.text);
   await new Promise((resolve) => setTimeout(resolve, 1_000));

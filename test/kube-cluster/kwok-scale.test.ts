@@ -106,10 +106,10 @@ test.serial("every bot's status is read through either agent; a simulated bot's 
   let exits: { exit_code: number | null; requested: boolean; logs: string }[] = [];
   t.true(await eventually(async () => {
     exits = ((await call(agents[0]!.server, `/api/bots/${crashed}/exits`)).body?.exits as typeof exits | undefined) ?? [];
-    return exits.length > 0;
-  }, 30_000, 250), 'no exit record of a crashed run');
-  t.like(exits[0], { exit_code: 1, requested: false });
-  t.regex(exits[0]!.logs, /the previous run failed/);
+    return exits.some((exit) => /the previous run failed/.test(exit.logs));
+  }, 30_000, 250), `no exit record of a crashed run with its lines: ${JSON.stringify(exits)}`);
+  // (On a busy host the lines of one run may not be read in time: its record is kept without them, the next ones with.)
+  t.like(exits.find((exit) => /the previous run failed/.test(exit.logs)), { exit_code: 1, requested: false });
 });
 
 test.serial('each crash-looping bot is reported once, as crash-looping, in the one event stream of both agents', async (t) => {
