@@ -5,7 +5,7 @@ import { signalName } from '../runtime/signal-names.js';
 import type { SharedState } from '../shared/shared-state.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from './crash-loop.js';
 import { HistorySpool } from './history-spool.js';
-import { HOUR_MS } from './history-store.js';
+import { givenUpHolds, HOUR_MS } from './history-store.js';
 import type { ExitRecord, HistoryStore, HistoryTx, RevisionRecord, StoredEvent, UnhealthyEnd } from './history-store.js';
 
 /** What a read of the history answers while its store is away. */
@@ -317,7 +317,7 @@ export class BotHistory implements RunObserver {
     const [exits, crashLooping, crashes, givenUp] = await this.reading(() =>
       Promise.all([this.store.exits(botId, 1), this.store.isCrashLooping(botId), this.store.crashesSince(botId, now.getTime() - HOUR_MS), this.store.givenUp(botId)]),
     );
-    return { lastExit: exits[0] ?? null, crashLooping, crashesLastHour: crashes.length, givenUp: givenUp !== undefined && givenUp.endedMs === undefined };
+    return { lastExit: exits[0] ?? null, crashLooping, crashesLastHour: crashes.length, givenUp: givenUpHolds(givenUp) };
   }
 
   /**
@@ -329,8 +329,7 @@ export class BotHistory implements RunObserver {
     return (botId) => {
       const kept = records.get(botId);
       if (!kept) return { record: { lastExit: null, crashLooping: false, crashesLastHour: 0, givenUp: false }, exitsLastHour: 0 };
-      const givenUp = kept.givenUp !== undefined && kept.givenUp.endedMs === undefined;
-      return { record: { lastExit: kept.lastExit, crashLooping: kept.crashLooping, crashesLastHour: kept.crashes, givenUp }, exitsLastHour: kept.ends };
+      return { record: { lastExit: kept.lastExit, crashLooping: kept.crashLooping, crashesLastHour: kept.crashes, givenUp: givenUpHolds(kept.givenUp) }, exitsLastHour: kept.ends };
     };
   }
 
@@ -461,7 +460,7 @@ export class BotHistory implements RunObserver {
     // A start through the agent after a give-up gives the bot its whole budget again.
     const last = await tx.givenUp(botId);
     // Given up on already (a run the runtime began before the stop came): one give-up, one stop.
-    if (last !== undefined && last.endedMs === undefined) return false;
+    if (givenUpHolds(last)) return false;
     const sinceMs = Math.max(atMs - policy.windowMs, last?.endedMs ?? 0);
     const crashes = (await tx.crashesSince(botId, sinceMs)).filter((crashMs) => crashMs <= atMs);
     if (crashes.length < policy.maxCrashes) return false;
@@ -482,7 +481,7 @@ export class BotHistory implements RunObserver {
     if (policy === undefined || policy.crashBackOff === false || !this.options.onBackingOff || this.options.backsOff?.(botId) === false) return undefined;
     const last = await tx.givenUp(botId);
     // Given up on: a run the runtime began before the stop came ended; the bot stays stopped.
-    if (last !== undefined && last.endedMs === undefined) return undefined;
+    if (givenUpHolds(last)) return undefined;
     const sinceMs = Math.max(atMs - policy.windowMs, last?.endedMs ?? 0);
     const crashes = (await tx.crashesSince(botId, sinceMs)).filter((crashMs) => crashMs <= atMs).length;
     // An operation, give-up or deploy kept since the crash (its record came late): the bot is left as that left it.

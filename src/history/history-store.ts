@@ -119,7 +119,7 @@ export interface HistoryTx {
    * The agent's last give-up on the bot under its restart policy (docs/api.md §13): since when, and when a start
    * through the agent ended it (undefined: it holds); undefined when the agent never gave up on the bot.
    */
-  givenUp(botId: string): Promise<{ readonly sinceMs: number; readonly endedMs: number | undefined } | undefined>;
+  givenUp(botId: string): Promise<GiveUp | undefined>;
   /** The agent gives up on the bot (it is stopped) at `sinceMs`. */
   giveUp(botId: string, sinceMs: number): Promise<void>;
   /** The bot was started again through the agent at `atMs`: given up on no more, its crashes counted afresh. */
@@ -197,6 +197,15 @@ export interface HistoryStore extends HistoryTx {
   close(): Promise<void>;
 }
 
+/** The agent's last give-up on a bot (docs/api.md §13): since when, and when a start through the agent ended it. */
+export interface GiveUp {
+  readonly sinceMs: number;
+  readonly endedMs: number | undefined;
+}
+
+/** The bot is given up on and was not started through the agent since. */
+export const givenUpHolds = (givenUp: GiveUp | undefined): boolean => givenUp !== undefined && givenUp.endedMs === undefined;
+
 /** One bot's row of the console's table, as the history keeps it (HistoryStore.tableRecords). */
 export interface TableRecord {
   lastExit: ExitRecord | null;
@@ -204,7 +213,7 @@ export interface TableRecord {
   /** Runs ended without a request, and runs ended at all, at or after the `sinceMs` asked for. */
   crashes: number;
   ends: number;
-  givenUp: { readonly sinceMs: number; readonly endedMs: number | undefined } | undefined;
+  givenUp: GiveUp | undefined;
 }
 
 /** The four answers of a store's table read, as rows, put together by bot. */
@@ -275,7 +284,7 @@ export abstract class WritesInTransactions implements
     return this.transaction((tx) => tx.endCrashLoop(botId));
   }
 
-  givenUp(botId: string): Promise<{ readonly sinceMs: number; readonly endedMs: number | undefined } | undefined> {
+  givenUp(botId: string): Promise<GiveUp | undefined> {
     return this.transaction((tx) => tx.givenUp(botId));
   }
 
