@@ -191,7 +191,7 @@ class KubernetesDriver implements RuntimeDriver {
 
   private workOutHealth(botId: string): RunningHealth | null {
     const deployment = this.deployments.byIndex('bot', botId)?.[0];
-    const pod = newest((this.watchedPods.byIndex('bot', botId) ?? []).filter(isRunning));
+    const pod = this.watchedRunningPod(botId);
     if (!deployment || !pod) return null;
     const startedAtMs = runStartOf(pod).getTime();
     const { status, sinceMs } = podHealth(pod, defaultContainer(pod), startedAtMs);
@@ -363,8 +363,8 @@ class KubernetesDriver implements RuntimeDriver {
       })) as { items?: PodMetrics[] };
     const listed = new Map((list.items ?? []).map((item) => [item.metadata?.name ?? '', item]));
     const round = new Map<string, BotStats>();
-    for (const botId of this.runningBots()) {
-      const pod = newest((this.watchedPods.byIndex('bot', botId) ?? []).filter(isRunning));
+    for (const botId of this.watchedPods.keysOf('bot') ?? []) {
+      const pod = this.watchedRunningPod(botId);
       if (!pod) continue;
       const metrics = listed.get(nameOf(pod));
       this.metrics.set(nameOf(pod), metrics ?? NO_METRICS);
@@ -404,8 +404,12 @@ class KubernetesDriver implements RuntimeDriver {
 
   /** The bot's newest pod that runs and is not being deleted. */
   private async runningPod(botId: string): Promise<V1Pod | undefined> {
-    const pods = await this.pods(botId);
-    return newest(pods.filter(isRunning));
+    return newest((await this.pods(botId)).filter(isRunning));
+  }
+
+  /** runningPod from the watch's copy alone, never asking the API server: for looks over every bot. */
+  private watchedRunningPod(botId: string): V1Pod | undefined {
+    return newest((this.watchedPods.byIndex('bot', botId) ?? []).filter(isRunning));
   }
 
   private async scale(botId: string, deployment: V1Deployment, replicas: number): Promise<V1Deployment> {
