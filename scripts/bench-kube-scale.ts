@@ -67,9 +67,14 @@ function eventsOf(port: number): { events: Array<{ type: string; botId: string; 
   return { events, close: () => request.destroy() };
 }
 
+/** An agent's own /metrics, as Prometheus reads them. */
+async function metricsOf(port: number): Promise<string> {
+  return (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+}
+
 /** The runs ended an agent has kept in the history so far (its /metrics). */
 async function exitsKept(port: number): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const text = await metricsOf(port);
   return [...text.matchAll(/^bot_agent_bot_exits_total\{[^}]*\} (\S+)$/gm)].reduce((sum, match) => sum + Number(match[1]), 0);
 }
 
@@ -91,7 +96,7 @@ async function untilQuiet(agents: Agent[], delivered: () => number): Promise<num
 
 /** An agent's heap at this moment (MB), from its own /metrics (prom-client's figures of the process). */
 async function heapOf(port: number): Promise<{ used: number; total: number; external: number }> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const text = await metricsOf(port);
   const mb = (name: string): number => round(Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) / 1e6, 0);
   return { used: mb('nodejs_heap_size_used_bytes'), total: mb('nodejs_heap_size_total_bytes'), external: mb('nodejs_external_memory_bytes') };
 }

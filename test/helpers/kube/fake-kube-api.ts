@@ -222,7 +222,7 @@ export class FakeKubeApi {
       if (route.watch) {
         await this.holdWatches;
         if (this.silentWatches) {
-          this.requests.push(`watch ${route.apiGroup ? `${route.apiGroup}/` : ''}${route.resource} 200`);
+          this.requests.push(requestLine(route, 200));
           res.writeHead(200, { 'content-type': 'application/json' });
           res.flushHeaders();
           return;
@@ -253,8 +253,7 @@ export class FakeKubeApi {
   }
 
   private answer(res: ServerResponse, route: Route | undefined, code: number, body: Json): void {
-    const what = route ? `${route.apiGroup ? `${route.apiGroup}/` : ''}${route.resource}${route.subresource ? `/${route.subresource}` : ''}` : 'unknown';
-    this.requests.push(`${route?.verb ?? '?'} ${what} ${code}`);
+    this.requests.push(requestLine(route, code));
     const text = typeof body === 'string' ? body : JSON.stringify(body);
     res.writeHead(code, { 'content-type': typeof body === 'string' ? 'text/plain' : 'application/json' });
     // A log streamed in full (no limitBytes) stops half-way and hangs, as from a stalled kubelet.
@@ -540,6 +539,12 @@ function scaleOf(bot: FakeBot): Json {
     spec: { replicas: spec.replicas },
     status: { replicas: status.replicas ?? 0, selector: Object.entries(spec.selector.matchLabels).map(([k, v]) => `${k}=${v}`).join(',') },
   };
+}
+
+/** A request as `requests` keeps it: its verb, resource and status, e.g. `list apps/deployments 200`. */
+function requestLine(route: Route | undefined, code: number): string {
+  const what = route ? `${route.apiGroup ? `${route.apiGroup}/` : ''}${route.resource}${route.subresource ? `/${route.subresource}` : ''}` : 'unknown';
+  return `${route?.verb ?? '?'} ${what} ${code}`;
 }
 
 function podFields(pod: Json): Record<string, string | undefined> {
