@@ -44,6 +44,11 @@ let chatsKept = 0;
 const fileBots = new Set<string>();
 /** Moves that got past every check but the fleet's own: the bot is on the node named already (409). */
 let movesReached = 0;
+/** Deploys the agent took (202), and the platform's restarts by X-Bot-ID that reached the bot (200, or 409: stopped). */
+let deploysTaken = 0;
+let selfRestartsReached = 0;
+/** The answers to creates and deploys, by status and message: what kept schema-valid ones from their bots. */
+const answers = { create: new Map<string, number>(), deploy: new Map<string, number>(), restart: new Map<string, number>() };
 
 /**
  * Where a bot's own chats go (docs/api.md §16): a receiver on loopback that takes every message, the one host the
@@ -106,6 +111,21 @@ test.before(async () => {
     await next();
     if (ctx.method === 'PUT' && ctx.path.endsWith('/chats') && ctx.status === 200) chatsKept += 1;
     if (ctx.method === 'POST' && ctx.path.endsWith('/move') && ctx.status === 409) movesReached += 1;
+    if (ctx.method === 'PATCH' && ctx.status === 202) deploysTaken += 1;
+    if (ctx.method === 'POST' && ctx.path === '/api/bots/self/restart' && (ctx.status === 200 || ctx.status === 409)) selfRestartsReached += 1;
+    const kept =
+      ctx.method === 'POST' && ctx.path === '/api/admin/bots'
+        ? answers.create
+        : ctx.method === 'PATCH'
+          ? answers.deploy
+          : ctx.method === 'POST' && ctx.path === '/api/bots/self/restart'
+            ? answers.restart
+            : undefined;
+    if (kept) {
+      const { msg } = (ctx.body ?? {}) as { msg?: string };
+      const key = `${ctx.status} ${String(msg ?? '').replace(/bot_[\w-]+/g, 'bot_…').slice(0, 100)}`;
+      kept.set(key, (kept.get(key) ?? 0) + 1);
+    }
   });
   server = await listen(app, '127.0.0.1', 0);
   work = await mkdtemp(join(tmpdir(), 'bot-agent-schemathesis-'));
@@ -210,7 +230,7 @@ test('schemathesis, all phases, finds no failure, no error of its own and no war
     body: JSON.stringify({ discord_url: `${chatsAt}/api/webhooks/1/reader`, telegram: { token: '1:reader', chat_id: '5' } }),
   });
   t.is(chats.status, 200, await chats.text());
-  const chatsKeptBefore = chatsKept;
+  const [chatsKeptBefore, deploysTakenBefore] = [chatsKept, deploysTaken];
   const config = join(work, 'schemathesis.toml');
   // Real ids and owners much of the time; the rest is the fuzzer's own.
   await writeFile(
@@ -270,32 +290,30 @@ values = ${tomlList([`${chatsAt}/api/webhooks/2/fuzz`, `${chatsAt}/services/T0/B
 "query.user_id" = { dictionary = "owners", probability = 0.5 }
 "body.image" = { dictionary = "images", probability = 0.9 }
 "body.cpu_limit" = { dictionary = "cpus", probability = 0.8 }
+# Each block below names its one operation by include-name ("METHOD /path"): include-path and include-method in
+# one block select an operation that matches either (schemathesis 4.32 ORs a block's includes), so a block meant
+# for one POST set the dictionaries and warnings of every POST that came after it.
 # The console's page is served to a browser that asks for HTML (an API client's GET / stays 404), and its
 # files by the names the build gave them (others are 404).
 [[operations]]
-include-path = "/"
-include-method = "GET"
+include-name = "GET /"
 headers = { Accept = "text/html" }
 [[operations]]
 include-path = "/console/{file}"
 parameters = { "path.file" = { dictionary = "console", probability = 0.8 } }
 # Deploys reach bots made for them alone (a deploy holds its bot up to its deadline_s), rollbacks one that has a previous revision.
 [[operations]]
-include-path = "/api/admin/bots/{bot_id}"
-include-method = "PATCH"
+include-name = "PATCH /api/admin/bots/{bot_id}"
 parameters = { "path.bot_id" = { dictionary = "deployables", probability = 1.0 } }
 # A test of a bot's chats reaches the reader, which has chats of its own (the PUTs may have changed them since).
 [[operations]]
-include-path = "/api/admin/bots/{bot_id}/chats/test"
-include-method = "POST"
+include-name = "POST /api/admin/bots/{bot_id}/chats/test"
 parameters = { "path.bot_id" = { dictionary = "chatty", probability = 1.0 } }
 [[operations]]
-include-path = "/api/admin/bots/{bot_id}/chats"
-include-method = "PUT"
+include-name = "PUT /api/admin/bots/{bot_id}/chats"
 parameters = { "path.bot_id" = { dictionary = "readers", probability = 0.8 }, "body.discord_url" = { dictionary = "chat_urls", probability = 0.7 }, "body.slack_url" = { dictionary = "chat_urls", probability = 0.7 } }
 [[operations]]
-include-path = "/api/admin/bots/{bot_id}/rollback"
-include-method = "POST"
+include-name = "POST /api/admin/bots/{bot_id}/rollback"
 parameters = { "path.bot_id" = { dictionary = "rollbackable", probability = 1.0 } }
 [[operations]]
 include-method = "DELETE"
@@ -308,8 +326,7 @@ parameters = { "path.bot_id" = { dictionary = "victims", probability = 1.0 } }
 # pull refused by the registry (403, docs/api.md §14), which schemathesis reads as credentials it lacks; the
 # test checks instead that the example image was pulled.
 [[operations]]
-include-path = "/api/admin/bots"
-include-method = "POST"
+include-name = "POST /api/admin/bots"
 parameters = { "body.bot_id" = { dictionary = "fresh", probability = 0.5 }, "body.cpu_limit" = { dictionary = "cpus", probability = 1.0 }, "body.node" = { dictionary = "nodes", probability = 0.9 } }
 warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !== 'missing_auth'))}, fail-on = true }
 # A move names this agent's node (where the bot is already: 409) most of the time; a fleet of one has no other.
@@ -317,34 +334,35 @@ warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !=
 # others, each the 422 that says so. That warning is left out for this operation; the test checks instead that
 # moves reached the fleet's own check.
 [[operations]]
-include-path = "/api/admin/bots/{bot_id}/move"
-include-method = "POST"
+include-name = "POST /api/admin/bots/{bot_id}/move"
 parameters = { "path.bot_id" = { dictionary = "readers", probability = 0.8 }, "body.node" = { dictionary = "nodes", probability = 0.9 } }
 warnings = { display = ${tomlList(CREATE_WARNINGS)}, fail-on = true }
 # The agents' own route answers the fleet's key alone, which the fuzzer does not hold (a header set for one
 # operation, schemathesis 4.32 sent with every one): every call of its that the schema allows is the 403 that
 # says so, read as credentials it lacks. That warning is left out here; fleet-nodes makes bots through it.
 [[operations]]
-include-path = "/api/fleet/bots"
-include-method = "POST"
+include-name = "POST /api/fleet/bots"
 warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !== 'missing_auth'))}, fail-on = true }
 # Drains name a node the fleet lacks, each the 404 that says so, most of the time (the route's checks before it are
 # fuzzed all the same; the stateful phase also drains this agent's own node, of this file's bots alone). That 404
 # is the missing-test-data warning, left out for this operation alone; drains that move bots are tested in
 # fleet-nodes.
 [[operations]]
-include-path = "/api/admin/nodes/{node}/drain"
-include-method = "POST"
+include-name = "POST /api/admin/nodes/{node}/drain"
 parameters = { "path.node" = { dictionary = "absent_nodes", probability = 1.0 } }
+# The platform restarts a bot it names by X-Bot-ID: a real bot's id most of the time, the reader's among them (the
+# others may have been stopped by then: 409).
+[[operations]]
+include-name = "POST /api/bots/self/restart"
+parameters = { "header.X-Bot-ID" = { dictionary = "readers", probability = 0.9 } }
 # Only a bot may beat (docs/api.md §13): the fuzzer, calling from the host, is the platform, and every beat of its
 # is the 403 that says so, which schemathesis reads as credentials it lacks. That one warning is left out here.
 [[operations]]
-include-path = "/api/bots/self/heartbeat"
-include-method = "POST"
+include-name = "POST /api/bots/self/heartbeat"
 warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !== 'missing_auth'))}, fail-on = true }
 # Schemathesis' own list, and 422: whether the engine holds an image, and how many CPUs the host has, is no
-# property a schema can state, so a create the schema allows may be the 422 that says which. (Set for one
-# operation alone, schemathesis 4.32 applied the list to every operation.)
+# property a schema can state, so a create the schema allows may be the 422 that says which. (For every
+# operation: a check's configuration is not one an operation's block holds.)
 [checks.positive_data_acceptance]
 expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]
 `,
@@ -400,15 +418,26 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
   // So is a rollback's 404 as missing test data: the stateful phase follows the create's links to rollbacks of
   // the bots it just made, which have no previous revision (404 `no previous revision`, as docs/api.md §15 says);
   // how many it makes depends on the seed.
+  // So is a deploy's schema mismatch, as the create's (the engine's images and programs, the host's CPUs, a deploy
+  // under way on the bot: 409), and a platform's restart by X-Bot-ID's 404 as missing test data (the coverage phase
+  // names ids of its own, no bot's): the test checks instead that deploys were taken and restarts reached bots.
   const verdicts = verdictsOf(output, {
-    'Schema validation mismatch': ['POST /api/admin/bots', 'POST /api/admin/bots/{bot_id}/move', 'POST /api/admin/nodes/{node}/drain', 'PUT /api/admin/bots/{bot_id}/chats'],
+    'Schema validation mismatch': [
+      'POST /api/admin/bots',
+      'PATCH /api/admin/bots/{bot_id}',
+      'POST /api/admin/bots/{bot_id}/move',
+      'POST /api/admin/nodes/{node}/drain',
+      'PUT /api/admin/bots/{bot_id}/chats',
+    ],
     'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots', 'POST /api/fleet/bots'],
-    'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback', 'POST /api/admin/nodes/{node}/drain'],
+    'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback', 'POST /api/admin/nodes/{node}/drain', 'POST /api/bots/self/restart'],
   });
   t.deepEqual(verdicts, { errors: [], warnings: [] }, output.slice(-20_000));
   const failedOnExcusedWarningsAlone = verdictsOf(output).warnings.length > 0 && /Warnings fail the run/.test(output);
   t.true(((result as { code?: number }).code ?? 0) === 0 || failedOnExcusedWarningsAlone, 'schemathesis itself exited with success');
-  t.true(created.length > 1, 'no create the schema allows made a bot');
+  t.true(created.length > 1, `no create the schema allows made a bot; the creates' answers: ${JSON.stringify([...answers.create])}`);
+  t.true(deploysTaken > deploysTakenBefore, `no deploy the schema allows was taken; the deploys' answers: ${JSON.stringify([...answers.deploy])}`);
+  t.true(selfRestartsReached > 0, `no restart by X-Bot-ID reached its bot; the restarts' answers: ${JSON.stringify([...answers.restart])}`);
   t.true(chatsKept > chatsKeptBefore, "no PUT of a bot's chats the schema allows was kept");
   t.true(movesReached > 0, "no move the schema allows reached the fleet's own check");
   for (const phase of ['Examples', 'Coverage', 'Fuzzing', 'Stateful']) t.regex(output, new RegExp(`^\\s+✅ ${phase}$`, 'm'), `the ${phase} phase did not run to the end`);
