@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { CoreV1Api, CoreV1Event, V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
-import { kubeletLackedPullSecrets, pullState, RefusalJudge } from '../../src/runtime/kubernetes/kube-pull-state.js';
+import { pullRefusalOf, pullState, RefusalJudge } from '../../src/runtime/kubernetes/kube-pull-state.js';
 
 // A create on Kubernetes waits for its image only while the kubelet pulls it (docs/api.md §14): a pod the
 // scheduler has no room for, or one past the pull for another reason, ends the wait at once (it waited out
@@ -61,8 +61,8 @@ const lacked = (secrets: string, atS: number, name?: string) =>
   event('FailedToRetrieveImagePullSecret', `Unable to retrieve some image pull secrets (${secrets}); attempting to pull the image may not succeed.`, atS, name);
 const refused = (atS: number) => event('Failed', 'Failed to pull image "r/bot:1": 401 Unauthorized', atS);
 const ownSecret = (secret: string) => secret === 'bot-1-pull';
-const judge = (events: CoreV1Event[]) =>
-  kubeletLackedPullSecrets({ listNamespacedEvent: async () => ({ items: events }) } as unknown as CoreV1Api, 'bots', [pod], ownSecret);
+const judge = async (events: CoreV1Event[]) =>
+  (await pullRefusalOf({ listNamespacedEvent: async () => ({ items: events }) } as unknown as CoreV1Api, 'bots', [pod], ownSecret)) === 'lacked';
 
 test("a refusal right after the kubelet could not read the create's own login is the kubelet's miss, waited out", async (t) => {
   t.true(await judge([lacked('bot-1-pull', 10), refused(10)]));
@@ -76,6 +76,25 @@ test("a refusal with the login read, or of a Secret the operator named, or anoth
   t.false(await judge([lacked('bot-1-pull', 10), refused(21)]), 'the pull after the back-off had the login');
   t.false(await judge([lacked('registry-login, bot-1-pull', 10), refused(10)]), 'a configured Secret that is not there');
   t.false(await judge([lacked('bot-1-pull', 10, 'bot-2-def'), refused(10)]));
+});
+
+test('a refusal whose events are not posted yet is waited for 10 s, not 2: the miss may come with them', async (t) => {
+  let nowMs = 0;
+  let events: CoreV1Event[] = [];
+  const core = { listNamespacedEvent: async () => ({ items: events }) } as unknown as CoreV1Api;
+  const judge = new RefusalJudge(core, 'bots', ownSecret, () => nowMs);
+  t.false(await judge.final([pod]), 'seen only now');
+  nowMs = 5_000;
+  t.false(await judge.final([pod]), 'nothing posted after 5 s');
+  events = [lacked('bot-1-pull', 10), refused(10)];
+  nowMs = 6_000;
+  t.false(await judge.final([pod]), 'the miss, posted late');
+  events = [];
+  const unposted = new RefusalJudge(core, 'bots', ownSecret, () => nowMs);
+  nowMs = 0;
+  t.false(await unposted.final([pod]));
+  nowMs = 10_000;
+  t.true(await unposted.final([pod]), 'a kubelet that never posts them: judged all the same');
 });
 
 // The kubelet posts its events a moment after the pod's status says ErrImagePull: a refusal is judged once it has

@@ -40,12 +40,15 @@ function unschedulable(pod: V1Pod): boolean {
 }
 
 /**
- * True when the last refused pull was the kubelet's own miss, not the registry's verdict: just before it the
- * kubelet said it could not read Secrets the agent made itself (`own`: its Secret cache lags a Secret made just
- * before the pod, under load) and pulled without them. Its next pull, after its back-off (10 s at least), has
- * them. A Secret it could not read that the operator named (AGENT_IMAGE_PULL_SECRETS) is not waited for.
+ * What the kubelet's events say of the last refused pull:
+ * - `lacked`: it was the kubelet's own miss, not the registry's verdict: just before it the kubelet said it could not
+ *   read Secrets the agent made itself (`own`: its Secret cache lags a Secret made just before the pod, under load)
+ *   and pulled without them. Its next pull, after its back-off (10 s at least), has them. A Secret it could not read
+ *   that the operator named (AGENT_IMAGE_PULL_SECRETS) is not waited for.
+ * - `refused`: the refusal's event is posted with no such miss before it;
+ * - `unposted`: neither is posted yet (a busy kubelet posts its events seconds after the pod's status).
  */
-export async function kubeletLackedPullSecrets(core: CoreV1Api, namespace: string, pods: readonly V1Pod[], own: (secret: string) => boolean): Promise<boolean> {
+export async function pullRefusalOf(core: CoreV1Api, namespace: string, pods: readonly V1Pod[], own: (secret: string) => boolean): Promise<'lacked' | 'refused' | 'unposted'> {
   const names = new Set(pods.map((pod) => pod.metadata?.name));
   const events = (await core.listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.kind=Pod' }, withDeadline())).items.filter((event) =>
     names.has(event.involvedObject.name),
@@ -56,16 +59,23 @@ export async function kubeletLackedPullSecrets(core: CoreV1Api, namespace: strin
   const refused = latest((event) => event.reason === 'Failed' && (event.message ?? '').startsWith('Failed to pull image'));
   // Events are stamped in whole seconds, and the miss comes a moment before its pull's refusal (the next second,
   // often): a miss up to 5 s before the refusal was that pull's; an earlier pull was 10 s or more before.
-  return lacked > -Infinity && lacked >= refused - LACK_BEFORE_REFUSAL_MS;
+  if (lacked > -Infinity && lacked >= refused - LACK_BEFORE_REFUSAL_MS) return 'lacked';
+  return refused > -Infinity ? 'refused' : 'unposted';
 }
 
 const LACK_BEFORE_REFUSAL_MS = 5_000;
 /** How long a refusal is watched before it is judged: the kubelet posts its events a moment after the pod's status. */
 const EVENTS_LAG_MS = 2_000;
+/**
+ * How long a refusal whose events are not posted yet is waited for before it is judged all the same (the kubelet
+ * posts a miss before its refusal, in order, and may drop events of a pod that makes many).
+ */
+const UNPOSTED_LAG_MS = 10_000;
 
 /**
  * Judges the refusals of one pull wait (a create's, a deploy's): final once it has been seen for EVENTS_LAG_MS
- * with no sign that the kubelet pulled without the agent's own login (then its next pull is waited for).
+ * with its event posted and no sign that the kubelet pulled without the agent's own login (then its next pull is
+ * waited for); for UNPOSTED_LAG_MS while the kubelet has posted neither.
  */
 export class RefusalJudge {
   private seenSinceMs: number | undefined;
@@ -78,12 +88,13 @@ export class RefusalJudge {
   ) {}
 
   async final(pods: readonly V1Pod[]): Promise<boolean> {
-    if (await kubeletLackedPullSecrets(this.core, this.namespace, pods, this.own)) {
+    const said = await pullRefusalOf(this.core, this.namespace, pods, this.own);
+    if (said === 'lacked') {
       this.seenSinceMs = undefined;
       return false;
     }
     this.seenSinceMs ??= this.now();
-    return this.now() - this.seenSinceMs >= EVENTS_LAG_MS;
+    return this.now() - this.seenSinceMs >= (said === 'refused' ? EVENTS_LAG_MS : UNPOSTED_LAG_MS);
   }
 }
 
