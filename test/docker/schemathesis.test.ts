@@ -47,7 +47,7 @@ let movesReached = 0;
 /** Deploys the agent took (202), and the platform's restarts by X-Bot-ID that reached the bot (200, or 409: stopped). */
 let deploysTaken = 0;
 let selfRestartsReached = 0;
-/** The answers to creates and deploys, by status and message: what kept schema-valid ones from their bots. */
+/** The answers to creates, deploys and restarts by X-Bot-ID, by status and words: what kept schema-valid ones from their bots. */
 const answers = { create: new Map<string, number>(), deploy: new Map<string, number>(), restart: new Map<string, number>() };
 
 /**
@@ -362,7 +362,7 @@ include-name = "POST /api/bots/self/heartbeat"
 warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !== 'missing_auth'))}, fail-on = true }
 # Schemathesis' own list, and 422: whether the engine holds an image, and how many CPUs the host has, is no
 # property a schema can state, so a create the schema allows may be the 422 that says which. (For every
-# operation: a check's configuration is not one an operation's block holds.)
+# operation: a deploy's and a move's may be that 422 too.)
 [checks.positive_data_acceptance]
 expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]
 `,
