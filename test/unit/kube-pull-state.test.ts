@@ -97,6 +97,19 @@ test('a refusal whose events are not posted yet is waited for 10 s, not 2: the m
   t.true(await unposted.final([pod]), 'a kubelet that never posts them: judged all the same');
 });
 
+test('a refusal posted late is judged 2 s after it is posted, not at once', async (t) => {
+  let nowMs = 0;
+  let events: CoreV1Event[] = [];
+  const core = { listNamespacedEvent: async () => ({ items: events }) } as unknown as CoreV1Api;
+  const judge = new RefusalJudge(core, 'bots', ownSecret, () => nowMs);
+  t.false(await judge.final([pod]));
+  events = [refused(10)];
+  nowMs = 5_000;
+  t.false(await judge.final([pod]), 'posted only now');
+  nowMs = 7_000;
+  t.true(await judge.final([pod]));
+});
+
 // The kubelet posts its events a moment after the pod's status says ErrImagePull: a refusal is judged once it has
 // been seen for 2 s without a miss of the agent's own login; a miss starts the watch again for the next pull.
 test('a refusal is final once seen for 2 s with no miss of the login; a miss waits for the next pull', async (t) => {

@@ -78,7 +78,8 @@ const UNPOSTED_LAG_MS = 10_000;
  * waited for); for UNPOSTED_LAG_MS while the kubelet has posted neither.
  */
 export class RefusalJudge {
-  private seenSinceMs: number | undefined;
+  /** What the events said of the refusal, and since when they said it: a change starts the watch afresh. */
+  private seen: { readonly said: 'refused' | 'unposted'; readonly sinceMs: number } | undefined;
 
   constructor(
     private readonly core: CoreV1Api,
@@ -90,11 +91,11 @@ export class RefusalJudge {
   async final(pods: readonly V1Pod[]): Promise<boolean> {
     const said = await pullRefusalOf(this.core, this.namespace, pods, this.own);
     if (said === 'lacked') {
-      this.seenSinceMs = undefined;
+      this.seen = undefined;
       return false;
     }
-    this.seenSinceMs ??= this.now();
-    return this.now() - this.seenSinceMs >= (said === 'refused' ? EVENTS_LAG_MS : UNPOSTED_LAG_MS);
+    if (this.seen?.said !== said) this.seen = { said, sinceMs: this.now() };
+    return this.now() - this.seen.sinceMs >= (said === 'refused' ? EVENTS_LAG_MS : UNPOSTED_LAG_MS);
   }
 }
 
