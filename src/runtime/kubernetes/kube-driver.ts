@@ -13,7 +13,7 @@ import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { followPodLogs, readPodLogs } from './kube-logs.js';
 import { KubeRunWatcher } from './kube-runs.js';
-import { KubeObjectCache, LIST_PAGE, LIST_PAGE_DEADLINE_MS } from './kube-object-cache.js';
+import { dropUnreadOfPod, KubeObjectCache, LIST_PAGE, LIST_PAGE_DEADLINE_MS } from './kube-object-cache.js';
 import { summaryOf } from './kube-provisioner.js';
 import { botStatsFromMetrics, nodeAllocatable, podLimits } from './kube-stats.js';
 import type { Capacity, PodMetrics } from './kube-stats.js';
@@ -106,6 +106,7 @@ class KubernetesDriver implements RuntimeDriver {
       { bot: botOf, address: (pod) => pod.status?.podIP, awaiting: (pod) => (awaitsAddress(pod) ? 'address' : undefined) },
       "the bots' pods",
       this.report,
+      dropUnreadOfPod,
     );
     // Concurrent reads of one pod's metrics, or one node's capacity, make one request.
     this.unknownAddresses = new LRUCache({ max: 10_000, ttl: UNKNOWN_ADDRESS_MS });

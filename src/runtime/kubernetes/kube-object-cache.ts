@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ListWatch, Watch } from '@kubernetes/client-node';
-import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesListObject, KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import type { FaultReporter } from '../driver.js';
 import type { IndexedCache } from '../indexed-cache.js';
 
@@ -47,6 +47,8 @@ export class KubeObjectCache<T extends KubernetesObject> implements IndexedCache
     private readonly keys: Record<string, (object: T) => string | undefined>,
     private readonly what: string,
     private readonly report: FaultReporter,
+    /** Drops from each object, as it comes in, what the agent never reads of it: at 5,000 bots, memory. */
+    private readonly dropUnread: (object: T) => void = dropManagedFields,
   ) {
     const watch = new Watch(kubeConfig);
     // Current once the list has been read and the watch answers; no longer when it ends.
@@ -64,7 +66,7 @@ export class KubeObjectCache<T extends KubernetesObject> implements IndexedCache
     });
     // client-node waits ever longer (to 30 s) between a watch's normal end and the next: at most REOPEN_MS here.
     const delayFn = (ms: number): Promise<void> => sleep(Math.min(ms, REOPEN_MS));
-    this.informer = new ListWatch(path, opened, () => listInPages(list), false, labelSelector, undefined, { delayFn });
+    this.informer = new ListWatch(path, opened, () => listInPages(list, dropUnread), false, labelSelector, undefined, { delayFn });
     this.informer.on('add', (object) => this.file(object));
     this.informer.on('update', (object) => this.file(object));
     this.informer.on('delete', (object) => this.unfile(uidOf(object)));
@@ -146,7 +148,7 @@ export class KubeObjectCache<T extends KubernetesObject> implements IndexedCache
   }
 
   private file(object: T): void {
-    dropUnread(object);
+    this.dropUnread(object);
     const uid = uidOf(object);
     this.unfile(uid, false);
     const places: Array<[string, string]> = [];
@@ -185,12 +187,15 @@ export class KubeObjectCache<T extends KubernetesObject> implements IndexedCache
  * beside the copy it replaces, a peak the agent's memory kept long after (docs/performance.md, "Kubernetes at 5,000
  * bots"). Pages of one list come from one snapshot of the API server's; the list's resourceVersion is the last page's.
  */
-async function listInPages<T extends KubernetesObject>(page: ListPage<T>): Promise<KubernetesListObject<T>> {
+async function listInPages<T extends KubernetesObject>(page: ListPage<T>, dropUnread: (object: T) => void): Promise<KubernetesListObject<T>> {
   const items: T[] = [];
   let from: string | undefined;
   for (;;) {
     const answer = await page(from);
-    for (const object of answer.items) items.push(dropUnread(object));
+    for (const object of answer.items) {
+      dropUnread(object);
+      items.push(object);
+    }
     from = answer.metadata?._continue;
     if (!from) return { ...answer, items };
   }
@@ -200,9 +205,30 @@ async function listInPages<T extends KubernetesObject>(page: ListPage<T>): Promi
  * Who wrote which field, a few KB an object: never read here, and kept for every bot's Deployment and pod (the
  * informer's copy is this same object). docs/performance.md, "Kubernetes at 5,000 bots".
  */
-function dropUnread<T extends KubernetesObject>(object: T): T {
+export function dropManagedFields(object: KubernetesObject): void {
   if (object.metadata) delete object.metadata.managedFields;
-  return object;
+}
+
+/**
+ * A watched pod without what only the kubelet reads of it: its volumes and their mounts (the service account's
+ * token volume in every pod), tolerations (two the API server adds to every pod), its owner, and each container's
+ * command, arguments and environment. Kept: names, labels, annotations, node, probes, resources, status. A third
+ * of a bot's pod (docs/performance.md, "Kubernetes at 5,000 bots"); never sent back (pods are only read and deleted).
+ */
+export function dropUnreadOfPod(pod: V1Pod): void {
+  dropManagedFields(pod);
+  if (pod.metadata) delete pod.metadata.ownerReferences;
+  const spec = pod.spec;
+  if (!spec) return;
+  delete spec.volumes;
+  delete spec.tolerations;
+  for (const container of [...(spec.containers ?? []), ...(spec.initContainers ?? [])]) {
+    delete container.volumeMounts;
+    delete container.command;
+    delete container.args;
+    delete container.env;
+    delete container.envFrom;
+  }
 }
 
 function uidOf(object: KubernetesObject): string {
