@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { CoreV1Api, CoreV1Event, V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
-import { pullRefusalOf, pullState, RefusalJudge } from '../../src/runtime/kubernetes/kube-pull-state.js';
+import { podEventsOf, pullRefusalOf, pullState, RefusalJudge } from '../../src/runtime/kubernetes/kube-pull-state.js';
 
 // A create on Kubernetes waits for its image only while the kubelet pulls it (docs/api.md §14): a pod the
 // scheduler has no room for, or one past the pull for another reason, ends the wait at once (it waited out
@@ -60,9 +60,19 @@ const event = (reason: string, message: string, atS: number, name = 'bot-1-abc')
 const lacked = (secrets: string, atS: number, name?: string) =>
   event('FailedToRetrieveImagePullSecret', `Unable to retrieve some image pull secrets (${secrets}); attempting to pull the image may not succeed.`, atS, name);
 const refused = (atS: number) => event('Failed', 'Failed to pull image "r/bot:1": 401 Unauthorized', atS);
+/** A CoreV1Api whose event lists answer as the API server's: only the events each field selector names. */
+const eventsApi = (events: () => CoreV1Event[], selectors: string[] = []) =>
+  ({
+    listNamespacedEvent: async ({ fieldSelector = '' }: { fieldSelector?: string }) => {
+      selectors.push(fieldSelector);
+      const wanted = Object.fromEntries(fieldSelector.split(',').map((term) => term.split('=') as [string, string]));
+      const field = (item: CoreV1Event, path: string) => path.split('.').reduce<unknown>((at, key) => (at as Record<string, unknown> | undefined)?.[key], item);
+      return { items: events().filter((item) => Object.entries(wanted).every(([path, value]) => field(item, path) === value)) };
+    },
+  }) as unknown as CoreV1Api;
 const ownSecret = (secret: string) => secret === 'bot-1-pull';
 const judge = async (events: CoreV1Event[]) =>
-  (await pullRefusalOf({ listNamespacedEvent: async () => ({ items: events }) } as unknown as CoreV1Api, 'bots', [pod], ownSecret)) === 'lacked';
+  (await pullRefusalOf(eventsApi(() => events), 'bots', [pod], ownSecret)) === 'lacked';
 
 test("a refusal right after the kubelet could not read the create's own login is the kubelet's miss, waited out", async (t) => {
   t.true(await judge([lacked('bot-1-pull', 10), refused(10)]));
@@ -81,7 +91,7 @@ test("a refusal with the login read, or of a Secret the operator named, or anoth
 test('a refusal whose events are not posted yet is waited for 10 s, not 2: the miss may come with them', async (t) => {
   let nowMs = 0;
   let events: CoreV1Event[] = [];
-  const core = { listNamespacedEvent: async () => ({ items: events }) } as unknown as CoreV1Api;
+  const core = eventsApi(() => events);
   const judge = new RefusalJudge(core, 'bots', ownSecret, () => nowMs);
   t.false(await judge.final([pod]), 'seen only now');
   nowMs = 5_000;
@@ -100,7 +110,7 @@ test('a refusal whose events are not posted yet is waited for 10 s, not 2: the m
 test('a refusal posted late is judged 2 s after it is posted, not at once', async (t) => {
   let nowMs = 0;
   let events: CoreV1Event[] = [];
-  const core = { listNamespacedEvent: async () => ({ items: events }) } as unknown as CoreV1Api;
+  const core = eventsApi(() => events);
   const judge = new RefusalJudge(core, 'bots', ownSecret, () => nowMs);
   t.false(await judge.final([pod]));
   events = [refused(10)];
@@ -115,7 +125,7 @@ test('a refusal posted late is judged 2 s after it is posted, not at once', asyn
 test('a refusal is final once seen for 2 s with no miss of the login; a miss waits for the next pull', async (t) => {
   let nowMs = 0;
   let events: CoreV1Event[] = [refused(10)];
-  const core = { listNamespacedEvent: async () => ({ items: events }) } as unknown as CoreV1Api;
+  const core = eventsApi(() => events);
   const judge = new RefusalJudge(core, 'bots', ownSecret, () => nowMs);
   t.false(await judge.final([pod]), 'seen only now');
   nowMs = 1_000;
@@ -128,4 +138,14 @@ test('a refusal is final once seen for 2 s with no miss of the login; a miss wai
   t.false(await judge.final([pod]), 'the next pull, with the login, refused: watched afresh');
   nowMs = 15_000;
   t.true(await judge.final([pod]));
+});
+
+test("the judge lists each pod's own events, never every event of the namespace", async (t) => {
+  const selectors: string[] = [];
+  const second: V1Pod = { metadata: { name: 'bot-1-def' } };
+  const events = [refused(10), lacked('bot-1-pull', 10, 'bot-1-def'), lacked('bot-1-pull', 10, 'bot-9-xyz')];
+  t.is(await pullRefusalOf(eventsApi(() => events, selectors), 'bots', [pod, second, pod], ownSecret), 'lacked', "a miss of the deploy's other pod counts");
+  t.deepEqual(selectors.sort(), ['involvedObject.kind=Pod,involvedObject.name=bot-1-abc', 'involvedObject.kind=Pod,involvedObject.name=bot-1-def']);
+  t.deepEqual(await podEventsOf(eventsApi(() => events, selectors), 'bots', [pod], 'Failed'), [refused(10)]);
+  t.is(selectors.at(-1), 'reason=Failed,involvedObject.kind=Pod,involvedObject.name=bot-1-abc');
 });

@@ -11,7 +11,7 @@ import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { BOT_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
 import type { BotChange } from '../../provisioning/revisions.js';
 import { keptTemplate, KubeRevisions } from './kube-revisions.js';
-import { pullState, RefusalJudge } from './kube-pull-state.js';
+import { podEventsOf, pullState, RefusalJudge } from './kube-pull-state.js';
 import { DEFAULT_PULL_TIMEOUT_MS, pullFailure } from '../pull-failure.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
@@ -202,11 +202,8 @@ class KubernetesProvisioner implements Provisioner {
 
   /** The kubelet's own words for the failed pull: its `Failed to pull image` event on the pod. */
   private async pullWords(pods: readonly V1Pod[], fallback: string): Promise<string> {
-    const names = new Set(pods.map((pod) => pod.metadata?.name));
-    const events = await this.core
-      .listNamespacedEvent({ namespace: this.options.namespace, fieldSelector: 'reason=Failed,involvedObject.kind=Pod' }, withDeadline())
-      .catch(() => undefined);
-    const failed = events?.items.filter((event) => names.has(event.involvedObject.name) && (event.message ?? '').startsWith('Failed to pull image')).at(-1);
+    const events = await podEventsOf(this.core, this.options.namespace, pods, 'Failed').catch(() => undefined);
+    const failed = events?.filter((event) => (event.message ?? '').startsWith('Failed to pull image')).at(-1);
     return failed?.message ?? fallback;
   }
 
