@@ -26,13 +26,13 @@ const RECONNECT_MAX_MS = 30_000;
 /**
  * While one agent replaces another, a connection may be refused, or get neither an answer nor a refusal
  * (docs/api.md §7): a call whose connection never opened (refused at once, or given up by the platform's
- * fetch, Node's after 10 s) tries again, from 250 ms apart doubling to 2 s, for up to 15 s within its own
- * deadline. Only a connection that never opened is tried again: no request is sent twice.
+ * fetch, Node's after 10 s) tries again, from 250 ms apart doubling to 2 s, for up to 60 s within its own
+ * deadline (one agent replaced under the chart's Recreate was away 21 s once: docs/operating.md). Only a connection that never opened is tried again: no request is sent twice.
  */
 const CONNECT_RETRY_FIRST_MS = 250;
 const CONNECT_RETRY_MAX_MS = 2_000;
 /** How long a call keeps trying to connect at most, within its deadline: a replacement takes seconds, an agent that is gone does not come back. */
-const CONNECT_RETRY_FOR_MS = 15_000;
+const CONNECT_RETRY_FOR_MS = 60_000;
 /** Failures of opening a connection that a moment may mend. */
 /** How often `beatWhile` beats unless told, and the ttl it asks for: three beats to a ttl (docs/api.md §13). */
 const HEARTBEAT_EVERY_MS = 10_000;
