@@ -27,7 +27,8 @@ const RECONNECT_MAX_MS = 30_000;
  * While one agent replaces another, a connection may be refused, or get neither an answer nor a refusal
  * (docs/api.md §7): a call whose connection never opened (refused at once, or given up by the platform's
  * fetch, Node's after 10 s) tries again, from 250 ms apart doubling to 2 s, for up to 60 s within its own
- * deadline (one agent replaced under the chart's Recreate was away 21 s once: docs/operating.md). Only a connection that never opened is tried again: no request is sent twice.
+ * deadline (one agent replaced under the chart's Recreate was away 21 s once: docs/operating.md). Only a
+ * connection that never opened is tried again: no request is sent twice.
  */
 const CONNECT_RETRY_FIRST_MS = 250;
 const CONNECT_RETRY_MAX_MS = 2_000;

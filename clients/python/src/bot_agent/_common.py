@@ -24,7 +24,8 @@ DEFAULT_PROBE = ("agent", 8000)
 PROBE_TIMEOUT_S = 1.0
 #: How long opening a connection may take. While one agent replaces another a connection may get neither an
 #: answer nor a refusal: the call tries again, 0.25 s apart doubling to 2 s, for up to 60 s within its own
-#: time-out (one agent replaced under the chart's Recreate was away 21 s once: docs/operating.md). Only a connection that never opened is tried again: no request is sent twice.
+#: time-out (one agent replaced under the chart's Recreate was away 21 s once: docs/operating.md). Only a
+#: connection that never opened is tried again: no request is sent twice.
 CONNECT_TIMEOUT_S = 1.0
 CONNECT_RETRY_FIRST_S = 0.25
 CONNECT_RETRY_MAX_S = 2.0
