@@ -341,6 +341,18 @@ test("a bot's token goes only to the agent it was configured for: PLATFORM_AGENT
   t.is(stranger.authorizations.at(-1), 'Bot bat1.secret', "the operator's probe address is configuration");
 });
 
+// A single agent replaced under the chart's Recreate was away 21 s once (docs/operating.md): a call made as it went
+// keeps trying to connect past 15 s (docs/api.md §7: up to 60 s within its deadline).
+test('a call made while no agent listens for 16 s still gets its answer', async (t) => {
+  const port = await closedPort();
+  const client = await BotAgentClient.create({ agentUrl: `http://127.0.0.1:${port}`, env: { BOT_ID: BOT } });
+  const began = Date.now();
+  const answer = client.logs(1);
+  setTimeout(() => void standIn(t, port), 16_000);
+  t.is(await answer, 'x\n');
+  t.true(Date.now() - began >= 15_900);
+});
+
 test('while no agent listens (refused) and while a connection neither opens nor is refused, a call tries again within its deadline and gets its answer', async (t) => {
   // Refused: the agent comes 1.5 s after the call began.
   const refusedPort = await closedPort();

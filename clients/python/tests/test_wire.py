@@ -172,6 +172,20 @@ def free_port() -> int:
     return port
 
 
+def test_a_call_made_while_no_agent_listens_for_16_s_still_gets_its_answer() -> None:
+    """One agent replaced under the chart's Recreate was away 21 s once (docs/operating.md): a call keeps trying to
+    connect past 15 s, up to 60 s within its time-out (docs/api.md section 7)."""
+    port = free_port()
+    arrived: List[Stand] = []
+    later = threading.Timer(16, lambda: arrived.append(Stand(lambda request, _: answer(request, 200, {"ok": True, "logs": "late\n"}), port)))
+    later.start()
+    began = time.monotonic()
+    assert BotAgentClient.from_env(ENV, agent_url=f"http://127.0.0.1:{port}").logs(1) == "late\n"
+    assert time.monotonic() - began >= 15.9
+    later.join()
+    arrived[0].close()
+
+
 def test_a_call_tries_again_while_no_agent_listens_and_gets_its_answer_once_one_does() -> None:
     for use_asyncio in (False, True):
         port = free_port()
