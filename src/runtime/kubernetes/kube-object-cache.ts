@@ -205,7 +205,7 @@ async function listInPages<T extends KubernetesObject>(page: ListPage<T>, dropUn
  * Who wrote which field, a few KB an object: never read here, and kept for every bot's Deployment and pod (the
  * informer's copy is this same object). docs/performance.md, "Kubernetes at 5,000 bots".
  */
-export function dropManagedFields(object: KubernetesObject): void {
+function dropManagedFields(object: KubernetesObject): void {
   if (object.metadata) delete object.metadata.managedFields;
 }
 
