@@ -84,7 +84,9 @@ export class SocketProxy {
   /**
    * Passes back each piece of an answer that contains every string of `text`
    * only after the next piece on its connection that contains every string of
-   * `until` (an engine that reports two events the other way round).
+   * `until` (an engine that reports two events the other way round). Once an
+   * `until` has passed on a connection, its pieces pass at once: the engine
+   * sent them the other way round itself.
    */
   holdAnswers(text: string[], until: string[]): void {
     this.holds.push({ text, until });
@@ -180,11 +182,13 @@ export class SocketProxy {
   /** The answers of one connection, with the pieces `holdAnswers` names moved after their `until`. */
   private reorder(): Transform {
     const held: Array<{ chunk: Buffer; until: string[] }> = [];
+    const passed = new Set<{ text: string[]; until: string[] }>();
     const has = (text: string, parts: string[]): boolean => parts.every((part) => text.includes(part));
     return new Transform({
       transform: (chunk: Buffer, _encoding, done) => {
         const text = chunk.toString('latin1');
-        const hold = this.holds.find((rule) => has(text, rule.text) && !has(text, rule.until));
+        const hold = this.holds.find((rule) => !passed.has(rule) && has(text, rule.text) && !has(text, rule.until));
+        for (const rule of this.holds) if (has(text, rule.until)) passed.add(rule);
         if (hold) {
           held.push({ chunk, until: hold.until });
           done();
