@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { CoreV1Api, CoreV1Event, V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
-import { podEventsOf, pullRefusalOf, pullState, RefusalJudge } from '../../src/runtime/kubernetes/kube-pull-state.js';
+import { namesOf, podEventsOf, pullRefusalOf, pullState, pullWordsOf, RefusalJudge } from '../../src/runtime/kubernetes/kube-pull-state.js';
 
 // A create on Kubernetes waits for its image only while the kubelet pulls it (docs/api.md §14): a pod the
 // scheduler has no room for, or one past the pull for another reason, ends the wait at once (it waited out
@@ -71,81 +71,83 @@ const eventsApi = (events: () => CoreV1Event[], selectors: string[] = []) =>
     },
   }) as unknown as CoreV1Api;
 const ownSecret = (secret: string) => secret === 'bot-1-pull';
-const judge = async (events: CoreV1Event[]) =>
-  (await pullRefusalOf(eventsApi(() => events), 'bots', [pod], ownSecret)) === 'lacked';
+const judge = (events: CoreV1Event[]) => pullRefusalOf(events, ownSecret) === 'lacked';
 
-test("a refusal right after the kubelet could not read the create's own login is the kubelet's miss, waited out", async (t) => {
-  t.true(await judge([lacked('bot-1-pull', 10), refused(10)]));
-  t.true(await judge([lacked('bot-1-pull', 10), refused(11)]), 'the refusal stamped the second after its miss (seen on the real cluster)');
-  t.true(await judge([lacked('bot-1-pull', 10)]), 'its refusal not yet posted');
-  t.true(await judge([refused(10), lacked('bot-1-pull', 21)]), 'missed again before the next pull');
+test("a refusal right after the kubelet could not read the create's own login is the kubelet's miss, waited out", (t) => {
+  t.true(judge([lacked('bot-1-pull', 10), refused(10)]));
+  t.true(judge([lacked('bot-1-pull', 10), refused(11)]), 'the refusal stamped the second after its miss (seen on the real cluster)');
+  t.true(judge([lacked('bot-1-pull', 10)]), 'its refusal not yet posted');
+  t.true(judge([refused(10), lacked('bot-1-pull', 21)]), 'missed again before the next pull');
 });
 
-test("a refusal with the login read, or of a Secret the operator named, or another pod's miss, is the registry's verdict", async (t) => {
-  t.false(await judge([refused(10)]));
-  t.false(await judge([lacked('bot-1-pull', 10), refused(21)]), 'the pull after the back-off had the login');
-  t.false(await judge([lacked('registry-login, bot-1-pull', 10), refused(10)]), 'a configured Secret that is not there');
-  t.false(await judge([lacked('bot-1-pull', 10, 'bot-2-def'), refused(10)]));
+test("a refusal with the login read, or of a Secret the operator named, is the registry's verdict", (t) => {
+  t.false(judge([refused(10)]));
+  t.false(judge([lacked('bot-1-pull', 10), refused(21)]), 'the pull after the back-off had the login');
+  t.false(judge([lacked('registry-login, bot-1-pull', 10), refused(10)]), 'a configured Secret that is not there');
 });
 
-test('a refusal whose events are not posted yet is waited for 10 s, not 2: the miss may come with them', async (t) => {
+test('a refusal whose events are not posted yet is waited for 10 s, not 2: the miss may come with them', (t) => {
   let nowMs = 0;
   let events: CoreV1Event[] = [];
-  const core = eventsApi(() => events);
-  const judge = new RefusalJudge(core, 'bots', ownSecret, () => nowMs);
-  t.false(await judge.final([pod]), 'seen only now');
+  const judge = new RefusalJudge(ownSecret, () => nowMs);
+  t.false(judge.final(events), 'seen only now');
   nowMs = 5_000;
-  t.false(await judge.final([pod]), 'nothing posted after 5 s');
+  t.false(judge.final(events), 'nothing posted after 5 s');
   events = [lacked('bot-1-pull', 10), refused(10)];
   nowMs = 6_000;
-  t.false(await judge.final([pod]), 'the miss, posted late');
+  t.false(judge.final(events), 'the miss, posted late');
   events = [];
-  const unposted = new RefusalJudge(core, 'bots', ownSecret, () => nowMs);
+  const unposted = new RefusalJudge(ownSecret, () => nowMs);
   nowMs = 0;
-  t.false(await unposted.final([pod]));
+  t.false(unposted.final(events));
   nowMs = 10_000;
-  t.true(await unposted.final([pod]), 'a kubelet that never posts them: judged all the same');
+  t.true(unposted.final(events), 'a kubelet that never posts them: judged all the same');
 });
 
-test('a refusal posted late is judged 2 s after it is posted, not at once', async (t) => {
+test('a refusal posted late is judged 2 s after it is posted, not at once', (t) => {
   let nowMs = 0;
   let events: CoreV1Event[] = [];
-  const core = eventsApi(() => events);
-  const judge = new RefusalJudge(core, 'bots', ownSecret, () => nowMs);
-  t.false(await judge.final([pod]));
+  const judge = new RefusalJudge(ownSecret, () => nowMs);
+  t.false(judge.final(events));
   events = [refused(10)];
   nowMs = 5_000;
-  t.false(await judge.final([pod]), 'posted only now');
+  t.false(judge.final(events), 'posted only now');
   nowMs = 7_000;
-  t.true(await judge.final([pod]));
+  t.true(judge.final(events));
 });
 
 // The kubelet posts its events a moment after the pod's status says ErrImagePull: a refusal is judged once it has
 // been seen for 2 s without a miss of the agent's own login; a miss starts the watch again for the next pull.
-test('a refusal is final once seen for 2 s with no miss of the login; a miss waits for the next pull', async (t) => {
+test('a refusal is final once seen for 2 s with no miss of the login; a miss waits for the next pull', (t) => {
   let nowMs = 0;
   let events: CoreV1Event[] = [refused(10)];
-  const core = eventsApi(() => events);
-  const judge = new RefusalJudge(core, 'bots', ownSecret, () => nowMs);
-  t.false(await judge.final([pod]), 'seen only now');
+  const judge = new RefusalJudge(ownSecret, () => nowMs);
+  t.false(judge.final(events), 'seen only now');
   nowMs = 1_000;
-  t.false(await judge.final([pod]));
+  t.false(judge.final(events));
   events = [lacked('bot-1-pull', 10), refused(10)];
   nowMs = 1_500;
-  t.false(await judge.final([pod]), 'its miss posted late');
+  t.false(judge.final(events), 'its miss posted late');
   events = [lacked('bot-1-pull', 10), refused(22)];
   nowMs = 13_000;
-  t.false(await judge.final([pod]), 'the next pull, with the login, refused: watched afresh');
+  t.false(judge.final(events), 'the next pull, with the login, refused: watched afresh');
   nowMs = 15_000;
-  t.true(await judge.final([pod]));
+  t.true(judge.final(events));
 });
 
-test("the judge lists each pod's own events, never every event of the namespace", async (t) => {
+test("a pull wait lists each pod's own events, never every event of the namespace", async (t) => {
   const selectors: string[] = [];
   const second: V1Pod = { metadata: { name: 'bot-1-def' } };
   const events = [refused(10), lacked('bot-1-pull', 10, 'bot-1-def'), lacked('bot-1-pull', 10, 'bot-9-xyz')];
-  t.is(await pullRefusalOf(eventsApi(() => events, selectors), 'bots', [pod, second, pod], ownSecret), 'lacked', "a miss of the deploy's other pod counts");
+  const listed = await podEventsOf(eventsApi(() => events, selectors), 'bots', namesOf([pod, second, pod]));
   t.deepEqual(selectors.sort(), ['involvedObject.kind=Pod,involvedObject.name=bot-1-abc', 'involvedObject.kind=Pod,involvedObject.name=bot-1-def']);
-  t.deepEqual(await podEventsOf(eventsApi(() => events, selectors), 'bots', [pod], 'Failed'), [refused(10)]);
-  t.is(selectors.at(-1), 'reason=Failed,involvedObject.kind=Pod,involvedObject.name=bot-1-abc');
+  t.deepEqual(listed, events.slice(0, 2), "another bot's pod's miss is not listed");
+  t.is(pullRefusalOf(listed, ownSecret), 'lacked', "a miss of the deploy's other pod counts");
+});
+
+test("a back-off's words are the kubelet's last refused pull's, whatever the order of the list", (t) => {
+  const notFound = event('Failed', 'Failed to pull image "r/bot:1": not found', 30);
+  const backOff = event('Failed', 'Error: ImagePullBackOff', 40);
+  t.is(pullWordsOf([notFound, refused(10), backOff, lacked('bot-1-pull', 50)]), notFound.message);
+  t.is(pullWordsOf([backOff]), undefined, 'none posted yet');
 });

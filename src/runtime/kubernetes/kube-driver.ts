@@ -9,6 +9,7 @@ import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome,
 import { healthPolicyOf } from '../health-policy.js';
 import { podHealth } from './kube-health.js';
 import { lastProbeFailure, livenessKill } from './kube-probe-events.js';
+import { podEventsOf } from './kube-pull-state.js';
 import { BOT_ID_PATTERN, BOT_LABEL, OWNER_LABEL } from '../labels.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { followPodLogs, readPodLogs } from './kube-logs.js';
@@ -465,7 +466,6 @@ class KubernetesDriver implements RuntimeDriver {
     return nodeAllocatable(await this.api(undefined, (options) => this.core.readNode({ name: node }, options)));
   }
 
-  /** One API server call under a deadline, its failure translated at this edge. */
   /** A pod's events (the kubelet's word on its probes); none when they cannot be read (the Role lacks `events list`, a deadline). */
   private async podEvents(pod: string): Promise<CoreV1Event[]> {
     return (await this.events.fetch(pod)) ?? [];
@@ -473,14 +473,14 @@ class KubernetesDriver implements RuntimeDriver {
 
   private async readPodEvents(pod: string): Promise<CoreV1Event[]> {
     try {
-      const list = await this.api(undefined, (options) => this.core.listNamespacedEvent({ namespace: this.namespace, fieldSelector: `involvedObject.name=${pod}` }, options));
-      return list.items;
+      return await this.api(undefined, () => podEventsOf(this.core, this.namespace, [pod]));
     } catch (err) {
       this.report('the events of a bot pod could not be read (its probes say nothing here)', err);
       return [];
     }
   }
 
+  /** One API server call under a deadline, its failure translated at this edge. */
   private async api<T>(
     botId: string | undefined,
     call: (options: CallOptions) => Promise<T>,

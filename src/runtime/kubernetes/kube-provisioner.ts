@@ -1,5 +1,5 @@
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
-import type { KubeConfig, V1Container, V1Deployment, V1EnvVar, V1Pod, V1PodSpec, V1PodTemplateSpec, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
+import type { CoreV1Event, KubeConfig, V1Container, V1Deployment, V1EnvVar, V1Pod, V1PodSpec, V1PodTemplateSpec, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
 import { AlreadyExists, messages, NotFound, OperationFailed, PullTooSlow, RegistryRefused, Unprocessable } from '../../errors.js';
 import type { AgentError } from '../../errors.js';
 import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
@@ -11,7 +11,7 @@ import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { BOT_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
 import type { BotChange } from '../../provisioning/revisions.js';
 import { keptTemplate, KubeRevisions } from './kube-revisions.js';
-import { podEventsOf, pullState, RefusalJudge } from './kube-pull-state.js';
+import { namesOf, podEventsOf, pullState, pullWordsOf, RefusalJudge } from './kube-pull-state.js';
 import { DEFAULT_PULL_TIMEOUT_MS, pullFailure } from '../pull-failure.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
@@ -174,17 +174,21 @@ class KubernetesProvisioner implements Provisioner {
   private async imageRefusal(spec: BotSpec): Promise<AgentError | undefined> {
     const timeoutMs = this.options.pullTimeoutMs ?? DEFAULT_PULL_TIMEOUT_MS;
     const deadline = Date.now() + timeoutMs;
-    const refusals = new RefusalJudge(this.core, this.options.namespace, (secret) => secret === pullSecretOf(objectName(spec.id)));
+    const refusals = new RefusalJudge((secret) => secret === pullSecretOf(objectName(spec.id)));
     for (;;) {
       const pods = (await this.core.listNamespacedPod({ namespace: this.options.namespace, labelSelector: `${BOT_LABEL}=${spec.id}` }, withDeadline())).items;
       const state = pullState(pods);
       if (state.kind === 'pulled' || state.kind === 'unschedulable') return undefined;
       if (pods.length === 0 && (await this.cannotMakePods(spec))) return undefined;
       if (state.kind === 'failed') {
-        // ErrImagePull carries the kubelet's words; a back-off only points at them, in the pod's events.
-        const words = state.reason === 'ErrImagePull' && state.message ? state.message : await this.pullWords(pods, state.message ?? state.reason);
+        // One list of the pods' events a look, read only when wanted: for the kubelet's words (ErrImagePull
+        // carries them; a back-off only points at them) and to judge a registry's refusal.
+        let events: Promise<CoreV1Event[]> | undefined;
+        const eventsOf = () => (events ??= podEventsOf(this.core, this.options.namespace, namesOf(pods)));
+        const words =
+          state.reason === 'ErrImagePull' && state.message ? state.message : (pullWordsOf(await eventsOf().catch(() => [])) ?? state.message ?? state.reason);
         const failure = pullFailure(spec.image, words, undefined);
-        if (!(failure instanceof RegistryRefused) || (await refusals.final(pods))) return failure;
+        if (!(failure instanceof RegistryRefused) || refusals.final(await eventsOf())) return failure;
       }
       if (Date.now() >= deadline) {
         const scheduled = pods.some((pod) => pod.spec?.nodeName);
@@ -198,13 +202,6 @@ class KubernetesProvisioner implements Provisioner {
   private async cannotMakePods(spec: BotSpec): Promise<boolean> {
     const [deployment] = await this.deployments(spec.id);
     return (deployment?.status?.conditions ?? []).some((condition) => condition.type === 'ReplicaFailure' && condition.status === 'True');
-  }
-
-  /** The kubelet's own words for the failed pull: its `Failed to pull image` event on the pod. */
-  private async pullWords(pods: readonly V1Pod[], fallback: string): Promise<string> {
-    const events = await podEventsOf(this.core, this.options.namespace, pods, 'Failed').catch(() => undefined);
-    const failed = events?.filter((event) => (event.message ?? '').startsWith('Failed to pull image')).at(-1);
-    return failed?.message ?? fallback;
   }
 
   async list(ownerId: string | undefined): Promise<BotSummary[]> {

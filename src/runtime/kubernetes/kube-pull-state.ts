@@ -40,7 +40,7 @@ function unschedulable(pod: V1Pod): boolean {
 }
 
 /**
- * What the kubelet's events say of the last refused pull:
+ * What the kubelet's events of a pull wait's pods say of the last refused pull:
  * - `lacked`: it was the kubelet's own miss, not the registry's verdict: just before it the kubelet said it could not
  *   read Secrets the agent made itself (`own`: its Secret cache lags a Secret made just before the pod, under load)
  *   and pulled without them. Its next pull, after its back-off (10 s at least), has them. A Secret it could not read
@@ -48,28 +48,47 @@ function unschedulable(pod: V1Pod): boolean {
  * - `refused`: the refusal's event is posted with no such miss before it;
  * - `unposted`: neither is posted yet (a busy kubelet posts its events seconds after the pod's status).
  */
-export async function pullRefusalOf(core: CoreV1Api, namespace: string, pods: readonly V1Pod[], own: (secret: string) => boolean): Promise<'lacked' | 'refused' | 'unposted'> {
-  const events = await podEventsOf(core, namespace, pods);
-  const latest = (matching: (event: CoreV1Event) => boolean) =>
-    Math.max(-Infinity, ...events.filter(matching).map((event) => new Date(event.lastTimestamp ?? event.eventTime ?? event.firstTimestamp ?? 0).getTime()));
-  const lacked = latest((event) => event.reason === 'FailedToRetrieveImagePullSecret' && secretsNamed(event.message).every(own));
-  const refused = latest((event) => event.reason === 'Failed' && (event.message ?? '').startsWith('Failed to pull image'));
+export function pullRefusalOf(events: readonly CoreV1Event[], own: (secret: string) => boolean): 'lacked' | 'refused' | 'unposted' {
+  const lacked = latestMs(events, (event) => event.reason === 'FailedToRetrieveImagePullSecret' && secretsNamed(event.message).every(own));
+  const refused = latestMs(events, isRefusedPull);
   // Events are stamped in whole seconds, and the miss comes a moment before its pull's refusal (the next second,
   // often): a miss up to 5 s before the refusal was that pull's; an earlier pull was 10 s or more before.
   if (lacked > -Infinity && lacked >= refused - LACK_BEFORE_REFUSAL_MS) return 'lacked';
   return refused > -Infinity ? 'refused' : 'unposted';
 }
 
+/** The kubelet's own words for the last pull it could not make (its `Failed to pull image` event); undefined if none is posted. */
+export function pullWordsOf(events: readonly CoreV1Event[]): string | undefined {
+  const latest = latestMs(events, isRefusedPull);
+  return events.find((event) => isRefusedPull(event) && stampMs(event) === latest)?.message;
+}
+
+function isRefusedPull(event: CoreV1Event): boolean {
+  return event.reason === 'Failed' && (event.message ?? '').startsWith('Failed to pull image');
+}
+
+function stampMs(event: CoreV1Event): number {
+  return new Date(event.lastTimestamp ?? event.eventTime ?? event.firstTimestamp ?? 0).getTime();
+}
+
+function latestMs(events: readonly CoreV1Event[], matching: (event: CoreV1Event) => boolean): number {
+  return Math.max(-Infinity, ...events.filter(matching).map(stampMs));
+}
+
 /**
- * The events of `pods` (of `reason` only, if given): a list per pod, its name in the field selector, never every
- * Pod event of the namespace (at 5,000 bots some 15,000, each encoded, sent and parsed at every poll; the API
- * server leaves out the others before it encodes the answer).
+ * The events of the pods named: a list per pod, its name in the field selector, never every Pod event of the
+ * namespace (at 5,000 bots some 15,000, each encoded, sent and parsed at every poll; the API server leaves out
+ * the others before it encodes the answer).
  */
-export async function podEventsOf(core: CoreV1Api, namespace: string, pods: readonly V1Pod[], reason?: string): Promise<CoreV1Event[]> {
-  const names = new Set(pods.flatMap((pod) => pod.metadata?.name ?? []));
-  const selector = (name: string) => [...(reason ? [`reason=${reason}`] : []), 'involvedObject.kind=Pod', `involvedObject.name=${name}`].join(',');
-  const lists = await Promise.all([...names].map((name) => core.listNamespacedEvent({ namespace, fieldSelector: selector(name) }, withDeadline())));
+export async function podEventsOf(core: CoreV1Api, namespace: string, podNames: Iterable<string>): Promise<CoreV1Event[]> {
+  const selector = (name: string) => `involvedObject.kind=Pod,involvedObject.name=${name}`;
+  const lists = await Promise.all([...new Set(podNames)].map((name) => core.listNamespacedEvent({ namespace, fieldSelector: selector(name) }, withDeadline())));
   return lists.flatMap((list) => list.items);
+}
+
+/** The names of `pods`. */
+export function namesOf(pods: readonly V1Pod[]): string[] {
+  return pods.flatMap((pod) => pod.metadata?.name ?? []);
 }
 
 const LACK_BEFORE_REFUSAL_MS = 5_000;
@@ -91,14 +110,13 @@ export class RefusalJudge {
   private seen: { readonly said: 'refused' | 'unposted'; readonly sinceMs: number } | undefined;
 
   constructor(
-    private readonly core: CoreV1Api,
-    private readonly namespace: string,
     private readonly own: (secret: string) => boolean,
     private readonly now: () => number = Date.now,
   ) {}
 
-  async final(pods: readonly V1Pod[]): Promise<boolean> {
-    const said = await pullRefusalOf(this.core, this.namespace, pods, this.own);
+  /** Judges the refusal by the wait's pods' events as listed at this look. */
+  final(events: readonly CoreV1Event[]): boolean {
+    const said = pullRefusalOf(events, this.own);
     if (said === 'lacked') {
       this.seen = undefined;
       return false;

@@ -9,7 +9,7 @@ import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { readPodLogs } from './kube-logs.js';
 import { objectName } from './kube-names.js';
-import { PULL_FAILURES, RefusalJudge } from './kube-pull-state.js';
+import { namesOf, podEventsOf, PULL_FAILURES, RefusalJudge } from './kube-pull-state.js';
 
 /** The deploy under way on a Deployment (docs/api.md §15): its hold, and what it goes back to. */
 const DEPLOY_ANNOTATION = 'bot-agent/deploy';
@@ -179,7 +179,7 @@ export class KubeRevisions implements RevisionRuntime {
 
   /** Waits for the revision's pod to run (or to have ended): undefined then, or at the deadline; the pull's error when the kubelet cannot pull. */
   private async awaitRun(botId: string, revision: number, deadlineAtMs: number, image: string): Promise<AgentError | undefined> {
-    const refusals = new RefusalJudge(this.core, this.namespace, (secret) => secret.startsWith(`${objectName(botId)}-pull`));
+    const refusals = new RefusalJudge((secret) => secret.startsWith(`${objectName(botId)}-pull`));
     while (Date.now() < deadlineAtMs) {
       const pod = await this.podOf(botId, revision);
       const status = pod?.status?.containerStatuses?.[0];
@@ -187,7 +187,7 @@ export class KubeRevisions implements RevisionRuntime {
       const waiting = status?.state?.waiting;
       if (pod !== undefined && waiting !== undefined && PULL_FAILURES.has(waiting.reason ?? '')) {
         const failure = pullFailure(image, waiting.message ?? waiting.reason ?? '', undefined);
-        if (!(failure instanceof RegistryRefused) || (await this.call(botId, () => refusals.final([pod])))) return failure;
+        if (!(failure instanceof RegistryRefused) || refusals.final(await this.call(botId, () => podEventsOf(this.core, this.namespace, namesOf([pod]))))) return failure;
       }
       await new Promise((resolve) => setTimeout(resolve, LOOK_MS));
     }
