@@ -572,11 +572,6 @@ export class BotHistory implements RunObserver {
     }
   }
 
-  /**
-   * Keeps `write` after the writes asked for before it. While the store is away
-   * (and until what waits is written) it waits in the spool; any other fault
-   * is reported, not thrown.
-   */
   /** Runs `work` when the writes queued before it are done, and holds those queued after it until it is. */
   private inTurn<T>(work: () => Promise<T>): Promise<T> {
     const next = this.writes.then(work);
@@ -587,6 +582,11 @@ export class BotHistory implements RunObserver {
     return next;
   }
 
+  /**
+   * Keeps `write` after the writes asked for before it. While the store is away
+   * (and until what waits is written) it waits in the spool; any other fault
+   * is reported, not thrown.
+   */
   private write(write: HistoryWrite): Promise<boolean> {
     const next = this.writes.then(async () => {
       if (this.spool.size === 0) {

@@ -40,10 +40,10 @@ import { ReadLimiter } from './read-limiter.js';
 import { requestLog } from './request-log.js';
 import { StreamLimits } from './stream-limits.js';
 
-/** What the HTTP layer reads of the configuration. */
 /** What a move's create on another node has beyond its image's pull: making and starting the container. */
 const MOVE_MARGIN_MS = 30_000;
 
+/** What the HTTP layer reads of the configuration. */
 export type HttpConfig = Pick<Config, 'adminToken' | 'readRate' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses'> &
   Partial<Pick<Config, 'chats' | 'botChatBase' | 'fleetKey' | 'restartTimeoutMs' | 'pullTimeoutMs'>>;
 

@@ -157,7 +157,6 @@ const exitRecord = {
 /** An exit record without its lines, as the console's table carries the last one. */
 const exitSummary = { type: 'object', required: Object.keys(exitRecordFields), additionalProperties: false, properties: exitRecordFields };
 
-/** A successful answer: `ok` and one field. */
 /** The revisions' answer also says whether the runtime deploys at all (Kubernetes: not yet). */
 const withDeploys = (schema: ReturnType<typeof answer>) => ({
   ...schema,
@@ -165,6 +164,7 @@ const withDeploys = (schema: ReturnType<typeof answer>) => ({
   properties: { ...schema.properties, deploys: { type: 'boolean', description: 'false where the runtime has no deploys yet (docs/api.md §15)' } },
 });
 
+/** A successful answer: `ok` and one field. */
 const answer = (field: string, schema: object) => ({
   type: 'object',
   required: ['ok', field],

@@ -84,7 +84,6 @@ const NO_NUL = /^[^\u0000]*$/;
 /** The image the document's example names (a platform's own registry). */
 export const EXAMPLE_IMAGE = 'registry.example.com/bots/telegram:1';
 
-/** Body of the platform's create: docs/api.md §6's inputs, limits and extras. */
 /** Seconds a heartbeat holds (docs/api.md §13). */
 const heartbeatTtl = wholeNumber('ttl_s', HEARTBEAT_TTL_MIN_S, HEARTBEAT_TTL_MAX_S).strict();
 
@@ -192,6 +191,7 @@ const registryAuthField = object({
   .typeError('registry_auth must be an object with username and password')
   .meta({ jsonSchema: { description: "A login for the image's registry, used for this pull only; never answered back nor logged" } });
 
+/** Body of the platform's create: docs/api.md §6's inputs, limits and extras. */
 export const createBotRequest = object({
   bot_id: botIdSchema('bot_id'),
   user_id: userId,

@@ -34,10 +34,10 @@ const CONNECT_RETRY_FIRST_MS = 250;
 const CONNECT_RETRY_MAX_MS = 2_000;
 /** How long a call keeps trying to connect at most, within its deadline: a replacement takes seconds, an agent that is gone does not come back. */
 const CONNECT_RETRY_FOR_MS = 60_000;
-/** Failures of opening a connection that a moment may mend. */
 /** How often `beatWhile` beats unless told, and the ttl it asks for: three beats to a ttl (docs/api.md §13). */
 const HEARTBEAT_EVERY_MS = 10_000;
 const HEARTBEAT_TTL_S = 30;
+/** Failures of opening a connection that a moment may mend. */
 const NOT_CONNECTED = new Set(['UND_ERR_CONNECT_TIMEOUT', 'ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
 
 /** A failed call: the agent's `msg` and HTTP status, or no status when the agent could not be reached. */

@@ -23,9 +23,9 @@ import { botStatsFrom } from './docker-stats.js';
 import { ENGINE_DEADLINE_MS } from './docker-deadline.js';
 import { UNDO_SUFFIX } from './docker-revisions.js';
 
-/** How long a stop, start or restart may take beyond the container's own grace period. */
 /** How often the bots whose crashes the agent restarts are read from the engine again (docs/api.md §13). */
 const AGENT_RESTARTED_READ_MS = 5 * 60_000;
+/** How long a stop, start or restart may take beyond the container's own grace period. */
 const LIFECYCLE_MARGIN_MS = 30_000;
 const DEFAULT_GRACE_S = 10;
 /** How often the lines of a run that ended are tried for. */
