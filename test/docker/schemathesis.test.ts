@@ -44,6 +44,8 @@ let chatsKept = 0;
 const fileBots = new Set<string>();
 /** Moves that got past every check but the fleet's own: the bot is on the node named already (409). */
 let movesReached = 0;
+/** Console sign-ins the agent took (200: a session started). */
+let sessionsStarted = 0;
 /** Deploys the agent took (202), and the platform's restarts by X-Bot-ID that reached the bot (200, or 409: stopped). */
 let deploysTaken = 0;
 let selfRestartsReached = 0;
@@ -111,6 +113,7 @@ test.before(async () => {
     await next();
     if (ctx.method === 'PUT' && ctx.path.endsWith('/chats') && ctx.status === 200) chatsKept += 1;
     if (ctx.method === 'POST' && ctx.path.endsWith('/move') && ctx.status === 409) movesReached += 1;
+    if (ctx.method === 'POST' && ctx.path === '/api/session' && ctx.status === 200) sessionsStarted += 1;
     if (ctx.method === 'PATCH' && ctx.status === 202) deploysTaken += 1;
     if (ctx.method === 'POST' && ctx.path === '/api/bots/self/restart' && (ctx.status === 200 || ctx.status === 409)) selfRestartsReached += 1;
     const kept =
@@ -280,6 +283,10 @@ values = ${tomlList([NODE])}
 values = [0.5, 1]
 # Chat URLs on the one host the agent allows (AGENT_NOTIFY_BOT_HOSTS, docs/api.md §16): a URL the schema allows on any
 # other host is the 422 that names the list, as an operator's list is no property a schema can state.
+# The admin token, which the console's sign-in exchanges for a session: with only tokens of the fuzzer's own making,
+# every sign-in the schema allows is the 403 for a wrong token, read as credentials it lacks (a busy rehearsal's seed).
+[dictionaries.admin_tokens]
+values = ${tomlList([TOKEN])}
 [dictionaries.chat_urls]
 values = ${tomlList([`${chatsAt}/api/webhooks/2/fuzz`, `${chatsAt}/services/T0/B0/fuzz`])}
 [parameters]
@@ -301,6 +308,9 @@ headers = { Accept = "text/html" }
 [[operations]]
 include-path = "/console/{file}"
 parameters = { "path.file" = { dictionary = "console", probability = 0.8 } }
+[[operations]]
+include-name = "POST /api/session"
+parameters = { "body.token" = { dictionary = "admin_tokens", probability = 0.5 } }
 # Deploys reach bots made for them alone (a deploy holds its bot up to its deadline_s), rollbacks one that has a previous revision.
 [[operations]]
 include-name = "PATCH /api/admin/bots/{bot_id}"
@@ -440,6 +450,7 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
   t.true(selfRestartsReached > 0, `no restart by X-Bot-ID reached its bot; the restarts' answers: ${JSON.stringify([...answers.restart])}`);
   t.true(chatsKept > chatsKeptBefore, "no PUT of a bot's chats the schema allows was kept");
   t.true(movesReached > 0, "no move the schema allows reached the fleet's own check");
+  t.true(sessionsStarted > 0, 'no sign-in the schema allows started a session');
   for (const phase of ['Examples', 'Coverage', 'Fuzzing', 'Stateful']) t.regex(output, new RegExp(`^\\s+✅ ${phase}$`, 'm'), `the ${phase} phase did not run to the end`);
   t.true(summary.test_cases.generated > 200, `only ${summary.test_cases.generated} requests: the run says little`);
 });
