@@ -78,6 +78,7 @@ test("a refusal right after the kubelet could not read the create's own login is
   t.true(judge([lacked('bot-1-pull', 10), refused(11)]), 'the refusal stamped the second after its miss (seen on the real cluster)');
   t.true(judge([lacked('bot-1-pull', 10)]), 'its refusal not yet posted');
   t.true(judge([refused(10), lacked('bot-1-pull', 21)]), 'missed again before the next pull');
+  t.true(judge([lacked('', 10), refused(10)]), "a miss naming no Secret (the kubelet's cache timed out)");
 });
 
 test("a refusal with the login read, or of a Secret the operator named, is the registry's verdict", (t) => {

@@ -49,7 +49,9 @@ function unschedulable(pod: V1Pod): boolean {
  * - `unposted`: neither is posted yet (a busy kubelet posts its events seconds after the pod's status).
  */
 export function pullRefusalOf(events: readonly CoreV1Event[], own: (secret: string) => boolean): 'lacked' | 'refused' | 'unposted' {
-  const lacked = latestMs(events, (event) => event.reason === 'FailedToRetrieveImagePullSecret' && secretsNamed(event.message).every(own));
+  // A miss that names no Secret is the kubelet's cache timing out ("failed to sync secret cache", seen on a busy
+  // rehearsal): its own, as one of the agent's Secrets is.
+  const lacked = latestMs(events, (event) => event.reason === 'FailedToRetrieveImagePullSecret' && secretsNamed(event.message).every((name) => name === '' || own(name)));
   const refused = latestMs(events, isRefusedPull);
   // Events are stamped in whole seconds, and the miss comes a moment before its pull's refusal (the next second,
   // often): a miss up to 5 s before the refusal was that pull's; an earlier pull was 10 s or more before.
