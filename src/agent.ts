@@ -141,7 +141,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     spoolDir: config.dataDir === ':memory:' ? undefined : config.dataDir,
   });
   metrics.historyStore(() => store.reachable, history.spool);
-  const nodes = new NodeBeacon(store, driver, node, config.nodeUrl, report);
+  const nodes = new NodeBeacon(store, driver, node, config.nodeUrl, config.fleetKey, report);
   closers.push(async () => nodes.close());
   botTokens?.revokeRemovedBots?.((botId) => history.removedAt(botId));
   if (driver.botGeneration) botTokens?.bindToRuntime?.((botId) => driver.botGeneration!(botId));

@@ -4,7 +4,7 @@ import type { Provisioner } from '../provisioning/provisioner.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import { boundedJson, fleetRequest, reasonOf } from './fleet-client.js';
-import { NODE_AWAY_MS, NODE_RENEW_MS } from './node-beacon.js';
+import { addressToCall, NODE_RENEW_MS, urlOnNode } from './node-beacon.js';
 import type { NodeBeacon } from './node-beacon.js';
 
 /** The most of another node's answer to a create that is read: an envelope and its message. */
@@ -42,10 +42,7 @@ export async function moveBot(deps: BotMoveDeps, botId: string, to: string): Pro
   if (!provisioner?.exportBot) throw new NotImplemented(`moving bots between nodes is not available on the ${deps.runtime} runtime`);
   const target = await nodes.nodeNamed(to);
   if (target === undefined) throw new Unprocessable(`node ${to} is not one of the fleet's: its nodes are listed at GET /api/admin/nodes (docs/api.md §17)`);
-  if (target.url === null) throw new NodeAway(`node ${to} says no address the other agents reach it at (AGENT_NODE_URL): bot ${botId} stays on node ${node}`);
-  if (Date.now() - target.aliveMs >= NODE_AWAY_MS) {
-    throw new NodeAway(`node ${to} does not answer (last seen ${new Date(target.aliveMs).toISOString()}): bot ${botId} stays on node ${node}`);
-  }
+  const address = addressToCall(target, `bot ${botId} stays on node ${node}`);
   const { spec, running } = await provisioner.exportBot(botId);
   if (running) await lifecycle.stop(botId);
   const runAgain = async (): Promise<void> => {
@@ -54,7 +51,7 @@ export async function moveBot(deps: BotMoveDeps, botId: string, to: string): Pro
   let status: number;
   let answer: { msg?: unknown };
   try {
-    const made = await fleetRequest(new URL('/api/fleet/bots', target.url), fleetKey, {
+    const made = await fleetRequest(urlOnNode(address, '/api/fleet/bots'), fleetKey, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(createBodyOf(spec, running)),

@@ -1,5 +1,6 @@
 import { boundedJson, fleetRequest, reasonOf } from './fleet-client.js';
 import type { NodeBot } from '../history/history-store.js';
+import { urlOnNode } from './node-beacon.js';
 import type { NodeBeacon } from './node-beacon.js';
 
 /** How long another node's agent has to answer for its bots' rows before the table is drawn without them. */
@@ -41,7 +42,7 @@ export function otherNodesRows(nodes: Pick<NodeBeacon, 'nodes' | 'botsOf'>, flee
       others.map(async (node): Promise<{ rows: unknown[] } | { lastKnown: LastKnownBots | undefined }> => {
         if (node.alive && node.url !== null) {
           try {
-            const answer = await fleetRequest(new URL('/api/console/fleet', node.url), fleetKey, { signal: AbortSignal.timeout(OTHER_NODE_MS) });
+            const answer = await fleetRequest(urlOnNode(node.url, '/api/console/fleet'), fleetKey, { signal: AbortSignal.timeout(OTHER_NODE_MS) });
             const body = (await boundedJson(answer.body, OTHER_NODE_MAX_BYTES)) as { bots?: unknown };
             if (answer.statusCode !== 200 || !Array.isArray(body.bots)) throw new Error(`answered ${answer.statusCode}`);
             return { rows: body.bots as unknown[] };

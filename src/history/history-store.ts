@@ -155,13 +155,13 @@ export interface HistoryStore extends HistoryTx {
   /** Revisions of every bot still `deploying`: those a dead agent left unjudged (docs/api.md §15). */
   deployingRevisions(): Promise<{ botId: string; revision: number; atMs: number }[]>;
   /** Node `name` is alive at `atMs` (docs/api.md §17), reached at `url`. */
-  renewNode(name: string, url: string | null, atMs: number): Promise<void>;
+  renewNode(name: string, url: string | null, atMs: number, seal: string | null): Promise<void>;
   /** The bots node `name`'s runtime holds now, with whether each runs: the node's other rows go, a bot named moves here. */
   putNodeBots(name: string, bots: readonly NodeBot[], atMs: number): Promise<void>;
   /** Every node, with its bots counted, by name. */
   nodes(): Promise<NodeRecord[]>;
   /** The node that holds the bot, as its agent last said; undefined when none does. */
-  nodeOfBot(botId: string): Promise<{ readonly name: string; readonly url: string | null; readonly aliveMs: number } | undefined>;
+  nodeOfBot(botId: string): Promise<StoredNode | undefined>;
   /** The bots the node holds as its agent last said, by id. */
   botsOfNode(name: string): Promise<NodeBot[]>;
   /** Kept events after `seq`, oldest first, of one bot or of all. */
@@ -235,6 +235,11 @@ export function tableRecordsOf(answers: {
   for (const row of answers.looping) of(row).crashLooping = true;
   for (const row of answers.givenUp) of(row).givenUp = { sinceMs: Number(row.since_ms), endedMs: row.ended_ms === null ? undefined : Number(row.ended_ms) };
   return records;
+}
+
+/** A node's row as either store reads it. */
+export function storedNodeOf(row: Record<string, unknown>): StoredNode {
+  return { name: row.name as string, url: (row.url as string | null) ?? null, aliveMs: Number(row.alive_ms), seal: (row.seal as string | null) ?? null };
 }
 
 /** An event as a row of either store holds it. */
@@ -337,11 +342,17 @@ export interface NodeBot {
 }
 
 /** A node of the fleet as the store keeps it. */
-export interface NodeRecord {
+export interface StoredNode {
   readonly name: string;
   readonly url: string | null;
   /** When its agent last said it is alive. */
   readonly aliveMs: number;
+  /** What its agent sealed the row with (src/fleet/node-seal.ts); null from an agent without a fleet key. */
+  readonly seal: string | null;
+}
+
+/** A node's row with the bots it holds, counted. */
+export interface NodeRecord extends StoredNode {
   readonly bots: number;
   readonly running: number;
 }

@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { fitJson } from '../json-text.js';
-import { cursorOf, deliveryOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
+import { cursorOf, deliveryOf, storedNodeOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
 import type { SharedStateStore } from '../shared/shared-state.js';
-import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, StoredNode, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
 import { connectionSettings, isDatabaseAway } from './postgres-database.js';
 import type { PostgresDatabase, Query } from './postgres-database.js';
 
@@ -172,8 +172,11 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return this.txOn(await this.query()).revisions(botId, limit);
   }
 
-  async renewNode(name: string, url: string | null, atMs: number): Promise<void> {
-    await (await this.query())('INSERT INTO nodes (name, url, alive_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET url = excluded.url, alive_ms = excluded.alive_ms', [name, url, atMs]);
+  async renewNode(name: string, url: string | null, atMs: number, seal: string | null): Promise<void> {
+    await (await this.query())(
+      'INSERT INTO nodes (name, url, alive_ms, seal) VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO UPDATE SET url = excluded.url, alive_ms = excluded.alive_ms, seal = excluded.seal',
+      [name, url, atMs, seal],
+    );
   }
 
   async putNodeBots(name: string, bots: readonly NodeBot[], atMs: number): Promise<void> {
@@ -188,10 +191,10 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     });
   }
 
-  async nodeOfBot(botId: string): Promise<{ name: string; url: string | null; aliveMs: number } | undefined> {
-    const { rows } = await (await this.query())('SELECT n.name, n.url, n.alive_ms FROM node_bots b JOIN nodes n ON n.name = b.node WHERE b.bot_id = $1', [botId]);
+  async nodeOfBot(botId: string): Promise<StoredNode | undefined> {
+    const { rows } = await (await this.query())('SELECT n.name, n.url, n.alive_ms, n.seal FROM node_bots b JOIN nodes n ON n.name = b.node WHERE b.bot_id = $1', [botId]);
     const row = rows[0];
-    return row && { name: row.name as string, url: (row.url as string | null) ?? null, aliveMs: Number(row.alive_ms) };
+    return row && storedNodeOf(row);
   }
 
   async botsOfNode(name: string): Promise<NodeBot[]> {
@@ -201,10 +204,10 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
 
   async nodes(): Promise<NodeRecord[]> {
     const { rows } = await (await this.query())(
-      `SELECT n.name, n.url, n.alive_ms, COUNT(b.bot_id) AS bots, COUNT(b.bot_id) FILTER (WHERE b.running) AS running
-       FROM nodes n LEFT JOIN node_bots b ON b.node = n.name GROUP BY n.name, n.url, n.alive_ms ORDER BY n.name`,
+      `SELECT n.name, n.url, n.alive_ms, n.seal, COUNT(b.bot_id) AS bots, COUNT(b.bot_id) FILTER (WHERE b.running) AS running
+       FROM nodes n LEFT JOIN node_bots b ON b.node = n.name GROUP BY n.name, n.url, n.alive_ms, n.seal ORDER BY n.name`,
     );
-    return rows.map((row) => ({ name: row.name as string, url: (row.url as string | null) ?? null, aliveMs: Number(row.alive_ms), bots: Number(row.bots), running: Number(row.running) }));
+    return rows.map((row) => ({ ...storedNodeOf(row), bots: Number(row.bots), running: Number(row.running) }));
   }
 
   async deployingRevisions(): Promise<{ botId: string; revision: number; atMs: number }[]> {

@@ -3,8 +3,8 @@ import { DatabaseSync } from 'node:sqlite';
 import type { SharedStateStore } from '../shared/shared-state.js';
 import type { StatementSync } from 'node:sqlite';
 import { fitJson } from '../json-text.js';
-import { cursorOf, deliveryOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
-import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
+import { cursorOf, deliveryOf, storedNodeOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, StoredNode, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
 import { migrate, SCHEMA_VERSION_TABLE } from './migrations.js';
 import { narrowFiles, privateDir, privateFile } from '../private-files.js';
 
@@ -364,9 +364,9 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     return this.readRevisions(botId, limit);
   }
 
-  async renewNode(name: string, url: string | null, atMs: number): Promise<void> {
+  async renewNode(name: string, url: string | null, atMs: number, seal: string | null): Promise<void> {
     await this.transaction(async () => {
-      this.statement('INSERT INTO nodes (name, url, alive_ms) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET url = excluded.url, alive_ms = excluded.alive_ms').run(name, url, atMs);
+      this.statement('INSERT INTO nodes (name, url, alive_ms, seal) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET url = excluded.url, alive_ms = excluded.alive_ms, seal = excluded.seal').run(name, url, atMs, seal);
     });
   }
 
@@ -383,9 +383,9 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     });
   }
 
-  async nodeOfBot(botId: string): Promise<{ name: string; url: string | null; aliveMs: number } | undefined> {
-    const row = this.statement('SELECT n.name, n.url, n.alive_ms FROM node_bots b JOIN nodes n ON n.name = b.node WHERE b.bot_id = ?').get(botId);
-    return row && { name: row.name as string, url: (row.url as string | null) ?? null, aliveMs: Number(row.alive_ms) };
+  async nodeOfBot(botId: string): Promise<StoredNode | undefined> {
+    const row = this.statement('SELECT n.name, n.url, n.alive_ms, n.seal FROM node_bots b JOIN nodes n ON n.name = b.node WHERE b.bot_id = ?').get(botId);
+    return row && storedNodeOf(row);
   }
 
   async botsOfNode(name: string): Promise<NodeBot[]> {
@@ -395,10 +395,10 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
 
   async nodes(): Promise<NodeRecord[]> {
     const rows = this.statement(
-      `SELECT n.name, n.url, n.alive_ms, COUNT(b.bot_id) AS bots, COALESCE(SUM(b.running), 0) AS running
-       FROM nodes n LEFT JOIN node_bots b ON b.node = n.name GROUP BY n.name, n.url, n.alive_ms ORDER BY n.name`,
+      `SELECT n.name, n.url, n.alive_ms, n.seal, COUNT(b.bot_id) AS bots, COALESCE(SUM(b.running), 0) AS running
+       FROM nodes n LEFT JOIN node_bots b ON b.node = n.name GROUP BY n.name, n.url, n.alive_ms, n.seal ORDER BY n.name`,
     ).all();
-    return rows.map((row) => ({ name: row.name as string, url: (row.url as string | null) ?? null, aliveMs: Number(row.alive_ms), bots: Number(row.bots), running: Number(row.running) }));
+    return rows.map((row) => ({ ...storedNodeOf(row), bots: Number(row.bots), running: Number(row.running) }));
   }
 
   async deployingRevisions(): Promise<{ botId: string; revision: number; atMs: number }[]> {

@@ -51,7 +51,6 @@ const UNKNOWN_HEALTH = { status: 'none', check: null, since: null, output: null 
 
 function serve(ctx: Context, file: ConsoleAsset, cache: string): void {
   ctx.set('Content-Security-Policy', CONTENT_SECURITY_POLICY);
-  ctx.set('X-Content-Type-Options', 'nosniff');
   ctx.set('Referrer-Policy', 'no-referrer');
   ctx.set('Cache-Control', cache);
   ctx.vary('Accept-Encoding');

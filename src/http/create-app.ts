@@ -38,6 +38,7 @@ import type { Readiness } from './readiness.js';
 import type { AgentMetrics } from './metrics.js';
 import { ReadLimiter } from './read-limiter.js';
 import { requestLog } from './request-log.js';
+import { requestTarget } from './request-target.js';
 import { StreamLimits } from './stream-limits.js';
 
 /** What a move's create on another node has beyond its image's pull: making and starting the container. */
@@ -184,6 +185,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
 
   app.use(requestLog(logger, metrics));
   app.use(envelope(metrics));
+  app.use(requestTarget());
   app.use(jsonBody());
   // Before the routes: a platform call for another node's bot is that node's to answer (docs/api.md §17).
   app.use(forwardToNode({ node: nodes.node, fleetKey: config.fleetKey, driver, store: nodes, policy, deadlineMs: config.restartTimeoutMs ?? 60_000 }));

@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { Forbidden, messages, NodeAway, NotFound, NotImplemented, Unprocessable } from '../errors.js';
 import { boundedJson, fleetRequest, reasonOf } from '../fleet/fleet-client.js';
-import { NODE_AWAY_MS } from '../fleet/node-beacon.js';
+import { addressToCall, urlOnNode } from '../fleet/node-beacon.js';
 import { drainNode } from '../fleet/node-drain.js';
 import { moveBot } from '../fleet/bot-move.js';
 import type { BotMoveDeps } from '../fleet/bot-move.js';
@@ -88,12 +88,11 @@ async function passDrainOn(ctx: Context, move: BotMoveDeps, drained: string, to:
   if (move.fleetKey === undefined) throw new Unprocessable(`this agent is node ${move.node}, and drains another node only within a fleet (AGENT_FLEET_KEY, docs/api.md §17)`);
   const target = await move.nodes.nodeNamed(drained);
   if (target === undefined) throw new NotFound(`node ${drained} is not one of the fleet's: its nodes are listed at GET /api/admin/nodes (docs/api.md §17)`);
-  if (target.url === null) throw new NodeAway(`node ${drained} says no address the other agents reach it at (AGENT_NODE_URL): its drain waits for it`);
-  if (Date.now() - target.aliveMs >= NODE_AWAY_MS) throw new NodeAway(`node ${drained} does not answer (last seen ${new Date(target.aliveMs).toISOString()}): its drain waits for it`);
+  const address = addressToCall(target, 'its drain waits for it');
   let status: number;
   let body: unknown;
   try {
-    const answer = await fleetRequest(new URL(ctx.path, target.url), move.fleetKey, {
+    const answer = await fleetRequest(urlOnNode(address, ctx.path), move.fleetKey, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ to }),

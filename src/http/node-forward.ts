@@ -3,8 +3,8 @@ import type { Dispatcher } from 'undici';
 import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../bot-id.js';
 import { NODE_NAME } from '../config.js';
 import { HistoryUnavailable, NodeAway } from '../errors.js';
-import { fleetRequest, reasonOf } from '../fleet/fleet-client.js';
-import { NODE_AWAY_MS } from '../fleet/node-beacon.js';
+import { boundedJson, fleetRequest, reasonOf } from '../fleet/fleet-client.js';
+import { addressToCall, NODE_AWAY_MS, urlOnNode } from '../fleet/node-beacon.js';
 import type { NodeLocation } from '../fleet/node-beacon.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { PlatformPolicy } from './caller.js';
@@ -23,6 +23,11 @@ const AWAY_CHECK_MS = 5_000;
 const PASSED_ON = ['content-type', 'accept', 'last-event-id'];
 /** The answer's headers passed back beside its body and status. */
 const PASSED_BACK = ['retry-after', 'cache-control', 'x-accel-buffering'];
+/**
+ * The most of another node's answer read (a stream's aside): a logs answer's 4 MiB of text (docs/api.md §6) and
+ * its JSON escapes, with room; a broken or hostile node cannot make this agent hold more.
+ */
+export const FORWARDED_MAX_BYTES = 16 * 1024 * 1024;
 
 export interface NodeForwardDeps {
   readonly node: string;
@@ -96,14 +101,11 @@ export function forwardToNode({ node, fleetKey, driver, store, policy, deadlineM
     }
     if (holder === undefined || holder.name === node) return next();
     ctx.state.node = holder.name;
-    if (holder.url === null) throw new NodeAway(`node ${holder.name} says no address the other agents reach it at (AGENT_NODE_URL): ${what} wait for it`);
-    if (Date.now() - holder.aliveMs >= NODE_AWAY_MS) {
-      throw new NodeAway(`node ${holder.name} does not answer (last seen ${new Date(holder.aliveMs).toISOString()}): ${what} wait for it`);
-    }
+    const address = addressToCall(holder, `${what} wait for it`);
     const name = holder.name;
     // Away only as the store says: a store that does not answer lets the call wait on to its deadline.
     const away = async (): Promise<boolean> => Date.now() - ((await store.nodeNamed(name))?.aliveMs ?? 0) >= NODE_AWAY_MS;
-    await passOn(ctx, name, new URL(ctx.originalUrl, holder.url), fleetKey, deadlineMs + MARGIN_MS, away);
+    await passOn(ctx, name, urlOnNode(address, ctx.path, ctx.querystring), fleetKey, deadlineMs + MARGIN_MS, away);
   };
 }
 
@@ -139,28 +141,35 @@ async function passOn(ctx: Context, name: string, url: URL, fleetKey: string, de
     throw new NodeAway(`node ${name} does not answer: ${reasonOf(err)}`, { cause: err });
   }
   answered();
+  const type = String(answer.headers['content-type'] ?? '');
+  // Only what the agent itself answers is passed back: JSON, and a live stream.
+  const stream = /^text\/event-stream\s*(;|$)/i.test(type);
+  if (!stream && !/^application\/json\s*(;|$)/i.test(type)) {
+    answer.body.on('error', () => undefined).destroy();
+    done();
+    throw new NodeAway(`node ${name} answered ${answer.statusCode} with ${type === '' ? 'no content type' : 'a content type'} the agent never answers with, not JSON`);
+  }
+  let body: unknown = answer.body;
+  if (stream) {
+    // A live stream lasts as long as its caller: only its beginning had a deadline.
+    clearTimeout(deadline);
+    answer.body.once('close', done);
+    answer.body.on('error', () => undefined);
+  } else {
+    try {
+      body = await boundedJson(answer.body, FORWARDED_MAX_BYTES);
+    } catch (err) {
+      throw new NodeAway(`node ${name} did not finish its answer: ${reasonOf(err)}`, { cause: err });
+    } finally {
+      done();
+    }
+  }
   ctx.status = answer.statusCode;
   ctx.set('X-Bot-Agent-Node', name);
   for (const header of PASSED_BACK) {
     const value = answer.headers[header];
     if (typeof value === 'string') ctx.set(header, value);
   }
-  const type = String(answer.headers['content-type'] ?? 'application/json');
-  ctx.type = type;
-  if (type.startsWith('text/event-stream')) {
-    // A live stream lasts as long as its caller: only its beginning had a deadline.
-    clearTimeout(deadline);
-    answer.body.once('close', done);
-    answer.body.on('error', () => undefined);
-    ctx.body = answer.body;
-    return;
-  }
-  try {
-    const text = await answer.body.text();
-    ctx.body = type.includes('json') ? (JSON.parse(text) as unknown) : text;
-  } catch (err) {
-    throw new NodeAway(`node ${name} did not finish its answer: ${reasonOf(err)}`, { cause: err });
-  } finally {
-    done();
-  }
+  ctx.type = stream ? 'text/event-stream' : 'application/json';
+  ctx.body = body;
 }

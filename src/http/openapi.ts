@@ -352,6 +352,7 @@ export const openApiDocument = {
                 bots: { type: 'integer', minimum: 0, description: 'the bots its runtime holds, as its agent last said' },
                 running: { type: 'integer', minimum: 0 },
                 self: { type: 'boolean', description: 'the node of the agent that answers' },
+                refused: { type: 'string', description: "why its row is not taken for a node of the fleet's (not sealed with the fleet key, or alive at a time still to come): no call goes to it" },
               },
             },
           },

@@ -207,14 +207,14 @@ export function storeSuite(backend: string, open: OpenStore): void {
   test(`${backend}: nodes renew their rows and replace their bots; a bot named by another node moves there`, async (t) => {
     const store = await opened(t);
     t.deepEqual(await store.nodes(), []);
-    await store.renewNode('node-b', null, 100);
-    await store.renewNode('node-a', 'http://10.0.0.1:8000', 100);
+    await store.renewNode('node-b', null, 100, null);
+    await store.renewNode('node-a', 'http://10.0.0.1:8000', 100, 'seal-1');
     await store.putNodeBots('node-a', [{ botId: 'bot_1_1_a', running: true }, { botId: 'bot_1_1_b', running: false }], 100);
     await store.putNodeBots('node-b', [{ botId: 'bot_1_1_c', running: true }], 100);
-    await store.renewNode('node-a', 'http://10.0.0.1:8000', 200);
+    await store.renewNode('node-a', 'http://10.0.0.1:8000', 200, 'seal-2');
     t.deepEqual(await store.nodes(), [
-      { name: 'node-a', url: 'http://10.0.0.1:8000', aliveMs: 200, bots: 2, running: 1 },
-      { name: 'node-b', url: null, aliveMs: 100, bots: 1, running: 1 },
+      { name: 'node-a', url: 'http://10.0.0.1:8000', aliveMs: 200, seal: 'seal-2', bots: 2, running: 1 },
+      { name: 'node-b', url: null, aliveMs: 100, seal: null, bots: 1, running: 1 },
     ]);
     // node-a's bot_1_1_b is gone, bot_1_1_a now runs on node-b.
     await store.putNodeBots('node-a', [], 300);
@@ -223,7 +223,7 @@ export function storeSuite(backend: string, open: OpenStore): void {
       ['node-a', 0, 0],
       ['node-b', 2, 1],
     ]);
-    t.deepEqual(await store.nodeOfBot('bot_1_1_a'), { name: 'node-b', url: null, aliveMs: 100 });
+    t.deepEqual(await store.nodeOfBot('bot_1_1_a'), { name: 'node-b', url: null, aliveMs: 100, seal: null });
     t.is(await store.nodeOfBot('bot_1_1_b'), undefined);
     t.deepEqual(await store.botsOfNode('node-b'), [{ botId: 'bot_1_1_a', running: true }, { botId: 'bot_1_1_c', running: false }]);
     t.deepEqual(await store.botsOfNode('node-a'), []);
