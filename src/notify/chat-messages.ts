@@ -90,15 +90,23 @@ function lastLinesWithin(lines: string, max: number): string {
 const COLOURS = { bad: 0xd93025, good: 0x188038, info: 0x1a73e8 } as const;
 
 /**
+ * Text a bot, an image or a registry wrote, shown by Discord as the text it is: every character its markdown
+ * gives a meaning to is escaped with a backslash (which Discord drops when it draws the text): masked links
+ * (`[text](url)`), headings, quotes, lists, emphasis, spoilers, code, mentions (`<@id>`), and the `:` that would
+ * make a bare URL a link.
+ */
+export const discordEscaped = (text: string): string => text.replace(/[\\`*_~|>#\[\]()<:@!.-]/g, '\\$&');
+
+/**
  * A Discord incoming webhook's message (discord.com/developers/docs/resources/webhook#execute-webhook): one
  * embed within its limits (title 256, description 4096, field values 1024, 6000 in all).
  */
 export function discordMessage(url: string, note: ChatNote): ChatRequest {
-  const fields = [{ name: 'Bot', value: within(note.botId, 1024), inline: true }, { name: 'Event', value: within(note.type, 1024), inline: true }];
+  const fields = [{ name: 'Bot', value: within(discordEscaped(note.botId), 1024), inline: true }, { name: 'Event', value: within(discordEscaped(note.type), 1024), inline: true }];
   if (note.lines) fields.push({ name: 'Last lines', value: `\`\`\`\n${lastLinesWithin(note.lines.replaceAll('```', "'''"), 1000 - 8)}\n\`\`\``, inline: false });
   const embed = {
     title: within(note.title, 256),
-    ...(note.detail ? { description: within(note.detail, 2048) } : {}),
+    ...(note.detail ? { description: within(discordEscaped(note.detail), 2048) } : {}),
     ...(note.link ? { url: note.link } : {}),
     color: COLOURS[note.severity],
     timestamp: note.at,

@@ -29,6 +29,8 @@ test.before(async () => {
   const at = receiver.url;
   agent = await provisioningAgent(fixture, 'address', {
     logger: pino(lineSink(logLines)),
+    // Judges this file's bots' health (their `unhealthy` events are told), and restarts none.
+    watchdog: { watches: (botId) => botId.endsWith(fixture.runId), acts: false, tickMs: 500 },
     config: {
       chats: {
         discordUrl: `${at}/discord/api/webhooks/123/${SECRETS.discord}`,
@@ -99,6 +101,34 @@ test('a failed deploy is told in every chat in its own format, within its limits
   const rolledBack = ofBot().filter((r) => r.chat === 'discord')[1];
   t.regex(String((rolledBack?.body.embeds as Record<string, unknown>[])[0]!.title), new RegExp(`^Bot ${id} was rolled back$`));
   for (const secret of Object.values(SECRETS)) t.false(logLines.some((line) => line.includes(secret)), 'no secret in the log');
+});
+
+// Serial (before the others): its one `unhealthy` message per chat is told before the test messages are counted.
+test.serial("a bot's own words in a chat message are its words: no masked link, heading, mention or code fence of its in any format", async (t) => {
+  // What its health check prints reaches every chat in the `unhealthy` event's reason.
+  const hostile = '[Appeal your suspension](https://evil.example/appeal) # Urgent <@123456> @everyone ```js *bold* __u__ ||spoiler|| > quote';
+  const check = { exec: ['sh', '-c', `echo '${hostile}'; exit 1`], interval_s: 1, timeout_s: 1, retries: 1, grace_s: 3600 };
+  const id = await createdIdleBot(t, fixture, agent.server, { health: check });
+  const told = () => received.filter((r) => JSON.stringify(r.body).includes(id) && JSON.stringify(r.body).includes('Appeal'));
+  t.true(await eventually(() => ['discord', 'slack', 'telegram', 'ntfy'].every((chat) => told().some((r) => r.chat === chat)), 30_000, 100), JSON.stringify(told().map((r) => r.chat)));
+  for (const message of told()) t.is(chatSchemaErrors(message), undefined);
+
+  const embed = (told().find((r) => r.chat === 'discord')?.body.embeds as Record<string, unknown>[])[0]!;
+  const description = String(embed.description);
+  // Discord drops a backslash before any punctuation and shows that character as text.
+  t.true(description.replace(/\\([^0-9A-Za-z\s])/g, '$1').includes(hostile), description);
+  const unescaped = (pattern: RegExp) => pattern.test(description.replace(/\\[^0-9A-Za-z\s]/g, ''));
+  t.false(unescaped(/\[[^\]]*\]\(/), 'a masked link');
+  t.false(unescaped(/https?:\/\//), 'a bare link');
+  t.false(unescaped(/#|<@|@everyone|```|\*|__|\|\||>/), 'a heading, mention, fence, emphasis, spoiler or quote');
+  t.regex(String((embed.fields as { value: string }[])[0]?.value), /^bot\\_\d+\\_\d+\\_[0-9a-f]+$/, "the bot's id shown as it is, not in italics");
+
+  const slack = JSON.stringify(told().find((r) => r.chat === 'slack')?.body.blocks);
+  t.false(slack.includes('<https://evil'), 'a Slack link');
+  t.false(slack.includes('<@123456>'), 'a Slack mention');
+  const telegram = String(told().find((r) => r.chat === 'telegram')?.body.text);
+  t.false(telegram.includes('<a href="https://evil'), 'a Telegram link');
+  t.true(telegram.includes('&lt;@123456&gt;'));
 });
 
 test('a test message on demand reaches every chat; one that fails is named, with no secret in the answer', async (t) => {

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import type { Logger } from 'pino';
 import { assembleAgent } from '../../src/agent.js';
-import type { AgentConfig } from '../../src/agent.js';
+import type { AgentConfig, AgentParts } from '../../src/agent.js';
 import type { Identity } from '../../src/config.js';
 import { BotTokens } from '../../src/identity/bot-tokens.js';
 import { listen } from '../../src/http/listen.js';
@@ -23,8 +23,8 @@ export interface ProvisioningAgent {
 
 /**
  * The agent as a platform runs it beside Docker bots it makes (the admin token is the platform: under a token
- * identity loopback is a hop), signing their tokens with `tokens`. Its watchdog and samples are off: on an engine
- * other test files share, it restarts none of their bots.
+ * identity loopback is a hop), signing their tokens with `tokens`. Its samples are off, and its watchdog unless
+ * asked for: on an engine other test files share, it restarts none of their bots.
  */
 export async function provisioningAgent(
   fixture: DockerFixture,
@@ -34,11 +34,14 @@ export async function provisioningAgent(
     logger = pino({ level: 'silent' }),
     pulls = {},
     config = {},
+    watchdog = 'off',
   }: {
     tokens?: BotTokens;
     logger?: Logger;
     pulls?: Pick<DockerProvisionerOptions, 'registryLogins' | 'pullTimeoutMs' | 'registries'>;
     config?: Partial<AgentConfig>;
+    /** Off unless asked for; a test that asks keeps it to its own bots (`watches`). */
+    watchdog?: AgentParts['watchdog'];
   } = {},
 ): Promise<ProvisioningAgent> {
   const network = await fixture.network();
@@ -49,7 +52,7 @@ export async function provisioningAgent(
     botTokens: tokens,
     config: { ...TEST_APP_CONFIG, identity, adminToken: TEST_ADMIN_TOKEN, ...config },
     logger,
-    watchdog: 'off',
+    watchdog,
     statsSamples: 'off',
   });
   const server = await listen(app, '0.0.0.0', 0);
