@@ -61,6 +61,7 @@ export async function createRuntime(config: Config, report: FaultReporter): Prom
           agentUrl: config.botsAgentUrl,
           pullSecrets: config.imagePullSecrets,
           pullTimeoutMs: config.pullTimeoutMs,
+          registries: config.registries,
           watchedDeployments: () => driver.watchedDeployments(),
         }),
         sharedLocks: (holder) => new LeaseLocks(kubeConfig, namespace, holder),

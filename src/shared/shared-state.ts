@@ -52,6 +52,11 @@ const KEPT = 10_000;
  */
 export class SharedState {
   private readonly removals: LRUCache<string, { value: number | undefined }>;
+  /**
+   * The removals this agent made, for as long as it runs (the latest KEPT): never forgotten while the store is
+   * away or silent, whether or not their write has reached it yet (docs/api.md §4).
+   */
+  private readonly ownRemovals = new LRUCache<string, number>({ max: KEPT });
   private readonly endedSessions: LRUCache<string, { value: boolean }>;
 
   constructor(readonly store: SharedStateStore) {
@@ -59,13 +64,19 @@ export class SharedState {
     this.endedSessions = new LRUCache({ max: KEPT, ttl: FRESH_MS, fetchMethod: async (nonce) => ({ value: await store.sessionEnded(nonce) }) });
   }
 
-  /** When the bot was last removed (ms since the epoch), if ever; undefined (not known) while the store is away or slow. */
-  removedAt(botId: string): Promise<number | undefined> {
-    return this.briefly(this.removals, botId, undefined);
+  /**
+   * When the bot was last removed (ms since the epoch), if ever: the later of this agent's own removal and the
+   * store's; undefined (not known) when this agent removed it never and the store is away or slow.
+   */
+  async removedAt(botId: string): Promise<number | undefined> {
+    const own = this.ownRemovals.get(botId);
+    const shared = await this.briefly(this.removals, botId, undefined);
+    return own === undefined || (shared !== undefined && shared > own) ? shared : own;
   }
 
-  /** This agent removed the bot: known here at once, before the store has it. */
+  /** This agent removed the bot: known here at once, before the store has it, and for as long as the agent runs. */
   removed(botId: string, atMs: number): void {
+    this.ownRemovals.set(botId, atMs);
     this.removals.set(botId, { value: atMs });
   }
 

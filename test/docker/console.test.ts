@@ -33,7 +33,7 @@ async function startAgent(config: Partial<typeof TEST_APP_CONFIG> = {}): Promise
   const agent = assembleAgent({
     driver,
     // The operator's login for the test registry (AGENT_REGISTRY_AUTH): a deploy from the page pulls with it.
-    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000', registryLogins: new Map([[testRegistry(), REGISTRY_LOGIN]]) }),
+    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000', registryLogins: new Map([[testRegistry(), REGISTRY_LOGIN]]), registries: [testRegistry(), 'docker.io'] }),
     config: { ...TEST_APP_CONFIG, ...config },
     logger: pino({ level: 'silent' }),
     statsSamples: { intervalMs: 1_000 },

@@ -9,7 +9,7 @@ import { call } from '../helpers/http-client.js';
 import { lineSink } from '../helpers/log-sink.js';
 import { provisioningAgent } from '../helpers/provisioning-agent.js';
 import type { ProvisioningAgent } from '../helpers/provisioning-agent.js';
-import { pushedImage, REGISTRY_LOGIN } from '../helpers/registry.js';
+import { pushedImage, REGISTRY_LOGIN, testRegistry } from '../helpers/registry.js';
 import { openStream } from '../helpers/sse-client.js';
 import type { EventStream } from '../helpers/sse-client.js';
 
@@ -21,7 +21,7 @@ let agent: ProvisioningAgent;
 
 test.before(async () => {
   await fixture.ready();
-  agent = await provisioningAgent(fixture, 'address', { logger: pino(lineSink(logLines)) });
+  agent = await provisioningAgent(fixture, 'address', { logger: pino(lineSink(logLines)), pulls: { registries: [testRegistry()] } });
 });
 
 test.after.always(async () => {

@@ -27,7 +27,7 @@ test.before(async () => {
   const network = (await fixture.network()).name;
   const { app, history } = assembleAgent({
     driver,
-    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' }),
+    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000', registries: [testRegistry(), 'docker.io'] }),
     config: TEST_APP_CONFIG,
     logger: pino(lineSink(logLines)),
     // On an engine other test files share: no restarts of their bots.

@@ -1,4 +1,5 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -20,17 +21,31 @@ const logLines: string[] = [];
 const WRONG = { username: 'botagent', password: 'not-the-password-0123' };
 let agent: ProvisioningAgent;
 let configured: ProvisioningAgent;
+/** An agent told no registries (AGENT_REGISTRIES unset): it pulls from any but loopback, private and link-local ones. */
+let unlisted: ProvisioningAgent;
 let work: string;
 let image: string;
 /** A registry that takes connections and never answers: a pull from it is too slow. */
 const silent = createServer((socket: Socket) => socket.on('error', () => undefined));
+/** An internal page on loopback that says it is a registry: every request it takes is counted. */
+const PAGE_SECRET = 'internal-admin-page-secret-7781';
+let pageRequests = 0;
+const page = createHttpServer((_req, res) => {
+  pageRequests += 1;
+  res.writeHead(500, { 'content-type': 'text/html' }).end(`<html><body>${PAGE_SECRET} ${'y'.repeat(5_000)}</body></html>`);
+});
+const pageAt = (): string => `127.0.0.1:${(page.address() as AddressInfo).port}`;
 
 test.before(async () => {
   await fixture.ready();
   work = await mkdtemp(join(tmpdir(), 'bot-agent-pulls-'));
   image = await pushedImage(fixture.docker, 'pull');
   await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-  agent = await provisioningAgent(fixture, 'address', { logger: pino(lineSink(logLines)), pulls: { pullTimeoutMs: 3_000 } });
+  await new Promise<void>((resolve) => page.listen(0, '127.0.0.1', resolve));
+  // Every loopback registry this file pulls from is listed, as an operator lists a local registry.
+  const registries = [testRegistry(), '127.0.0.1:9', `127.0.0.1:${(silent.address() as AddressInfo).port}`, pageAt()];
+  agent = await provisioningAgent(fixture, 'address', { logger: pino(lineSink(logLines)), pulls: { pullTimeoutMs: 3_000, registries } });
+  unlisted = await provisioningAgent(fixture, 'address');
   // The operator's logins, as `docker login` writes them.
   const auth = Buffer.from(`${REGISTRY_LOGIN.username}:${REGISTRY_LOGIN.password}`).toString('base64');
   await writeFile(join(work, 'config.json'), JSON.stringify({ auths: { [`http://${testRegistry()}`]: { auth } } }));
@@ -42,7 +57,9 @@ test.before(async () => {
 test.after.always(async () => {
   await agent?.close();
   await configured?.close();
+  await unlisted?.close();
   silent.close();
+  page.close();
   await fixture.cleanup();
   await rm(work, { recursive: true, force: true });
 });
@@ -85,6 +102,30 @@ test('an agent told its registries (AGENT_REGISTRIES) pulls from no other', asyn
   t.is(reply.status, 422, reply.text);
   t.is(reply.body?.msg, 'image 127.0.0.1:9/tests/elsewhere:v1 is not on the engine, and its registry 127.0.0.1:9 is not one of AGENT_REGISTRIES, so it is not pulled');
   t.false(await fixture.docker.getContainer(id).inspect().then(() => true, () => false));
+});
+
+test("with no AGENT_REGISTRIES, an image of a loopback, private or link-local registry is refused before the engine calls it", async (t) => {
+  for (const registry of [pageAt(), `localhost:${(page.address() as AddressInfo).port}`, '10.1.2.3:5000', '192.168.7.7', '169.254.169.254', '[::1]:5000', '[::ffff:127.0.0.1]:5000']) {
+    const name = `${registry}/tests/internal:v1`;
+    const { id, reply } = await create(t, unlisted, { image: name });
+    t.is(reply.status, 422, `${name}: ${reply.text}`);
+    t.is(reply.body?.msg, `image ${name} is not on the engine, and its registry ${registry} is a loopback, private or link-local address, pulled from only when AGENT_REGISTRIES lists it`);
+    t.false(await fixture.docker.getContainer(id).inspect().then(() => true, () => false));
+  }
+  t.is(pageRequests, 0, 'the engine called the internal address');
+});
+
+test("a registry's own page never comes back: not in the answer, nor in the pull-failed event", async (t) => {
+  const events = await openStream(agent.server, '/api/events');
+  t.teardown(() => events.close());
+  const { id, reply } = await create(t, agent, { image: `${pageAt()}/tests/page:v1` });
+  t.is(reply.status, 502, reply.text);
+  t.true(pageRequests > 0, 'the listed registry was not asked');
+  t.regex(String(reply.body?.msg), /could not be reached or failed the pull: /);
+  t.false(reply.text.includes(PAGE_SECRET), reply.text);
+  t.false(reply.text.includes('yyyy'), reply.text);
+  const failed = await events.next((e) => e.event === 'pull-failed' && e.data.bot_id === id);
+  t.false(JSON.stringify(failed.data).includes(PAGE_SECRET));
 });
 
 test('each way a pull fails has its own status and words, leaves no container, and is told as pull-failed', async (t) => {

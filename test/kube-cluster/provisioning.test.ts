@@ -22,7 +22,8 @@ const IMAGE = 'bot-agent-testbot:provisioning';
 async function provisioningAgent(t: { teardown(fn: () => Promise<void>): void }) {
   // This agent alone restarts the namespace's bots (crash back-offs, docs/api.md §13): another with a store of its own would act too.
   const { harness, namespace, agentConfig } = await clusterHarness({}, 'off');
-  const provisioner = createKubernetesProvisioner({ kubeConfig: agentConfig, namespace, agentUrl: 'http://agent:8000' });
+  // Its loopback registries listed, as an operator lists a local registry (AGENT_REGISTRIES).
+  const provisioner = createKubernetesProvisioner({ kubeConfig: agentConfig, namespace, agentUrl: 'http://agent:8000', registries: [testRegistry(), '127.0.0.1:1', 'docker.io'] });
   const agent = await startAgent(createKubernetesDriver({ kubeConfig: agentConfig, namespace }), { watchdog: {} }, '127.0.0.1', provisioner);
   t.teardown(async () => {
     await agent.close();

@@ -20,8 +20,16 @@ test("the engine's words: manifest unknown is 422, unauthorized is 403, Docker H
   t.true(pullFailure(IMAGE, 'received unexpected HTTP status: 500 Internal Server Error', undefined) instanceof RegistryUnreachable);
 });
 
-test("a registry's words are repeated at most 1,000 characters long, however long its answer", (t) => {
-  const error = pullFailure(IMAGE, `manifest unknown: ${'x'.repeat(1_000_000)}`, 404);
-  t.true(error instanceof ImageNotFound);
-  t.true(error.message.length < 1_200, `${error.message.length} characters`);
+test("a registry's page is never repeated: only its status and the known words of why", (t) => {
+  const page = '<html><title>Jenkins admin</title><body>internal-secret-42 ' + 'x'.repeat(1_000_000) + '</body></html>';
+  const engine = `error parsing HTTP 418 response body: invalid character '<' looking for beginning of value: "${page}"`;
+  const unreachable = pullFailure(IMAGE, engine, undefined);
+  t.true(unreachable instanceof RegistryUnreachable);
+  t.is(unreachable.message, `the registry of image ${IMAGE} could not be reached or failed the pull: HTTP 418`);
+  t.is(pullFailure(IMAGE, page, undefined).message, `the registry of image ${IMAGE} could not be reached or failed the pull: no words the agent repeats`);
+  const missing = pullFailure(IMAGE, `manifest unknown: ${page}`, 404);
+  t.true(missing instanceof ImageNotFound);
+  t.is(missing.message, `image ${IMAGE} was not found in its registry: HTTP 404, manifest unknown`);
+  const kubelet = pullFailure(IMAGE, `failed to resolve reference: pulling from host failed with status code [manifests v1]: 401 Unauthorized ${page}`, undefined);
+  t.is(kubelet.message, `the registry of image ${IMAGE} refused the pull's credentials (registry_auth or AGENT_REGISTRY_AUTH): HTTP 401, unauthorized`);
 });

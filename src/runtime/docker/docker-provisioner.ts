@@ -7,6 +7,7 @@ import type { BotHealthSpec, BotSpec, BotSummary, RestartPolicySpec } from '../.
 import { healthPolicyLabels, NO_HEALTH_POLICY, NO_RESTART_POLICY, restartPolicyLabels } from '../health-policy.js';
 import type { MovableBot, Provisioner, PullReport } from '../../provisioning/provisioner.js';
 import { registryOf } from '../../provisioning/registry-credentials.js';
+import { checkRegistry } from '../../provisioning/registry-policy.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { pullImage } from './docker-pull.js';
 import { DEFAULT_PULL_TIMEOUT_MS } from '../pull-failure.js';
@@ -41,7 +42,7 @@ export interface DockerProvisionerOptions {
   readonly registryLogins?: ReadonlyMap<string, RegistryLogin> | undefined;
   /** How long a pull may take (AGENT_PULL_TIMEOUT_S). */
   readonly pullTimeoutMs?: number | undefined;
-  /** The registries pulls may come from (AGENT_REGISTRIES); undefined: any. */
+  /** The registries pulls may come from (AGENT_REGISTRIES); undefined: any but loopback, private and link-local addresses. */
   readonly registries?: readonly string[] | undefined;
 }
 
@@ -111,10 +112,8 @@ class DockerProvisioner implements Provisioner {
 
   /** Pulls the image, with the caller's login or the configured one for its registry, reporting as it goes. */
   private async pull(image: string, given: RegistryLogin | undefined, pulls: PullReport | undefined): Promise<void> {
+    checkRegistry(image, this.options.registries, 'is not on the engine, and');
     const registry = registryOf(image);
-    if (this.options.registries !== undefined && !this.options.registries.includes(registry)) {
-      throw new Unprocessable(`image ${image} is not on the engine, and its registry ${registry} is not one of AGENT_REGISTRIES, so it is not pulled`);
-    }
     const login = given ?? this.options.registryLogins?.get(registry);
     const began = Date.now();
     let bytes = 0;

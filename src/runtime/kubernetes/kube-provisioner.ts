@@ -13,6 +13,7 @@ import type { BotChange } from '../../provisioning/revisions.js';
 import { keptTemplate, KubeRevisions } from './kube-revisions.js';
 import { namesOf, podEventsOf, pullState, pullWordsOf, RefusalJudge } from './kube-pull-state.js';
 import { DEFAULT_PULL_TIMEOUT_MS, pullFailure } from '../pull-failure.js';
+import { checkRegistry } from '../../provisioning/registry-policy.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { objectName } from './kube-names.js';
@@ -27,6 +28,8 @@ export interface KubernetesProvisionerOptions {
   readonly pullSecrets?: readonly string[] | undefined;
   /** How long a create waits for the kubelet to pull its image (AGENT_PULL_TIMEOUT_S). */
   readonly pullTimeoutMs?: number | undefined;
+  /** The registries images may come from (AGENT_REGISTRIES); undefined: any but loopback, private and link-local addresses. */
+  readonly registries?: readonly string[] | undefined;
   /** The bots' Deployments as the driver's watch holds them (KubernetesDriver.watchedDeployments). */
   readonly watchedDeployments?: () => readonly V1Deployment[] | undefined;
   /** False: a create returns once its Deployment is made, without waiting for the image (the test API server runs no pods). */
@@ -67,7 +70,10 @@ class KubernetesProvisioner implements Provisioner {
   /** A deploy's pod template (docs/api.md §15): the bot's current one with what the change names; its login a Secret as a create's is. */
   private async changedTemplate(template: V1PodTemplateSpec, change: BotChange, revision: number): Promise<V1PodTemplateSpec> {
     const container = template.spec!.containers[0]!;
-    if (change.image !== undefined) container.image = change.image;
+    if (change.image !== undefined) {
+      checkRegistry(change.image, this.options.registries, 'is not deployed:');
+      container.image = change.image;
+    }
     if (change.command !== undefined) container.command = [...change.command];
     for (const [name, value] of Object.entries(change.env ?? {})) {
       const env = container.env ?? (container.env = []);
@@ -105,6 +111,7 @@ class KubernetesProvisioner implements Provisioner {
   }
 
   async create(spec: BotSpec): Promise<void> {
+    checkRegistry(spec.image, this.options.registries, 'is not made into a bot:');
     const namespace = this.options.namespace;
     const name = objectName(spec.id);
     const failed = failedTo('create', spec.id);
