@@ -104,8 +104,8 @@ test('an agent told its registries (AGENT_REGISTRIES) pulls from no other', asyn
   t.false(await fixture.docker.getContainer(id).inspect().then(() => true, () => false));
 });
 
-test("with no AGENT_REGISTRIES, an image of a loopback, private or link-local registry is refused before the engine calls it", async (t) => {
-  for (const registry of [pageAt(), `localhost:${(page.address() as AddressInfo).port}`, '10.1.2.3:5000', '192.168.7.7', '169.254.169.254', '[::1]:5000', '[::ffff:127.0.0.1]:5000']) {
+test.serial("with no AGENT_REGISTRIES, an image of a loopback, private or link-local registry is refused before the engine calls it", async (t) => {
+  for (const registry of [pageAt(), `localhost:${(page.address() as AddressInfo).port}`, '10.1.2.3:5000', '192.168.7.7', '169.254.169.254', '172.17.0.1:5000', '0.0.0.0:5000']) {
     const name = `${registry}/tests/internal:v1`;
     const { id, reply } = await create(t, unlisted, { image: name });
     t.is(reply.status, 422, `${name}: ${reply.text}`);
@@ -115,7 +115,7 @@ test("with no AGENT_REGISTRIES, an image of a loopback, private or link-local re
   t.is(pageRequests, 0, 'the engine called the internal address');
 });
 
-test("a registry's own page never comes back: not in the answer, nor in the pull-failed event", async (t) => {
+test.serial("a registry's own page never comes back: not in the answer, nor in the pull-failed event", async (t) => {
   const events = await openStream(agent.server, '/api/events');
   t.teardown(() => events.close());
   const { id, reply } = await create(t, agent, { image: `${pageAt()}/tests/page:v1` });

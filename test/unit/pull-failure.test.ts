@@ -1,6 +1,7 @@
 import test from 'ava';
 import { ImageNotFound, RegistryRefused, RegistryUnreachable } from '../../src/errors.js';
 import { pullFailure } from '../../src/runtime/pull-failure.js';
+import { isInternalRegistry } from '../../src/provisioning/registry-policy.js';
 
 // The words the engine and the kubelet (containerd) really give for a failed pull (docs/api.md §14), each
 // to its status; an image name with digits that look like a status is no status.
@@ -32,4 +33,11 @@ test("a registry's page is never repeated: only its status and the known words o
   t.is(missing.message, `image ${IMAGE} was not found in its registry: HTTP 404, manifest unknown`);
   const kubelet = pullFailure(IMAGE, `failed to resolve reference: pulling from host failed with status code [manifests v1]: 401 Unauthorized ${page}`, undefined);
   t.is(kubelet.message, `the registry of image ${IMAGE} refused the pull's credentials (registry_auth or AGENT_REGISTRY_AUTH): HTTP 401, unauthorized`);
+});
+
+test('internal registries: loopback, private, link-local and localhost, IPv4 written as IPv6 too; public ones and names are not', (t) => {
+  for (const registry of ['localhost:5000', 'registry.localhost', '127.0.0.1:25500', '10.0.0.5', '172.31.0.1:5000', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0:80', '[::1]:5000', '[fe80::1]', '[fd00::1]:5000', '[::ffff:127.0.0.1]:5000']) {
+    t.true(isInternalRegistry(registry), registry);
+  }
+  for (const registry of ['docker.io', 'ghcr.io', '8.8.8.8:5000', '172.32.0.1', '[2001:db8::1]:5000', 'registry.internal.example.com']) t.false(isInternalRegistry(registry), registry);
 });
