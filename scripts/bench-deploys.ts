@@ -18,7 +18,7 @@ import { createKubernetesDriver } from '../src/runtime/kubernetes/kube-driver.js
 import { createKubernetesProvisioner } from '../src/runtime/kubernetes/kube-provisioner.js';
 import { TEST_APP_CONFIG } from '../test/helpers/agent.js';
 import { DockerFixture, IDLE_BOT, TEST_IMAGE } from '../test/helpers/docker-fixture.js';
-import { pushedImage, REGISTRY_LOGIN } from '../test/helpers/registry.js';
+import { pushedImage, REGISTRY_LOGIN, testRegistry } from '../test/helpers/registry.js';
 import { clusterHarness } from '../test/kube-cluster/cluster-harness.js';
 import { clusterRunning } from './bench-kube.js';
 import { writeSection } from './bench-sections.js';
@@ -122,7 +122,7 @@ async function main(): Promise<void> {
   const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
   const made = assembleAgent({
     driver,
-    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000' }),
+    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000', registries: [testRegistry(), 'docker.io'] }),
     config: { ...TEST_APP_CONFIG, rateLimit: 10_000 },
     logger: pino({ level: 'silent' }),
     watchdog: 'off',
