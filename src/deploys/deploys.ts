@@ -3,7 +3,7 @@ import type { DeployMarks } from '../lifecycle/deploy-marks.js';
 import { InFlightDeploys } from './in-flight.js';
 import type { BotHistory } from '../history/bot-history.js';
 import { EXIT_LOG_BYTES } from '../history/history-store.js';
-import type { RevisionOutcome, RevisionRecord } from '../history/history-store.js';
+import type { ExitRecord, RevisionOutcome, RevisionRecord } from '../history/history-store.js';
 import { fitJson } from '../json-text.js';
 import type { PullReport } from '../provisioning/provisioner.js';
 import type { BotChange, CandidateState, LeftDeploy, RevisionRuntime, RevisionSpec } from '../provisioning/revisions.js';
@@ -218,7 +218,10 @@ export class Deploys {
       first ??= state;
       if (!state.exists) return { ok: false, reason: 'its run was removed' };
       if (!state.running || state.restarts > first.restarts || state.startedAtMs !== first.startedAtMs) {
-        return { ok: false, reason: await this.exitReason(botId, first.startedAtMs, state.running ? null : state.exitCode) };
+        // Its end recorded first (not on request, with its lines), before an undo stops or removes what is left of it.
+        const ended = await this.recordOfRun(botId, first.startedAtMs);
+        const exitCode = ended?.exit_code ?? (state.running ? null : state.exitCode);
+        return { ok: false, reason: exitCode !== null ? `its run exited with code ${exitCode}` : ended !== undefined ? 'its run ended' : 'its run restarted' };
       }
       if (state.health === 'unhealthy') return { ok: false, reason: 'its health check failed' };
       const upMs = this.now() - (state.startedAtMs ?? this.now());
@@ -231,21 +234,19 @@ export class Deploys {
   }
 
   /**
-   * Why the new run ended: its exit code, from the engine while it is down, else from its exit record
-   * (the runtime may have restarted it before the deploy looked), which the history keeps a moment after:
-   * up to 10 s on a busy host, where the record waits for the run's last lines (a run that wrote 800 KB
-   * took more than 2 s).
+   * The exit record of the new run that began at `startedAtMs`, once the history keeps it: a moment after the
+   * run ends, up to 10 s on a busy host, where the record waits for the run's last lines (a run that wrote 800 KB
+   * took more than 2 s); undefined past that.
    */
-  private async exitReason(botId: string, startedAtMs: number | undefined, exitCode: number | null): Promise<string> {
-    if (exitCode !== null) return `its run exited with code ${exitCode}`;
+  private async recordOfRun(botId: string, startedAtMs: number | undefined): Promise<ExitRecord | undefined> {
+    if (startedAtMs === undefined) return undefined;
     for (let tries = 0; tries < 50; tries += 1) {
-      const [last] = await this.history.exits(botId, 1).catch(() => []);
-      if (last !== undefined && startedAtMs !== undefined && last.started_at !== null && Date.parse(last.started_at) >= startedAtMs) {
-        return last.exit_code === null ? 'its run ended' : `its run exited with code ${last.exit_code}`;
-      }
+      // Not the newest alone: the run it replaced (stopped as `<id>.undo`) may be recorded after it.
+      const ended = (await this.history.exits(botId, 5).catch(() => [])).filter((exit) => exit.started_at !== null && Date.parse(exit.started_at) >= startedAtMs);
+      if (ended.length > 0) return ended.at(-1);
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
-    return 'its run restarted';
+    return undefined;
   }
 
   /** A revision's new outcome, with its event; a record never kept (its agent died first) is kept with what is known. */

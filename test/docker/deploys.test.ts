@@ -139,6 +139,16 @@ test('a crashing revision fails, is undone, and the old run runs again; its last
   t.is(now.Id, containerId, 'the old run itself');
   t.true(now.State.Running);
   t.deepEqual((await runsOf(id)).map((run) => run.name), [id], 'the failed run is gone');
+  // Each run that ended has its record (docs/api.md §8): the old run's, stopped by the deploy, on request; the
+  // failed run's, which exited by itself, not on request and with its lines.
+  const exitsOf = async () => (await call(agent.server, `/api/bots/${id}/exits?limit=50`)).body?.exits as { requested: boolean; exit_code: number | null; logs: string }[];
+  t.true(await eventually(async () => (await exitsOf()).length >= 2, 15_000, 200), JSON.stringify(await exitsOf()));
+  const exits = await exitsOf();
+  // Newest first: the failed run's first end is the oldest of code 3 (the engine may have started it once more, and the undo stopped that).
+  const failedRun = exits.filter((exit) => exit.exit_code === 3).at(-1);
+  t.like(failedRun, { requested: false }, JSON.stringify(exits));
+  t.regex(String(failedRun?.logs), /boom before the crash/);
+  t.true(exits.some((exit) => exit.requested && exit.exit_code !== 3), `the old run's end, stopped by the deploy: ${JSON.stringify(exits)}`);
 });
 
 test('a revision whose check fails, or that is not ready by its deadline, is undone', async (t) => {

@@ -2,6 +2,10 @@ import type { FaultReporter, RunObserver } from '../driver.js';
 import { BOT_LABEL } from '../labels.js';
 import type { EngineEvent } from './docker-bot-index.js';
 import { dockerHealthPolicy } from './docker-policy.js';
+import { UNDO_SUFFIX } from './docker-revisions.js';
+
+/** The events of a run's end: what a run renamed `<id>.undo` is still followed for. */
+const ENDS = new Set(['kill', 'oom', 'die', 'destroy']);
 
 /** What the engine said of a container's current run before it ended. */
 interface Run {
@@ -88,8 +92,10 @@ export class DockerRunWatcher {
     const containerId = event.Actor?.ID;
     const attributes = event.Actor?.Attributes ?? {};
     const botId = attributes[BOT_LABEL];
-    // A bot is the container named by its id that carries its label (docs/api.md §1).
-    if (event.Type !== 'container' || !containerId || !botId || attributes.name !== botId) return;
+    // A bot is the container named by its id that carries its label (docs/api.md §1); a deploy or rollback renames
+    // the run it replaces `<id>.undo` before it stops it, and that run's end is the bot's too (docs/api.md §8).
+    if (event.Type !== 'container' || !containerId || !botId) return;
+    if (attributes.name !== botId && !(attributes.name === `${botId}${UNDO_SUFFIX}` && ENDS.has(event.Action ?? ''))) return;
     // Rounded: nanoseconds since the epoch are past a double's exact integers, and a millisecond read as x.9999
     // would fall before a stop begun in that millisecond.
     const at = new Date(event.timeNano !== undefined ? Math.round(event.timeNano / 1e6) : Date.now());
