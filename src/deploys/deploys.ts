@@ -74,7 +74,7 @@ export class Deploys {
       const at = new Date(this.now()).toISOString();
       const deadlineAtMs = this.now() + request.deadlineS * 1000;
       let spec: RevisionSpec;
-      this.inFlight.begin(botId);
+      this.inFlight.begin(botId, revision);
       try {
         spec = await this.runtime.switchTo(botId, revision, request.change, deadlineAtMs, pulls);
       } catch (err) {
@@ -266,7 +266,7 @@ export class Deploys {
     }
     const now = this.now();
     // At start, this agent's own earlier life's deploys are settled at once; another agent's only once surely dead.
-    const own = atStart ? this.inFlight.leftByEarlierLife : new Set<string>();
+    const own = atStart ? this.inFlight.leftByEarlierLife : new Map<string, number | undefined>();
     for (const deploy of left) {
       if (this.closed || this.marks.isHeld(deploy.botId)) continue;
       if (!own.has(deploy.botId) && !this.dueToSettle(deploy, now)) continue;
@@ -278,11 +278,9 @@ export class Deploys {
           continue;
         }
         await this.runtime.settle(deploy);
-        if (deploy.to === undefined || deploy.to > deploy.from) {
-          const reason = 'the agent that drove it stopped before it was judged; it was undone';
-          await this.ended(deploy.botId, deploy.to ?? deploy.from + 1, 'interrupted', reason, { type: 'deploy-failed', fields: { reason, rolled_back: true } });
-          await this.history.note(deploy.botId, 'rolled-back', { from_revision: deploy.to ?? null, to_revision: deploy.from, by: 'agent' });
-        }
+        // The revision cut: its new run's, or where it was cut before that run was made, the one its mark names.
+        const cut = deploy.to ?? own.get(deploy.botId);
+        if (deploy.to === undefined || deploy.to > deploy.from) await this.interrupted(deploy.botId, cut, deploy.from);
         this.inFlight.end(deploy.botId);
       } catch (err) {
         // Settled by another agent meanwhile (its names moved), or the engine failed: looked at again next time.
@@ -292,7 +290,7 @@ export class Deploys {
     for (const botId of this.seenLeft.keys()) if (!left.some((d) => d.botId === botId)) this.seenLeft.delete(botId);
     await this.settleRecords(left, own);
     // What the earlier life left and is settled now (or was already): its marks go.
-    for (const botId of own) if (!left.some((deploy) => deploy.botId === botId)) this.inFlight.end(botId);
+    for (const botId of own.keys()) if (!left.some((deploy) => deploy.botId === botId)) this.inFlight.end(botId);
   }
 
   /**
@@ -300,7 +298,7 @@ export class Deploys {
    * run and before saying so. The bot's run says which: the revision itself runs (kept), or not (undone).
    * Those of this agent's earlier life at once; others once older than UNJUDGED_MS, which no live deploy still judges.
    */
-  private async settleRecords(left: LeftDeploy[], own: ReadonlySet<string>): Promise<void> {
+  private async settleRecords(left: LeftDeploy[], own: ReadonlyMap<string, number | undefined>): Promise<void> {
     const unjudged = await this.history.deployingRevisions().catch(() => []);
     for (const { botId, revision, atMs } of unjudged) {
       if (this.closed || this.marks.isHeld(botId) || left.some((deploy) => deploy.botId === botId)) continue;
@@ -313,6 +311,23 @@ export class Deploys {
       const reason = kept ? null : 'the agent that drove it stopped before it was judged; it was undone';
       await this.ended(botId, revision, kept ? 'succeeded' : 'interrupted', reason, kept ? { type: 'deploy-succeeded', fields: {} } : { type: 'deploy-failed', fields: { reason, rolled_back: true } });
     }
+  }
+
+  /**
+   * A deploy cut before it was judged, now undone: its revision `interrupted` and the way back told, once. A
+   * revision that has an outcome already (a deploy that failed or was rolled back before) is never rewritten,
+   * and one not known (another agent's mark, or an older agent's) is left unnamed.
+   */
+  private async interrupted(botId: string, cut: number | undefined, back: number): Promise<void> {
+    if (cut === undefined || cut <= back) {
+      this.report(`the deploy left of bot ${botId} was undone; the revision it was for is not known here`, undefined);
+      return;
+    }
+    const outcome = await this.outcomeOf(botId, cut);
+    if (outcome !== undefined && outcome !== 'deploying') return;
+    const reason = 'the agent that drove it stopped before it was judged; it was undone';
+    await this.ended(botId, cut, 'interrupted', reason, { type: 'deploy-failed', fields: { reason, rolled_back: true } });
+    await this.history.note(botId, 'rolled-back', { from_revision: cut, to_revision: back, by: 'agent' });
   }
 
   private async outcomeOf(botId: string, revision: number): Promise<RevisionOutcome | undefined> {
