@@ -13,6 +13,7 @@ import { Heartbeats } from './health/heartbeats.js';
 import { Watchdog } from './health/watchdog.js';
 import { CrashBackOffs } from './health/crash-backoff.js';
 import { NodeBeacon } from './fleet/node-beacon.js';
+import { ChatSeal } from './notify/chat-seal.js';
 import type { WatchdogOptions } from './health/watchdog.js';
 import { SharedState } from './shared/shared-state.js';
 import { createApp } from './http/create-app.js';
@@ -120,7 +121,10 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   // Always there: a bot may be given chats of its own at any time.
   const webhook = new WebhookSender(store, {
     targets,
-    botTargets: async (botId) => botChatTargets(await store.botChats(botId), config.botChatBase ?? DEFAULT_BOT_CHAT_BASE, report),
+    botTargets: async (botId) => {
+      const kept = await store.botChats(botId);
+      return botChatTargets(kept === undefined ? undefined : history.openChats(botId, kept), config.botChatBase ?? DEFAULT_BOT_CHAT_BASE, report);
+    },
     report,
   });
   // The watchdog's switch and scope (AGENT_WATCHDOG; tests sharing one engine keep to their own bots) hold for crash back-offs too.
@@ -139,6 +143,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     onBackingOff: restartsCrashes ? (backOff) => void backOffs?.hold(backOff) : undefined,
     backsOff: botsInCare,
     spoolDir: config.dataDir === ':memory:' ? undefined : config.dataDir,
+    chatSeal: ChatSeal.forAgent(config.fleetKey, config.adminToken, config.dataDir),
   });
   metrics.historyStore(() => store.reachable, history.spool);
   const nodes = new NodeBeacon(store, driver, node, config.nodeUrl, config.fleetKey, report);

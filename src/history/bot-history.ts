@@ -1,10 +1,11 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { HistoryUnavailable } from '../errors.js';
 import type { BotInfo, RestartPolicy, RunEnd, RunObserver, RunStart } from '../runtime/driver.js';
 import { signalName } from '../runtime/signal-names.js';
 import type { SharedState } from '../shared/shared-state.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from './crash-loop.js';
 import { HistorySpool } from './history-spool.js';
+import { ChatSeal } from '../notify/chat-seal.js';
 import { givenUpHolds, HOUR_MS } from './history-store.js';
 import type { ExitRecord, HistoryStore, HistoryTx, RevisionRecord, StoredEvent, UnhealthyEnd } from './history-store.js';
 
@@ -168,6 +169,8 @@ export interface BotHistoryOptions {
   readonly spoolRetryMs?: number;
   /** This agent's node (docs/api.md §17), named in each event it keeps; none: events name no node. */
   readonly node?: string;
+  /** Seals the bots' own chats before the store keeps them (docs/api.md §16); a key of this history's own when undefined. */
+  readonly chatSeal?: ChatSeal;
 }
 
 /** The signal whose number is `exitCode - 128`, as a shell reports it. */
@@ -205,6 +208,8 @@ export class BotHistory implements RunObserver {
   private readonly spooledSessionEnds = new Map<string, number>();
   private spoolRetry: NodeJS.Timeout | undefined;
   private closed = false;
+  private readonly chatSeal: ChatSeal;
+
   constructor(
     private readonly store: HistoryStore,
     /** When bots were removed and which console sessions were ended, shared with the other agents. */
@@ -212,6 +217,7 @@ export class BotHistory implements RunObserver {
     private readonly botInfo: (botId: string) => Promise<BotInfo>,
     private readonly options: BotHistoryOptions = {},
   ) {
+    this.chatSeal = options.chatSeal ?? new ChatSeal(randomBytes(32));
     this.recoverAfterMs = options.recoverAfterMs ?? RECOVER_AFTER_MS;
     // Each bot's writes are a share of their own: no bot fills the spool for the others, or for removals and sign-outs.
     this.spool = new HistorySpool(options.spoolDir, SPOOL_MAX_BYTES, options.report, (write) => (write.kind === 'forgotten' || write.kind === 'session-ended' ? undefined : write.botId));
@@ -364,14 +370,29 @@ export class BotHistory implements RunObserver {
     return this.shared.removedAt(botId);
   }
 
-  /** The bot's own chats (docs/api.md §16), as JSON; undefined when it has none. 503 while the store is away. */
+  /**
+   * The bot's own chats (docs/api.md §16), as JSON; undefined when it has none, or when they were sealed with a
+   * key this agent does not hold (reported). 503 while the store is away.
+   */
   async botChats(botId: string): Promise<string | undefined> {
-    return this.reading(() => this.store.botChats(botId));
+    const kept = await this.reading(() => this.store.botChats(botId));
+    return kept === undefined ? undefined : this.openChats(botId, kept);
   }
 
-  /** Sets the bot's own chats (JSON), or drops them (undefined); a removal of the bot drops them too. */
+  /** Sets the bot's own chats (JSON), sealed (docs/api.md §16), or drops them (undefined); a removal of the bot drops them too. */
   async setBotChats(botId: string, chats: string | undefined): Promise<void> {
-    await this.reading(() => this.store.setBotChats(botId, chats, Date.now()));
+    const sealed = chats === undefined ? undefined : this.chatSeal.seal(botId, chats);
+    await this.reading(() => this.store.setBotChats(botId, sealed, Date.now()));
+  }
+
+  /** What the store keeps of a bot's chats, opened; undefined (reported) where this agent's key does not open it. */
+  openChats(botId: string, kept: string): string | undefined {
+    try {
+      return this.chatSeal.open(botId, kept);
+    } catch (err) {
+      this.options.report?.(`bot ${botId}'s own chats were sealed with another key (AGENT_FLEET_KEY or AGENT_ADMIN_TOKEN changed?): set them again`, err);
+      return undefined;
+    }
   }
 
   /**

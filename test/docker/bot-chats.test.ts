@@ -8,12 +8,14 @@ import { call } from '../helpers/http-client.js';
 import { lineSink } from '../helpers/log-sink.js';
 import { provisioningAgent } from '../helpers/provisioning-agent.js';
 import type { ProvisioningAgent } from '../helpers/provisioning-agent.js';
+import pg from 'pg';
 import { chatReceiver, chatSchemaErrors } from '../helpers/chat-receiver.js';
+import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import type { ReceivedChat } from '../helpers/chat-receiver.js';
 
 // A bot's own chats (docs/api.md §16): set by the platform, told the events of that bot alone, beside an agent
 // that has no chat of its own; real bots on the real engine, each message received on loopback and checked
-// against the schema its service documents.
+// against the schema its service documents. Kept in a real PostgreSQL, sealed: the database holds no URL or token.
 const fixture = new DockerFixture();
 const logLines: string[] = [];
 const SECRETS = { discord: 'SECRET-own-discord-0123', slack: 'SECRET-own-slack-4567', telegram: '654321:SECRET-own-telegram-89ab', ntfy: 'tk_SECRET-own-ntfy-cdef' };
@@ -21,15 +23,18 @@ let receiver: Awaited<ReturnType<typeof chatReceiver>>;
 let received: ReceivedChat[] = [];
 let agent: ProvisioningAgent;
 let at = '';
+let databaseUrl = '';
 
 test.before(async () => {
   await fixture.ready();
   receiver = await chatReceiver();
   received = receiver.received;
   at = receiver.url;
+  databaseUrl = await freshDatabase();
   agent = await provisioningAgent(fixture, 'address', {
     logger: pino(lineSink(logLines)),
     config: {
+      databaseUrl,
       chats: undefined,
       botChatBase: { ...DEFAULT_BOT_CHAT_BASE, telegramApi: `${at}/telegram`, consoleUrl: 'https://console.example.com', hosts: [new URL(at).host] },
     },
@@ -40,6 +45,7 @@ test.after.always(async () => {
   await agent?.close();
   receiver?.close();
   await fixture.cleanup();
+  await dropDatabases();
 });
 
 const allChats = () => ({
@@ -73,6 +79,14 @@ test("a bot's own chats are told its events alone, in each service's format; ans
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   t.is(ofBot(own).length, 8, 'each event told once in each chat');
   t.is(ofBot(other).length, 0, "another bot's events reach none of them");
+  // What the database keeps of them is sealed: no URL, token or chat id, and it opens for this bot alone.
+  const database = new pg.Client({ connectionString: databaseUrl });
+  await database.connect();
+  t.teardown(() => database.end());
+  const rows = (await database.query('SELECT bot_id, chats FROM bot_chats WHERE bot_id = $1', [own])).rows as { bot_id: string; chats: string }[];
+  t.is(rows.length, 1);
+  t.true(noSecretIn(rows[0]!.chats) && !rows[0]!.chats.includes('-1009876543210') && !rows[0]!.chats.includes(at), rows[0]!.chats);
+  t.regex(rows[0]!.chats, /^sealed1\./);
   for (const message of ofBot(own)) t.is(chatSchemaErrors(message), undefined);
   const telegram = ofBot(own).find((message) => message.chat === 'telegram');
   t.is(telegram?.path, `/telegram/bot${SECRETS.telegram}/sendMessage`);
@@ -84,7 +98,8 @@ test("a bot's own chats are told its events alone, in each service's format; ans
   t.is(tested.status, 200, tested.text);
   t.deepEqual(tested.body?.targets, ['discord', 'slack', 'telegram', 'ntfy']);
   t.is(received.length - before, 4);
-  t.true(received.slice(before).every((message) => JSON.stringify(message.body).includes(`bot ${own}`)), 'the test message names the bot');
+  // As each chat draws it: Discord drops the backslash before each character of its markdown.
+  t.true(received.slice(before).every((message) => JSON.stringify(message.body).replaceAll('\\\\', '').includes(`bot ${own}`)), 'the test message names the bot');
 
   const dropped = await call(agent.server, `/api/admin/bots/${own}/chats`, { method: 'PUT', body: {} });
   t.is(dropped.status, 200, dropped.text);
