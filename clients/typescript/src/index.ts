@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { streamMessages } from './sse.js';
+export { STREAM_LINE_MAX, StreamLineTooLong } from './sse.js';
 import type { StreamMessage } from './sse.js';
 import type { BotEvent, BotStats, BotStatus, DeployChange, ExitRecord, Revision } from './wire.js';
 
