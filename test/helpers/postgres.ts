@@ -36,7 +36,19 @@ async function makeDatabase(server: string): Promise<string> {
 export async function dropDatabases(): Promise<void> {
   const admin = new pg.Client({ connectionString: serverUrl() });
   await admin.connect();
-  for (const name of made.splice(0)) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  for (const name of made.splice(0)) {
+    // FORCE ends this role's sessions, not the server's own: an autovacuum worker in the database (a superuser's)
+    // refuses it (42501) for the moment it runs; tried again while it does.
+    for (let tries = 1; ; tries += 1) {
+      try {
+        await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+        break;
+      } catch (err) {
+        if ((err as { code?: string }).code !== '42501' || tries >= 20) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+  }
   await admin.end();
 }
 
