@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** The cookie that carries a console session. */
 export const SESSION_COOKIE = 'bot_agent_session';
@@ -32,7 +32,8 @@ export class ConsoleSessions {
     private readonly now: () => number = Date.now,
     private readonly shared?: SharedSessionEnds,
   ) {
-    this.key = adminToken === undefined ? undefined : digest(`bot-agent console session\0${adminToken}`);
+    // A key of its own for sessions (HKDF, RFC 5869), never the token or a bare hash of it.
+    this.key = adminToken === undefined ? undefined : Buffer.from(hkdfSync('sha256', adminToken, '', 'bot-agent console session v2', 32));
   }
 
   /** Whether sessions can be had at all: only where an admin token is set. */
