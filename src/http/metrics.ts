@@ -109,12 +109,25 @@ export class AgentMetrics {
     this.gauge('bot_agent_database_up', "1 while the history's store answers, 0 while it is away (writes then wait in the spool)", () => (up() ? 1 : 0));
     this.gauge('bot_agent_history_spool_writes', 'Writes of exit records, events and deliveries waiting in the spool for the store to answer', () => spool.size);
     this.gauge('bot_agent_history_spool_bytes', 'Bytes of JSON waiting in the spool (bounded; past the bound new writes are dropped)', () => spool.waitingBytes);
-    this.gauge('bot_agent_history_spool_dropped_writes', 'Writes lost since the agent started because the spool was full', () => spool.dropped);
-    this.gauge(
-      'bot_agent_history_spool_damaged_lines',
+    this.counted('bot_agent_history_spool_dropped_writes_total', 'Writes lost since the agent started because the spool was full', () => spool.dropped);
+    this.counted(
+      'bot_agent_history_spool_damaged_lines_total',
       'Lines of the spool found damaged at start (cut off by a crash or a full disk) and set aside in history-spool.damaged, since the agent started',
       () => spool.damaged,
     );
+  }
+
+  /** A counter (it only grows while the agent runs, so `_total`, as Prometheus names counters) whose count is read from `read` when scraped. */
+  private counted(name: `${string}_total`, help: string, read: () => number): void {
+    new Counter({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
   }
 
   /** A gauge whose value is read from `read` when scraped; a read that fails (a store away) leaves the last value. */

@@ -19,7 +19,7 @@ test('an agent started on a spool whose last line was cut off serves, writes eve
   t.teardown(() => agent.process.kill('SIGKILL'));
   const metrics = async () => (await fetch(`http://127.0.0.1:${agent.port}/metrics`)).text();
   t.true(await eventually(async () => /^bot_agent_history_spool_writes 0$/m.test(await metrics()), 10_000, 100), 'the spool was not written');
-  t.regex(await metrics(), /^bot_agent_history_spool_damaged_lines 1$/m);
+  t.regex(await metrics(), /^bot_agent_history_spool_damaged_lines_total 1$/m);
   t.is((await fetch(`http://127.0.0.1:${agent.port}/readyz`)).status, 200);
   const db = new DatabaseSync(join(dataDir, 'history.sqlite'), { readOnly: true });
   const results = db
