@@ -157,7 +157,8 @@ async function passOn(ctx: Context, name: string, url: URL, fleetKey: string, de
     answer.body.on('error', () => undefined);
   } else {
     try {
-      body = await boundedJson(answer.body, FORWARDED_MAX_BYTES);
+      // A HEAD's answer has no body to read.
+      body = ctx.method === 'HEAD' ? await answer.body.dump().then(() => undefined) : await boundedJson(answer.body, FORWARDED_MAX_BYTES);
     } catch (err) {
       throw new NodeAway(`node ${name} did not finish its answer: ${reasonOf(err)}`, { cause: err });
     } finally {

@@ -140,6 +140,9 @@ test.serial('a request whose target is an absolute URL is refused, and reaches n
   t.is(passed.status, 200, passed.text);
   t.deepEqual(nodeB.calls, [{ path: `/api/bots/${bot}?x=1`, authorization: `Fleet ${FLEET_KEY}` }]);
   t.deepEqual(elsewhere.calls, []);
+  // A HEAD is passed on too, and its answer (no body) back.
+  t.is((await call(agent.server, `/api/bots/${bot}`, { method: 'HEAD' })).status, 200);
+  t.is(nodeB.calls.length, 2);
 });
 
 test.serial("another node's answer past its bound, or of a content type the agent never answers with, is a 503; every answer says nosniff", async (t) => {
