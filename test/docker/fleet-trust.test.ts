@@ -81,8 +81,11 @@ test.before(async () => {
   );
   database = new pg.Client({ connectionString: databaseUrl });
   await database.connect();
-  // The agent's own row is written: its migrations ran, and its driver's index is built.
-  if (!(await eventually(async () => (await call(agent.server, '/api/admin/nodes')).status === 200, 10_000, 100))) throw new Error('the agent did not list its nodes');
+  // Its driver's index is built (until then a bot it does not hold is its own to answer for): its own row lists
+  // the bot of its engine this file runs.
+  await fixture.runBot();
+  const listsOwn = async () => ((await call(agent.server, '/api/admin/nodes')).body?.nodes as { self: boolean; bots: number }[] | undefined)?.some((node) => node.self && node.bots > 0) === true;
+  if (!(await eventually(listsOwn, 30_000, 100))) throw new Error('the agent did not list its own bots');
 });
 
 test.after.always(async () => {
