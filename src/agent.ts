@@ -13,7 +13,7 @@ import { Heartbeats } from './health/heartbeats.js';
 import { Watchdog } from './health/watchdog.js';
 import { CrashBackOffs } from './health/crash-backoff.js';
 import { NodeBeacon } from './fleet/node-beacon.js';
-import { ChatSeal } from './notify/chat-seal.js';
+import { ChatSeal } from './secrets/chat-seal.js';
 import type { WatchdogOptions } from './health/watchdog.js';
 import { SharedState } from './shared/shared-state.js';
 import { createApp } from './http/create-app.js';

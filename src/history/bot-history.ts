@@ -5,7 +5,7 @@ import { signalName } from '../runtime/signal-names.js';
 import type { SharedState } from '../shared/shared-state.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from './crash-loop.js';
 import { HistorySpool } from './history-spool.js';
-import { ChatSeal } from '../notify/chat-seal.js';
+import { ChatSeal } from '../secrets/chat-seal.js';
 import { givenUpHolds, HOUR_MS } from './history-store.js';
 import type { ExitRecord, HistoryStore, HistoryTx, RevisionRecord, StoredEvent, UnhealthyEnd } from './history-store.js';
 
