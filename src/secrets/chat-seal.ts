@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { privateDir, PRIVATE_FILE_MODE } from '../private-files.js';
 
@@ -32,7 +32,15 @@ export class ChatSeal {
     if (dataDir === ':memory:') return new ChatSeal(randomBytes(32));
     privateDir(dataDir);
     const file = join(dataDir, KEY_FILE);
-    if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('base64url'), { mode: PRIVATE_FILE_MODE, flag: 'wx' });
+    if (!existsSync(file)) {
+      // Written whole under another name, then renamed: a power cut leaves no key file, never an empty one.
+      const writing = `${file}.${process.pid}`;
+      writeFileSync(writing, randomBytes(32).toString('base64url'), { mode: PRIVATE_FILE_MODE });
+      const handle = openSync(writing, 'r');
+      fsyncSync(handle);
+      closeSync(handle);
+      renameSync(writing, file);
+    }
     return new ChatSeal(readFileSync(file, 'utf8').trim());
   }
 
