@@ -7,6 +7,7 @@ import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
 import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { call } from '../helpers/http-client.js';
+import { freePort } from '../helpers/free-port.js';
 import { eventually } from '../helpers/eventually.js';
 import type { Server } from 'node:http';
 import type { StoredEvent } from '../../src/history/history-store.js';
@@ -229,6 +230,36 @@ test('a removed bot takes its exit records and events with it: a new bot under i
   const status = await call(server, `/api/bots/${id}`);
   t.like(status.body?.bot, { user_id: 'user_new', last_exit: null, crashes_last_hour: 0, state: 'running' });
   t.notRegex(status.text + JSON.stringify(await exits()), /secret of the old owner/);
+});
+
+test("a bot made on the engine's default bridge (as under npm start) reaches its agent at PLATFORM_AGENT_URL's `agent`, and is itself there", async (t) => {
+  const port = await freePort();
+  const { app, close } = assembleAgent({
+    driver: createDockerDriver({ dockerHost: fixture.dockerHost }),
+    // No network named: the engine's default bridge, where no name but a container's own resolves.
+    provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network: undefined, agentUrl: `http://agent:${port}` }),
+    config: TEST_APP_CONFIG,
+    logger: pino({ level: 'silent' }),
+    watchdog: 'off',
+  });
+  const server = await listen(app, '0.0.0.0', port);
+  t.teardown(async () => {
+    server.close();
+    await close();
+  });
+  const id = fixture.newBotId();
+  t.teardown(() => fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined));
+  const made = await call(server, '/api/admin/bots', { body: { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'telegram', token: TOKEN, command: ['sleep', '1000'] } });
+  t.is(made.status, 201, made.text);
+  const info = await fixture.docker.getContainer(id).inspect();
+  t.is(info.HostConfig.NetworkMode, 'default');
+  t.true(info.Config.Env.includes(`PLATFORM_AGENT_URL=http://agent:${port}`));
+  // From inside the bot, by the name its environment gives: its own stats, as itself.
+  const reply = await fixture.httpFromBot({ id, container: fixture.docker.getContainer(id) }, { host: 'agent', port }, { method: 'GET', path: `/api/bots/${id}/stats` });
+  t.is(reply.status, 200, reply.raw);
+  t.like(reply.body, { ok: true });
+  const other = await fixture.httpFromBot({ id, container: fixture.docker.getContainer(id) }, { host: 'agent', port }, { method: 'GET', path: `/api/bots/${fixture.newBotId()}/stats` });
+  t.is(other.status, 403, 'another bot is refused: the caller is known by its address');
 });
 
 test('with AGENT_PROVISIONING=off, create and remove are refused with a 403 and the listing stays', async (t) => {

@@ -92,6 +92,7 @@ class DockerProvisioner implements Provisioner {
       Healthcheck: healthcheckOf(spec.health),
       HostConfig: {
         NetworkMode: this.options.network,
+        ExtraHosts: agentIsTheHost(this.options) ? ['agent:host-gateway'] : undefined,
         RestartPolicy: { Name: 'unless-stopped' },
         Memory: spec.memoryLimitBytes,
         NanoCpus: spec.cpuLimit === undefined ? undefined : Math.round(spec.cpuLimit * 1e9),
@@ -288,4 +289,14 @@ function restartPolicySpecOf(labels: Readonly<Record<string, string>>): RestartP
 /** Provisioning on the Docker engine at DOCKER_HOST. */
 export function createDockerProvisioner(options: DockerProvisionerOptions): Provisioner {
   return new DockerProvisioner(options);
+}
+
+/**
+ * Whether the bots' `agent` is the host itself: on the engine's default bridge a container resolves no name but
+ * its own (docs/docker.md), so `PLATFORM_AGENT_URL=http://agent:8000` reaches the agent only through an entry
+ * naming the host's gateway (Engine 20.10+), where an agent run beside the engine (`npm start`) listens. On a
+ * network of the operator's the agent is a container there, found by the engine's own names.
+ */
+function agentIsTheHost({ network, agentUrl }: Pick<DockerProvisionerOptions, 'network' | 'agentUrl'>): boolean {
+  return (network === undefined || network === 'bridge') && URL.parse(agentUrl)?.hostname === 'agent';
 }
