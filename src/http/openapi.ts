@@ -226,13 +226,15 @@ export const openApiDocument = {
       Logs: answer('logs', { type: 'string' }),
       Stats: answer('stats', {
         type: 'object',
-        required: ['cpu_percent', 'memory_usage', 'memory_percent', 'uptime'],
+        required: ['cpu_percent', 'memory_usage', 'memory_percent', 'uptime', 'memory_bytes', 'uptime_s'],
         additionalProperties: false,
         properties: {
           cpu_percent: { type: 'number', minimum: 0 },
           memory_usage: { type: 'string', pattern: '^\\d+\\.\\d\\d MB$' },
           memory_percent: { type: 'number', minimum: 0 },
           uptime: { type: 'string', pattern: '^\\d+h \\d+m$' },
+          memory_bytes: { type: 'integer', minimum: 0, description: 'memory in use, page cache excluded, in bytes (what memory_usage says in MB)' },
+          uptime_s: { type: 'integer', minimum: 0, description: "the current run's uptime in whole seconds (what uptime says in hours and minutes)" },
         },
       }),
       CreateBotRequest: jsonSchemaOf(createBotRequest),

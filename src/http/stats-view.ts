@@ -9,6 +9,9 @@ export interface StatsView {
   memory_usage: string;
   memory_percent: number;
   uptime: string;
+  /** Beside the seed's strings, the same as numbers a program reads (docs/api.md §2). */
+  memory_bytes: number;
+  uptime_s: number;
 }
 
 export const round2 = (value: number): number => Math.round(value * 100) / 100;
@@ -31,6 +34,8 @@ export function statsView(stats: BotStats, now: Date): StatsView {
     memory_usage: formatMegabytes(stats.memoryBytes),
     memory_percent: round2(stats.memoryPercent),
     uptime: formatUptime(now.getTime() - stats.startedAt.getTime()),
+    memory_bytes: Math.max(0, Math.round(stats.memoryBytes)),
+    uptime_s: Math.max(0, Math.floor((now.getTime() - stats.startedAt.getTime()) / 1000)),
   };
 }
 

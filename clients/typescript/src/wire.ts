@@ -6,6 +6,10 @@ export interface BotStats {
   memory_usage: string;
   memory_percent: number;
   uptime: string;
+  /** memory_usage in bytes. */
+  memory_bytes: number;
+  /** uptime in whole seconds. */
+  uptime_s: number;
 }
 
 /** How a run of the bot ended (docs/api.md §8). */

@@ -48,6 +48,8 @@ class BotStats(TypedDict):
     memory_usage: str
     memory_percent: float
     uptime: str
+    memory_bytes: int
+    uptime_s: int
 
 
 class UnhealthyEnd(TypedDict):
