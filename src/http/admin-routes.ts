@@ -65,9 +65,14 @@ export function adminRoutes({ driver, provisioner, deploys, access, audit, histo
   });
 
   router.get('/', async (ctx) => {
-    const { user_id } = validateQuery(listBotsQuery, ctx.query);
+    const { user_id, limit, after } = validateQuery(listBotsQuery, ctx.query);
     const provisioning = await platformOnly(ctx);
-    ctx.body = { ok: true, bots: (await provisioning.list(user_id)).map((bot) => ({ ...bot, node })) };
+    const bots = (await provisioning.list(user_id)).sort((a, b) => (a.bot_id < b.bot_id ? -1 : a.bot_id > b.bot_id ? 1 : 0));
+    // A page: the bots after the cursor, in the order of their ids; `next` names the last of a page that has more after it.
+    const rest = after === undefined ? bots : bots.filter((bot) => bot.bot_id > after);
+    const page = limit === undefined ? rest : rest.slice(0, limit);
+    const next = page.length < rest.length ? page.at(-1)?.bot_id : undefined;
+    ctx.body = { ok: true, total: bots.length, bots: page.map((bot) => ({ ...bot, node })), ...(next === undefined ? {} : { next }) };
   });
 
   // The token of a bot the platform makes itself, for its PLATFORM_AGENT_TOKEN: asked for before the bot exists

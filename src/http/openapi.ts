@@ -172,6 +172,17 @@ const answer = (field: string, schema: object) => ({
   properties: { ok: { const: true }, [field]: schema },
 });
 
+/** The bots' list with its count and, where a page has more after it, the cursor to the next (docs/api.md §2). */
+const withPaging = (list: ReturnType<typeof answer>) => ({
+  ...list,
+  required: [...list.required, 'total'],
+  properties: {
+    ...list.properties,
+    total: { type: 'integer', minimum: 0, description: 'every bot the query names (of `user_id`, where given), in all pages' },
+    next: { type: 'string', description: 'where a page (`limit`) has more after it: its last bot id, to ask for as `after`' },
+  },
+});
+
 /** A node's name (AGENT_NODE, docs/api.md §17). */
 const nodeName = { type: 'string', pattern: NODE_NAME.source, description: "the node whose runtime holds the bot, or a fleet's node (AGENT_NODE, docs/api.md §17)" };
 
@@ -317,7 +328,7 @@ export const openApiDocument = {
           },
         },
       })),
-      BotList: answer('bots', {
+      BotList: withPaging(answer('bots', {
         type: 'array',
         items: {
           type: 'object',
@@ -332,7 +343,7 @@ export const openApiDocument = {
             node: nodeName,
           },
         },
-      }),
+      })),
       NodeList: {
         type: 'object',
         required: ['ok', 'node', 'nodes'],

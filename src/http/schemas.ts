@@ -322,7 +322,15 @@ export const botChatsRequest = object({
   .typeError(jsonObject);
 
 /** The query of the platform's listing. */
-export const listBotsQuery = object({ user_id: userId.optional() }).typeError('bad query');
+/** The most bots one page of GET /api/admin/bots answers. */
+export const MAX_BOTS_PAGE = 1_000;
+
+/** Query of the bots' list: those of `user_id`; a page of `limit`, after the bot id `after` (the last one's id). */
+export const listBotsQuery = object({
+  user_id: userId.optional(),
+  limit: wholeNumber('limit', 1, MAX_BOTS_PAGE).transform(digits),
+  after: botIdSchema('after').optional(),
+}).typeError('bad query');
 
 /** Body of POST /api/session: the admin token, typed once into the console. */
 export const sessionRequest = object({

@@ -262,6 +262,31 @@ test("a bot made on the engine's default bridge (as under npm start) reaches its
   t.is(other.status, 403, 'another bot is refused: the caller is known by its address');
 });
 
+test("the bots' list pages: `limit` bots at a time in the order of their ids, `after` the last one's, with the total", async (t) => {
+  const owner = `user_pages_${fixture.runId}`;
+  const ids = [fixture.newBotId(), fixture.newBotId(), fixture.newBotId()].sort();
+  for (const id of ids) {
+    t.teardown(() => fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined));
+    const made = await call(server, '/api/admin/bots', { body: { bot_id: id, user_id: owner, image: TEST_IMAGE, template: 'telegram', token: TOKEN, command: ['sleep', '1000'] } });
+    t.is(made.status, 201, made.text);
+  }
+  const page = async (query: string) => (await call(server, `/api/admin/bots?user_id=${owner}${query}`)).body as { total: number; bots: { bot_id: string }[]; next?: string };
+  const first = await page('&limit=2');
+  t.like(first, { total: 3, next: ids[1] });
+  t.deepEqual(first.bots.map((bot) => bot.bot_id), ids.slice(0, 2));
+  const second = await page(`&limit=2&after=${first.next}`);
+  t.deepEqual(second.bots.map((bot) => bot.bot_id), ids.slice(2));
+  t.like(second, { total: 3, next: undefined });
+  const all = await page('');
+  t.deepEqual(all.bots.map((bot) => bot.bot_id), ids);
+  t.like(all, { total: 3, next: undefined });
+  for (const [query, field] of [['limit=0', 'limit'], ['limit=1001', 'limit'], ['limit=two', 'limit'], ['after=not-a-bot', 'after']] as const) {
+    const refused = await call(server, `/api/admin/bots?${query}`);
+    t.is(refused.status, 400, query);
+    t.regex(String(refused.body?.msg), new RegExp(field));
+  }
+});
+
 test('with AGENT_PROVISIONING=off, create and remove are refused with a 403 and the listing stays', async (t) => {
   const { app, close } = assembleAgent({
     driver: createDockerDriver({ dockerHost: fixture.dockerHost }),
