@@ -46,6 +46,8 @@ export interface Config {
   readonly shutdownDelayMs: number;
   /** Whether the watchdog restarts bots unhealthy past their grace (docs/api.md §13); health is judged and reported either way. */
   readonly watchdog: boolean;
+  /** The least level a log line is written at (docs/operating.md). */
+  readonly logLevel: LogLevel;
   /** This agent's node in a fleet (AGENT_NODE, docs/api.md §17): the host's name unless set. */
   readonly node: string;
   /** Where the fleet's other agents reach this one (AGENT_NODE_URL); undefined: not said. */
@@ -79,6 +81,10 @@ export interface BotChatBase {
 export const BOT_CHAT_HOSTS = ['discord.com', 'discordapp.com', 'hooks.slack.com', 'ntfy.sh'] as const;
 
 /** The events told in chats unless AGENT_NOTIFY_EVENTS says otherwise: those an owner acts on. */
+/** The levels a log line may be written at, least verbose first (pino's names); `silent` writes none. */
+export const LOG_LEVELS = ['silent', 'fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
 export const CHAT_EVENTS = ['crash-looping', 'unhealthy', 'restarted', 'deploy-failed', 'rolled-back', 'deploy-succeeded', 'pull-failed', 'given-up'] as const;
 
 /** A bot's chats' base with nothing of AGENT_NOTIFY_* set. */
@@ -178,6 +184,7 @@ const env = object({
   // No default here: it follows AGENT_IDENTITY (loopbackPlatformOf).
   AGENT_LOOPBACK_PLATFORM: string().oneOf(['on', 'off'] as const, 'AGENT_LOOPBACK_PLATFORM must be on or off'),
   AGENT_WATCHDOG: string().oneOf(['on', 'off'] as const, 'AGENT_WATCHDOG must be on or off').default('on'),
+  AGENT_LOG_LEVEL: string().oneOf(LOG_LEVELS, `AGENT_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`).default('info'),
   AGENT_NODE: string().matches(NODE_NAME, 'AGENT_NODE must be a node name: lower-case letters, digits, dots and dashes, at most 63, e.g. host-2'),
   AGENT_NODE_URL: httpUrl('AGENT_NODE_URL'),
   AGENT_FLEET_KEY: string()
@@ -300,6 +307,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       readyGraceMs: values.AGENT_READY_GRACE_MS,
       shutdownDelayMs: values.AGENT_SHUTDOWN_DELAY_MS,
       watchdog: values.AGENT_WATCHDOG === 'on',
+      logLevel: values.AGENT_LOG_LEVEL,
       // On Kubernetes the cluster is one node, whichever pod answers.
       node: values.AGENT_NODE ?? (values.AGENT_RUNTIME === 'kubernetes' ? KUBERNETES_NODE : defaultNode()),
       nodeUrl: values.AGENT_NODE_URL,

@@ -59,7 +59,11 @@ async function main(): Promise<void> {
   // Written asynchronously and in batches: a write per request line cost more than answering the request.
   // Lines go out once 8 KiB are waiting, or within a second; what is left is written at exit.
   const secrets = [config.adminToken, config.webhook?.secret, databasePassword(config.databaseUrl)];
-  const logger = pino({ base: { runtime: config.runtime } }, new BatchedLines(1, LOG_BATCH_CHARS, LOG_FLUSH_MS, secrets));
+  // Named levels and ISO 8601 times: lines an operator reads, and log tools parse, as they are.
+  const logger = pino(
+    { level: config.logLevel, base: { runtime: config.runtime }, formatters: { level: (label) => ({ level: label }) }, timestamp: pino.stdTimeFunctions.isoTime },
+    new BatchedLines(1, LOG_BATCH_CHARS, LOG_FLUSH_MS, secrets),
+  );
   // Every stream handler is guarded; should a bug still throw outside a request, it is logged and the agent goes on
   // serving every other bot: the process ends only on a signal.
   process.on('uncaughtException', (err) => logger.error({ err }, 'bug: uncaught exception; the agent goes on'));

@@ -29,6 +29,7 @@ test('defaults follow docs/api.md §5', (t) => {
     readyGraceMs: 0,
     shutdownDelayMs: 0,
     watchdog: true,
+    logLevel: 'info',
     node: defaultNode(hostname()),
     nodeUrl: undefined,
     fleetKey: undefined,
@@ -217,4 +218,9 @@ test('the agent refuses a bad value at start with one line and exit code 1', (t)
   t.is(run.status, 1);
   t.is(run.stderr, 'bot-agent: AGENT_PORT must be a whole number from 0 to 65535\n');
   t.is(run.stdout, '');
+});
+
+test('AGENT_LOG_LEVEL takes a level by name; another word stops the agent, naming the variable', (t) => {
+  t.is(loadConfig({ AGENT_LOG_LEVEL: 'debug' }).logLevel, 'debug');
+  t.throws(() => loadConfig({ AGENT_LOG_LEVEL: 'loud' }), { instanceOf: ConfigError, message: /^AGENT_LOG_LEVEL must be one of silent, fatal, error, warn, info, debug, trace/ });
 });

@@ -18,11 +18,12 @@ test('started against a socket that is not there, the agent says so and why, and
     if (lines.some((l) => /runtime/.test(String(l.msg)))) break;
   }
   t.like(lines.at(-1), {
-    level: 40,
+    level: 'warn',
     msg: 'the docker runtime does not answer; bot operations answer 503 until it does',
     error: 'runtime unavailable: cannot reach the docker runtime',
   });
   t.regex(String(lines.at(-1)?.cause), /ENOENT \/nonexistent\/docker\.sock/);
+  t.regex(String(lines.at(-1)?.time), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/, 'the time in ISO 8601');
   t.is(agent.exitCode, null, 'the agent exited');
 });
 
