@@ -103,6 +103,7 @@ function createBodyOf(spec: BotSpec & { readonly revision: number }, running: bo
     memory_limit: spec.memoryLimitBytes,
     cpu_limit: spec.cpuLimit,
     command: spec.command,
+    init: spec.init,
     health: health && {
       exec: health.exec,
       interval_s: health.intervalS,

@@ -164,6 +164,7 @@ export function specOfCreate(body: CreateBotBody): BotSpec {
     memoryLimitBytes: body.memory_limit,
     cpuLimit: body.cpu_limit,
     command: body.command,
+    init: body.init,
     health: healthOf(body.health),
     restartPolicy: body.restart_policy && {
       maxCrashes: body.restart_policy.max_crashes,

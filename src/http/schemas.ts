@@ -221,6 +221,10 @@ export const createBotRequest = object({
   health: healthSpec,
   restart_policy: restartPolicySpec,
   registry_auth: registryAuthField,
+  init: boolean()
+    .strict()
+    .typeError('init must be true or false')
+    .meta({ jsonSchema: { description: 'run the bot under an init process that passes signals on and reaps children, so that a shell as its first process stops at SIGTERM (docs/api.md §2)' } }),
   node: string()
     .strict()
     .typeError('node must be a string')

@@ -31,6 +31,8 @@ export interface BotSpec {
   readonly cpuLimit: number | undefined;
   /** The command to run instead of the image's own. */
   readonly command: readonly string[] | undefined;
+  /** Run under an init that passes signals on (Docker's `--init`; on Kubernetes the pod's shared process namespace). */
+  readonly init?: boolean | undefined;
   /** Its health check and the watchdog's grace (docs/api.md §13); undefined: the image's own check, if any. */
   readonly health?: BotHealthSpec | undefined;
   /** When the agent gives up on the bot, and the watchdog's back-off (docs/api.md §13); undefined: never, and the defaults. */

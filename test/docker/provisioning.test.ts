@@ -262,6 +262,20 @@ test("a bot made on the engine's default bridge (as under npm start) reaches its
   t.is(other.status, 403, 'another bot is refused: the caller is known by its address');
 });
 
+test('`init`: a bot whose first process is a shell ends at the stop\'s SIGTERM, not its SIGKILL, and a move would carry it', async (t) => {
+  const id = fixture.newBotId();
+  t.teardown(() => fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined));
+  // A shell as the first process ignores SIGTERM (docs/api.md §2): without init the stop waits its 10 s, then kills.
+  const made = await call(server, '/api/admin/bots', { body: { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'telegram', token: TOKEN, command: ['sh', '-c', 'while :; do sleep 1; done'], init: true } });
+  t.is(made.status, 201, made.text);
+  t.is((await fixture.docker.getContainer(id).inspect()).HostConfig.Init, true);
+  t.is((await call(server, '/api/bots/stop', { body: { bot_id: id, user_id: 'user_9' } })).status, 200);
+  const exits = async () => (await call(server, `/api/bots/${id}/exits`)).body?.exits as { exit_code: number | null; signal: string | null; requested: boolean }[];
+  t.true(await eventually(async () => (await exits()).length === 1, 15_000, 100));
+  t.like((await exits())[0], { exit_code: 143, signal: 'SIGTERM', requested: true });
+  t.is((await call(server, '/api/admin/bots', { body: { bot_id: fixture.newBotId(), user_id: 'u', image: TEST_IMAGE, template: 'x', token: 't', init: 'yes' } })).status, 400);
+});
+
 test("the bots' list pages: `limit` bots at a time in the order of their ids, `after` the last one's, with the total", async (t) => {
   const owner = `user_pages_${fixture.runId}`;
   const ids = [fixture.newBotId(), fixture.newBotId(), fixture.newBotId()].sort();

@@ -43,7 +43,7 @@ test('a bot created through the agent runs, with every bot variable inside its p
   const id = harness.newBotId();
   const token = `secret-${id}`;
   const created = await call(agent.server, '/api/admin/bots', {
-    body: { bot_id: id, user_id: 'user_9', image: IMAGE, template: 'telegram', token, domain: 'bot.example.com', port: 3000, command: ['sh', '-c', 'sleep 3600'] },
+    body: { bot_id: id, user_id: 'user_9', image: IMAGE, template: 'telegram', token, domain: 'bot.example.com', port: 3000, command: ['sh', '-c', 'sleep 3600'], init: true },
   });
   t.is(created.status, 201, created.text);
   const core = adminKubeConfig().makeApiClient(CoreV1Api);
@@ -84,6 +84,9 @@ test('a bot created through the agent runs, with every bot variable inside its p
   t.regex(inside, /NoNewPrivs:\s+1/);
   const spec = (await core.readNamespacedPod({ name: pod, namespace })).spec;
   t.is(spec?.automountServiceAccountToken, false);
+  // `init`: the pod's pause process is PID 1 (it reaps), and the bot's shell is not, so SIGTERM ends it.
+  t.is(spec?.shareProcessNamespace, true);
+  t.regex(await execInPod(adminKubeConfig(), namespace, pod, ['cat', '/proc/1/cmdline']), /pause/);
   t.like(spec?.securityContext, { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
   t.like(spec?.containers[0]?.securityContext, { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
   // Never unbounded on the node's disk, never scheduled as free.

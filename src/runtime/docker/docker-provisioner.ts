@@ -93,6 +93,7 @@ class DockerProvisioner implements Provisioner {
       HostConfig: {
         NetworkMode: this.options.network,
         ExtraHosts: agentIsTheHost(this.options) ? ['agent:host-gateway'] : undefined,
+        Init: spec.init === true ? true : undefined,
         RestartPolicy: { Name: 'unless-stopped' },
         Memory: spec.memoryLimitBytes,
         NanoCpus: spec.cpuLimit === undefined ? undefined : Math.round(spec.cpuLimit * 1e9),
@@ -224,6 +225,7 @@ class DockerProvisioner implements Provisioner {
           memoryLimitBytes: info.HostConfig.Memory || undefined,
           cpuLimit: info.HostConfig.NanoCpus ? info.HostConfig.NanoCpus / 1e9 : undefined,
           command,
+          init: info.HostConfig.Init === true ? true : undefined,
           health: healthSpecOf(check, labels),
           restartPolicy: restartPolicySpecOf(labels),
           revision: Number.parseInt(labels[REVISION_LABEL] ?? '', 10) || 1,

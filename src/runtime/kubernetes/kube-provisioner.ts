@@ -299,6 +299,8 @@ class KubernetesProvisioner implements Provisioner {
               runAsGroup: BOT_KUBE_USER,
               seccompProfile: { type: 'RuntimeDefault' },
             },
+            // `init`: the pod's pause process is PID 1 and reaps, so a shell that runs the bot is not PID 1 and ends at SIGTERM.
+            ...(spec.init === true ? { shareProcessNamespace: true } : {}),
             // The bot's name for the agent (docs/api.md §4, rule 8): a token for the audience bot-agent
             // bound to this pod, which the kubelet renews; not the namespace's ServiceAccount token.
             volumes: [
