@@ -111,6 +111,7 @@ const fields: Record<string, unknown[]> = {
     null,
     [],
   ],
+  init: [true, false, 'true', 1, 0, null, []],
   node: ['host-2', 'node-1.example', 'a', 'Host-2', '-host', 'h'.repeat(64), '', 2],
 };
 // The first value of each list is valid: bodies lean to it, so that many are valid and each fault stands alone.
