@@ -12,7 +12,7 @@ import { OwnPostgres } from '../helpers/postgres.js';
 // than any cache of what the database said (docs/api.md §4, rule 8): a token signed before the removal names
 // no bot made again under that id, however long the database stays silent. The server is this file's own.
 const fixture = new DockerFixture();
-const server = new OwnPostgres('removals', 25434);
+const server = new OwnPostgres('removals', 25435);
 const tokens = BotTokens.open(':memory:');
 let agent: TestAgent;
 
