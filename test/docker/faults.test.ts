@@ -161,7 +161,7 @@ test(`quick calls wait for one of at most ${QUICK_CONNECTIONS} connections to th
   const replies = await Promise.all(Array.from({ length: 100 }, status));
   proxy.undelay();
   t.deepEqual(replies.filter((reply) => reply.status !== 200).map((reply) => reply.text), [], 'every read answered, within its deadline');
-  // Beside the quick calls' connections: the event stream's, and one lasting call's (the last lines of another
+  // Beside the quick calls' connections: the event stream's, and one lasting call's (such as the last lines of another
   // file's bot that ended meanwhile on the same engine: a busy rehearsal saw 34). Without the bound: about 100.
   t.true(proxy.peakConnections <= QUICK_CONNECTIONS + 2, `${proxy.peakConnections} connections to the engine at once`);
   t.log(`100 status reads at once: at most ${proxy.peakConnections} connections to the engine at once`);
