@@ -13,6 +13,7 @@ import { Heartbeats } from './health/heartbeats.js';
 import { Watchdog } from './health/watchdog.js';
 import { CrashBackOffs } from './health/crash-backoff.js';
 import { NodeBeacon } from './fleet/node-beacon.js';
+import { PlacementFence } from './fleet/placement-fence.js';
 import { ChatSeal } from './secrets/chat-seal.js';
 import type { WatchdogOptions } from './health/watchdog.js';
 import { SharedState } from './shared/shared-state.js';
@@ -166,6 +167,9 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   );
   const deployMarks = new LocalDeployMarks();
   const lifecycle = new BotLifecycle(driver, config.restartTimeoutMs, locks, deployMarks);
+  // Within a fleet, only the copy of a moved bot on the node it is placed on runs (docs/fleet.md).
+  const fence = config.fleetKey === undefined ? undefined : new PlacementFence(store, driver, node, lifecycle, history, report);
+  if (fence) closers.push(async () => fence.close());
   const backOffs = restartsCrashes ? new CrashBackOffs(lifecycle, history, driver, report, botsInCare) : undefined;
   if (backOffs) {
     void backOffs.resume();
@@ -232,6 +236,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     // What the platform or the bot asks for ends a crash back-off: it is not undone when the wait is over.
     onAsked: (botId) => backOffs?.asked(botId),
     nodes,
+    fence,
   });
   return {
     app,

@@ -1,4 +1,5 @@
 import { AlreadyExists, NodeAway, NotImplemented, OperationFailed, RefusedByNode, Unprocessable } from '../errors.js';
+import type { Placement } from '../history/history-store.js';
 import type { BotSpec } from '../provisioning/bot-spec.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { BotHistory } from '../history/bot-history.js';
@@ -6,6 +7,7 @@ import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import { boundedJson, fleetRequest, reasonOf } from './fleet-client.js';
 import { addressToCall, NODE_RENEW_MS, urlOnNode } from './node-beacon.js';
 import type { NodeBeacon } from './node-beacon.js';
+import type { PlacementFence } from './placement-fence.js';
 
 /** The most of another node's answer to a create that is read: an envelope and its message. */
 const ANSWER_MAX_BYTES = 64 * 1024;
@@ -21,6 +23,8 @@ export interface BotMoveDeps {
   readonly runtime: string;
   /** Stops and starts after the bot's operations queued before (a deploy under way refuses them). */
   readonly lifecycle: Pick<BotLifecycle, 'stop' | 'start'>;
+  /** The fleet's placements: a move changes the bot's only from what it read, and only the placed node's copy starts. */
+  readonly placements: Pick<PlacementFence, 'placementOf' | 'place' | 'startPlaced'> | undefined;
   readonly provisioner: Provisioner | undefined;
   /** How long the other node has to make the bot: its image's pull (AGENT_PULL_TIMEOUT_S) and a margin. */
   readonly createDeadlineMs: number;
@@ -29,24 +33,39 @@ export interface BotMoveDeps {
   readonly report: (what: string, err: unknown) => void;
 }
 
+/** What a move did: where the bot was and is, and whether its new node started it (a bot that ran). */
+export interface Moved {
+  readonly from: string;
+  readonly to: string;
+  /** False: the bot ran, and its new node's agent did not say it started it; it starts it once it is back. */
+  readonly started: boolean;
+}
+
 /**
- * Moves a bot this node holds to another node of the fleet (docs/api.md §17): stops it here, has the other
- * node's agent make it again as it is (its id, owner, token, variables, limits, check, policy and revision;
- * its history is the fleet's already), then removes it here. Refused by the other node, the bot runs here
- * again as it ran. Keeps its `moved` event, and answers once the fleet's table names its new node, or a little later.
+ * Moves a bot this node holds to another node of the fleet (docs/api.md §17, docs/fleet.md): stops it here, has the
+ * other node's agent make it again, stopped, as it is (its id, owner, token, variables, limits, check, policy,
+ * revision and the very image it runs; its history is the fleet's already), places it there, and only then has
+ * that agent start it (where it ran), and removes it here. The placement is the fence: refused by the other node,
+ * or cut off before the placement, the bot runs here again; placed there, it never runs here again. Keeps its
+ * `moved` event, and answers once the fleet's table names its new node, or a little later.
  */
-export async function moveBot(deps: BotMoveDeps, botId: string, to: string): Promise<{ readonly from: string; readonly to: string }> {
-  const { node, fleetKey, nodes, lifecycle, provisioner } = deps;
-  if (fleetKey === undefined) throw new Unprocessable('a bot moves only within a fleet: this agent has no AGENT_FLEET_KEY (docs/api.md §17)');
+export async function moveBot(deps: BotMoveDeps, botId: string, to: string): Promise<Moved> {
+  const { node, fleetKey, nodes, lifecycle, provisioner, placements } = deps;
+  if (fleetKey === undefined || placements === undefined) throw new Unprocessable('a bot moves only within a fleet: this agent has no AGENT_FLEET_KEY (docs/api.md §17)');
   if (to === node) throw new AlreadyExists(`bot ${botId} is on node ${node} already`);
   if (!provisioner?.exportBot) throw new NotImplemented(`moving bots between nodes is not available on the ${deps.runtime} runtime`);
   const target = await nodes.nodeNamed(to);
   if (target === undefined) throw new Unprocessable(`node ${to} is not one of the fleet's: its nodes are listed at GET /api/admin/nodes (docs/api.md §17)`);
   const address = addressToCall(target, `bot ${botId} stays on node ${node}`);
-  const { spec, running } = await provisioner.exportBot(botId);
+  const here = await placedHere(placements, botId, node);
+  const { spec, running, imageId } = await provisioner.exportBot(botId);
   if (running) await lifecycle.stop(botId);
+  // Only while the fleet still places the bot here: once placed elsewhere, this copy never runs again.
   const runAgain = async (): Promise<void> => {
-    if (running) await lifecycle.start(botId).catch((err: unknown) => deps.report(`bot ${botId} was not moved, and did not start again on node ${node}`, err));
+    if (!running) return;
+    const placed = await placements.placementOf(botId).catch(() => here);
+    if (placed?.node !== node) return;
+    await lifecycle.start(botId).catch((err: unknown) => deps.report(`bot ${botId} was not moved, and did not start again on node ${node}`, err));
   };
   let status: number;
   let answer: { msg?: unknown };
@@ -54,7 +73,7 @@ export async function moveBot(deps: BotMoveDeps, botId: string, to: string): Pro
     const made = await fleetRequest(urlOnNode(address, '/api/fleet/bots'), fleetKey, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(createBodyOf(spec, running)),
+      body: JSON.stringify(createBodyOf(spec, imageId)),
       signal: AbortSignal.timeout(deps.createDeadlineMs),
     });
     status = made.statusCode;
@@ -68,14 +87,43 @@ export async function moveBot(deps: BotMoveDeps, botId: string, to: string): Pro
     const why = typeof answer.msg === 'string' ? answer.msg.slice(0, 1_000) : `it answered ${status}`;
     throw new RefusedByNode(status >= 400 && status < 600 ? status : 502, `bot ${botId} was not moved to node ${to}, which said: ${why}; it stays on node ${node}`);
   }
+  let there: Placement | undefined;
+  try {
+    there = await placements.place(botId, here, to, running);
+  } catch (err) {
+    await runAgain();
+    throw new OperationFailed(`bot ${botId} was made on node ${to}, stopped, but could not be placed there (${reasonOf(err)}); it stays on node ${node}`, { cause: err });
+  }
+  if (there === undefined) throw new AlreadyExists(`bot ${botId} was placed on another node while it was moved: it is not moved to node ${to}`);
+  const started = !running || (await startThere(address, fleetKey, botId, deps.createDeadlineMs));
   try {
     await provisioner.remove(botId);
   } catch (err) {
-    throw new OperationFailed(`bot ${botId} was made on node ${to}, but its stopped container on node ${node} could not be removed: ${reasonOf(err)}`, { cause: err });
+    throw new OperationFailed(`bot ${botId} was moved to node ${to}, but its stopped container on node ${node} could not be removed: ${reasonOf(err)}`, { cause: err });
   }
   await deps.history.note(botId, 'moved', { from_node: node, to_node: to, by: 'platform' });
   await settled(nodes, botId, to);
-  return { from: node, to };
+  return { from: node, to, started };
+}
+
+/** The bot's placement, on this node: read, or made where no move took it yet. AlreadyExists when the fleet places it elsewhere. */
+async function placedHere(placements: Pick<PlacementFence, 'placementOf' | 'place'>, botId: string, node: string): Promise<Placement> {
+  const placed = (await placements.placementOf(botId)) ?? (await placements.place(botId, undefined, node, false)) ?? (await placements.placementOf(botId));
+  if (placed === undefined || placed.node !== node) {
+    throw new AlreadyExists(`bot ${botId} is placed on node ${placed?.node ?? 'another'}: its copy on node ${node} is a leftover of a move that was cut off, and is not moved (docs/fleet.md)`);
+  }
+  return placed;
+}
+
+/** Asks the bot's new node to start it, now that it is placed there; false when that agent did not say it did. */
+async function startThere(address: string, fleetKey: string, botId: string, deadlineMs: number): Promise<boolean> {
+  try {
+    const answer = await fleetRequest(urlOnNode(address, `/api/fleet/bots/${botId}/start`), fleetKey, { method: 'POST', signal: AbortSignal.timeout(deadlineMs) });
+    await answer.body.dump();
+    return answer.statusCode === 200;
+  } catch {
+    return false;
+  }
 }
 
 /** Waits until the fleet's table says the bot is on its new node (that node's next renewal), at most SETTLE_MS. */
@@ -88,8 +136,8 @@ async function settled(nodes: Pick<NodeBeacon, 'nodeOfBot'>, botId: string, to: 
   }
 }
 
-/** A create's body (docs/api.md §2) that makes the bot again as it is, with its revision and whether it runs. */
-function createBodyOf(spec: BotSpec & { readonly revision: number }, running: boolean): Record<string, unknown> {
+/** A create's body (docs/api.md §2) that makes the bot again as it is: its revision, and the image it runs. */
+function createBodyOf(spec: BotSpec & { readonly revision: number }, imageId: string | undefined): Record<string, unknown> {
   const { health, restartPolicy } = spec;
   return {
     bot_id: spec.id,
@@ -120,6 +168,6 @@ function createBodyOf(spec: BotSpec & { readonly revision: number }, running: bo
       backoff_max_s: restartPolicy.backoffMaxS,
     },
     revision: spec.revision,
-    running,
+    image_id: imageId,
   };
 }

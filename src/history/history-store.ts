@@ -164,6 +164,15 @@ export interface HistoryStore extends HistoryTx {
   nodeOfBot(botId: string): Promise<StoredNode | undefined>;
   /** The bots the node holds as its agent last said, by id. */
   botsOfNode(name: string): Promise<NodeBot[]>;
+  /** Where the fleet places each of `botIds` that a move took (docs/fleet.md); a bot never moved has none. */
+  placementsOf(botIds: readonly string[]): Promise<Placement[]>;
+  /**
+   * Places the bot on `node` at `atMs`, from the placement `from` read (undefined: none yet), with its generation one
+   * more; undefined when the placement is no longer `from` (another writer came first), and nothing changes.
+   */
+  place(botId: string, from: Placement | undefined, node: string, startPending: boolean, atMs: number): Promise<Placement | undefined>;
+  /** The bot's placement of `generation` is started: no start waits on it any more. */
+  placementStarted(botId: string, generation: number): Promise<void>;
   /** Kept events after `seq`, oldest first, of one bot or of all. */
   eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]>;
   /**
@@ -336,6 +345,21 @@ export function revisionOf(row: Record<string, unknown>): RevisionRecord {
 }
 
 /** A bot as its node's agent last said it (docs/api.md §17). */
+/** Where the fleet places a bot a move took (docs/fleet.md): the one node whose copy may run. */
+export interface Placement {
+  readonly botId: string;
+  readonly node: string;
+  /** One more at each change: a write from an older placement changes nothing. */
+  readonly generation: number;
+  /** The bot ran when it was moved: its node starts it, once. */
+  readonly startPending: boolean;
+}
+
+/** A placement as a row of either store holds it. */
+export function placementOf(row: Record<string, unknown>): Placement {
+  return { botId: row.bot_id as string, node: row.node as string, generation: Number(row.generation), startPending: row.start_pending === true || Number(row.start_pending) === 1 };
+}
+
 export interface NodeBot {
   readonly botId: string;
   readonly running: boolean;

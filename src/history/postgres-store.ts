@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { fitJson } from '../json-text.js';
-import { cursorOf, deliveryOf, storedNodeOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
+import { cursorOf, deliveryOf, placementOf, storedNodeOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
 import type { SharedStateStore } from '../shared/shared-state.js';
-import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, StoredNode, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, Placement, StoredNode, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
 import { connectionSettings, isDatabaseAway } from './postgres-database.js';
 import type { PostgresDatabase, Query } from './postgres-database.js';
 
@@ -192,7 +192,12 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
   }
 
   async nodeOfBot(botId: string): Promise<StoredNode | undefined> {
-    const { rows } = await (await this.query())('SELECT n.name, n.url, n.alive_ms, n.seal FROM node_bots b JOIN nodes n ON n.name = b.node WHERE b.bot_id = $1', [botId]);
+    const { rows } = await (await this.query())(
+      // The fleet's placement first: a leftover copy a cut move left elsewhere is not the bot.
+      `SELECT n.name, n.url, n.alive_ms, n.seal FROM nodes n
+       WHERE n.name = COALESCE((SELECT node FROM placements WHERE bot_id = $1), (SELECT node FROM node_bots WHERE bot_id = $1))`,
+      [botId],
+    );
     const row = rows[0];
     return row && storedNodeOf(row);
   }
@@ -200,6 +205,26 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
   async botsOfNode(name: string): Promise<NodeBot[]> {
     const { rows } = await (await this.query())('SELECT bot_id, running FROM node_bots WHERE node = $1 ORDER BY bot_id', [name]);
     return rows.map((row) => ({ botId: row.bot_id as string, running: row.running === true }));
+  }
+
+  async placementsOf(botIds: readonly string[]): Promise<Placement[]> {
+    const { rows } = await (await this.query())('SELECT bot_id, node, generation, start_pending FROM placements WHERE bot_id = ANY($1) ORDER BY bot_id', [botIds]);
+    return rows.map(placementOf);
+  }
+
+  async place(botId: string, from: Placement | undefined, node: string, startPending: boolean, atMs: number): Promise<Placement | undefined> {
+    const generation = (from?.generation ?? 0) + 1;
+    const { rows } = await (await this.query())(
+      from === undefined
+        ? 'INSERT INTO placements (bot_id, node, generation, start_pending, placed_ms) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (bot_id) DO NOTHING RETURNING bot_id, node, generation, start_pending'
+        : 'UPDATE placements SET node = $2, generation = $3, start_pending = $4, placed_ms = $5 WHERE bot_id = $1 AND generation = $6 RETURNING bot_id, node, generation, start_pending',
+      from === undefined ? [botId, node, generation, startPending, atMs] : [botId, node, generation, startPending, atMs, from.generation],
+    );
+    return rows[0] && placementOf(rows[0]);
+  }
+
+  async placementStarted(botId: string, generation: number): Promise<void> {
+    await (await this.query())('UPDATE placements SET start_pending = false WHERE bot_id = $1 AND generation = $2', [botId, generation]);
   }
 
   async nodes(): Promise<NodeRecord[]> {
@@ -426,6 +451,7 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
         await query('DELETE FROM given_up WHERE bot_id = $1 AND since_ms <= $2', [botId, atMs]);
         await query('DELETE FROM bot_chats WHERE bot_id = $1 AND set_ms <= $2', [botId, atMs]);
         await query('DELETE FROM revisions WHERE bot_id = $1 AND made_at_ms <= $2', [botId, atMs]);
+        await query('DELETE FROM placements WHERE bot_id = $1 AND placed_ms <= $2', [botId, atMs]);
         await query(
           'INSERT INTO forgotten (bot_id, at_ms) VALUES ($1, $2) ON CONFLICT (bot_id) DO UPDATE SET at_ms = GREATEST(forgotten.at_ms, EXCLUDED.at_ms)',
           [botId, atMs],

@@ -3,8 +3,8 @@ import { DatabaseSync } from 'node:sqlite';
 import type { SharedStateStore } from '../shared/shared-state.js';
 import type { StatementSync } from 'node:sqlite';
 import { fitJson } from '../json-text.js';
-import { cursorOf, deliveryOf, storedNodeOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
-import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, StoredNode, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
+import { cursorOf, deliveryOf, placementOf, storedNodeOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, Placement, StoredNode, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
 import { migrate, SCHEMA_VERSION_TABLE } from './migrations.js';
 import { narrowFiles, privateDir, privateFile } from '../private-files.js';
 
@@ -334,6 +334,7 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
         this.statement('DELETE FROM given_up WHERE bot_id = ? AND since_ms <= ?').run(botId, atMs);
         this.statement('DELETE FROM bot_chats WHERE bot_id = ? AND set_ms <= ?').run(botId, atMs);
         this.statement('DELETE FROM revisions WHERE bot_id = ? AND made_at_ms <= ?').run(botId, atMs);
+        this.statement('DELETE FROM placements WHERE bot_id = ? AND placed_ms <= ?').run(botId, atMs);
         this.statement('INSERT INTO forgotten (bot_id, at_ms) VALUES (?, ?) ON CONFLICT (bot_id) DO UPDATE SET at_ms = MAX(at_ms, excluded.at_ms)').run(botId, atMs);
       },
     };
@@ -384,13 +385,37 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
   }
 
   async nodeOfBot(botId: string): Promise<StoredNode | undefined> {
-    const row = this.statement('SELECT n.name, n.url, n.alive_ms, n.seal FROM node_bots b JOIN nodes n ON n.name = b.node WHERE b.bot_id = ?').get(botId);
+    const row = this.statement(
+      // The fleet's placement first: a leftover copy a cut move left elsewhere is not the bot.
+      `SELECT n.name, n.url, n.alive_ms, n.seal FROM nodes n
+       WHERE n.name = COALESCE((SELECT node FROM placements WHERE bot_id = ?), (SELECT node FROM node_bots WHERE bot_id = ?))`,
+    ).get(botId, botId);
     return row && storedNodeOf(row);
   }
 
   async botsOfNode(name: string): Promise<NodeBot[]> {
     const rows = this.statement('SELECT bot_id, running FROM node_bots WHERE node = ? ORDER BY bot_id').all(name);
     return rows.map((row) => ({ botId: row.bot_id as string, running: Number(row.running) === 1 }));
+  }
+
+  async placementsOf(botIds: readonly string[]): Promise<Placement[]> {
+    const read = this.statement('SELECT bot_id, node, generation, start_pending FROM placements WHERE bot_id = ?');
+    return botIds.flatMap((botId) => {
+      const row = read.get(botId);
+      return row === undefined ? [] : [placementOf(row)];
+    }).sort((a, b) => (a.botId < b.botId ? -1 : 1));
+  }
+
+  async place(botId: string, from: Placement | undefined, node: string, startPending: boolean, atMs: number): Promise<Placement | undefined> {
+    const generation = (from?.generation ?? 0) + 1;
+    const { changes } = from === undefined
+      ? this.statement('INSERT OR IGNORE INTO placements (bot_id, node, generation, start_pending, placed_ms) VALUES (?, ?, ?, ?, ?)').run(botId, node, generation, startPending ? 1 : 0, atMs)
+      : this.statement('UPDATE placements SET node = ?, generation = ?, start_pending = ?, placed_ms = ? WHERE bot_id = ? AND generation = ?').run(node, generation, startPending ? 1 : 0, atMs, botId, from.generation);
+    return Number(changes) === 1 ? { botId, node, generation, startPending } : undefined;
+  }
+
+  async placementStarted(botId: string, generation: number): Promise<void> {
+    this.statement('UPDATE placements SET start_pending = 0 WHERE bot_id = ? AND generation = ?').run(botId, generation);
   }
 
   async nodes(): Promise<NodeRecord[]> {

@@ -12,6 +12,7 @@ import { askerOf } from './audit.js';
 import { pullEvents } from './pull-events.js';
 import type { Audit } from './audit.js';
 import type { Access } from './access.js';
+import type { PlacementFence } from '../fleet/placement-fence.js';
 import { botIdInPath, createBotRequest, deployRequest, listBotsQuery, validate, validateQuery } from './schemas.js';
 import type { CreateBotBody, HealthRequest } from './schemas.js';
 
@@ -30,10 +31,12 @@ export interface AdminRoutesDeps {
   readonly botTokens?: BotTokenVerifier | undefined;
   /** This agent's node (docs/api.md §17), which holds every bot it lists. */
   readonly node: string;
+  /** Where the fleet places moved bots: a leftover copy's removal is of that copy alone (docs/fleet.md). */
+  readonly fence?: Pick<PlacementFence, 'placedElsewhereNow'> | undefined;
 }
 
 /** Creating, listing and removing bots: the platform's alone (loopback or the admin token), never a bot's. */
-export function adminRoutes({ driver, provisioner, deploys, access, audit, history, botTokens, provisioning: provisioningOn, node }: AdminRoutesDeps): Router {
+export function adminRoutes({ driver, provisioner, deploys, access, audit, history, botTokens, provisioning: provisioningOn, node, fence }: AdminRoutesDeps): Router {
   const router = new Router({ prefix: '/api/admin/bots' });
 
   async function platformOnly(ctx: Context): Promise<Provisioner> {
@@ -135,6 +138,13 @@ export function adminRoutes({ driver, provisioner, deploys, access, audit, histo
     const botId = botIdInPath(ctx.params.bot_id);
     const provisioning = await provisioningFor(ctx);
     ctx.state.botId = botId;
+    const placedOn = await fence?.placedElsewhereNow(botId);
+    if (placedOn !== undefined) {
+      // The copy a cut move left here: it goes, and nothing of the bot, which runs on the node it is placed on.
+      await audit(askerOf(ctx), 'remove', botId, () => provisioning.remove(botId));
+      ctx.body = { ok: true, message: `Bot ${botId}'s leftover copy removed from node ${node}: the bot is placed on node ${placedOn}, and stays there` };
+      return;
+    }
     try {
       await audit(askerOf(ctx), 'remove', botId, () => provisioning.remove(botId));
     } catch (err) {

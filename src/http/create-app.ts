@@ -19,6 +19,7 @@ import { adminRoutes } from './admin-routes.js';
 import { chatRoutes } from './chat-routes.js';
 import { nodeRoutes } from './node-routes.js';
 import { fleetRoutes } from './fleet-routes.js';
+import type { PlacementFence } from '../fleet/placement-fence.js';
 import { DEFAULT_PULL_TIMEOUT_MS } from '../runtime/pull-failure.js';
 import { forwardToNode } from './node-forward.js';
 import type { NodeBeacon } from '../fleet/node-beacon.js';
@@ -74,6 +75,8 @@ export interface AppDeps {
   readonly logger: Logger;
   /** This agent's node, and the fleet's (docs/api.md §17). */
   readonly nodes: Pick<NodeBeacon, 'node' | 'nodes' | 'nodeOfBot' | 'nodeNamed' | 'botsOf'>;
+  /** The fleet's placements of moved bots (docs/fleet.md), within a fleet (AGENT_FLEET_KEY). */
+  readonly fence?: PlacementFence | undefined;
   /** Told of each operation asked for a bot through the API (lifecycle, deploy, removal) before it runs. */
   readonly onAsked?: ((botId: string) => void) | undefined;
 }
@@ -130,7 +133,7 @@ export type RouteEntry = `${string} ${string}`;
  * Who may call what, read and stream limits, and the audit of lifecycle
  * operations live here; what they act on is built in src/agent.ts.
  */
-export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger, nodes, onAsked }: AppDeps): App {
+export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger, nodes, fence, onAsked }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
@@ -149,7 +152,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
     healthRoutes(readiness, metrics).routes(),
     botRoutes({ driver, lifecycle, limiter, heartbeats, access: checks, audit, logFollowing: new LogFollowing(driver, history, streams), logReads: new LogReads() }).routes(),
     historyRoutes({ driver, history, watchdog, access: checks, streams, revisions: provisioner?.revisions !== undefined, node: nodes.node }).routes(),
-    adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning, node: nodes.node }).routes(),
+    adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning, node: nodes.node, fence }).routes(),
     chatRoutes({ driver, history, access: checks, chats: config.chats, botChatBase: config.botChatBase ?? DEFAULT_BOT_CHAT_BASE }).routes(),
     nodeRoutes({ nodes, access: checks }).routes(),
     fleetRoutes({
@@ -159,6 +162,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
         nodes,
         runtime: driver.runtime,
         lifecycle,
+        placements: fence,
         provisioner,
         createDeadlineMs: (config.pullTimeoutMs ?? DEFAULT_PULL_TIMEOUT_MS) + MOVE_MARGIN_MS,
         history,
@@ -188,7 +192,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
   app.use(requestTarget());
   app.use(jsonBody());
   // Before the routes: a platform call for another node's bot is that node's to answer (docs/api.md §17).
-  app.use(forwardToNode({ node: nodes.node, fleetKey: config.fleetKey, driver, store: nodes, policy, deadlineMs: config.restartTimeoutMs ?? 60_000 }));
+  app.use(forwardToNode({ node: nodes.node, fleetKey: config.fleetKey, driver, store: nodes, fence, policy, deadlineMs: config.restartTimeoutMs ?? 60_000 }));
   app.use(literalPathsFirst(router));
   app.use(router.routes()).use(allowedMethods(router));
   const routes = router.stack.flatMap((layer) => layer.methods.filter((m) => m !== 'HEAD').map((m): RouteEntry => `${m} ${layer.path}`));

@@ -23,7 +23,14 @@ export interface FleetRoutesDeps {
 /** Moving a bot between the fleet's nodes and draining a node (docs/api.md §17): the platform's calls, and the agents' own route. */
 export function fleetRoutes({ move, access, audit, provisioning }: FleetRoutesDeps): Router {
   const router = new Router();
-  const { provisioner, lifecycle, node, runtime } = move;
+  const { provisioner, node, runtime } = move;
+  const fence = move.placements;
+
+  /** A route only another agent of the fleet calls, with the fleet's key. */
+  async function fleetOnly(ctx: Context): Promise<void> {
+    await access.platformFor(ctx, messages.platformOnly);
+    if (!/^Fleet\s/i.test(ctx.get('authorization'))) throw new Forbidden(messages.fleetOnly);
+  }
 
   router.post('/api/admin/bots/:bot_id/move', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
@@ -32,23 +39,30 @@ export function fleetRoutes({ move, access, audit, provisioning }: FleetRoutesDe
     if (!provisioning) throw new Forbidden(messages.provisioningOff);
     ctx.state.botId = botId;
     const moved = await audit(askerOf(ctx), 'move', botId, () => moveBot(move, botId, to));
-    ctx.body = { ok: true, message: `Bot ${botId} moved from node ${moved.from} to node ${moved.to}`, node: moved.to };
+    const pending = moved.started ? '' : `; node ${moved.to}'s agent did not say it started it: it starts it once it answers again`;
+    ctx.body = { ok: true, message: `Bot ${botId} moved from node ${moved.from} to node ${moved.to}${pending}`, node: moved.to };
   });
 
-  // Another agent makes here a bot it moves: as a create, with the bot's revision, and stopped if it was.
+  // Another agent makes here a bot it moves: as a create, with the bot's revision and image, stopped until placed here.
   router.post('/api/fleet/bots', async (ctx) => {
     const body = validate(fleetCreateRequest, ctx.request.body);
-    await access.platformFor(ctx, messages.platformOnly);
-    if (!/^Fleet\s/i.test(ctx.get('authorization'))) throw new Forbidden(messages.fleetOnly);
-    if (!provisioner) throw new NotImplemented(`creating bots is not available on the ${runtime} runtime yet`);
+    await fleetOnly(ctx);
+    if (!provisioner?.createStopped) throw new NotImplemented(`moving bots onto the ${runtime} runtime is not available`);
     if (!provisioning) throw new Forbidden(messages.provisioningOff);
     ctx.state.botId = body.bot_id;
-    await audit(askerOf(ctx), 'create', body.bot_id, async () => {
-      await provisioner.create({ ...specOfCreate(body), revision: body.revision });
-      if (!body.running) await lifecycle.stop(body.bot_id);
-    });
+    await audit(askerOf(ctx), 'create', body.bot_id, () => provisioner.createStopped!({ ...specOfCreate(body), revision: body.revision }, body.image_id));
     ctx.status = 201;
-    ctx.body = { ok: true, message: `Bot ${body.bot_id} made on node ${node} at revision ${body.revision}` };
+    ctx.body = { ok: true, message: `Bot ${body.bot_id} made on node ${node} at revision ${body.revision}, stopped until the fleet places it here` };
+  });
+
+  // The agent that moved a bot here, once the fleet places it here: its copy starts (docs/fleet.md).
+  router.post('/api/fleet/bots/:bot_id/start', async (ctx) => {
+    const botId = botIdInPath(ctx.params.bot_id);
+    await fleetOnly(ctx);
+    if (!fence) throw new NotImplemented(`moving bots onto the ${runtime} runtime is not available`);
+    ctx.state.botId = botId;
+    await audit(askerOf(ctx), 'start', botId, () => fence.startPlaced(botId));
+    ctx.body = { ok: true, message: `Bot ${botId} started on node ${node}, where the fleet places it` };
   });
 
   router.post('/api/admin/nodes/:node/drain', async (ctx) => {

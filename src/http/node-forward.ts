@@ -6,6 +6,7 @@ import { HistoryUnavailable, NodeAway } from '../errors.js';
 import { boundedJson, fleetRequest, reasonOf } from '../fleet/fleet-client.js';
 import { addressToCall, NODE_AWAY_MS, urlOnNode } from '../fleet/node-beacon.js';
 import type { NodeLocation } from '../fleet/node-beacon.js';
+import type { PlacementFence } from '../fleet/placement-fence.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { PlatformPolicy } from './caller.js';
 import { callerOf } from './caller.js';
@@ -35,6 +36,8 @@ export interface NodeForwardDeps {
   readonly fleetKey: string | undefined;
   readonly driver: RuntimeDriver;
   readonly store: NodeLocator;
+  /** Where the fleet places the bots this node holds a leftover copy of (docs/fleet.md). */
+  readonly fence?: Pick<PlacementFence, 'placedElsewhere'> | undefined;
   readonly policy: PlatformPolicy;
   /** The longest a lifecycle operation waits here (AGENT_RESTART_TIMEOUT_MS): the other node gets as long. */
   readonly deadlineMs: number;
@@ -55,6 +58,11 @@ function nodeOfCreate(ctx: Context): string | undefined {
   return typeof named === 'string' && NODE_NAME.test(named) ? named : undefined;
 }
 
+/** A platform's removal of a bot, `DELETE /api/admin/bots/{bot_id}`. */
+function isRemoval(ctx: Context): boolean {
+  return ctx.method === 'DELETE' && /^\/api\/admin\/bots\/[^/]+\/?$/.test(ctx.path);
+}
+
 /** The bot a request names, where it names one. */
 function botIdOf(ctx: Context): string | undefined {
   const named = ctx.method === 'POST' && BY_BODY.test(ctx.path) ? (ctx.request.body as { bot_id?: unknown } | undefined)?.bot_id : IN_PATH.exec(ctx.path)?.[1];
@@ -67,14 +75,18 @@ function botIdOf(ctx: Context): string | undefined {
  * own calls are never passed on: a bot manages only itself, through its own node's agent. A call passed on
  * is answered where it arrives, never passed again.
  */
-export function forwardToNode({ node, fleetKey, driver, store, policy, deadlineMs }: NodeForwardDeps): Middleware {
+export function forwardToNode({ node, fleetKey, driver, store, fence, policy, deadlineMs }: NodeForwardDeps): Middleware {
   /** Whether the request may be another node's, from what it says alone (no I/O). */
   function maybeElsewhere(ctx: Context): { createOn: string } | { botId: string } | undefined {
     const createOn = nodeOfCreate(ctx);
     if (createOn !== undefined) return createOn === node ? undefined : { createOn };
     const botId = botIdOf(ctx);
+    if (botId === undefined) return undefined;
+    // A leftover copy a cut move left here is not the bot: its calls are its placed node's, but for the
+    // removal of this copy alone (docs/fleet.md).
+    if (fence?.placedElsewhere(botId) !== undefined) return isRemoval(ctx) ? undefined : { botId };
     // Held here (or the index is being built: this node answers for itself as before); one look-up in memory.
-    if (botId === undefined || driver.holdsBot(botId) !== false) return undefined;
+    if (driver.holdsBot(botId) !== false) return undefined;
     return { botId };
   }
 

@@ -110,6 +110,7 @@ const HISTORY_EVENTS = [
   'deploy-failed',
   'rolled-back',
   'moved',
+  'fenced',
 ];
 const eventStream = sseEvent(HISTORY_EVENTS, 'A bot event; `id` is its cursor', true);
 /** Live logs: each line (`log`, no id) and the end of each run (`exited`, with its event id). */
@@ -671,11 +672,21 @@ export const openApiDocument = {
         summary: "Another agent of the fleet makes here a bot it moves (Authorization: Fleet <AGENT_FLEET_KEY> only; docs/api.md §17)",
         requestBody: { required: true, content: json(ref('FleetCreateRequest')) },
         responses: {
-          ...responsesWith('201', ok('Made (and stopped, if it ran not)'), 400, 403, 413, 415, 500, 501, 503),
+          ...responsesWith('201', ok('Made, stopped until the fleet places it here'), 400, 403, 413, 415, 500, 501, 503),
           '409': { description: 'A bot with this id exists on this node', content: json(ref('Failure')) },
-          '422': { description: `${failureText[422]}; or its image (or tag) is not in its registry (docs/api.md §14)`, content: json(ref('Failure')) },
+          '422': { description: `${failureText[422]}; or its image (or tag) is not in its registry (docs/api.md §14); or this node's image of that name is not the one the bot runs (\`image_id\`)`, content: json(ref('Failure')) },
           '502': { description: "The image's registry cannot be reached, or failed the pull (docs/api.md §14)", content: json(ref('Failure')) },
           '504': { description: 'The pull of the image took longer than AGENT_PULL_TIMEOUT_S (docs/api.md §14)', content: json(ref('Failure')) },
+        },
+      },
+    },
+    '/api/fleet/bots/{bot_id}/start': {
+      post: {
+        summary: 'The agent that moved a bot here starts it, once the fleet places it here (Authorization: Fleet <AGENT_FLEET_KEY> only; docs/fleet.md)',
+        parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }],
+        responses: {
+          ...responses(ok('Started'), 400, 403, 404, 500, 501, 503),
+          '409': { description: 'The fleet places the bot on another node: its copy here does not start', content: json(ref('Failure')) },
         },
       },
     },

@@ -266,7 +266,8 @@ export const pathNode = string().strict().required().matches(NODE_NAME, 'node mu
  */
 export const fleetCreateRequest = createBotRequest.omit(['node']).shape({
   revision: wholeNumber('revision', 1, 1_000_000_000).strict().required('revision is required'),
-  running: boolean().strict().typeError('running must be true or false').default(true),
+  // The image the bot runs on its old node, which its copy here must run too (docs/fleet.md).
+  image_id: string().strict().typeError('image_id must be a string').matches(/^sha256:[0-9a-f]{64}$/, 'image_id must be an image id, sha256:<64 hex digits>'),
 });
 
 /** Body of PATCH /api/admin/bots/{bot_id}: what a new revision changes, and how it is judged (docs/api.md §15). */

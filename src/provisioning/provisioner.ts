@@ -33,10 +33,19 @@ export interface Provisioner {
    * between nodes. Throws NotFound, Unprocessable (a bot no agent made), RuntimeUnavailable.
    */
   exportBot?(botId: string): Promise<MovableBot>;
+  /**
+   * Creates the bot as `create` does but leaves it stopped (a move's copy, started once the fleet places it on
+   * this node: docs/fleet.md); with `imageId`, Unprocessable unless its image is that very one.
+   */
+  createStopped?(spec: BotSpec, imageId: string | undefined): Promise<void>;
 }
 
-/** A bot as another node makes it again: its spec (the image's own settings left to the image), its revision, whether it ran. */
+/**
+ * A bot as another node makes it again: its spec (the image's own settings left to the image; its image named by
+ * digest where the engine knows one), its revision, whether it ran, and the id of the image it runs.
+ */
 export interface MovableBot {
   readonly spec: BotSpec & { readonly revision: number };
   readonly running: boolean;
+  readonly imageId: string | undefined;
 }

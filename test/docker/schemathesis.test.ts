@@ -353,6 +353,9 @@ warnings = { display = ${tomlList(CREATE_WARNINGS)}, fail-on = true }
 [[operations]]
 include-name = "POST /api/fleet/bots"
 warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !== 'missing_auth'))}, fail-on = true }
+[[operations]]
+include-name = "POST /api/fleet/bots/{bot_id}/start"
+warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !== 'missing_auth'))}, fail-on = true }
 # Drains name a node the fleet lacks, each the 404 that says so, most of the time (the route's checks before it are
 # fuzzed all the same; the stateful phase also drains this agent's own node, of this file's bots alone). That 404
 # is the missing-test-data warning, left out for this operation alone; drains that move bots are tested in
@@ -439,7 +442,7 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
       'POST /api/admin/nodes/{node}/drain',
       'PUT /api/admin/bots/{bot_id}/chats',
     ],
-    'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots', 'POST /api/fleet/bots'],
+    'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots', 'POST /api/fleet/bots', 'POST /api/fleet/bots/{bot_id}/start'],
     'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback', 'POST /api/admin/nodes/{node}/drain', 'POST /api/bots/self/restart'],
   });
   t.deepEqual(verdicts, { errors: [], warnings: [] }, output.slice(-20_000));

@@ -229,6 +229,32 @@ export function storeSuite(backend: string, open: OpenStore): void {
     t.deepEqual(await store.botsOfNode('node-a'), []);
   });
 
+  test(`${backend}: a placement changes only from the one read, names the bot's node before its engine's word, and goes with the bot's removal`, async (t) => {
+    const store = await opened(t);
+    await store.renewNode('node-a', null, 100, null);
+    await store.renewNode('node-c', null, 100, null);
+    await store.putNodeBots('node-a', [{ botId: 'bot_1_1_a', running: false }], 100);
+    await store.putNodeBots('node-c', [{ botId: 'bot_1_1_b', running: false }], 100);
+    t.deepEqual(await store.placementsOf(['bot_1_1_a', 'bot_1_1_b']), [], 'no move took either');
+    const here = await store.place('bot_1_1_a', undefined, 'node-a', false, 200);
+    t.deepEqual(here, { botId: 'bot_1_1_a', node: 'node-a', generation: 1, startPending: false });
+    t.is(await store.place('bot_1_1_a', undefined, 'node-c', false, 200), undefined, 'a second first placement loses');
+    const there = await store.place('bot_1_1_a', here, 'node-c', true, 300);
+    t.deepEqual(there, { botId: 'bot_1_1_a', node: 'node-c', generation: 2, startPending: true });
+    t.is(await store.place('bot_1_1_a', here, 'node-a', false, 300), undefined, 'a write from the placement before changes nothing');
+    // node-a still lists its leftover copy, written after: the placement names node-c all the same.
+    await store.putNodeBots('node-a', [{ botId: 'bot_1_1_a', running: false }], 400);
+    t.is((await store.nodeOfBot('bot_1_1_a'))?.name, 'node-c');
+    t.is((await store.nodeOfBot('bot_1_1_b'))?.name, 'node-c', 'a bot never moved is its engine\'s node\'s');
+    await store.placementStarted('bot_1_1_a', 1);
+    t.true((await store.placementsOf(['bot_1_1_a']))[0]?.startPending, 'a start of an older placement is not this one\'s');
+    await store.placementStarted('bot_1_1_a', 2);
+    t.deepEqual(await store.placementsOf(['bot_1_1_z', 'bot_1_1_a']), [{ botId: 'bot_1_1_a', node: 'node-c', generation: 2, startPending: false }]);
+    await store.transaction((tx) => tx.forget('bot_1_1_a', 500));
+    t.deepEqual(await store.placementsOf(['bot_1_1_a']), [], 'removed with the bot');
+    t.is((await store.nodeOfBot('bot_1_1_a'))?.name, 'node-a');
+  });
+
   test(`${backend}: when a bot's latest event of some types happened; undefined when it has none`, async (t) => {
     const store = await opened(t);
     await store.appendEvent('bot_1_1_a', 'operation', 300, () => '{}');

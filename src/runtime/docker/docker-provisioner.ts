@@ -68,6 +68,15 @@ class DockerProvisioner implements Provisioner {
   }
 
   async create(spec: BotSpec, pulls?: PullReport): Promise<void> {
+    await this.make(spec, { start: true, pulls });
+  }
+
+  async createStopped(spec: BotSpec, imageId: string | undefined): Promise<void> {
+    await this.make(spec, { start: false, imageId });
+  }
+
+  /** Makes the bot's container (its image pulled first where missing), and starts it if asked. */
+  private async make(spec: BotSpec, { start, pulls, imageId }: { start: boolean; pulls?: PullReport; imageId?: string | undefined }): Promise<void> {
     const env = { ...botEnvironment(spec, this.options.agentUrl) };
     for (const name of TOKEN_VARIABLES) env[name] = spec.token;
     // The value this bot is made with: its tokens carry it, so a bot made again under the id has others.
@@ -105,9 +114,10 @@ class DockerProvisioner implements Provisioner {
         LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } },
       },
     } satisfies Docker.ContainerCreateOptions;
-    if ((await this.createAndStart(spec, options)) === 'started') return;
+    const made = { start, imageId };
+    if ((await this.createAndStart(spec, options, made)) === 'made') return;
     await this.pull(spec.image, spec.registryLogin, pulls);
-    if ((await this.createAndStart(spec, options)) === 'started') return;
+    if ((await this.createAndStart(spec, options, made)) === 'made') return;
     // Pulled, and gone again before the create (removed meanwhile by someone else).
     throw new Unprocessable(`image ${spec.image} is not on the engine, although it was just pulled`);
   }
@@ -132,17 +142,25 @@ class DockerProvisioner implements Provisioner {
     pulls?.ended(image, { bytes, durationMs: Date.now() - began });
   }
 
-  /** Makes and starts the container; 'no-image' when the engine lacks the image. Throws AlreadyExists, Unprocessable, OperationFailed. */
-  private async createAndStart(spec: BotSpec, options: Docker.ContainerCreateOptions): Promise<'started' | 'no-image'> {
+  /**
+   * Makes the container, and starts it if asked; 'no-image' when the engine lacks the image. With `imageId`, its image
+   * must be that one (a move's copy runs the code the bot ran: docs/fleet.md). Throws AlreadyExists, Unprocessable, OperationFailed.
+   */
+  private async createAndStart(spec: BotSpec, options: Docker.ContainerCreateOptions, { start, imageId }: { start: boolean; imageId: string | undefined }): Promise<'made' | 'no-image'> {
     const abortSignal = AbortSignal.timeout(DEADLINE_MS);
     let container: Docker.Container | undefined;
     try {
       container = await this.lasting.createContainer({ ...options, abortSignal } as Docker.ContainerCreateOptions);
-      await container.start({ abortSignal });
-      return 'started';
+      if (imageId !== undefined) {
+        const runs = (await container.inspect({ abortSignal })).Image;
+        if (runs !== imageId) throw new Unprocessable(`image ${spec.image} on this node is ${runs}, not ${imageId}, the image bot ${spec.id} runs: it is not made here`);
+      }
+      if (start) await container.start({ abortSignal });
+      return 'made';
     } catch (err) {
       // A bot that could not start is not left behind: the platform may try again under the same id.
       if (container !== undefined) await container.remove({ force: true }).catch(() => undefined);
+      if (err instanceof Unprocessable) throw err;
       const status = engineStatus(err);
       if (status === 409 && container === undefined) throw new AlreadyExists(`bot ${spec.id} exists already`);
       // The engine answers 404 for a missing image and for a missing network alike: ask which.
@@ -199,8 +217,10 @@ class DockerProvisioner implements Provisioner {
       const ownerId = labels[OWNER_LABEL];
       const template = labels[TEMPLATE_LABEL];
       if (!ownerId || !template) throw new Unprocessable(`bot ${botId} carries no owner or template label: only a bot an agent made can be moved`);
-      // What the image itself sets (its variables, command and check) is left to the image on the other node.
-      const image = (await this.docker.getImage(info.Config.Image).inspect()).Config;
+      // What the image itself sets (its variables, command and check) is left to the image on the other node: the
+      // image the bot runs, which its name may no longer be.
+      const runs = await this.docker.getImage(info.Image).inspect();
+      const image = runs.Config;
       const imageEnv = new Set(image.Env ?? []);
       const env = Object.fromEntries(
         (info.Config.Env ?? [])
@@ -213,10 +233,11 @@ class DockerProvisioner implements Provisioner {
       const check = JSON.stringify(info.Config.Healthcheck) === JSON.stringify(image.Healthcheck) ? undefined : info.Config.Healthcheck;
       return {
         running: info.State.Running,
+        imageId: info.Image,
         spec: {
           id: botId,
           ownerId,
-          image: info.Config.Image,
+          image: pinnedImage(info.Config.Image, runs.RepoDigests ?? []),
           template,
           token: env.BOT_TOKEN ?? '',
           domain: env.DOMAIN,
@@ -251,6 +272,18 @@ class DockerProvisioner implements Provisioner {
       throw translateDockerError(err, botId, (detail) => new OperationFailed(`Failed to remove bot ${botId}: ${detail}`));
     }
   }
+}
+
+/**
+ * The image a bot was made from, named by the digest its registry gave it where the engine knows one for that
+ * repository (`registry/name@sha256:...`), so that another node pulls that very image; else as it was named.
+ */
+export function pinnedImage(named: string, repoDigests: readonly string[]): string {
+  if (named.includes('@')) return named;
+  const slash = named.lastIndexOf('/');
+  const colon = named.lastIndexOf(':');
+  const repository = colon > slash ? named.slice(0, colon) : named;
+  return repoDigests.find((digest) => digest.startsWith(`${repository}@sha256:`)) ?? named;
 }
 
 /** A number of whole seconds a label holds; undefined when it holds none. */
