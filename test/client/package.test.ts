@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -42,4 +42,16 @@ console.log(stats.cpu_percent.toFixed(1), status.state, exits.length);
   );
   const misuse = await t.throwsAsync(compile(`import { BotAgentClient } from 'bot-agent-client';\nconst agent = await BotAgentClient.create();\nawait agent.logs('twenty');\n`));
   t.regex(String((misuse as { stdout?: string }).stdout), /TS2345/, 'a wrong argument compiled: the types are not read');
+});
+
+test("the client's own project installs from its lockfile with no network (npm ci --offline), at the versions the agent's lockfile pins, and builds", async (t) => {
+  const work = mkdtempSync(join(tmpdir(), 'bot-agent-client-offline-'));
+  await run('cp', ['-r', 'clients/typescript/package.json', 'clients/typescript/package-lock.json', 'clients/typescript/tsconfig.json', 'clients/typescript/src', work]);
+  // The tarballs come from npm's cache, which the agent's own `npm ci` filled: the same versions, or none at all.
+  await run('npm', ['ci', '--offline', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: work });
+  const own = JSON.parse(readFileSync('package-lock.json', 'utf8')) as { packages: Record<string, { version?: string }> };
+  const client = JSON.parse(readFileSync(join(work, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string }> };
+  for (const name of ['node_modules/typescript', 'node_modules/@types/node']) t.is(client.packages[name]?.version, own.packages[name]?.version, name);
+  await t.notThrowsAsync(run(process.execPath, [join(work, 'node_modules/typescript/bin/tsc'), '-p', work]));
+  t.true(readdirSync(join(work, 'dist')).includes('index.js'));
 });
