@@ -1,6 +1,6 @@
-import { createPublicKey, verify } from 'node:crypto';
-import type { JsonWebKey, KeyObject } from 'node:crypto';
 import { OpenidApi } from '@kubernetes/client-node';
+import { compactVerify, createLocalJWKSet, errors } from 'jose';
+import type { JSONWebKeySet } from 'jose';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { withDeadline } from './kube-deadline.js';
 
@@ -12,13 +12,10 @@ const UNKNOWN_KEY_RETRY_MS = 10_000;
 /** What the cluster's keys say of a token's signature; `unknown` when they cannot be read (the agent's user may not). */
 export type SignatureVerdict = 'valid' | 'invalid' | 'unknown';
 
-/** The JWS algorithms the API server signs ServiceAccount tokens with, as node:crypto verifies each. */
-const ALGORITHMS: Record<string, { hash: string; ecdsa: boolean }> = {
-  RS256: { hash: 'sha256', ecdsa: false },
-  ES256: { hash: 'sha256', ecdsa: true },
-  ES384: { hash: 'sha384', ecdsa: true },
-  ES512: { hash: 'sha512', ecdsa: true },
-};
+/** The JWS algorithms the API server signs ServiceAccount tokens with: any other (`none` above all) signs nothing here. */
+const ALGORITHMS = ['RS256', 'ES256', 'ES384', 'ES512'];
+
+type KeySet = ReturnType<typeof createLocalJWKSet>;
 
 /**
  * The cluster's ServiceAccount token signing keys, as its API server publishes them (`/openid/v1/jwks`,
@@ -28,7 +25,9 @@ const ALGORITHMS: Record<string, { hash: string; ecdsa: boolean }> = {
  */
 export class ClusterTokenKeys {
   private readonly openid: OpenidApi;
-  private keys = new Map<string, KeyObject>();
+  /** The keys read last (jose's key set: a token's key by its `kid` and algorithm), and how many. */
+  private keys: KeySet | undefined;
+  private keyCount = 0;
   private readAtMs = -Infinity;
   private readable = true;
   private reading: Promise<void> | undefined;
@@ -47,33 +46,25 @@ export class ClusterTokenKeys {
     if (this.now() - this.readAtMs >= (this.readable ? KEYS_FRESH_MS : UNKNOWN_KEY_RETRY_MS)) {
       const reading = this.read();
       // Only the first read is waited for: later ones happen beside the keys read before.
-      if (this.keys.size === 0) await reading;
+      if (this.keyCount === 0) await reading;
     }
-    if (!this.readable && this.keys.size === 0) return 'unknown';
-    const [header, payload, signature] = token.split('.');
-    const { alg, kid } = headerOf(header ?? '');
-    const algorithm = alg === undefined ? undefined : ALGORITHMS[alg];
-    if (algorithm === undefined || signature === undefined) return 'invalid';
-    let key = this.keyFor(kid);
-    if (key === undefined && this.readable && this.now() - this.readAtMs >= UNKNOWN_KEY_RETRY_MS) {
-      await this.read();
-      key = this.keyFor(kid);
-    }
-    if (key === undefined) return 'invalid';
-    try {
-      const signed = Buffer.from(`${header}.${payload}`);
-      const holds = verify(algorithm.hash, signed, algorithm.ecdsa ? { key, dsaEncoding: 'ieee-p1363' } : key, Buffer.from(signature, 'base64url'));
-      return holds ? 'valid' : 'invalid';
-    } catch {
-      // A key of another type than the algorithm named: no signature of the cluster's.
-      return 'invalid';
-    }
+    if (!this.readable && this.keyCount === 0) return 'unknown';
+    const first = await this.check(token);
+    // Signed by a key not among those read: a key rotated in since, read again (not more often than every 10 s).
+    if (first !== 'no-key' || !this.readable || this.now() - this.readAtMs < UNKNOWN_KEY_RETRY_MS) return first === 'valid' ? 'valid' : 'invalid';
+    await this.read();
+    return (await this.check(token)) === 'valid' ? 'valid' : 'invalid';
   }
 
-  private keyFor(kid: string | undefined): KeyObject | undefined {
-    // A token without a key id (none the API server makes) is checked against the only key, if there is one.
-    if (kid === undefined) return this.keys.size === 1 ? [...this.keys.values()][0] : undefined;
-    return this.keys.get(kid);
+  /** The token's signature against the keys read: `no-key` when none of them is the one it names. */
+  private async check(token: string): Promise<'valid' | 'invalid' | 'no-key'> {
+    if (this.keys === undefined) return 'no-key';
+    try {
+      await compactVerify(token, this.keys, { algorithms: ALGORITHMS });
+      return 'valid';
+    } catch (err) {
+      return err instanceof errors.JWKSNoMatchingKey ? 'no-key' : 'invalid';
+    }
   }
 
   private read(): Promise<void> {
@@ -83,17 +74,12 @@ export class ClusterTokenKeys {
 
   private async fetch(): Promise<void> {
     try {
-      const set = (await this.openid.getServiceAccountIssuerOpenIDKeyset(withDeadline())) as unknown as { keys?: (JsonWebKey & { kid?: string })[] } | string;
-      const { keys = [] } = typeof set === 'string' ? (JSON.parse(set) as { keys?: (JsonWebKey & { kid?: string })[] }) : set;
-      const read = new Map<string, KeyObject>();
-      for (const jwk of keys) {
-        try {
-          read.set(jwk.kid ?? '', createPublicKey({ key: jwk, format: 'jwk' }));
-        } catch {
-          // A key node cannot use verifies nothing.
-        }
-      }
-      this.keys = read;
+      const set = (await this.openid.getServiceAccountIssuerOpenIDKeyset(withDeadline())) as unknown as Partial<JSONWebKeySet> | string;
+      const read = typeof set === 'string' ? (JSON.parse(set) as Partial<JSONWebKeySet>) : set;
+      const keys = Array.isArray(read.keys) ? read.keys : [];
+      // jose leaves aside a key it cannot use (another type than its algorithm, unknown fields): it verifies nothing.
+      this.keys = createLocalJWKSet({ keys });
+      this.keyCount = keys.length;
       this.readable = true;
     } catch (err) {
       // Refused (the agent's user may not read them) or away: the keys read before stand; with none, tokens go to the review alone.
@@ -102,17 +88,5 @@ export class ClusterTokenKeys {
     } finally {
       this.readAtMs = this.now();
     }
-  }
-}
-
-/** A JWT header's algorithm and key id; nothing of a header that cannot be read. */
-function headerOf(part: string): { alg?: string; kid?: string } {
-  try {
-    const header = JSON.parse(Buffer.from(part, 'base64url').toString('utf8')) as unknown;
-    if (typeof header !== 'object' || header === null) return {};
-    const { alg, kid } = header as Record<string, unknown>;
-    return { alg: typeof alg === 'string' ? alg : undefined, kid: typeof kid === 'string' ? kid : undefined };
-  } catch {
-    return {};
   }
 }
