@@ -1,9 +1,6 @@
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { once } from 'node:events';
 import test from 'ava';
+import { standInApi } from '../helpers/kube/stand-in.js';
 import type { ExecutionContext } from 'ava';
-import { KubeConfig } from '@kubernetes/client-node';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import type { CryptoKey, JWK } from 'jose';
 import { ClusterTokenKeys } from '../../src/runtime/kubernetes/kube-token-keys.js';
@@ -27,7 +24,7 @@ const tokenOf = (by: Signer, alg: 'RS256' | 'ES256', kid: string | undefined = b
 /** A stand-in API server whose published keys the test sets (`undefined`: refused, 403); counts its reads. */
 async function standIn(t: ExecutionContext, published: { keys: JWK[] | undefined }) {
   let reads = 0;
-  const server = createServer((req, res) => {
+  const config = await standInApi(t, (req, res) => {
     if (!req.url?.startsWith('/openid/v1/jwks')) {
       res.writeHead(404).end();
       return;
@@ -38,19 +35,6 @@ async function standIn(t: ExecutionContext, published: { keys: JWK[] | undefined
       return;
     }
     res.writeHead(200, { 'content-type': 'application/jwk-set+json' }).end(JSON.stringify({ keys: published.keys }));
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.teardown(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  const config = new KubeConfig();
-  config.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 'agent' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
   });
   return { config, reads: () => reads };
 }

@@ -1,10 +1,7 @@
-import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { once } from 'node:events';
 import test from 'ava';
+import { standInApi } from '../helpers/kube/stand-in.js';
 import type { ExecutionContext } from 'ava';
-import { KubeConfig } from '@kubernetes/client-node';
 import { RuntimeUnavailable, TooManyRequests } from '../../src/errors.js';
 import { BadBotToken } from '../../src/identity/bot-tokens.js';
 import { ServiceAccountTokens } from '../../src/runtime/kubernetes/kube-token-review.js';
@@ -25,7 +22,7 @@ function token(name: string, expiresInS: number, now: number): string {
 async function standIn(t: ExecutionContext, options: { holdReviews?: boolean } = {}) {
   let reviews = 0;
   const held: (() => void)[] = [];
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+  const config = await standInApi(t, (req: IncomingMessage, res: ServerResponse) => {
     let body = '';
     req.on('data', (chunk: Buffer) => (body += chunk.toString()));
     req.on('end', () => {
@@ -56,19 +53,6 @@ async function standIn(t: ExecutionContext, options: { holdReviews?: boolean } =
       }
       answer({ apiVersion: 'v1', kind: 'PodList', metadata: {}, items: [{ metadata: { name: 'bot-pod', uid: 'uid-1', labels: { [BOT_LABEL]: BOT } } }] });
     });
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.teardown(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  const config = new KubeConfig();
-  config.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 'agent' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
   });
   return { config, reviews: () => reviews, release: () => held.splice(0).forEach((send) => send()), held: () => held.length };
 }
