@@ -238,7 +238,7 @@ export const openApiDocument = {
       Logs: answer('logs', { type: 'string' }),
       Stats: answer('stats', {
         type: 'object',
-        required: ['cpu_percent', 'memory_usage', 'memory_percent', 'uptime', 'memory_bytes', 'uptime_s'],
+        required: ['cpu_percent', 'memory_usage', 'memory_percent', 'uptime', 'memory_bytes', 'memory_limit_bytes', 'uptime_s'],
         additionalProperties: false,
         properties: {
           cpu_percent: { type: 'number', minimum: 0 },
@@ -246,6 +246,7 @@ export const openApiDocument = {
           memory_percent: { type: 'number', minimum: 0 },
           uptime: { type: 'string', pattern: '^\\d+h \\d+m$' },
           memory_bytes: { type: 'integer', minimum: 0, description: 'memory in use, page cache excluded, in bytes (what memory_usage says in MB)' },
+          memory_limit_bytes: { type: 'integer', minimum: 0, description: "what memory_percent is taken against, in bytes: the bot's memory limit, else the host's memory (on Kubernetes the pod's limit, else the node's allocatable memory)" },
           uptime_s: { type: 'integer', minimum: 0, description: "the current run's uptime in whole seconds (what uptime says in hours and minutes)" },
         },
       }),

@@ -11,6 +11,7 @@ export interface StatsView {
   uptime: string;
   /** Beside the seed's strings, the same as numbers a program reads (docs/api.md §2). */
   memory_bytes: number;
+  memory_limit_bytes: number;
   uptime_s: number;
 }
 
@@ -35,6 +36,7 @@ export function statsView(stats: BotStats, now: Date): StatsView {
     memory_percent: round2(stats.memoryPercent),
     uptime: formatUptime(now.getTime() - stats.startedAt.getTime()),
     memory_bytes: Math.max(0, Math.round(stats.memoryBytes)),
+    memory_limit_bytes: Math.max(0, Math.round(stats.memoryLimitBytes)),
     uptime_s: Math.max(0, Math.floor((now.getTime() - stats.startedAt.getTime()) / 1000)),
   };
 }

@@ -122,6 +122,8 @@ export interface BotStats {
   readonly memoryBytes: number;
   /** Memory in use against the bot's limit (else the host's memory), in percent. */
   readonly memoryPercent: number;
+  /** What that percentage is taken against: the bot's memory limit, else the host's (the node's allocatable) memory, in bytes. */
+  readonly memoryLimitBytes: number;
   /** When the bot's current run started. */
   readonly startedAt: Date;
 }

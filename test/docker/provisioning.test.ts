@@ -82,6 +82,9 @@ test('create makes the bot with every variable of docs/api.md §6, its labels an
   for (const alias of ['BOT_TOKEN', 'DISCORD_TOKEN', 'DISCORD_BOT_TOKEN', 'TELEGRAM_BOT_TOKEN', 'TOKEN', 'API_TOKEN']) {
     t.is(env[alias], TOKEN, alias);
   }
+  // Its stats say what their memory percentage is taken against: its limit.
+  const stats = await call(server, `/api/bots/${id}/stats`);
+  t.like(stats.body, { ok: true, stats: { memory_limit_bytes: 64 * 1024 * 1024 } }, stats.text);
 });
 
 test('DOMAIN is absent when no domain is given, and PORT has a default', async (t) => {

@@ -189,7 +189,7 @@ export class MemoryDriver implements RuntimeDriver {
   async stats(botId: string): Promise<BotStats> {
     const bot = this.get('stats', botId);
     if (!bot.running) throw new NotRunning(messages.notRunning(botId));
-    return { cpuPercent: 12.3456, memoryBytes: 47_405_793, memoryPercent: 4.567, startedAt: bot.startedAt };
+    return { cpuPercent: 12.3456, memoryBytes: 47_405_793, memoryPercent: 4.567, memoryLimitBytes: 1_038_000_000, startedAt: bot.startedAt };
   }
 
   async close(): Promise<void> {}

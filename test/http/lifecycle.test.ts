@@ -171,10 +171,11 @@ test('stats answer the seed stats object', async (t) => {
   const { server } = await setUp(t);
   const reply = await call(server, `/api/bots/${BOT}/stats`);
   t.is(reply.status, 200);
-  const { memory_bytes, uptime_s, ...seed } = reply.body?.stats as Record<string, unknown>;
+  const { memory_bytes, memory_limit_bytes, uptime_s, ...seed } = reply.body?.stats as Record<string, unknown>;
   t.deepEqual({ ...reply.body, stats: seed }, { ok: true, stats: { cpu_percent: 12.35, memory_usage: '45.21 MB', memory_percent: 4.57, uptime: '1h 2m' } });
   // Beside the seed's strings, the same as numbers: the bot's run began 3,723 s before this call was asked.
   t.is(memory_bytes, 47_405_793);
+  t.is(memory_limit_bytes, 1_038_000_000);
   t.true(typeof uptime_s === 'number' && uptime_s >= 3_723 && uptime_s < 3_783, String(uptime_s));
 });
 

@@ -107,10 +107,10 @@ test('stats are percentages of the pod limits, else of the node allocatable', as
   api.addBot({ id: 'bot_1_1_limited', usage, limits: { cpu: '500m', memory: '256Mi' } });
   api.addBot({ id: 'bot_1_1_free', usage });
   const limited = await call(server, '/api/bots/bot_1_1_limited/stats');
-  t.like(limited.body, { ok: true, stats: { cpu_percent: 30, memory_usage: '48.00 MB', memory_percent: 18.75 } });
+  t.like(limited.body, { ok: true, stats: { cpu_percent: 30, memory_usage: '48.00 MB', memory_percent: 18.75, memory_limit_bytes: 256 * 1024 * 1024 } });
   // The fake node offers 2 CPUs and 8 GiB.
   const free = await call(server, '/api/bots/bot_1_1_free/stats');
-  t.like(free.body, { ok: true, stats: { cpu_percent: 7.5, memory_percent: 0.59 } });
+  t.like(free.body, { ok: true, stats: { cpu_percent: 7.5, memory_percent: 0.59, memory_limit_bytes: 8 * 1024 ** 3 } });
 });
 
 test('a call the chart does not grant fails clearly, naming the permission', async (t) => {

@@ -47,6 +47,7 @@ test('CPU % is CPU time over wall time, 100 for one full CPU', (t) => {
     cpuPercent: 150,
     memoryBytes: 25,
     memoryPercent: 25,
+    memoryLimitBytes: 100,
     startedAt: new Date(0),
   });
 });

@@ -22,7 +22,7 @@ function fakeDriver(running: string[], failing = new Set<string>()) {
       if (failing.has(botId)) throw new Error('not running any more');
       const n = (reads.get(botId) ?? 0) + 1;
       reads.set(botId, n);
-      return { cpuPercent: n, memoryBytes: n * 1024, memoryPercent: 0, startedAt: new Date(0) };
+      return { cpuPercent: n, memoryBytes: n * 1024, memoryPercent: 0, memoryLimitBytes: 0, startedAt: new Date(0) };
     },
   };
 }

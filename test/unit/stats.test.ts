@@ -50,8 +50,8 @@ test('memory usage is megabytes with two decimals', (t) => {
 
 test('the stats view rounds percentages to two decimals', (t) => {
   const view = statsView(
-    { cpuPercent: 3.14159, memoryBytes: 1024 * 1024, memoryPercent: 0.005, startedAt: new Date(0) },
+    { cpuPercent: 3.14159, memoryBytes: 1024 * 1024, memoryPercent: 0.005, memoryLimitBytes: 20 * 1024 ** 3, startedAt: new Date(0) },
     new Date(90 * 60_000),
   );
-  t.deepEqual(view, { cpu_percent: 3.14, memory_usage: '1.00 MB', memory_percent: 0.01, uptime: '1h 30m', memory_bytes: 1_048_576, uptime_s: 5_400 });
+  t.deepEqual(view, { cpu_percent: 3.14, memory_usage: '1.00 MB', memory_percent: 0.01, uptime: '1h 30m', memory_bytes: 1_048_576, memory_limit_bytes: 21_474_836_480, uptime_s: 5_400 });
 });

@@ -8,6 +8,8 @@ export interface BotStats {
   uptime: string;
   /** memory_usage in bytes. */
   memory_bytes: number;
+  /** What memory_percent is taken against, in bytes: the bot's memory limit, else the host's memory. */
+  memory_limit_bytes: number;
   /** uptime in whole seconds. */
   uptime_s: number;
 }

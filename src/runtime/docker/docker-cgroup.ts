@@ -141,6 +141,7 @@ export function statsBetween(before: CgroupReading, after: CgroupReading, starte
     cpuPercent: wallNs > 0 ? (cpuNs / wallNs) * 100 : 0,
     memoryBytes: after.memoryBytes,
     memoryPercent: after.limitBytes > 0 ? (after.memoryBytes / after.limitBytes) * 100 : 0,
+    memoryLimitBytes: after.limitBytes,
     startedAt,
   };
 }

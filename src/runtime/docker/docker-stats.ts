@@ -46,6 +46,7 @@ export function botStatsFrom(sample: DockerStatsSample, startedAt: Date): BotSta
     cpuPercent: cpuPercent(sample),
     memoryBytes: used,
     memoryPercent: limit > 0 ? (used / limit) * 100 : 0,
+    memoryLimitBytes: limit,
     startedAt,
   };
 }

@@ -48,6 +48,7 @@ export function botStatsFromMetrics(metrics: PodMetrics, capacity: Capacity, sta
     cpuPercent: capacity.cpuCores > 0 ? (cpuCores / capacity.cpuCores) * 100 : 0,
     memoryBytes,
     memoryPercent: capacity.memoryBytes > 0 ? (memoryBytes / capacity.memoryBytes) * 100 : 0,
+    memoryLimitBytes: capacity.memoryBytes,
     startedAt,
   };
 }

@@ -49,6 +49,7 @@ class BotStats(TypedDict):
     memory_percent: float
     uptime: str
     memory_bytes: int
+    memory_limit_bytes: int
     uptime_s: int
 
 
