@@ -1,17 +1,19 @@
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import test from 'ava';
 import { runAgentProcess } from '../helpers/agent-process.js';
-import { DockerFixture } from '../helpers/docker-fixture.js';
+import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { pythonBotImage } from '../helpers/python-bot.js';
 
 // The first hour (README, docs/endpoints.md): the agent as `npm start` runs it, every setting its default (port
-// 8000 on every address, bots on the engine's default bridge), a bot made as docs/endpoints.md makes one, and the
-// TypeScript and Python clients inside that bot reach their agent with nothing set but what the agent gave it.
+// 8000 on every address, bots on the engine's default bridge), a bot made as docs/endpoints.md makes one, the
+// TypeScript and Python clients inside that bot reaching their agent with nothing set but what the agent gave it,
+// and the page's examples run as written.
 const run = promisify(execFile);
 const fixture = new DockerFixture();
 let agent: Awaited<ReturnType<typeof runAgentProcess>>;
@@ -65,4 +67,95 @@ test.serial('a bot on the default bridge: the Python client inside it reaches th
   const report = JSON.parse(output.trim().split('\n').at(-1) ?? '{}') as Record<string, unknown>;
   t.like(report.status, { bot_id: bot.id, user_id: 'user_first_py', state: 'running' }, output);
   t.is(report.logs, 'first line\nsecond line\n', output);
+});
+
+/** One curl of docs/endpoints.md sent to the host's agent, with the answer its comment shows. */
+interface Example {
+  readonly command: string;
+  readonly status: number | undefined;
+  readonly answer: string | undefined;
+}
+
+/** docs/endpoints.md's examples the platform runs on the host (`http://localhost:8000`), in the page's order. */
+function hostExamples(): Example[] {
+  const page = readFileSync('docs/endpoints.md', 'utf8');
+  const examples: Example[] = [];
+  for (const [, block] of page.matchAll(/```sh\n([\s\S]*?)```/g)) {
+    // A command goes on past its line end within quotes, and after a backslash.
+    const lines: string[] = [];
+    for (const line of (block ?? '').replace(/\\\n\s*/g, '').split('\n')) {
+      const open = lines.length > 0 && (lines.at(-1)!.split("'").length - 1) % 2 === 1;
+      if (open) lines[lines.length - 1] += `\n${line}`;
+      else lines.push(line);
+    }
+    lines.forEach((line, at) => {
+      if (!line.startsWith('curl ') || !line.includes('http://localhost:8000')) return;
+      const shown = lines[at + 1]?.startsWith('# ') && !lines[at + 1]?.startsWith('# again') ? lines[at + 1]!.slice(2) : undefined;
+      const status = shown && /^(\d{3}) /.exec(shown)?.[1];
+      examples.push({ command: line, status: status ? Number(status) : shown ? 200 : undefined, answer: status ? shown.slice(4) : shown });
+    });
+  }
+  return examples;
+}
+
+/** Fields whose shown value is the very value answered; any other is shown as an instance of its kind. */
+const EXACT = new Set(['ok', 'message', 'bot_id', 'user_id', 'template', 'state', 'revision']);
+
+/** Whether `actual` answers as `shown` (docs/endpoints.md's comment) says: its fields, `...` standing for the rest of a text. */
+function answersAsShown(actual: unknown, shown: unknown, key = ''): boolean {
+  if (typeof shown === 'string' && shown.includes('...')) return typeof actual === 'string' && actual.startsWith(shown.slice(0, shown.indexOf('...')));
+  if (Array.isArray(shown)) return Array.isArray(actual) && shown.every((item, at) => answersAsShown(actual[at], item, key));
+  if (shown !== null && typeof shown === 'object') {
+    return actual !== null && typeof actual === 'object' && Object.entries(shown).every(([name, value]) => answersAsShown((actual as Record<string, unknown>)[name], value, name));
+  }
+  return EXACT.has(key) ? actual === shown : typeof actual === typeof shown;
+}
+
+test.serial("docs/endpoints.md's every example on the host runs as written against the agent `npm start` runs, and answers as the page shows", async (t) => {
+  const examples = hostExamples();
+  t.true(examples.length >= 10, `${examples.length} examples found`);
+  // The page's bot, of the page's image: one that says it started and connected, then idles.
+  const maker = await fixture.docker.createContainer({ Image: TEST_IMAGE, Cmd: ['true'] });
+  await maker.commit({ repo: 'my-bot-image', tag: '1', changes: ['CMD ["sh", "-c", "echo started; echo connected to gateway; trap \'exit 0\' TERM; while :; do sleep 1 & wait $!; done"]'] });
+  await maker.remove({ force: true });
+  t.teardown(async () => {
+    await fixture.docker.getContainer('bot_12_34_abc').remove({ force: true }).catch(() => undefined);
+    await fixture.docker.getContainer('bot_12_34_abc.previous').remove({ force: true }).catch(() => undefined);
+    await fixture.docker.getImage('my-bot-image:1').remove({ force: true }).catch(() => undefined);
+  });
+  const agentUrl = 'http://127.0.0.1:8000';
+  const settled = async () => {
+    // Each example meets the page's bot as it expects it: running, with no deploy under way.
+    // Started only when stopped: lifecycle calls count against AGENT_RATE_LIMIT (6 a minute by default).
+    const { bot } = (await (await fetch(`${agentUrl}/api/bots/bot_12_34_abc`)).json()) as { bot?: { state: string } };
+    if (bot?.state !== 'running') {
+      const started = await fetch(`${agentUrl}/api/bots/start`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ bot_id: 'bot_12_34_abc', user_id: 'user_7' }) });
+      if (started.status !== 200) throw new Error(`start: ${started.status} ${await started.text()}`);
+    }
+    await eventually(async () => {
+      const { revisions } = (await (await fetch(`${agentUrl}/api/bots/bot_12_34_abc/revisions`)).json()) as { revisions?: { outcome: string }[] };
+      return (revisions ?? []).every((revision) => revision.outcome !== 'deploying');
+    }, 60_000, 250);
+  };
+  const create = examples.find((example) => example.command.includes('-X POST http://localhost:8000/api/admin/bots '));
+  const removal = examples.find((example) => example.command.includes('-X DELETE'));
+  t.truthy(create && removal);
+  for (const example of [create!, ...examples.filter((one) => one !== create && one !== removal), removal!]) {
+    if (example !== create) await settled();
+    const { stdout } = await run('sh', ['-c', example.command.replace(/^curl /, "curl -s -w '\\n%{http_code}' ")]);
+    const status = Number(stdout.slice(stdout.lastIndexOf('\n') + 1));
+    const body = stdout.slice(0, stdout.lastIndexOf('\n'));
+    t.is(status, example.status ?? 200, `${example.command}\n${body}`);
+    if (example.answer === undefined) continue;
+    let shown: unknown;
+    try {
+      shown = JSON.parse(example.answer);
+    } catch {
+      // A shape the page abbreviates (`[{...},...]`): its beginning, as far as it is written out.
+      t.true(body.startsWith(example.answer.slice(0, example.answer.indexOf('...'))), `${example.command}\nshown: ${example.answer}\nanswered: ${body}`);
+      continue;
+    }
+    t.true(answersAsShown(JSON.parse(body), shown), `${example.command}\nshown: ${example.answer}\nanswered: ${body}`);
+  }
+  t.is((await fetch(`${agentUrl}/api/bots/bot_12_34_abc`)).status, 404, 'the page\'s removal removed it');
 });
