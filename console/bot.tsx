@@ -1,4 +1,4 @@
-import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { useEffect, useMemo, useState } from 'preact/hooks';
 import { api, clock, exitReason, plainWords } from './api.js';
 import type { BotEvent, BotStatus, ExitRecord } from './api.js';
 import { Charts } from './charts.js';
@@ -7,6 +7,7 @@ import { newestOnly } from './newest.js';
 import { LogTail } from './log-tail.js';
 import { DEPLOY_EVENTS, Deploys, deployWords } from './deploys.js';
 import { useEvents } from './use-events.js';
+import { ConfirmDialog } from './confirm-dialog.js';
 
 type Operation = 'restart' | 'stop' | 'start';
 
@@ -65,7 +66,9 @@ export function Bot({ botId, onForbidden }: { botId: string; onForbidden: (err: 
         <HealthBadge health={status.health} />
         <span>owner {status.user_id ?? '—'}</span>
         <span>up {status.uptime ?? '—'}</span>
-        <span>{status.crashes_last_hour} crashes in the last hour</span>
+        <span>
+          {status.crashes_last_hour} {status.crashes_last_hour === 1 ? 'crash' : 'crashes'} in the last hour
+        </span>
       </div>
       {status.health.status === 'unhealthy' && status.health.output !== null && (
         <p class="failure" data-testid="health-output">
@@ -123,12 +126,6 @@ function Actions({ status, onDone }: { status: BotStatus; onDone: () => void }) 
   const [asked, setAsked] = useState<Operation>();
   const [busy, setBusy] = useState(false);
   const [answer, setAnswer] = useState<{ ok: boolean; text: string }>();
-  const dialog = useRef<HTMLDialogElement>(null);
-
-  useEffect(() => {
-    if (asked) dialog.current?.showModal();
-    else dialog.current?.close();
-  }, [asked]);
 
   const run = async (operation: Operation) => {
     setAsked(undefined);
@@ -155,20 +152,16 @@ function Actions({ status, onDone }: { status: BotStatus; onDone: () => void }) 
       <p class={answer?.ok === false ? 'answer failure' : 'answer'} role="status" aria-live="polite" data-testid="answer">
         {answer?.text ?? ''}
       </p>
-      <dialog ref={dialog} aria-labelledby="confirm-title" onClose={() => setAsked(undefined)}>
-        <h2 id="confirm-title">
-          {asked} {status.bot_id}?
-        </h2>
-        <p>{asked === 'start' ? 'The bot starts.' : asked === 'stop' ? 'The bot stops until it is started again.' : 'The bot stops and starts again.'}</p>
-        <div class="actions">
-          <button type="button" class="confirm" onClick={() => asked && void run(asked)}>
-            Yes, {asked}
-          </button>
-          <button type="button" onClick={() => setAsked(undefined)}>
-            Cancel
-          </button>
-        </div>
-      </dialog>
+      <ConfirmDialog
+        open={asked !== undefined}
+        titleId="confirm-title"
+        title={`${asked ?? ''} ${status.bot_id}?`}
+        confirm={`Yes, ${asked ?? ''}`}
+        onConfirm={() => asked && void run(asked)}
+        onCancel={() => setAsked(undefined)}
+      >
+        {asked === 'start' ? 'The bot starts.' : asked === 'stop' ? 'The bot stops until it is started again.' : 'The bot stops and starts again.'}
+      </ConfirmDialog>
     </div>
   );
 }

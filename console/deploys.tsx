@@ -1,4 +1,5 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
+import { ConfirmDialog } from './confirm-dialog.js';
 import { newestOnly } from './newest.js';
 import { api, clock, megabytes, plainWords } from './api.js';
 import type { BotEvent, Revision } from './api.js';
@@ -34,6 +35,10 @@ export function deployWords(event: BotEvent): string {
  */
 export function Deploys({ botId, events }: { botId: string; events: BotEvent[] }) {
   const [revisions, setRevisions] = useState<Revision[]>();
+  /** The revision the bot runs now: a rolled-back one may have run since, so its outcome does not say. */
+  const [current, setCurrent] = useState<number | null>(null);
+  /** The step asked for and not yet confirmed: a deploy or a rollback changes what the bot runs, as a restart does. */
+  const [asked, setAsked] = useState<'deploy' | 'rollback'>();
   const [deploys, setDeploys] = useState(true);
   const [image, setImage] = useState('');
   const [minReady, setMinReady] = useState('10');
@@ -48,9 +53,10 @@ export function Deploys({ botId, events }: { botId: string; events: BotEvent[] }
   const load = async () => {
     const newest = turn();
     try {
-      const { revisions: kept, deploys: offered } = await api<{ revisions: Revision[]; deploys: boolean }>(`/api/bots/${encodeURIComponent(botId)}/revisions`);
+      const { revisions: kept, deploys: offered, current: runs } = await api<{ revisions: Revision[]; deploys: boolean; current: number | null }>(`/api/bots/${encodeURIComponent(botId)}/revisions`);
       if (!newest()) return;
       setRevisions(kept);
+      setCurrent(runs);
       setDeploys(offered);
       setImage((shown) => shown || (kept[0]?.spec.image ?? ''));
     } catch (err) {
@@ -70,10 +76,15 @@ export function Deploys({ botId, events }: { botId: string; events: BotEvent[] }
       void load();
     }
   };
-  const deploy = (event: Event) => {
-    event.preventDefault();
+  const deploy = () => {
     const change = { ...(image && image !== revisions?.[0]?.spec.image ? { image } : {}), min_ready_s: Number(minReady), rollback };
     void act(() => api<{ message: string }>(path, { method: 'PATCH', body: change }));
+  };
+  const confirmed = () => {
+    const step = asked;
+    setAsked(undefined);
+    if (step === 'deploy') deploy();
+    else if (step === 'rollback') void act(() => api<{ message: string }>(`${path}/rollback`, { method: 'POST' }));
   };
   const logsOf = (revision: number) => deployEvents.find((event) => event.type === 'deploy-failed' && event.revision === revision)?.logs;
 
@@ -88,7 +99,13 @@ export function Deploys({ botId, events }: { botId: string; events: BotEvent[] }
   return (
     <section aria-labelledby="deploys-title" class="panel wide">
       <h2 id="deploys-title">Revisions</h2>
-      <form class="toolbar" onSubmit={deploy}>
+      <form
+        class="toolbar"
+        onSubmit={(event) => {
+          event.preventDefault();
+          setAsked('deploy');
+        }}
+      >
         <label>
           Image <input name="image" value={image} size={40} onInput={(event) => setImage(event.currentTarget.value)} />
         </label>
@@ -101,10 +118,22 @@ export function Deploys({ botId, events }: { botId: string; events: BotEvent[] }
         <button type="submit" class="deploy" disabled={busy}>
           Deploy
         </button>
-        <button type="button" class="rollback" disabled={busy} onClick={() => void act(() => api<{ message: string }>(`${path}/rollback`, { method: 'POST' }))}>
+        <button type="button" class="rollback" disabled={busy} onClick={() => setAsked('rollback')}>
           Roll back
         </button>
       </form>
+      <ConfirmDialog
+        open={asked !== undefined}
+        titleId="deploy-confirm-title"
+        title={asked === 'rollback' ? `Roll ${botId} back?` : `Deploy ${botId}?`}
+        confirm={asked === 'rollback' ? 'Yes, roll back' : 'Yes, deploy'}
+        onConfirm={confirmed}
+        onCancel={() => setAsked(undefined)}
+      >
+        {asked === 'rollback'
+          ? 'The bot stops and runs its previous revision again.'
+          : `The bot stops and runs ${image && image !== revisions?.[0]?.spec.image ? image : 'its image'} as a new revision, judged for ${minReady} s${rollback ? ', and undone if it fails' : ''}.`}
+      </ConfirmDialog>
       <p class={answer?.ok === false ? 'answer failure' : 'answer'} role="status" aria-live="polite" data-testid="deploy-answer">
         {answer?.text ?? ''}
       </p>
@@ -126,8 +155,11 @@ export function Deploys({ botId, events }: { botId: string; events: BotEvent[] }
           </thead>
           <tbody>
             {revisions.map((revision) => (
-              <tr key={revision.revision} data-revision={revision.revision}>
-                <td>{revision.revision}</td>
+              <tr key={revision.revision} data-revision={revision.revision} class={revision.revision === current ? 'current' : undefined}>
+                <td>
+                  {revision.revision}
+                  {revision.revision === current ? <span class="runs-now"> (runs now)</span> : null}
+                </td>
                 <td>{revision.spec.image ?? '—'}</td>
                 <td>{revision.by}</td>
                 <td>

@@ -151,7 +151,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
   const router = new Router().use(
     healthRoutes(readiness, metrics).routes(),
     botRoutes({ driver, lifecycle, limiter, heartbeats, access: checks, audit, logFollowing: new LogFollowing(driver, history, streams), logReads: new LogReads() }).routes(),
-    historyRoutes({ driver, history, watchdog, access: checks, streams, revisions: provisioner?.revisions !== undefined, node: nodes.node }).routes(),
+    historyRoutes({ driver, history, watchdog, access: checks, streams, revisions: provisioner?.revisions, node: nodes.node }).routes(),
     adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning, node: nodes.node, fence }).routes(),
     chatRoutes({ driver, history, access: checks, chats: config.chats, botChatBase: config.botChatBase ?? DEFAULT_BOT_CHAT_BASE }).routes(),
     nodeRoutes({ nodes, access: checks }).routes(),

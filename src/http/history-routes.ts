@@ -11,6 +11,7 @@ import { botIdInPath, DEFAULT_EXITS, eventsQuery, exitsQuery, validateQuery } fr
 import { sseOf } from './sse.js';
 import type { StreamLimits } from './stream-limits.js';
 import { statusView } from './stats-view.js';
+import type { RevisionRuntime } from '../provisioning/revisions.js';
 
 export interface HistoryRoutesDeps {
   readonly driver: RuntimeDriver;
@@ -18,8 +19,8 @@ export interface HistoryRoutesDeps {
   readonly watchdog: Watchdog;
   readonly access: Access;
   readonly streams: StreamLimits;
-  /** Whether the runtime keeps revisions (docs/api.md §15): without, their route answers 501. */
-  readonly revisions?: boolean;
+  /** The runtime's revisions, where it keeps them (docs/api.md §15): the one each bot runs now. */
+  readonly revisions?: Pick<RevisionRuntime, 'current'> | undefined;
   /** This agent's node (docs/api.md §17), which holds every bot it answers for. */
   readonly node: string;
 }
@@ -76,7 +77,7 @@ async function streamEvents(
 }
 
 /** Status, exit records, events and live logs of bots (docs/api.md §§8-10). */
-export function historyRoutes({ driver, history, watchdog, access, streams, revisions = false, node }: HistoryRoutesDeps): Router {
+export function historyRoutes({ driver, history, watchdog, access, streams, revisions, node }: HistoryRoutesDeps): Router {
   const router = new Router();
   const { readerFor, platformFor } = access;
 
@@ -112,7 +113,9 @@ export function historyRoutes({ driver, history, watchdog, access, streams, revi
     const kept = revisions ? await history.revisions(botId, REVISIONS_KEPT) : [];
     // A bot never deployed has none kept; one never seen is unknown.
     if (kept.length === 0) await driver.findBot(botId);
-    ctx.body = { ok: true, revisions: kept, deploys: revisions };
+    // A bot gone (its records outlive it) runs none.
+    const current = revisions ? await revisions.current(botId).then((now) => now.revision, () => null) : null;
+    ctx.body = { ok: true, revisions: kept, deploys: revisions !== undefined, current };
   });
 
   router.get('/api/bots/:bot_id/events', async (ctx) => {

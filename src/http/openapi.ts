@@ -161,8 +161,12 @@ const exitSummary = { type: 'object', required: Object.keys(exitRecordFields), a
 /** The revisions' answer also says whether the runtime deploys at all (Kubernetes: not yet). */
 const withDeploys = (schema: ReturnType<typeof answer>) => ({
   ...schema,
-  required: [...schema.required, 'deploys'],
-  properties: { ...schema.properties, deploys: { type: 'boolean', description: 'false where the runtime has no deploys yet (docs/api.md §15)' } },
+  required: [...schema.required, 'deploys', 'current'],
+  properties: {
+    ...schema.properties,
+    deploys: { type: 'boolean', description: 'false where the runtime has no deploys yet (docs/api.md §15)' },
+    current: { type: ['integer', 'null'], minimum: 1, description: 'the revision the bot runs now; null where the runtime has no deploys, or the bot is gone' },
+  },
 });
 
 /** A successful answer: `ok` and one field. */
