@@ -120,9 +120,12 @@ function App() {
             ))}
           </select>
         </label>
-        <button type="button" onClick={signOut}>
-          Sign out
-        </button>
+        {/* Only once signed in: before, there is nothing to sign out of. */}
+        {signIn === undefined && !leaving ? (
+          <button type="button" onClick={signOut}>
+            Sign out
+          </button>
+        ) : null}
       </header>
       <main id="main" key={generation}>
         {leaving ? (

@@ -263,6 +263,7 @@ test.serial('with a token set, the page asks for it and refuses a wrong one; a p
   const problems = watchPage(page, { expected: [...OTHERS_REMOVED, /^403 GET .*\/api\/(console\/fleet|events)/, /^403 POST .*\/api\/session/, /status of 403/] });
   await page.goto(`${guarded.url}/`);
   await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  t.is(await page.getByRole('button', { name: 'Sign out' }).count(), 0, 'Sign out offered before signing in');
   await page.getByLabel('Admin token').fill('not-the-token-0123456789abcdef0123456');
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByRole('alert').getByText(/not the admin token/).waitFor();
@@ -322,6 +323,7 @@ test.serial('with a token set, the page asks for it and refuses a wrong one; a p
   // Signed out: the same cookie is nobody.
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  t.is(await page.getByRole('button', { name: 'Sign out' }).count(), 0, 'Sign out offered once signed out');
   t.is(await asked({}), 403);
   t.deepEqual(problems, []);
   await context.close();
