@@ -28,6 +28,9 @@ export BOT_AGENT_DATABASE_URL
 # A real image registry on loopback, with htpasswd logins (built once from Go modules, about 1 to 2 minutes, then cached).
 BOT_AGENT_REGISTRY=$(bash scripts/registry.sh | tail -n 1)
 export BOT_AGENT_REGISTRY
+# Prometheus' own checker of /metrics (built once from Go modules, about 8 minutes cold, then cached).
+BOT_AGENT_PROMTOOL=$(bash scripts/promtool.sh | tail -n 1)
+export BOT_AGENT_PROMTOOL
 # A bound on the whole suite (about 20 minutes; CI allows 90 with the cold build): a run that hangs ends here,
 # with ava's own list of what was still pending, rather than by CI's limit with nothing said.
 timeout --signal=INT --kill-after=60s "${BOT_AGENT_TEST_TIMEOUT:-60m}" npx ava "$@"
