@@ -122,7 +122,9 @@ test("a bot's crashes go back to the engine once it has run its window without o
   t.is(reply.status, 201, reply.text);
   const policy = async () => (await fixture.docker.getContainer(id).inspect()).HostConfig.RestartPolicy?.Name;
   t.true(await eventually(() => agent.events.some((event) => event.botId === id && event.type === 'backing-off'), 60_000, 100), `no back-off: ${agent.events.filter((event) => event.botId === id).map((event) => event.data).join('\n')} ${agent.logLines.join('\n')}`);
-  t.is(await policy(), 'no');
+  // The event is the agent's claim on the back-off; the engine's policy is changed right after it (a moment later
+  // on a busy machine), and stays so for the bot's window.
+  t.true(await eventually(async () => (await policy()) === 'no', 10_000, 100), `its restarts were not taken from the engine: ${await policy()}`);
   t.true(await eventually(async () => (await fixture.docker.getContainer(id).inspect()).State.Running, 20_000, 100), 'not started after its back-off');
   t.true(await eventually(async () => (await policy()) === 'unless-stopped', 60_000, 500), `its restarts stayed the agent's: ${agent.logLines.filter((line) => line.includes(id)).join('\n')}`);
   t.true((await fixture.docker.getContainer(id).inspect()).State.Running);

@@ -139,15 +139,20 @@ test('a burst of starts on a slow engine is inspected a few containers at a time
 });
 
 test('a list after a lost event stream waits for the inspections still under way: together a few at a time', async (t) => {
-  const { proxy, index } = await indexBehindProxy(t, { pattern: /^GET \S*\/containers\/[0-9a-f]+\/json/, ms: 2_000 });
+  const { proxy, index } = await indexBehindProxy(t);
   const bots = await Promise.all(Array.from({ length: 20 }, () => fixture.runBot({ start: false })));
   t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined, 60_000), 'the index never came up');
+  // Once it is up, inspections are held long enough that the 20 starts' are under way together even where the
+  // engine starts them slowly (a busy machine: a few a second).
+  proxy.delay(/^GET \S*\/containers\/[0-9a-f]+\/json/, 15_000);
   await Promise.all(bots.map((bot) => bot.container.start()));
   // The queue's inspections are held at the proxy; the engine ends the event stream meanwhile, and the index lists again.
-  t.true(await eventually(() => proxy.underWay >= 16, 15_000, 10), `the starts' inspections were never under way (${proxy.underWay})`);
+  t.true(await eventually(() => proxy.underWay >= 16, 45_000, 10), `the starts' inspections were never under way (${proxy.underWay})`);
   t.is(proxy.dropConnections(/^GET \S*\/events/), 1);
+  // Those under way stay held; the list's own inspections are not, so that the index is whole again soon.
+  proxy.undelay();
   const addresses = await Promise.all(bots.map((bot) => addressOf(bot.id)));
-  t.true(await eventually(() => bots.every((bot, i) => index.byIndex('address', addresses[i]!)?.[0]?.botId === bot.id), 30_000), 'not every bot was indexed');
+  t.true(await eventually(() => bots.every((bot, i) => index.byIndex('address', addresses[i]!)?.[0]?.botId === bot.id), 60_000), 'not every bot was indexed');
   t.true(proxy.requests.filter((line) => /^GET \S*\/containers\/json/.test(line)).length >= 2, 'the index did not list again');
   // 16 inspections, the new event stream, the list and a ping; the queue's 16 and the list's 16 at once would be ~35.
   t.log(`${proxy.peakInFlight} requests under way at once`);

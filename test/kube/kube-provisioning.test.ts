@@ -62,9 +62,10 @@ test('listing, a second create, and removal', async (t) => {
 
 test('the chart\'s Role allows exactly what provisioning calls', async (t) => {
   const { api, server } = await setUp(t);
-  await call(server, '/api/admin/bots', { body: createBody('bot_9_9_rbac') });
-  await call(server, '/api/admin/bots');
-  await call(server, '/api/admin/bots/bot_9_9_rbac', { method: 'DELETE' });
+  const created = await call(server, '/api/admin/bots', { body: createBody('bot_9_9_rbac') });
+  t.is(created.status, 201, created.text);
+  t.is((await call(server, '/api/admin/bots')).status, 200);
+  t.is((await call(server, '/api/admin/bots/bot_9_9_rbac', { method: 'DELETE' })).status, 200);
   t.deepEqual(api.requests.filter((request) => request.endsWith(' 403')), []);
   t.true(api.requests.some((request) => request.startsWith('create secrets')));
   t.true(api.requests.some((request) => request.startsWith('delete apps/deployments')));
