@@ -176,7 +176,8 @@ test('the index knows no container without the bot label', async (t) => {
   t.teardown(() => index.close());
   const stranger = await fixture.runBot({ labelled: false });
   const address = await addressOf(stranger.id);
-  t.true(await eventually(() => index.byIndex('address', address) !== undefined));
+  // A new index lists and inspects every container of the shared engine first: slow while other files fill it.
+  t.true(await eventually(() => index.byIndex('address', address) !== undefined, 60_000));
   t.deepEqual(index.byIndex('address', address), []);
   t.is(index.byIndex('bot', stranger.id)?.[0], undefined);
 });
