@@ -1,4 +1,12 @@
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { deployOf } from './http/admin-routes.js';
+import { pullEvents } from './http/pull-events.js';
+import { deployRequest, validate } from './http/schemas.js';
+import { agentActions } from './schedules/agent-actions.js';
+import { Scheduler } from './schedules/scheduler.js';
+import type { SchedulerOptions } from './schedules/scheduler.js';
+import { ScheduleStore } from './schedules/schedule-store.js';
 import type Koa from 'koa';
 import type { Logger } from 'pino';
 import { DEFAULT_BOT_CHAT_BASE, defaultNode } from './config.js';
@@ -63,6 +71,8 @@ export interface AgentParts {
   readonly recoverAfterMs?: number;
   /** How the console's CPU and memory samples are taken; 'off': never (tests that count runtime calls). */
   readonly statsSamples?: StatsSamplesOptions | 'off';
+  /** Tests hurry the schedules' clock (their leases, how often they read every schedule). */
+  readonly schedules?: Omit<SchedulerOptions, 'agent'>;
   /** How the watchdog looks (tests: how often, at which bots); 'off': never (tests that count runtime calls, or share an engine). */
   readonly watchdog?: Pick<WatchdogOptions, 'tickMs' | 'watches' | 'acts'> | 'off';
 }
@@ -105,7 +115,7 @@ export async function createAgent(config: Config, logger: Logger): Promise<Agent
  * and the HTTP app, over a runtime already made; `close()` undoes them in
  * the reverse order (the watch and the driver first, the store last).
  */
-export function assembleAgent({ driver, provisioner, locks = localLocks, botTokens, config, logger, recoverAfterMs, statsSamples = {}, watchdog: watchdogOptions = {} }: AgentParts): Agent {
+export function assembleAgent({ driver, provisioner, locks = localLocks, botTokens, config, logger, recoverAfterMs, statsSamples = {}, watchdog: watchdogOptions = {}, schedules: scheduleOptions = {} }: AgentParts): Agent {
   const report = reporter(logger);
   const closers: (() => Promise<void>)[] = [];
   const { store, sharedWindow, sharedBeats } = (() => {
@@ -132,6 +142,8 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   const restartsCrashes = watchdogOptions !== 'off' && watchdogOptions.acts !== false;
   const botsInCare = (watchdogOptions === 'off' ? undefined : watchdogOptions.watches) ?? (() => true);
   const node = config.node ?? defaultNode();
+  // What the store keeps of a bot's secrets (its chats, a schedule's deploy) is sealed under the agents' own key.
+  const seal = ChatSeal.forAgent(config.fleetKey, config.adminToken, config.dataDir);
   const history = new BotHistory(store, new SharedState(store), (botId) => driver.findBot(botId), {
     node,
     recoverAfterMs,
@@ -144,7 +156,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     onBackingOff: restartsCrashes ? (backOff) => void backOffs?.hold(backOff) : undefined,
     backsOff: botsInCare,
     spoolDir: config.dataDir === ':memory:' ? undefined : config.dataDir,
-    chatSeal: ChatSeal.forAgent(config.fleetKey, config.adminToken, config.dataDir),
+    chatSeal: seal,
   });
   metrics.historyStore(() => store.reachable, history.spool);
   const nodes = new NodeBeacon(store, driver, node, config.nodeUrl, config.fleetKey, report);
@@ -190,6 +202,26 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     deploys.start();
     closers.push(() => deploys.close());
   }
+  // Schedules (docs/api.md §18): this agent runs those of the bots its runtime holds, where the fleet places them.
+  const schedules = new ScheduleStore(store.sql(), seal);
+  const scheduler = new Scheduler(
+    schedules,
+    agentActions({
+      driver,
+      lifecycle,
+      history,
+      deploys,
+      deployOf: (body) => deployOf(validate(deployRequest, body)),
+      pulls: (botId) => pullEvents(history, botId),
+      onAsked: (botId) => backOffs?.asked(botId),
+    }),
+    (botId, type, fields) => history.note(botId, type, fields),
+    (botId) => driver.holdsBot(botId) === true && fence?.placedElsewhere(botId) === undefined,
+    report,
+    { agent: `${node}/${process.pid}/${randomBytes(4).toString('hex')}`, ...scheduleOptions },
+  );
+  scheduler.start();
+  closers.push(() => scheduler.close());
   // Runs are watched once the history says since when (a runtime replays what came after); closing the driver ends the watch.
   const watching = history.lastSeen().then(
     (since) => driver.observeRuns(history, since),
@@ -237,6 +269,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     onAsked: (botId) => backOffs?.asked(botId),
     nodes,
     fence,
+    schedules: { store: schedules, scheduler },
   });
   return {
     app,

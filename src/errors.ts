@@ -181,6 +181,7 @@ export const messages = {
   fleetOnly: "forbidden: only another agent of the fleet (Authorization: Fleet) makes here a bot it moves; the platform moves bots with POST /api/admin/bots/{bot_id}/move",
   provisioningOff: 'forbidden: provisioning is off on this agent (AGENT_PROVISIONING=off): bots are created and removed elsewhere',
   platformOnlyNotifications: 'forbidden: only the platform (loopback or admin token) may send a test message to the chats',
+  platformOnlySchedules: "forbidden: only the platform (loopback or admin token) may read or change a bot's schedules",
   platformOnlyChats: "forbidden: only the platform (loopback or admin token) may set, read or test a bot's chats",
   platformOnlyEvents: "forbidden: only the platform (loopback or admin token) may read every bot's events; a bot reads its own at /api/bots/{bot_id}/events",
   consoleForBots: "forbidden: the console is the platform's; a bot may manage only itself, through the API",

@@ -1,3 +1,4 @@
+import type { SqlPort } from './sql-port.js';
 /** How a run of a bot ended (docs/api.md §8), as answered and kept. */
 export interface ExitRecord {
   readonly at: string;
@@ -173,6 +174,8 @@ export interface HistoryStore extends HistoryTx {
   place(botId: string, from: Placement | undefined, node: string, startPending: boolean, atMs: number): Promise<Placement | undefined>;
   /** The bot's placement of `generation` is started: no start waits on it any more. */
   placementStarted(botId: string, generation: number): Promise<void>;
+  /** Statements and transactions on the same database, for a room that keeps tables of its own there (the schedules). */
+  sql(): SqlPort;
   /** Kept events after `seq`, oldest first, of one bot or of all. */
   eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]>;
   /**

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { fitJson } from '../json-text.js';
+import type { Rows, SqlPort } from './sql-port.js';
 import { cursorOf, deliveryOf, placementOf, storedNodeOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
 import type { SharedStateStore } from '../shared/shared-state.js';
 import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, Placement, StoredNode, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
@@ -205,6 +206,14 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
   async botsOfNode(name: string): Promise<NodeBot[]> {
     const { rows } = await (await this.query())('SELECT bot_id, running FROM node_bots WHERE node = $1 ORDER BY bot_id', [name]);
     return rows.map((row) => ({ botId: row.bot_id as string, running: row.running === true }));
+  }
+
+  /** Statements and transactions for a room of its own (the schedules), on this store's pool. */
+  sql(): SqlPort {
+    return {
+      query: async (text, values) => (await (await this.database.query())(text, values as unknown[])).rows as Rows,
+      transaction: (work) => this.database.inTransaction((query) => work(async (text, values) => (await query(text, values as unknown[])).rows as Rows)),
+    };
   }
 
   async placementsOf(botIds: readonly string[]): Promise<Placement[]> {
@@ -452,6 +461,8 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
         await query('DELETE FROM bot_chats WHERE bot_id = $1 AND set_ms <= $2', [botId, atMs]);
         await query('DELETE FROM revisions WHERE bot_id = $1 AND made_at_ms <= $2', [botId, atMs]);
         await query('DELETE FROM placements WHERE bot_id = $1 AND placed_ms <= $2', [botId, atMs]);
+        await query('DELETE FROM schedule_runs WHERE bot_id = $1', [botId]);
+        await query('DELETE FROM schedules WHERE bot_id = $1 AND created_ms <= $2', [botId, atMs]);
         await query(
           'INSERT INTO forgotten (bot_id, at_ms) VALUES ($1, $2) ON CONFLICT (bot_id) DO UPDATE SET at_ms = GREATEST(forgotten.at_ms, EXCLUDED.at_ms)',
           [botId, atMs],

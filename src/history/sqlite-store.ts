@@ -1,7 +1,8 @@
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import type { SharedStateStore } from '../shared/shared-state.js';
-import type { StatementSync } from 'node:sqlite';
+import type { SQLInputValue, StatementSync } from 'node:sqlite';
+import type { Rows, SqlPort } from './sql-port.js';
 import { fitJson } from '../json-text.js';
 import { cursorOf, deliveryOf, placementOf, storedNodeOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
 import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, Placement, StoredNode, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
@@ -152,6 +153,33 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     });
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  /** Statements and transactions for a room of its own (the schedules), in this store's queue: never inside a transaction of another's. */
+  sql(): SqlPort {
+    const run = async (text: string, values: readonly unknown[] = []): Promise<Rows> =>
+      // `$1` is PostgreSQL's placeholder; SQLite's numbered one is `?1`.
+      this.statement(text.replace(/\$(\d+)/g, '?$1')).all(...(values as SQLInputValue[])) as Rows;
+    const serially = <T>(work: () => Promise<T>): Promise<T> => {
+      const done = this.queue.then(work);
+      this.queue = done.catch(() => undefined);
+      return done;
+    };
+    return {
+      query: (text, values) => serially(() => run(text, values)),
+      transaction: (work) =>
+        serially(async () => {
+          this.db.exec('BEGIN IMMEDIATE');
+          try {
+            const value = await work(run);
+            this.db.exec('COMMIT');
+            return value;
+          } catch (err) {
+            if (this.db.isTransaction) this.db.exec('ROLLBACK');
+            throw err;
+          }
+        }),
+    };
   }
 
   subscribe(listener: (event: StoredEvent) => void): () => void {
@@ -335,6 +363,8 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
         this.statement('DELETE FROM bot_chats WHERE bot_id = ? AND set_ms <= ?').run(botId, atMs);
         this.statement('DELETE FROM revisions WHERE bot_id = ? AND made_at_ms <= ?').run(botId, atMs);
         this.statement('DELETE FROM placements WHERE bot_id = ? AND placed_ms <= ?').run(botId, atMs);
+        this.statement('DELETE FROM schedule_runs WHERE bot_id = ?').run(botId);
+        this.statement('DELETE FROM schedules WHERE bot_id = ? AND created_ms <= ?').run(botId, atMs);
         this.statement('INSERT INTO forgotten (bot_id, at_ms) VALUES (?, ?) ON CONFLICT (bot_id) DO UPDATE SET at_ms = MAX(at_ms, excluded.at_ms)').run(botId, atMs);
       },
     };

@@ -4,7 +4,7 @@ import { Forbidden, messages, NotFound, NotImplemented, Unprocessable } from '..
 import type { BotHistory } from '../history/bot-history.js';
 import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import { DEFAULT_DEADLINE_S, DEFAULT_MIN_READY_S } from '../deploys/deploys.js';
-import type { Deploys } from '../deploys/deploys.js';
+import type { DeployRequest, Deploys } from '../deploys/deploys.js';
 import type { BotHealthSpec, BotSpec } from '../provisioning/bot-spec.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
@@ -14,7 +14,7 @@ import type { Audit } from './audit.js';
 import type { Access } from './access.js';
 import type { PlacementFence } from '../fleet/placement-fence.js';
 import { botIdInPath, createBotRequest, deployRequest, listBotsQuery, validate, validateQuery } from './schemas.js';
-import type { CreateBotBody, HealthRequest } from './schemas.js';
+import type { CreateBotBody, DeployBody, HealthRequest } from './schemas.js';
 
 export interface AdminRoutesDeps {
   readonly driver: RuntimeDriver;
@@ -104,20 +104,7 @@ export function adminRoutes({ driver, provisioner, deploys, access, audit, histo
     const revision = await audit(askerOf(ctx), 'deploy', botId, () =>
       deploying.deploy(
         botId,
-        {
-          change: {
-            image: body.image,
-            env: body.env,
-            command: body.command,
-            memoryLimitBytes: body.memory_limit,
-            cpuLimit: body.cpu_limit,
-            health: healthOf(body.health),
-            registryLogin: body.registry_auth,
-          },
-          minReadyS: body.min_ready_s ?? DEFAULT_MIN_READY_S,
-          deadlineS: body.deadline_s ?? DEFAULT_DEADLINE_S,
-          rollback: body.rollback ?? true,
-        },
+        deployOf(body),
         'platform',
         pullEvents(history, botId),
       ),
@@ -158,6 +145,24 @@ export function adminRoutes({ driver, provisioner, deploys, access, audit, histo
   });
 
   return router;
+}
+
+/** A deploy's body (PATCH, or a schedule's `deploy` action) as Deploys takes it, with its defaults (docs/api.md §15). */
+export function deployOf(body: DeployBody): DeployRequest {
+  return {
+    change: {
+      image: body.image,
+      env: body.env,
+      command: body.command,
+      memoryLimitBytes: body.memory_limit,
+      cpuLimit: body.cpu_limit,
+      health: healthOf(body.health),
+      registryLogin: body.registry_auth,
+    },
+    minReadyS: body.min_ready_s ?? DEFAULT_MIN_READY_S,
+    deadlineS: body.deadline_s ?? DEFAULT_DEADLINE_S,
+    rollback: body.rollback ?? true,
+  };
 }
 
 /** The bot a create's body asks for, as the runtime takes it. */

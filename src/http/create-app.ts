@@ -18,6 +18,9 @@ import { access } from './access.js';
 import { adminRoutes } from './admin-routes.js';
 import { chatRoutes } from './chat-routes.js';
 import { nodeRoutes } from './node-routes.js';
+import { scheduleRoutes } from './schedule-routes.js';
+import type { Scheduler } from '../schedules/scheduler.js';
+import type { ScheduleStore } from '../schedules/schedule-store.js';
 import { fleetRoutes } from './fleet-routes.js';
 import type { PlacementFence } from '../fleet/placement-fence.js';
 import { DEFAULT_PULL_TIMEOUT_MS } from '../runtime/pull-failure.js';
@@ -77,6 +80,8 @@ export interface AppDeps {
   readonly nodes: Pick<NodeBeacon, 'node' | 'nodes' | 'nodeOfBot' | 'nodeNamed' | 'botsOf'>;
   /** The fleet's placements of moved bots (docs/fleet.md), within a fleet (AGENT_FLEET_KEY). */
   readonly fence?: PlacementFence | undefined;
+  /** A bot's schedules (docs/api.md §18): where they are kept, and the clock that runs them. */
+  readonly schedules?: { readonly store: ScheduleStore; readonly scheduler: Scheduler } | undefined;
   /** Told of each operation asked for a bot through the API (lifecycle, deploy, removal) before it runs. */
   readonly onAsked?: ((botId: string) => void) | undefined;
 }
@@ -133,7 +138,7 @@ export type RouteEntry = `${string} ${string}`;
  * Who may call what, read and stream limits, and the audit of lifecycle
  * operations live here; what they act on is built in src/agent.ts.
  */
-export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger, nodes, fence, onAsked }: AppDeps): App {
+export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger, nodes, fence, onAsked, schedules }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
@@ -155,6 +160,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
     adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning, node: nodes.node, fence }).routes(),
     chatRoutes({ driver, history, access: checks, chats: config.chats, botChatBase: config.botChatBase ?? DEFAULT_BOT_CHAT_BASE }).routes(),
     nodeRoutes({ nodes, access: checks }).routes(),
+    ...(schedules ? [scheduleRoutes({ driver, store: schedules.store, scheduler: schedules.scheduler, access: checks, deploys: deploys !== undefined }).routes()] : []),
     fleetRoutes({
       move: {
         node: nodes.node,

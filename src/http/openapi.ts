@@ -1,5 +1,7 @@
 import { convertSchema } from '@sodaru/yup-to-json-schema';
 import type { Schema, SchemaDescription } from 'yup';
+import { runsQuery } from './schedule-routes.js';
+import { ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_TIMEOUT_MAX_S, OFFSET_MAX_S, SCHEDULES_PER_BOT, STARTING_DEADLINE_DEFAULT_S, STARTING_DEADLINE_MAX_S } from '../schedules/schedule-spec.js';
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
 import { NODE_NAME } from '../config.js';
 import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, moveRequest, ownerRequest, pathBotId, sessionRequest } from './schemas.js';
@@ -111,10 +113,100 @@ const HISTORY_EVENTS = [
   'rolled-back',
   'moved',
   'fenced',
+  'schedule-started',
+  'schedule-succeeded',
+  'schedule-failed',
+  'schedule-skipped',
 ];
 const eventStream = sseEvent(HISTORY_EVENTS, 'A bot event; `id` is its cursor', true);
 /** Live logs: each line (`log`, no id) and the end of each run (`exited`, with its event id). */
 const logStream = sseEvent(['log', 'exited'], '`log`: {line, stream, at}; `exited`: the run ended (as in the events stream)', false);
+
+/** A schedule's action (docs/api.md §18): one shape per type. */
+const actionCommon = {
+  offset_s: { type: 'integer', minimum: 0, maximum: OFFSET_MAX_S, default: 0, description: 'seconds it waits after the action before it' },
+  continue_on_failure: { type: 'boolean', default: false },
+};
+const plainAction = (type: string) => ({ type: 'object', required: ['type'], additionalProperties: false, properties: { type: { const: type }, ...actionCommon } });
+const scheduleAction = {
+  oneOf: [
+    plainAction('restart'),
+    plainAction('stop'),
+    plainAction('start'),
+    { ...plainAction('backup'), description: 'refused (422) until bot data lands' },
+    { type: 'object', required: ['type', 'deploy'], additionalProperties: false, properties: { type: { const: 'deploy' }, ...actionCommon, deploy: ref('DeployRequest') } },
+    {
+      type: 'object',
+      required: ['type', 'command'],
+      additionalProperties: false,
+      properties: {
+        type: { const: 'command' },
+        ...actionCommon,
+        command: { type: 'array', minItems: 1, maxItems: 64, items: { type: 'string', minLength: 1, maxLength: 4096 }, description: 'the argument list, run in the bot with no shell' },
+        timeout_s: { type: 'integer', minimum: 1, maximum: COMMAND_TIMEOUT_MAX_S, default: COMMAND_TIMEOUT_DEFAULT_S },
+      },
+    },
+  ],
+};
+const scheduleFields = {
+  name: { type: ['string', 'null'], maxLength: 100 },
+  cron: { type: 'string', minLength: 1, maxLength: 200, description: 'five fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly', examples: ['*/5 * * * *', '@daily'] },
+  time_zone: { type: 'string', maxLength: 64, default: 'UTC', description: 'an IANA time zone', examples: ['Europe/Berlin'] },
+  enabled: { type: 'boolean', default: true },
+  only_when_running: { type: 'boolean', default: false },
+  missed: { enum: ['skip', 'run-once'], default: 'skip' },
+  starting_deadline_s: { type: 'integer', minimum: 1, maximum: STARTING_DEADLINE_MAX_S, default: STARTING_DEADLINE_DEFAULT_S },
+  actions: { type: 'array', minItems: 1, maxItems: ACTIONS_PER_SCHEDULE, items: scheduleAction },
+};
+/** A schedule's body: a new one's (cron and actions required), or a change's (any field). */
+const scheduleBody = (required: string[]) => ({ type: 'object', required, additionalProperties: false, properties: scheduleFields });
+const actionOutcome = {
+  type: 'object',
+  required: ['type', 'outcome', 'started_at', 'ended_at', 'message'],
+  properties: {
+    type: { type: 'string' },
+    outcome: { enum: ['running', 'succeeded', 'failed', 'not-run'] },
+    started_at: { type: ['string', 'null'] },
+    ended_at: { type: ['string', 'null'] },
+    message: { type: ['string', 'null'] },
+    exit_code: { type: ['integer', 'null'] },
+    timed_out: { type: 'boolean' },
+    output: { type: 'string', description: 'its standard output and error, at most 64 KiB as JSON' },
+    output_truncated: { type: 'boolean' },
+  },
+};
+const scheduleRun = {
+  type: 'object',
+  required: ['schedule_id', 'due_at', 'state', 'started_at', 'ended_at', 'reason', 'actions'],
+  additionalProperties: false,
+  properties: {
+    schedule_id: { type: 'string' },
+    due_at: { type: 'string', description: 'ISO 8601: the due time it was claimed for (a run now: when it was asked for)' },
+    state: { enum: ['running', 'succeeded', 'failed', 'skipped', 'cut'] },
+    started_at: { type: ['string', 'null'] },
+    ended_at: { type: ['string', 'null'] },
+    reason: { type: ['string', 'null'] },
+    actions: { type: 'array', items: actionOutcome },
+  },
+};
+const scheduleAnswer = {
+  type: 'object',
+  required: ['id', 'bot_id', ...Object.keys(scheduleFields), 'created_at', 'updated_at', 'next_due_at'],
+  additionalProperties: false,
+  properties: {
+    id: { type: 'string', pattern: '^sch_[0-9a-f]{16}$' },
+    bot_id: ref('BotId'),
+    ...scheduleFields,
+    name: { type: ['string', 'null'] },
+    actions: { type: 'array', items: { type: 'object', description: "an action as written; a deploy's variables and registry password as (set)" } },
+    created_at: { type: 'string' },
+    updated_at: { type: 'string' },
+    next_due_at: { type: 'array', maxItems: 5, items: { type: 'string' }, description: 'the next due times (none while off), ISO 8601 in UTC' },
+  },
+};
+const scheduleIdParameter = { name: 'schedule_id', in: 'path', required: true, schema: { type: 'string', pattern: '^sch_[0-9a-f]{16}$' } };
+const scheduleFailures = [400, 403, 404, 503];
+const unprocessableSchedule = { description: 'An unknown field, a bad expression, zone or bound, or an action this agent cannot run: `msg` names the field', content: json(ref('Failure')) };
 
 const ok = (description: string, schema = ref('Message')) => ({ description, content: json(schema) });
 const lifecycleFailures = [400, 403, 404, 413, 415, 429, 500, 503];
@@ -254,6 +346,17 @@ export const openApiDocument = {
           uptime_s: { type: 'integer', minimum: 0, description: "the current run's uptime in whole seconds (what uptime says in hours and minutes)" },
         },
       }),
+      ScheduleRequest: scheduleBody(['cron', 'actions']),
+      ScheduleChange: scheduleBody([]),
+      Schedule: answer('schedule', scheduleAnswer),
+      Schedules: answer('schedules', { type: 'array', maxItems: SCHEDULES_PER_BOT, items: scheduleAnswer }),
+      ScheduleRuns: answer('runs', { type: 'array', maxItems: 100, items: scheduleRun }),
+      RunStarted: {
+        type: 'object',
+        required: ['ok', 'message', 'run'],
+        additionalProperties: false,
+        properties: { ok: { const: true }, message: { type: 'string' }, run: scheduleRun },
+      },
       CreateBotRequest: jsonSchemaOf(createBotRequest),
       DeployRequest: jsonSchemaOf(deployRequest),
       MoveRequest: jsonSchemaOf(moveRequest),
@@ -714,6 +817,72 @@ export const openApiDocument = {
           '409': { description: '`no chat is configured`', content: json(ref('Failure')) },
           '502': { description: 'A chat did not take it: `msg` names which and why', content: json(ref('Failure')) },
         },
+      },
+    },
+    '/api/admin/bots/{bot_id}/schedules': {
+      get: {
+        summary: "The bot's schedules, each with its next due times (docs/api.md §18; the platform only)",
+        parameters: [botIdParameter],
+        responses: responses(ok('The schedules', ref('Schedules')), ...scheduleFailures),
+      },
+      post: {
+        summary: 'A new schedule: a cron expression, a time zone and a chain of actions (docs/api.md §18; the platform only)',
+        parameters: [botIdParameter],
+        requestBody: { required: true, content: json(ref('ScheduleRequest')) },
+        responses: {
+          ...responsesWith('201', ok('Made', ref('Schedule')), ...scheduleFailures, 413, 415),
+          '409': { description: `The bot has ${SCHEDULES_PER_BOT} schedules already`, content: json(ref('Failure')) },
+          '422': unprocessableSchedule,
+        },
+      },
+    },
+    '/api/admin/bots/{bot_id}/schedules/{schedule_id}': {
+      get: {
+        summary: 'One schedule (docs/api.md §18; the platform only)',
+        parameters: [botIdParameter, scheduleIdParameter],
+        responses: responses(ok('The schedule', ref('Schedule')), ...scheduleFailures),
+      },
+      patch: {
+        summary: 'Change a schedule: the fields given, the others kept (docs/api.md §18; the platform only)',
+        parameters: [botIdParameter, scheduleIdParameter],
+        requestBody: { required: true, content: json(ref('ScheduleChange')) },
+        responses: { ...responses(ok('Changed', ref('Schedule')), ...scheduleFailures, 413, 415), '422': unprocessableSchedule },
+      },
+      delete: {
+        summary: 'Remove a schedule and its runs (docs/api.md §18; the platform only)',
+        parameters: [botIdParameter, scheduleIdParameter],
+        responses: responses(ok('Removed'), ...scheduleFailures),
+      },
+    },
+    '/api/admin/bots/{bot_id}/schedules/{schedule_id}/enable': {
+      post: {
+        summary: 'Turn a schedule on: its due times from now on (docs/api.md §18; the platform only)',
+        parameters: [botIdParameter, scheduleIdParameter],
+        responses: { ...responses(ok('On', ref('Schedule')), ...scheduleFailures), '422': unprocessableSchedule },
+      },
+    },
+    '/api/admin/bots/{bot_id}/schedules/{schedule_id}/disable': {
+      post: {
+        summary: 'Turn a schedule off (docs/api.md §18; the platform only)',
+        parameters: [botIdParameter, scheduleIdParameter],
+        responses: { ...responses(ok('Off', ref('Schedule')), ...scheduleFailures), '422': unprocessableSchedule },
+      },
+    },
+    '/api/admin/bots/{bot_id}/schedules/{schedule_id}/run': {
+      post: {
+        summary: "Run a schedule's chain now, outside its times (docs/api.md §18; the platform only)",
+        parameters: [botIdParameter, scheduleIdParameter],
+        responses: {
+          ...responsesWith('202', ok('It runs', ref('RunStarted')), ...scheduleFailures),
+          '409': { description: 'A run of the schedule is under way', content: json(ref('Failure')) },
+        },
+      },
+    },
+    '/api/bots/{bot_id}/schedules/{schedule_id}/runs': {
+      get: {
+        summary: "A schedule's runs, newest first: due time, start, each action's outcome and output, end (docs/api.md §18; the platform only)",
+        parameters: [botIdParameter, scheduleIdParameter, ...queryParameters(runsQuery)],
+        responses: responses(ok('The runs', ref('ScheduleRuns')), ...scheduleFailures),
       },
     },
     '/api/admin/bots/{bot_id}/chats': {

@@ -46,7 +46,7 @@ export const logsRequest = object({
 }).typeError(jsonObject);
 
 /** A query value of digits only, as a number; anything else fails as not a number. */
-const digits = (_value: unknown, original: unknown) => (typeof original === 'string' && /^\d{1,9}$/.test(original) ? Number(original) : NaN);
+export const digits = (_value: unknown, original: unknown) => (typeof original === 'string' && /^\d{1,9}$/.test(original) ? Number(original) : NaN);
 
 /** Query of GET logs: `lines` from 0 (none) to MAX_LOG_LINES, `follow` true or false. */
 export const logsQuery = object({
@@ -283,6 +283,9 @@ export const deployRequest = object({
   deadline_s: wholeNumber('deadline_s', 5, 3_600).strict().meta({ jsonSchema: { default: DEFAULT_DEADLINE_S } }),
   rollback: boolean().strict().typeError('rollback must be true or false').meta({ jsonSchema: { default: true } }),
 }).typeError(jsonObject);
+
+/** A deploy's body (PATCH /api/admin/bots/{bot_id}, or a schedule's `deploy` action). */
+export type DeployBody = InferType<typeof deployRequest>;
 
 // The URL's shape; whether it can be used (read as a URL, on an allowed host, an ntfy topic) is the 422 of
 // src/notify/bot-chats.ts, as no schema can say which hosts this agent allows.

@@ -42,6 +42,10 @@ const WHAT: Record<string, { readonly text: string; readonly severity: ChatNote[
   'backing-off': { text: 'keeps crashing: held stopped for its back-off', severity: 'bad' },
   exited: { text: 'exited', severity: 'bad' },
   test: { text: 'sends a test message', severity: 'info' },
+  'schedule-started': { text: 'began a scheduled run', severity: 'info' },
+  'schedule-succeeded': { text: 'finished a scheduled run', severity: 'good' },
+  'schedule-failed': { text: 'failed a scheduled run', severity: 'bad' },
+  'schedule-skipped': { text: 'skipped a scheduled run', severity: 'info' },
 };
 
 /** The chat note of an event's JSON (docs/api.md §9), linking to `consoleUrl` where there is one. */
@@ -60,6 +64,7 @@ export function noteOf(event: Readonly<Record<string, unknown>>, consoleUrl: str
     typeof event.from_revision === 'number' || typeof event.to_revision === 'number' ? `from revision ${String(event.from_revision)} to revision ${String(event.to_revision)}` : '',
     exit ? `exit code ${String(exit.exit_code)}${exit.signal ? ` (${exit.signal})` : ''}` : '',
     typeof event.image === 'string' && type !== 'deploy-failed' ? `image ${event.image}` : '',
+    typeof event.schedule_id === 'string' ? `schedule ${typeof event.name === 'string' ? `${event.name} (${event.schedule_id})` : event.schedule_id} due at ${String(event.due_at)}` : '',
   ].filter((part) => part !== '');
   return {
     botId,

@@ -1,3 +1,4 @@
+import type { CommandBounds, CommandResult } from './command-output.js';
 import type { BotSummary } from '../provisioning/bot-spec.js';
 
 /** A bot as the runtime sees it; no runtime's own types cross this seam. */
@@ -222,6 +223,13 @@ export interface RuntimeDriver {
    * time order, as plain text; works for a stopped bot too.
    */
   logs(botId: string, lines: number): Promise<string>;
+
+  /**
+   * Runs `argv` in the bot's running container as its own user (no shell unless `argv` names one), for a
+   * schedule's `command` (docs/api.md §18): its output bounded, killed at its time-out. Throws NotRunning,
+   * NotFound. Absent where the runtime cannot run commands in bots.
+   */
+  exec?(botId: string, argv: readonly string[], bounds: CommandBounds): Promise<CommandResult>;
 
   /** Resource use of a running bot. Throws NotRunning. */
   stats(botId: string): Promise<BotStats>;

@@ -1,3 +1,5 @@
+import { execInContainer } from './docker-exec.js';
+import type { CommandBounds, CommandResult } from '../command-output.js';
 import type Docker from 'dockerode';
 import { LRUCache } from 'lru-cache';
 import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
@@ -288,6 +290,12 @@ class DockerDriver implements RuntimeDriver {
     // readLogs keeps its own deadline: a large log may take longer to send than a quick call, but never stalls.
     // No quick call's deadline signal, unused, whose timer would fire seconds after each read.
     return this.translated(botId, () => readLogs(this.docker, containerId, tty, lines));
+  }
+
+  async exec(botId: string, argv: readonly string[], bounds: CommandBounds): Promise<CommandResult> {
+    const info = await this.inspectBot(botId);
+    if (!info.State.Running) throw new NotRunning(messages.notRunning(botId));
+    return this.translated(botId, () => execInContainer(this.lasting, info.Id, argv, bounds));
   }
 
   async stats(botId: string): Promise<BotStats> {

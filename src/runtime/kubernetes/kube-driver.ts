@@ -1,3 +1,5 @@
+import { execInPod } from './kube-exec.js';
+import type { CommandBounds, CommandResult } from '../command-output.js';
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { CoreV1Event, KubeConfig, V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { LRUCache } from 'lru-cache';
@@ -333,6 +335,14 @@ class KubernetesDriver implements RuntimeDriver {
     return this.api(botId, () =>
       readPodLogs(this.core, this.kubeConfig, { namespace: this.namespace, pod: nameOf(pod), container, previous: false }, lines),
     );
+  }
+
+  async exec(botId: string, argv: readonly string[], bounds: CommandBounds): Promise<CommandResult> {
+    await this.knownDeployment(botId);
+    const pod = await this.runningPod(botId);
+    if (!pod) throw new NotRunning(messages.notRunning(botId));
+    const container = defaultContainer(pod) ?? pod.spec?.containers[0]?.name ?? '';
+    return this.api(botId, () => execInPod(this.kubeConfig, { namespace: this.namespace, pod: nameOf(pod), container }, argv, bounds));
   }
 
   async stats(botId: string): Promise<BotStats> {
