@@ -44,6 +44,8 @@ let chatsKept = 0;
 const fileBots = new Set<string>();
 /** Moves that got past every check but the fleet's own: the bot is on the node named already (409). */
 let movesReached = 0;
+/** Calls that reached one of the schedules made for the fuzzer (2xx). */
+let schedulesReached = 0;
 /** Console sign-ins the agent took (200: a session started). */
 let sessionsStarted = 0;
 /** Deploys the agent took (202), and the platform's restarts by X-Bot-ID that reached the bot (200, or 409: stopped). */
@@ -108,6 +110,9 @@ test.before(async () => {
     logger: pino({ level: 'silent' }),
     // On an engine other test files share: no restarts of their bots.
     watchdog: 'off',
+    // The schedules the fuzzer makes never fall due while it runs (a `stop` of the reader would stop the reads'
+    // bot); a run now still runs, of the schedules made for it below, each a start.
+    schedules: { tickMs: 3_600_000 },
   });
   app.middleware.unshift(async (ctx, next) => {
     await next();
@@ -115,6 +120,7 @@ test.before(async () => {
     if (ctx.method === 'POST' && ctx.path.endsWith('/move') && ctx.status === 409) movesReached += 1;
     if (ctx.method === 'POST' && ctx.path === '/api/session' && ctx.status === 200) sessionsStarted += 1;
     if (ctx.method === 'PATCH' && ctx.status === 202) deploysTaken += 1;
+    if (/\/schedules\/sch_/.test(ctx.path) && ctx.status >= 200 && ctx.status < 300) schedulesReached += 1;
     if (ctx.method === 'POST' && ctx.path === '/api/bots/self/restart' && (ctx.status === 200 || ctx.status === 409)) selfRestartsReached += 1;
     const kept =
       ctx.method === 'POST' && ctx.path === '/api/admin/bots'
@@ -166,6 +172,16 @@ const CREATE_WARNINGS = [
   'rate_limited',
   'dictionary_mismatch',
   'timeout_units',
+];
+/** The operations that name a schedule: a schedule is one bot's, and the fuzzer draws the two apart. */
+const SCHEDULE_OPERATIONS = [
+  'GET /api/admin/bots/{bot_id}/schedules/{schedule_id}',
+  'PATCH /api/admin/bots/{bot_id}/schedules/{schedule_id}',
+  'DELETE /api/admin/bots/{bot_id}/schedules/{schedule_id}',
+  'POST /api/admin/bots/{bot_id}/schedules/{schedule_id}/enable',
+  'POST /api/admin/bots/{bot_id}/schedules/{schedule_id}/disable',
+  'POST /api/admin/bots/{bot_id}/schedules/{schedule_id}/run',
+  'GET /api/bots/{bot_id}/schedules/{schedule_id}/runs',
 ];
 const tomlString = (value: string) => JSON.stringify(value);
 const tomlList = (values: string[]) => `[${values.map(tomlString).join(', ')}]`;
@@ -233,6 +249,19 @@ test('schemathesis, all phases, finds no failure, no error of its own and no war
     body: JSON.stringify({ discord_url: `${chatsAt}/api/webhooks/1/reader`, telegram: { token: '1:reader', chat_id: '5' } }),
   });
   t.is(chats.status, 200, await chats.text());
+  // Schedules of the readers, for the operations that name one: five a bot, each off, its one action a start.
+  const scheduleIds: string[] = [];
+  for (const bot of [reader, ...acted]) {
+    for (let n = 0; n < 5; n += 1) {
+      const made = await fetch(`http://127.0.0.1:${port}/api/admin/bots/${bot.id}/schedules`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
+        body: JSON.stringify({ cron: '@yearly', enabled: false, actions: [{ type: 'start' }] }),
+      });
+      t.is(made.status, 201, await made.clone().text());
+      scheduleIds.push(((await made.json()) as { schedule: { id: string } }).schedule.id);
+    }
+  }
   const [chatsKeptBefore, deploysTakenBefore] = [chatsKept, deploysTaken];
   const config = join(work, 'schemathesis.toml');
   // Real ids and owners much of the time; the rest is the fuzzer's own.
@@ -256,6 +285,8 @@ values = ${tomlList(acted.map((bot) => bot.id))}
 values = ${tomlList([reader.id, ...acted.map((bot) => bot.id)])}
 [dictionaries.deployables]
 values = ${tomlList(deployables.map((bot) => bot.id))}
+[dictionaries.schedules]
+values = ${tomlList(scheduleIds)}
 [dictionaries.chatty]
 values = ${tomlList([reader.id])}
 [dictionaries.rollbackable]
@@ -326,8 +357,17 @@ parameters = { "path.bot_id" = { dictionary = "readers", probability = 0.8 }, "b
 include-name = "POST /api/admin/bots/{bot_id}/rollback"
 parameters = { "path.bot_id" = { dictionary = "rollbackable", probability = 1.0 } }
 [[operations]]
-include-method = "DELETE"
+include-name = "DELETE /api/admin/bots/{bot_id}"
 parameters = { "path.bot_id" = { dictionary = "victims", probability = 1.0 } }
+# A schedule's operations name a reader and one of the readers' schedules: a schedule is one bot's, so a pair
+# drawn apart is the 404 that says so most of the time, and a DELETE that reached one leaves the later calls
+# naming it that 404 too (the missing-test-data warning, left out for them); the test checks instead that calls
+# reached schedules. Whether a cron expression or a time zone is one croner and Intl read is no property a schema
+# can state: a body the schema allows may be the 422 that names the field (the schema mismatch, left out too).
+[[operations]]
+include-path-regex = "/schedules"
+parameters = { "path.bot_id" = { dictionary = "readers", probability = 1.0 }, "path.schedule_id" = { dictionary = "schedules", probability = 1.0 } }
+warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !== 'missing_test_data'))}, fail-on = true }
 # A create names ids no bot has (hypothesis' own are the same few, taken after their first create), and CPUs
 # this host has. Whether the engine holds the image and the command's program is no property a schema can
 # state: a phase whose few creates all named a program busybox lacks read as a schema mismatch, so that one
@@ -441,9 +481,11 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
       'POST /api/admin/bots/{bot_id}/move',
       'POST /api/admin/nodes/{node}/drain',
       'PUT /api/admin/bots/{bot_id}/chats',
+      'POST /api/admin/bots/{bot_id}/schedules',
+      'PATCH /api/admin/bots/{bot_id}/schedules/{schedule_id}',
     ],
     'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots', 'POST /api/fleet/bots', 'POST /api/fleet/bots/{bot_id}/start'],
-    'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback', 'POST /api/admin/nodes/{node}/drain', 'POST /api/bots/self/restart'],
+    'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback', 'POST /api/admin/nodes/{node}/drain', 'POST /api/bots/self/restart', ...SCHEDULE_OPERATIONS],
   });
   t.deepEqual(verdicts, { errors: [], warnings: [] }, output.slice(-20_000));
   const failedOnExcusedWarningsAlone = verdictsOf(output).warnings.length > 0 && /Warnings fail the run/.test(output);
@@ -453,6 +495,7 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
   t.true(selfRestartsReached > 0, `no restart by X-Bot-ID reached its bot; the restarts' answers: ${JSON.stringify([...answers.restart])}`);
   t.true(chatsKept > chatsKeptBefore, "no PUT of a bot's chats the schema allows was kept");
   t.true(movesReached > 0, "no move the schema allows reached the fleet's own check");
+  t.true(schedulesReached > 0, 'no call reached a schedule made for the fuzzer');
   t.true(sessionsStarted > 0, 'no sign-in the schema allows started a session');
   for (const phase of ['Examples', 'Coverage', 'Fuzzing', 'Stateful']) t.regex(output, new RegExp(`^\\s+✅ ${phase}$`, 'm'), `the ${phase} phase did not run to the end`);
   t.true(summary.test_cases.generated > 200, `only ${summary.test_cases.generated} requests: the run says little`);
