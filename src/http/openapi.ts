@@ -159,7 +159,7 @@ const scheduleFields = {
   actions: { type: 'array', minItems: 1, maxItems: ACTIONS_PER_SCHEDULE, items: scheduleAction },
 };
 /** A schedule's body: a new one's (cron and actions required), or a change's (any field). */
-const scheduleBody = (required: string[]) => ({ type: 'object', required, additionalProperties: false, properties: scheduleFields });
+const scheduleBody = (required: string[]) => ({ type: 'object', required, minProperties: 1, additionalProperties: false, properties: scheduleFields });
 const actionOutcome = {
   type: 'object',
   required: ['type', 'outcome', 'started_at', 'ended_at', 'message'],

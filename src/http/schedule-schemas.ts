@@ -91,8 +91,10 @@ const fields = {
 
 /** A new schedule's body: `cron` and `actions` are required. */
 export const scheduleRequest = object({ ...fields, cron: fields.cron.required('cron is required'), actions: fields.actions.required('actions is required') }).typeError('request body must be a JSON object');
-/** A change's body: any of the fields, the others kept. */
-export const scheduleChange = object(fields).typeError('request body must be a JSON object');
+/** A change's body: any of the fields, at least one, the others kept. */
+export const scheduleChange = object(fields)
+  .typeError('request body must be a JSON object')
+  .test('a-field', `a change names at least one of ${Object.keys(fields).join(', ')}`, (value) => value === undefined || Object.keys(value).length > 0);
 
 /** The fields of `value` (and of the objects within it) that `schema` does not know, as paths. */
 function unknownFields(schema: Schema | undefined, value: unknown, at: string): string[] {

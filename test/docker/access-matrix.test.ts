@@ -75,6 +75,18 @@ const cells: Cell[] = [
     request: (id) => ({ method: 'GET', path: `/api/bots/${id}/stats` }),
     expected: everyoneRefusedBut(200),
   },
+  {
+    // The platform's alone: a bot may not read its own schedules (docs/api.md §18).
+    route: 'schedules, path',
+    request: (id) => ({ method: 'GET', path: `/api/admin/bots/${id}/schedules` }),
+    expected: { ...everyoneRefusedBut(200), self: 403 },
+  },
+  {
+    // Nor change one: refused before the schedule is looked for, which the platform is told is not there.
+    route: 'schedule change, path',
+    request: (id) => ({ method: 'PATCH', path: `/api/admin/bots/${id}/schedules/sch_0123456789abcdef`, body: { enabled: false } }),
+    expected: { ...everyoneRefusedBut(404), self: 403 },
+  },
 ];
 
 async function send(caller: CallerName, request: ReturnType<Cell['request']>): Promise<number> {

@@ -168,6 +168,13 @@ test('bad schedules are 422s naming their field; a bot may have 20; a backup wai
   const past = await call(agent.server, schedules(botId), { body: { cron: '@yearly', actions: [{ type: 'start' }] } });
   t.is(past.status, 409);
   t.regex(String(past.body?.msg), /has 20 schedules, the most a bot may have/);
+  const [first] = (await call(agent.server, schedules(botId))).body?.schedules as Array<{ id: string }>;
+  const some = `${schedules(botId)}/${first?.id}`;
+  for (const body of [undefined, {}]) {
+    const empty = await call(agent.server, some, { method: 'PATCH', body });
+    t.is(empty.status, 422, `a change of nothing (${JSON.stringify(body)}) is refused`);
+    t.regex(String(empty.body?.msg), /^a change names at least one of name, cron/);
+  }
   t.is((await call(agent.server, '/api/admin/bots/bot_1_1_nosuchbot/schedules')).status, 404);
   t.is((await call(agent.server, `${schedules(botId)}/sch_0123456789abcdef`)).status, 404);
 });
