@@ -188,7 +188,8 @@ export class Scheduler {
       const going = await this.store.going(schedule.id, now);
       if (going) runs.push(this.skippedRun(schedule, toRun, now, `the run due at ${iso(going.dueMs)} was still going`));
       else if (spec.only_when_running && !(await this.actions.running(schedule.botId))) runs.push(this.skippedRun(schedule, toRun, now, 'the bot was not running, and the schedule runs only while it runs'));
-      else runs.push((run = this.runningRun(schedule, toRun, now, note)));
+      // Its lease from now, not from the tick's start: a tick claims many schedules, one after the other.
+      else runs.push((run = this.runningRun(schedule, toRun, this.now(), note)));
     }
     const won = await this.store.claim(schedule, through, runs);
     if (!won) {
@@ -224,7 +225,11 @@ export class Scheduler {
     const key = `${run.scheduleId} ${run.dueMs}`;
     const abort = new AbortController();
     const done = (async () => {
-      await this.note(schedule.botId, 'schedule-started', { ...this.named(schedule, run.dueMs), ...(run.reason ? { note: run.reason } : {}) }).catch((err: unknown) => this.report('a run start could not be told', err));
+      // Told in the history's order, but not waited for: a fleet's events are written one at a time, and a chain
+      // whose first renewal waited behind a minute's worth of them would lose its lease before it began.
+      const started = this.note(schedule.botId, 'schedule-started', { ...this.named(schedule, run.dueMs), ...(run.reason ? { note: run.reason } : {}) }).catch((err: unknown) =>
+        this.report('a run start could not be told', err),
+      );
       const ended = await runChain(schedule.spec, run, {
         actions: this.actions,
         signal: abort.signal,
@@ -233,6 +238,7 @@ export class Scheduler {
         renewEveryMs: Math.max(100, Math.floor(this.leaseMs / 3)),
         report: this.report,
       });
+      await started;
       if (!ended) return;
       const type = ended.state === 'succeeded' ? 'schedule-succeeded' : 'schedule-failed';
       await this.note(schedule.botId, type, { ...this.named(schedule, run.dueMs), ...(ended.reason ? { reason: ended.reason } : {}), actions: ended.actions.map(({ type: action, outcome }) => ({ type: action, outcome })) });

@@ -26,7 +26,15 @@ interface Rig {
   events: { type: ScheduleEventType; fields: Record<string, unknown> }[];
 }
 
-function rig(t: { teardown(fn: () => Promise<void>): void }, startIso: string, actions: Partial<ScheduleActions> = {}, shared?: SqliteHistoryStore, agent = 'agent-a', leaseMs = 15_000): Rig {
+function rig(
+  t: { teardown(fn: () => Promise<void>): void },
+  startIso: string,
+  actions: Partial<ScheduleActions> = {},
+  shared?: SqliteHistoryStore,
+  agent = 'agent-a',
+  leaseMs = 15_000,
+  noted: (type: ScheduleEventType) => Promise<void> = async () => undefined,
+): Rig {
   // A store of its own closes with the scheduler; a shared one, registered by the test first, after every scheduler (teardowns run last first).
   const sqlite = shared ?? new SqliteHistoryStore(':memory:');
   if (!shared) t.teardown(() => sqlite.close());
@@ -46,7 +54,10 @@ function rig(t: { teardown(fn: () => Promise<void>): void }, startIso: string, a
       command: async () => ({ exitCode: 0, output: 'hi\n', truncated: false, timedOut: false, message: null }),
       ...actions,
     },
-    async (_botId, type, fields) => void events.push({ type, fields }),
+    async (_botId, type, fields) => {
+      events.push({ type, fields });
+      await noted(type);
+    },
     () => true,
     (what, err) => console.error(what, err),
     { agent, tickMs: 5, reloadMs: 0, leaseMs, now: () => clock.ms },
@@ -189,4 +200,17 @@ test('the scheduler runs a fixed-time job once across a fall-back night, the clo
   await eventually(() => done.length >= 1, 1_000);
   await settle();
   t.deepEqual(done, ['restart@2026-10-25T00:30:01.000Z']);
+});
+
+test("a chain does not wait for its start to be told: with the history's writes held, it runs and keeps its lease", async (t) => {
+  let release = () => {};
+  const held = new Promise<void>((resolve) => (release = resolve));
+  t.teardown(async () => release());
+  const { store, clock, done } = rig(t, '2026-03-01T10:00:30.000Z', {}, undefined, 'agent-a', 15_000, (type) => (type === 'schedule-started' ? held : Promise.resolve()));
+  await store.create('sch_0000000000000009', BOT, spec({ cron: '* * * * *', actions: [{ type: 'restart' }] }), clock.ms);
+  await settle();
+  clock.ms = Date.parse('2026-03-01T10:01:00.100Z');
+  t.true(await eventually(() => done.length === 1, 2_000), 'the chain ran while its start was still being told');
+  t.true(await eventually(async () => (await store.runs('sch_0000000000000009', 1))[0]?.state === 'succeeded', 2_000));
+  release();
 });
