@@ -38,6 +38,8 @@ export type { BotEvent, BotStatus, ExitRecord, Health, Revision } from '../clien
 /** A bot as the console's table shows it (GET /api/console/fleet). */
 export type FleetBot = Omit<BotStatus, 'last_exit'> & {
   template: string | null;
+  /** Its next scheduled run and that run's first action (docs/api.md §18); older agents of a fleet say none. */
+  next_schedule?: { at: string; action: string } | null;
   restarts_last_hour: number;
   last_exit: ExitSummary | null;
   sparkline: { cpu_percent: number[]; memory_bytes: number[] };

@@ -11,7 +11,7 @@ const OVERSCAN = 10;
 /** The samples' pace: the table is read again as often. */
 const REFRESH_MS = 15_000;
 
-type SortKey = 'bot_id' | 'user_id' | 'node' | 'state' | 'uptime' | 'cpu' | 'memory' | 'restarts_last_hour' | 'crashes_last_hour' | 'last_exit';
+type SortKey = 'bot_id' | 'user_id' | 'node' | 'state' | 'uptime' | 'cpu' | 'memory' | 'restarts_last_hour' | 'crashes_last_hour' | 'last_exit' | 'next_schedule';
 const STATES = ['all', 'running', 'crash-looping', 'given-up', 'exited', 'stopped'] as const;
 
 const last = (values: number[]): number | undefined => values[values.length - 1];
@@ -36,6 +36,8 @@ function sortValue(bot: FleetBot, key: SortKey): string | number {
       return bot.started_at ? -Date.parse(bot.started_at) : -Infinity;
     case 'last_exit':
       return bot.last_exit ? Date.parse(bot.last_exit.at) : 0;
+    case 'next_schedule':
+      return bot.next_schedule ? Date.parse(bot.next_schedule.at) : Infinity;
     case 'state':
       return STATES.indexOf(bot.state);
     default:
@@ -209,6 +211,7 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
                 {header('restarts_last_hour', 'Restarts 1 h')}
                 {header('crashes_last_hour', 'Crashes 1 h')}
                 {header('last_exit', 'Last exit')}
+                {header('next_schedule', 'Next scheduled')}
               </tr>
             </thead>
             <tbody>
@@ -241,6 +244,15 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
                   <td class="number">{bot.restarts_last_hour}</td>
                   <td class="number">{bot.crashes_last_hour}</td>
                   <td>{exitReason(bot.last_exit)}</td>
+                  <td data-testid="next-schedule">
+                    {bot.next_schedule ? (
+                      <>
+                        {bot.next_schedule.action} at <time dateTime={bot.next_schedule.at}>{new Date(bot.next_schedule.at).toLocaleString()}</time>
+                      </>
+                    ) : (
+                      '—'
+                    )}
+                  </td>
                 </tr>
               ))}
               {end < shown.length && <tr class="spacer" style={{ height: `${(shown.length - end) * ROW_HEIGHT}px` }} aria-hidden="true" />}

@@ -1,24 +1,6 @@
 import { useEffect, useRef } from 'preact/hooks';
+import { BOT_EVENT_TYPES } from '../src/history/event-types.js';
 import type { BotEvent } from './api.js';
-
-export const EVENT_TYPES = [
-  'started',
-  'exited',
-  'crash-looping',
-  'recovered',
-  'operation',
-  'unhealthy',
-  'restarted',
-  'pulling',
-  'pulled',
-  'pull-failed',
-  'deploy-started',
-  'deploy-succeeded',
-  'deploy-failed',
-  'rolled-back',
-  'given-up',
-  'backing-off',
-] as const;
 
 /** The stream's address, resuming after `cursor` when there is one. */
 function resumed(url: string, cursor: string | undefined): string {
@@ -54,7 +36,7 @@ export function useEvents(url: string | undefined, onEvent: (event: BotEvent) =>
     };
     const open = () => {
       source = new EventSource(resumed(url, cursor), { withCredentials: true });
-      for (const type of EVENT_TYPES) source.addEventListener(type, take);
+      for (const type of BOT_EVENT_TYPES) source.addEventListener(type, take);
       source.onerror = () => {
         if (source?.readyState !== EventSource.CLOSED) return;
         retry = setTimeout(open, 3_000);

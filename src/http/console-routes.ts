@@ -28,6 +28,8 @@ export interface ConsoleRoutesDeps {
   readonly sessions: ConsoleSessions;
   readonly access: Access;
   readonly trustedHosts: readonly string[];
+  /** A bot's next scheduled run this agent watches, with its first action (docs/api.md §18). */
+  readonly nextScheduled?: (botId: string) => { atMs: number; action: string } | undefined;
   /** The built console; undefined when it was not built (its page then says how to build it). */
   readonly files: ConsoleFiles | undefined;
   /** The other nodes' rows of the table (docs/api.md §17); undefined: this node's alone. */
@@ -77,7 +79,7 @@ function withoutLogs({ logs: _logs, ...exit }: ExitRecord): Omit<ExitRecord, 'lo
  * that lets a browser be the platform, every bot's status at once for its
  * table, and the samples its charts draw.
  */
-export function consoleRoutes({ driver, node, provisioner, history, samples, watchdog, sessions, access, trustedHosts, files, otherNodesRows }: ConsoleRoutesDeps): Router {
+export function consoleRoutes({ driver, node, provisioner, history, samples, watchdog, sessions, access, trustedHosts, files, otherNodesRows, nextScheduled }: ConsoleRoutesDeps): Router {
   const router = new Router();
 
   router.get('/', async (ctx, next) => {
@@ -143,9 +145,11 @@ export function consoleRoutes({ driver, node, provisioner, history, samples, wat
     const own = bots.map((bot) => {
       const info = { id: bot.bot_id, ownerId: bot.user_id, running: bot.state === 'running', startedAt: bot.started_at === undefined ? undefined : new Date(bot.started_at) };
       const kept = samples.samples(bot.bot_id);
+      const next = nextScheduled?.(bot.bot_id);
       return {
         ...tableRow(info, recordOf(bot.bot_id), watchdog.lastJudged(bot.bot_id), node),
         template: bot.template ?? null,
+        next_schedule: next ? { at: new Date(next.atMs).toISOString(), action: next.action } : null,
         sparkline: { cpu_percent: kept.map((sample) => round2(sample.cpuPercent)), memory_bytes: kept.map((sample) => sample.memoryBytes) },
       };
     });
@@ -155,6 +159,7 @@ export function consoleRoutes({ driver, node, provisioner, history, samples, wat
     const lastKnownRows = known.map(({ holder, seenAt, bot }) => ({
       ...tableRow({ id: bot.botId, ownerId: undefined, running: bot.running, startedAt: undefined }, knownRecordOf(bot.botId), UNKNOWN_HEALTH, holder),
       template: null,
+      next_schedule: null,
       sparkline: { cpu_percent: [], memory_bytes: [] },
       last_known: seenAt,
     }));

@@ -189,6 +189,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
       trustedHosts: config.trustedHosts,
       files,
       node: nodes.node,
+      nextScheduled: schedules ? (botId) => schedules.scheduler.nextOfBot(botId) : undefined,
       otherNodesRows: config.fleetKey === undefined ? undefined : otherNodesRows(nodes, config.fleetKey, (what, err) => logger.warn({ err: String(err) }, what)),
     }).routes(),
   );

@@ -1,5 +1,6 @@
 import { convertSchema } from '@sodaru/yup-to-json-schema';
 import type { Schema, SchemaDescription } from 'yup';
+import { BOT_EVENT_TYPES } from '../history/event-types.js';
 import { runsQuery } from './schedule-routes.js';
 import { ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_TIMEOUT_MAX_S, OFFSET_MAX_S, SCHEDULES_PER_BOT, STARTING_DEADLINE_DEFAULT_S, STARTING_DEADLINE_MAX_S } from '../schedules/schedule-spec.js';
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
@@ -79,7 +80,7 @@ const botIdParameter = { name: 'bot_id', in: 'path', required: true, schema: ref
 // An empty Last-Event-ID is the same as none (what an EventSource sends before its first id).
 const lastEventId = { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string', pattern: '^[0-9]{0,15}$' } };
 /** One Server-Sent Event as a client parses it (OpenAPI 3.1: `schema` describes each event); `: ping` comments every 15 s. */
-const sseEvent = (events: string[], description: string, withId: boolean) => ({
+const sseEvent = (events: readonly string[], description: string, withId: boolean) => ({
   'text/event-stream': {
     schema: {
       type: 'object',
@@ -94,31 +95,7 @@ const sseEvent = (events: string[], description: string, withId: boolean) => ({
     },
   },
 });
-const HISTORY_EVENTS = [
-  'started',
-  'exited',
-  'crash-looping',
-  'recovered',
-  'operation',
-  'unhealthy',
-  'restarted',
-  'given-up',
-  'backing-off',
-  'pulling',
-  'pulled',
-  'pull-failed',
-  'deploy-started',
-  'deploy-succeeded',
-  'deploy-failed',
-  'rolled-back',
-  'moved',
-  'fenced',
-  'schedule-started',
-  'schedule-succeeded',
-  'schedule-failed',
-  'schedule-skipped',
-];
-const eventStream = sseEvent(HISTORY_EVENTS, 'A bot event; `id` is its cursor', true);
+const eventStream = sseEvent(BOT_EVENT_TYPES, 'A bot event; `id` is its cursor', true);
 /** Live logs: each line (`log`, no id) and the end of each run (`exited`, with its event id). */
 const logStream = sseEvent(['log', 'exited'], '`log`: {line, stream, at}; `exited`: the run ended (as in the events stream)', false);
 
@@ -300,6 +277,10 @@ const statusFields = {
 const fleetFields = {
   ...statusFields,
   template: { type: ['string', 'null'] },
+  next_schedule: {
+    description: "the bot's next scheduled run this agent watches, and its first action (docs/api.md §18)",
+    oneOf: [{ type: 'object', required: ['at', 'action'], additionalProperties: false, properties: { at: { type: 'string' }, action: { type: 'string' } } }, { type: 'null' }],
+  },
   restarts_last_hour: { type: 'integer', minimum: 0, description: 'runs that ended in the last hour, requested or not' },
   last_exit: { oneOf: [exitSummary, { type: 'null' }] },
   sparkline: {

@@ -17,6 +17,7 @@ import { TEST_APP_CONFIG } from '../helpers/agent.js';
 import { DockerFixture, IDLE_BOT } from '../helpers/docker-fixture.js';
 import type { TestBot } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
+import { call } from '../helpers/http-client.js';
 import { createdIdleBot } from '../helpers/idle-bot.js';
 import { pushedImage, REGISTRY_LOGIN, testRegistry } from '../helpers/registry.js';
 
@@ -250,6 +251,41 @@ test.serial("a deploy from a bot's page: its progress live, the new revision's o
   await page.getByTestId('deploy-answer').getByText(/was not found in its registry/).waitFor({ timeout: 30_000 });
   await revisions.locator('tr[data-revision="3"] td.outcome').getByText(/failed: image .* was not found/).waitFor();
   t.true((await fixture.docker.getContainer(id).inspect()).State.Running, 'the bot runs on');
+  t.deepEqual(problems, []);
+  await page.close();
+});
+
+test.serial("a bot's schedules on its page: next runs in the operator's time, run now asked first and its run listed, turned off; the fleet shows the next action", async (t) => {
+  const { server } = agents[0]!;
+  const id = await createdIdleBot(t, fixture, server);
+  const made = await call(server, `/api/admin/bots/${id}/schedules`, {
+    body: { name: 'nightly', cron: '30 3 * * *', time_zone: 'Europe/Berlin', actions: [{ type: 'command', command: ['sh', '-c', 'echo hello from the schedule > /tmp/scheduled'] }] },
+  });
+  t.is(made.status, 201, made.text);
+  const schedule = made.body?.schedule as { id: string; next_due_at: string[] };
+  const page = await browser.newPage();
+  const problems = watchPage(page, { expected: OTHERS_REMOVED });
+  await page.goto(`${loopback.url}/#/bots/${id}`);
+  const listed = page.getByTestId('schedules').locator(`tr[data-schedule="${schedule.id}"]`);
+  // 03:30 in Berlin, shown as the operator's own clock shows it.
+  const first = await page.evaluate((iso) => new Date(iso).toLocaleString(), schedule.next_due_at[0]!);
+  await listed.getByTestId('next-runs').getByText(first).waitFor();
+  await listed.getByRole('button', { name: 'Run now' }).click();
+  await page.getByRole('dialog').getByText('Its actions run now, in order: command.').waitFor();
+  await page.getByRole('button', { name: 'Yes, run now' }).click();
+  await page.getByTestId('schedule-runs').locator('tr[data-state="succeeded"]').waitFor({ timeout: 30_000 }).catch(async (err: unknown) => {
+    t.log(await page.getByTestId('schedule-runs').innerText(), JSON.stringify((await call(server, `/api/bots/${id}/schedules/${schedule.id}/runs`)).body));
+    throw err;
+  });
+  t.is((await fixture.exec({ id, container: fixture.docker.getContainer(id) }, 'cat /tmp/scheduled')).trim(), 'hello from the schedule');
+
+  await openFleet(page, loopback.url);
+  await page.locator(`tr[data-bot="${id}"]`).getByTestId('next-schedule').getByText(/^command at /).waitFor({ timeout: 20_000 });
+
+  await page.goto(`${loopback.url}/#/bots/${id}`);
+  await listed.getByRole('button', { name: 'Turn off' }).click();
+  await listed.getByTestId('next-runs').getByText('off').waitFor();
+  t.false(((await call(server, `/api/admin/bots/${id}/schedules/${schedule.id}`)).body?.schedule as { enabled: boolean }).enabled);
   t.deepEqual(problems, []);
   await page.close();
 });
