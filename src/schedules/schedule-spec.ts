@@ -1,4 +1,5 @@
 import { Cron } from 'croner';
+import { LRUCache } from 'lru-cache';
 
 /** The most schedules one bot has (docs/api.md §18). */
 export const SCHEDULES_PER_BOT = 20;
@@ -49,8 +50,17 @@ export interface ScheduleSpec {
 
 /** croner's reading of a five-field expression (or a nickname) in `zone`; throws on a bad one. */
 export function cronOf(cron: string, zone: string): Cron {
-  return new Cron(cron, { timezone: zone, mode: '5-part', paused: true });
+  const key = `${zone} ${cron}`;
+  let made = crons.get(key);
+  if (!made) crons.set(key, (made = new Cron(cron, { timezone: zone, mode: '5-part', paused: true })));
+  return made;
 }
+
+/**
+ * The expressions read lately, by zone: a paused croner job answers due times and keeps no state, but takes
+ * about 80 KB of heap (docs/performance.md), so none is held per schedule; a fleet's schedules share a few.
+ */
+const crons = new LRUCache<string, Cron>({ max: 100 });
 
 /** The longest stretch one look reads due times of: at most 1,440 of them, as runs are at most once a minute. */
 const DUES_READ_MS = 24 * 3_600_000;

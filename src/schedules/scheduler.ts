@@ -1,4 +1,3 @@
-import type { Cron } from 'croner';
 import type { FaultReporter } from '../runtime/driver.js';
 import { runChain } from './chain.js';
 import type { ScheduleActions } from './chain.js';
@@ -29,7 +28,6 @@ export interface SchedulerOptions {
 
 interface Watched {
   readonly schedule: StoredSchedule;
-  readonly cron: Cron;
   /** The first due time after the handled ones. */
   nextDueMs: number | undefined;
 }
@@ -149,8 +147,7 @@ export class Scheduler {
         continue;
       }
       try {
-        const cron = kept?.schedule.version === schedule.version ? kept.cron : cronOf(schedule.spec.cron, schedule.spec.time_zone);
-        watched.set(schedule.id, { schedule, cron, nextDueMs: cron.nextRun(new Date(schedule.handledThroughMs))?.getTime() });
+        watched.set(schedule.id, { schedule, nextDueMs: cronOf(schedule.spec.cron, schedule.spec.time_zone).nextRun(new Date(schedule.handledThroughMs))?.getTime() });
       } catch (err) {
         this.report(`schedule ${schedule.id} of bot ${schedule.botId} cannot be read`, err);
       }
@@ -161,7 +158,8 @@ export class Scheduler {
 
   /** Claims the schedule's due times up to now: one runs (or is skipped), the older ones are missed. */
   private async claimDue(watched: Watched, now: number): Promise<void> {
-    const { schedule, cron } = watched;
+    const { schedule } = watched;
+    const cron = cronOf(schedule.spec.cron, schedule.spec.time_zone);
     const { spec } = schedule;
     const { dues, earlier } = duesBetween(cron, schedule.handledThroughMs, now);
     const through = dues.at(-1);
@@ -199,7 +197,7 @@ export class Scheduler {
       return;
     }
     const claimed = { ...schedule, handledThroughMs: through };
-    this.watched.set(schedule.id, { schedule: claimed, cron, nextDueMs: cron.nextRun(new Date(through))?.getTime() });
+    this.watched.set(schedule.id, { schedule: claimed, nextDueMs: cron.nextRun(new Date(through))?.getTime() });
     for (const skipped of runs.filter((one) => one.state === 'skipped')) {
       await this.note(schedule.botId, 'schedule-skipped', { ...this.named(schedule, skipped.dueMs), reason: skipped.reason }).catch((err: unknown) => this.report('a skipped run could not be told', err));
     }
