@@ -2,6 +2,9 @@ import test from 'ava';
 import { EXIT_LOG_BYTES } from '../../src/history/history-store.js';
 import type { ExitRecord, RevisionRecord, StoredEvent } from '../../src/history/history-store.js';
 import type { AgentStore } from '../../src/history/open-store.js';
+import type { ScheduleSpec } from '../../src/schedules/schedule-spec.js';
+import { ScheduleStore } from '../../src/schedules/schedule-store.js';
+import type { StoredRun } from '../../src/schedules/schedule-store.js';
 
 /** Opens a store of the backend under test: empty, or with `shared` another store over the same data as one opened before. */
 export type OpenStore = (shared?: AgentStore) => Promise<AgentStore>;
@@ -300,6 +303,32 @@ export function storeSuite(backend: string, open: OpenStore): void {
     await store.deliveryDone(a2.seq);
     const again = await store.claimDeliveries(5_000, 10, 500);
     t.deepEqual(again.map((d) => [d.seq, d.attempts]), [[b1.seq, 1]], 'the failed one once due');
+  });
+
+  test(`${backend}: a schedule's due time claimed by two agents over the same data at once is theirs once; a going run refuses another; a lapsed lease is cut once; a removal takes them`, async (t) => {
+    const first = await opened(t);
+    // Where the backend opens a second store over the same data (PostgreSQL), the two agents each have one; one agent's store otherwise.
+    const second = backend === 'SQLite' ? first : await opened(t, first);
+    const [a, b] = [new ScheduleStore(first.sql()), new ScheduleStore(second.sql())];
+    const botId = 'bot_1_1_sched';
+    const spec: ScheduleSpec = { name: null, cron: '* * * * *', time_zone: 'UTC', enabled: true, only_when_running: false, missed: 'skip', starting_deadline_s: 60, actions: [{ type: 'restart', offset_s: 0, continue_on_failure: false }] };
+    const made = await a.create('sch_00000000000000aa', botId, spec, 0);
+    const run = (agent: string, dueMs: number): StoredRun => ({ scheduleId: made.id, dueMs, botId, state: 'running', agent, leaseUntilMs: dueMs + 15_000, startedMs: dueMs, endedMs: null, actions: [], reason: null });
+    const [readA, readB] = await Promise.all([a.get(botId, made.id), b.get(botId, made.id)]);
+    const won = await Promise.all([a.claim(readA!, 60_000, [run('a', 60_000)]), b.claim(readB!, 60_000, [run('b', 60_000)])]);
+    t.is(won.filter(Boolean).length, 1, 'one claim of the due time wins');
+    const holder = won[0] ? 'a' : 'b';
+    t.deepEqual((await b.runs(made.id, 10)).map((one) => [one.dueMs, one.agent]), [[60_000, holder]]);
+    t.false(await a.claim(readA!, 60_000, [run('a', 60_000)]), 'a claim from what was read before is refused');
+    t.false(await b.addRun(run('b', 61_001), 61_000), 'run now while the run goes');
+    t.true(await (holder === 'a' ? a : b).progress(run(holder, 60_000), holder, [], 80_000), 'its holder renews its lease');
+    const cut = await Promise.all([a.cutLapsed(90_000, 'lapsed'), b.cutLapsed(90_000, 'lapsed')]);
+    t.is(cut.flat().length, 1, 'a lapsed run is cut by one of them');
+    t.false(await a.progress(run(holder, 60_000), holder, [], 120_000), 'its holder, back, finds it cut: the chain stops');
+    t.true(await a.addRun(run('a', 91_001), 91_000), 'run now once none goes');
+    await second.forget(botId, 100_000);
+    t.deepEqual(await a.ofBot(botId), []);
+    t.deepEqual(await a.runs(made.id, 10), []);
   });
 }
 
