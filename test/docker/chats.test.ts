@@ -131,6 +131,27 @@ test.serial("a bot's own words in a chat message are its words: no masked link, 
   t.true(telegram.includes('&lt;@123456&gt;'));
 });
 
+test("a scheduled run that fails is told in every chat: the schedule, its due time and the failed action's reason", async (t) => {
+  const id = await createdIdleBot(t, fixture, agent.server);
+  const made = await call(agent.server, `/api/admin/bots/${id}/schedules`, {
+    body: { name: 'cache-rotate', cron: '0 0 1 1 *', actions: [{ type: 'command', command: ['sh', '-c', 'echo no cache here >&2; exit 7'] }] },
+  });
+  t.is(made.status, 201, made.text);
+  const { id: scheduleId } = made.body?.schedule as { id: string };
+  t.is((await call(agent.server, `/api/admin/bots/${id}/schedules/${scheduleId}/run`, { method: 'POST' })).status, 202);
+  const ofBot = () => received.filter((r) => JSON.stringify(r.body).includes(id));
+  t.true(await eventually(() => ['discord', 'slack', 'telegram', 'ntfy'].every((chat) => ofBot().some((r) => r.chat === chat)), 30_000, 100), JSON.stringify(ofBot().map((r) => r.chat)));
+  for (const message of ofBot()) t.is(chatSchemaErrors(message), undefined);
+  const [discord] = ofBot().filter((r) => r.chat === 'discord');
+  const embed = (discord?.body.embeds as Record<string, unknown>[])[0]!;
+  t.is(embed.title, `Bot ${id} failed a scheduled run`);
+  // Discord's markdown escapes taken off: the words as the owner reads them.
+  const said = String(embed.description).replaceAll('\\', '');
+  t.regex(said, new RegExp(`schedule cache-rotate \\(${scheduleId}\\) due at \\d{4}-`), said);
+  t.regex(said, /action 1 \(command\) failed: it exited with code 7/);
+  t.false(JSON.stringify(ofBot()).includes('began a scheduled run'), 'a start is not told by default, nor a success');
+});
+
 test('a test message on demand reaches every chat; one that fails is named, with no secret in the answer', async (t) => {
   const before = received.length;
   const reply = await call(agent.server, '/api/admin/notifications/test', { method: 'POST' });
