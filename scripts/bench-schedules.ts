@@ -59,7 +59,7 @@ try {
   global.gc?.();
   const heapAtRest = process.memoryUsage().heapUsed - heapBefore;
   const readStart = performance.now();
-  await store.enabled();
+  await store.enabledHeads();
   const readMs = performance.now() - readStart;
   const lag: number[] = [];
   for (let i = 0; i < 40; i += 1) {

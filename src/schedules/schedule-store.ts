@@ -136,6 +136,26 @@ export class ScheduleStore {
     return (await this.sql.query(`SELECT ${SCHEDULE_COLUMNS} FROM schedules WHERE enabled = 1`)).map(this.schedule);
   }
 
+  /** What tells whether an enabled schedule changed, or was claimed, since it was read: no spec read or opened. */
+  async enabledHeads(): Promise<Pick<StoredSchedule, 'id' | 'version' | 'handledThroughMs'>[]> {
+    return (await this.sql.query('SELECT id, version, handled_through_ms FROM schedules WHERE enabled = 1')).map((row) => ({
+      id: row.id as string,
+      version: Number(row.version),
+      handledThroughMs: Number(row.handled_through_ms),
+    }));
+  }
+
+  /** The enabled ones of the schedules `ids`, read a few hundred at a time. */
+  async enabledOf(ids: readonly string[]): Promise<StoredSchedule[]> {
+    const read: StoredSchedule[] = [];
+    for (let from = 0; from < ids.length; from += 500) {
+      const some = ids.slice(from, from + 500);
+      const rows = await this.sql.query(`SELECT ${SCHEDULE_COLUMNS} FROM schedules WHERE enabled = 1 AND id IN (${some.map((_, n) => `$${n + 1}`).join(', ')})`, some);
+      read.push(...rows.map(this.schedule));
+    }
+    return read;
+  }
+
   /** Keeps a new schedule, its due times from `nowMs` on; throws TooManySchedules past SCHEDULES_PER_BOT. */
   async create(id: string, botId: string, spec: ScheduleSpec, nowMs: number): Promise<StoredSchedule> {
     return this.sql.transaction(async (query) => {

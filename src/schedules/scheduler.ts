@@ -137,15 +137,17 @@ export class Scheduler {
     }
   }
 
+  /** Every enabled schedule again: only those changed or claimed since they were read are read whole. */
   private async load(now: number): Promise<void> {
-    const schedules = await this.store.enabled();
+    const heads = await this.store.enabledHeads();
+    const same = (id: string, version: number, handledThroughMs: number) => {
+      const kept = this.watched.get(id);
+      return kept !== undefined && kept.schedule.version === version && kept.schedule.handledThroughMs === handledThroughMs;
+    };
+    const fresh = await this.store.enabledOf(heads.filter((head) => !same(head.id, head.version, head.handledThroughMs)).map((head) => head.id));
     const watched = new Map<string, Watched>();
-    for (const schedule of schedules) {
-      const kept = this.watched.get(schedule.id);
-      if (kept && kept.schedule.version === schedule.version && kept.schedule.handledThroughMs === schedule.handledThroughMs) {
-        watched.set(schedule.id, kept);
-        continue;
-      }
+    for (const head of heads) if (same(head.id, head.version, head.handledThroughMs)) watched.set(head.id, this.watched.get(head.id)!);
+    for (const schedule of fresh) {
       try {
         watched.set(schedule.id, { schedule, nextDueMs: cronOf(schedule.spec.cron, schedule.spec.time_zone).nextRun(new Date(schedule.handledThroughMs))?.getTime() });
       } catch (err) {
