@@ -243,6 +243,13 @@ test.serial("a bot moved from node-b to node-c by a call to node-a: the same id,
   const exits = async () => ((await call(nodeA.server, `/api/bots/${id}/exits`)).body?.exits as { requested: boolean }[] | undefined) ?? [];
   t.true(await eventually(async () => (await exits()).length === 1, 20_000, 250), "the restart's run end was not recorded");
 
+  // A schedule of the bot's, made before the move (docs/api.md §18): it moves with the bot.
+  const scheduled = await call(nodeA.server, `/api/admin/bots/${id}/schedules`, {
+    body: { name: 'moves-along', cron: '0 0 1 1 *', actions: [{ type: 'command', command: ['sh', '-c', 'echo "ran on $(hostname)" > /tmp/scheduled'] }] },
+  });
+  t.is(scheduled.status, 201, scheduled.text);
+  const scheduleId = (scheduled.body?.schedule as { id: string }).id;
+
   const elsewhere = await call(nodeA.server, `/api/admin/bots/${id}/move`, { body: { node: 'node-z' } });
   t.is(elsewhere.status, 422, elsewhere.text);
   t.regex(String(elsewhere.body?.msg), /node node-z is not one of the fleet's/);
@@ -272,6 +279,18 @@ test.serial("a bot moved from node-b to node-c by a call to node-a: the same id,
   const told = await events.next((event) => event.event === 'moved', 10_000);
   events.close();
   t.like(told.data, { bot_id: id, from_node: 'node-b', to_node: 'node-c', by: 'platform', node: 'node-b' });
+  // Its schedule moved with it: listed at node-c's agent, and run now (asked of node-a) in its run on node-c.
+  t.deepEqual(((await call(nodeC.server, `/api/admin/bots/${id}/schedules`)).body?.schedules as { id: string }[]).map((one) => one.id), [scheduleId]);
+  const ranNow = await call(nodeA.server, `/api/admin/bots/${id}/schedules/${scheduleId}/run`, { method: 'POST' });
+  t.is(ranNow.status, 202, ranNow.text);
+  const runState = async () => ((await call(nodeA.server, `/api/bots/${id}/schedules/${scheduleId}/runs`)).body?.runs as { state: string }[])[0]?.state;
+  t.true(await eventually(async () => (await runState()) === 'succeeded', 20_000, 250), String(await runState()));
+  const file = await engineC.docker().getContainer(id).exec({ Cmd: ['cat', '/tmp/scheduled'], AttachStdout: true });
+  const stream = await file.start({});
+  let said = '';
+  stream.on('data', (chunk: Buffer) => (said += chunk.toString('latin1')));
+  await new Promise((resolve) => stream.on('end', resolve));
+  t.regex(said, /ran on /, 'the schedule ran in the bot on node-c');
   t.is((await call(nodeA.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
 });
 
