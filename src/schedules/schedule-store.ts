@@ -131,11 +131,6 @@ export class ScheduleStore {
     return row && this.schedule(row);
   }
 
-  /** Every enabled schedule, for the clock. */
-  async enabled(): Promise<StoredSchedule[]> {
-    return (await this.sql.query(`SELECT ${SCHEDULE_COLUMNS} FROM schedules WHERE enabled = 1`)).map(this.schedule);
-  }
-
   /** What tells whether an enabled schedule changed, or was claimed, since it was read: no spec read or opened. */
   async enabledHeads(): Promise<Pick<StoredSchedule, 'id' | 'version' | 'handledThroughMs'>[]> {
     return (await this.sql.query('SELECT id, version, handled_through_ms FROM schedules WHERE enabled = 1')).map((row) => ({

@@ -139,14 +139,14 @@ export class Scheduler {
 
   /** Every enabled schedule again: only those changed or claimed since they were read are read whole. */
   private async load(now: number): Promise<void> {
-    const heads = await this.store.enabledHeads();
-    const same = (id: string, version: number, handledThroughMs: number) => {
-      const kept = this.watched.get(id);
-      return kept !== undefined && kept.schedule.version === version && kept.schedule.handledThroughMs === handledThroughMs;
-    };
-    const fresh = await this.store.enabledOf(heads.filter((head) => !same(head.id, head.version, head.handledThroughMs)).map((head) => head.id));
     const watched = new Map<string, Watched>();
-    for (const head of heads) if (same(head.id, head.version, head.handledThroughMs)) watched.set(head.id, this.watched.get(head.id)!);
+    const changed: string[] = [];
+    for (const head of await this.store.enabledHeads()) {
+      const kept = this.watched.get(head.id);
+      if (kept && kept.schedule.version === head.version && kept.schedule.handledThroughMs === head.handledThroughMs) watched.set(head.id, kept);
+      else changed.push(head.id);
+    }
+    const fresh = await this.store.enabledOf(changed);
     for (const schedule of fresh) {
       try {
         watched.set(schedule.id, { schedule, nextDueMs: cronOf(schedule.spec.cron, schedule.spec.time_zone).nextRun(new Date(schedule.handledThroughMs))?.getTime() });
