@@ -171,6 +171,23 @@ test('the index keeps each running bot\'s start time, read again when it restart
   t.true(await eventually(() => index.byIndex('bot', bot.id)?.[0]?.startedAt?.getTime() === restartedMs), 'the index kept the old start time');
 });
 
+test('a bot started again while the event stream was down, its start never heard, has its new start time once the index is listed again', async (t) => {
+  const { proxy, index } = await indexBehindProxy(t);
+  const bot = await fixture.runBot();
+  const startedMs = (): Promise<number> => fixture.startedAt(bot).then((iso) => new Date(iso).getTime());
+  const firstMs = await startedMs();
+  t.true(await eventually(() => index.byIndex('bot', bot.id)?.[0]?.startedAt?.getTime() === firstMs, 60_000), 'the index never knew the bot');
+  // Long enough a run that the engine's "Up N seconds" of the next one is plainly shorter.
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, firstMs + 6_000 - Date.now())));
+  proxy.cut();
+  t.true(await eventually(() => index.byIndex('bot', bot.id) === undefined), 'the index never saw its stream go');
+  await bot.container.restart({ t: 1 });
+  const restartedMs = await startedMs();
+  proxy.restore();
+  t.true(await eventually(() => index.byIndex('bot', bot.id) !== undefined, 60_000), 'the index never came back');
+  t.is(index.byIndex('bot', bot.id)?.[0]?.startedAt?.getTime(), restartedMs, 'the listing kept the start time of the run before');
+});
+
 test('the index knows no container without the bot label', async (t) => {
   const index = new DockerBotIndex(fixture.docker);
   t.teardown(() => index.close());

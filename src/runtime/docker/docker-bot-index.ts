@@ -7,6 +7,7 @@ import { TEMPLATE_LABEL } from '../../provisioning/bot-spec.js';
 import { generationIn } from '../../bot-id.js';
 import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL } from '../labels.js';
 import { DockerEventStream } from './docker-events.js';
+import { startedAfter } from './docker-uptime.js';
 import type { EngineEvent } from './docker-events.js';
 import { engineStatus } from './docker-errors.js';
 import { BACKGROUND_DEADLINE_MS, InspectionQueue } from './docker-inspections.js';
@@ -226,6 +227,7 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
   }
 
   private async listWhole(): Promise<void> {
+    const listedAtMs = Date.now();
     const containers = await this.docker.listContainers({
       all: true,
       filters: { label: [BOT_LABEL] },
@@ -237,7 +239,12 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     this.startedSince = new Set();
     // Each inspection waits for a slot of the queue's: a thousand at once would outlast their deadlines.
     const bots = await Promise.all(
-      containers.map((container) => this.indexed(container, restarted.has(container.Id) ? undefined : known.get(container.Id))),
+      containers.map((container) => {
+        const held = known.get(container.Id);
+        // A start while the stream was down sent its event to nobody: the status line's uptime tells it.
+        const startedAgain = restarted.has(container.Id) || (held?.startedAt !== undefined && startedAfter(container.Status, held.startedAt, listedAtMs));
+        return this.indexed(container, startedAgain ? undefined : held);
+      }),
     );
     // A listing begun later (the stream was opened again meanwhile) is newer: this one is not filed.
     if (listing !== this.listings) return;

@@ -1,0 +1,42 @@
+const SECOND = 1_000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/** How far past each unit's count a listing's `Up …` may run: the engine truncates seconds to days, and rounds hours. */
+const UNITS: ReadonlyArray<[RegExp, (count: number) => number]> = [
+  [/^Up Less than a second\b/, () => SECOND],
+  [/^Up (\d+) seconds?\b/, (n) => (n + 1) * SECOND],
+  [/^Up About a minute\b/, () => 2 * MINUTE],
+  [/^Up (\d+) minutes?\b/, (n) => (n + 1) * MINUTE],
+  [/^Up About an hour\b/, () => 1.5 * HOUR],
+  [/^Up (\d+) hours?\b/, (n) => (n + 0.5) * HOUR],
+  [/^Up (\d+) days?\b/, (n) => (n + 1) * DAY + HOUR / 2],
+  [/^Up (\d+) weeks?\b/, (n) => (n + 1) * 7 * DAY],
+  [/^Up (\d+) months?\b/, (n) => (n + 1) * 30 * DAY],
+  [/^Up (\d+) years?\b/, (n) => (n + 1) * 365 * DAY],
+];
+
+/**
+ * The longest a running container can have run, read from its listing's
+ * status line (`Up 5 seconds (healthy)`, the engine's human duration);
+ * undefined for a line of another shape.
+ */
+export function uptimeCeilingMs(status: string | undefined): number | undefined {
+  for (const [shape, ceiling] of UNITS) {
+    const match = shape.exec(status ?? '');
+    if (match) return ceiling(Number(match[1] ?? 0));
+  }
+  return undefined;
+}
+
+/**
+ * Whether a container the listing shows running has started since `startedAt`:
+ * it has run for less time than it would have had it run since then. `listedAtMs`
+ * is taken before the listing was asked for, so a slow answer is never taken for
+ * a restart; a second is allowed for the agent's and the engine's clocks.
+ */
+export function startedAfter(status: string | undefined, startedAt: Date, listedAtMs: number): boolean {
+  const ceiling = uptimeCeilingMs(status);
+  return ceiling !== undefined && listedAtMs - startedAt.getTime() > ceiling + SECOND;
+}
