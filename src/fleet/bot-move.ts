@@ -59,6 +59,10 @@ export async function moveBot(deps: BotMoveDeps, botId: string, to: string): Pro
   const address = addressToCall(target, `bot ${botId} stays on node ${node}`);
   const here = await placedHere(placements, botId, node);
   const { spec, running, imageId } = await provisioner.exportBot(botId);
+  // Made again on the other node without its files, the bot would lose them: it stays until a move carries them.
+  if ((spec.data ?? []).length > 0) {
+    throw new Unprocessable(`bot ${botId} keeps data (${(spec.data ?? []).map((folder) => folder.path).join(', ')}), and a move does not carry data yet: it stays on node ${node} (docs/api.md §19)`);
+  }
   if (running) await lifecycle.stop(botId);
   // Only while the fleet still places the bot here: once placed elsewhere, this copy never runs again.
   const runAgain = async (): Promise<void> => {

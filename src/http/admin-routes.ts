@@ -6,14 +6,14 @@ import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import { DEFAULT_DEADLINE_S, DEFAULT_MIN_READY_S } from '../deploys/deploys.js';
 import type { DeployRequest, Deploys } from '../deploys/deploys.js';
 import type { BotHealthSpec, BotSpec } from '../provisioning/bot-spec.js';
-import type { Provisioner } from '../provisioning/provisioner.js';
+import type { Provisioner, RemovedBot } from '../provisioning/provisioner.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
 import { pullEvents } from './pull-events.js';
 import type { Audit } from './audit.js';
 import type { Access } from './access.js';
 import type { PlacementFence } from '../fleet/placement-fence.js';
-import { botIdInPath, createBotRequest, deployRequest, listBotsQuery, validate, validateQuery } from './schemas.js';
+import { botIdInPath, createBotRequest, deployRequest, listBotsQuery, removeBotQuery, validate, validateQuery } from './schemas.js';
 import type { CreateBotBody, DeployBody, HealthRequest } from './schemas.js';
 
 export interface AdminRoutesDeps {
@@ -123,17 +123,20 @@ export function adminRoutes({ driver, provisioner, deploys, access, audit, histo
 
   router.delete('/:bot_id', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
+    const keepData = validateQuery(removeBotQuery, ctx.query).keep_data === 'true';
     const provisioning = await provisioningFor(ctx);
     ctx.state.botId = botId;
     const placedOn = await fence?.placedElsewhereNow(botId);
     if (placedOn !== undefined) {
-      // The copy a cut move left here: it goes, and nothing of the bot, which runs on the node it is placed on.
-      await audit(askerOf(ctx), 'remove', botId, () => provisioning.remove(botId));
+      // The copy a cut move left here: it goes, and nothing of the bot, which runs on the node it is placed on; its
+      // data here stays, for the operator to look at (docs/api.md §19).
+      await audit(askerOf(ctx), 'remove', botId, () => provisioning.remove(botId, { keepData: true }));
       ctx.body = { ok: true, message: `Bot ${botId}'s leftover copy removed from node ${node}: the bot is placed on node ${placedOn}, and stays there` };
       return;
     }
+    let removed: RemovedBot;
     try {
-      await audit(askerOf(ctx), 'remove', botId, () => provisioning.remove(botId));
+      removed = await audit(askerOf(ctx), 'remove', botId, () => provisioning.remove(botId, { keepData }));
     } catch (err) {
       // Its container gone already (a removal cut short before): what the history keeps of it still goes.
       if (err instanceof NotFound) await history.forget(botId);
@@ -141,10 +144,17 @@ export function adminRoutes({ driver, provisioner, deploys, access, audit, histo
     }
     // Kept like any write: while the database is away it waits in the spool (docs/api.md §11).
     await history.forget(botId);
-    ctx.body = { ok: true, message: `Bot ${botId} removed` };
+    ctx.body = { ok: true, message: `Bot ${botId} removed${dataSaid(removed.dataFolders, keepData)}` };
   });
 
   return router;
+}
+
+/** What a removal's answer says of the bot's data (docs/api.md §19): nothing for a bot that kept none. */
+function dataSaid(folders: readonly string[], kept: boolean): string {
+  if (folders.length === 0) return '';
+  const named = folders.join(', ');
+  return kept ? `; its data (${named}) is kept: a create of it with the same data folders takes it up again` : `, with its data (${named})`;
 }
 
 /** A deploy's body (PATCH, or a schedule's `deploy` action) as Deploys takes it, with its defaults (docs/api.md §15). */
@@ -188,6 +198,7 @@ export function specOfCreate(body: CreateBotBody): BotSpec {
       backoffMaxS: body.restart_policy.backoff_max_s,
     },
     registryLogin: body.registry_auth,
+    data: body.data?.map((folder) => ({ path: folder.path, sizeMb: folder.size_mb })),
   };
 }
 

@@ -45,8 +45,9 @@ export function fleetRoutes({ move, access, audit, provisioning }: FleetRoutesDe
 
   // Another agent makes here a bot it moves: as a create, with the bot's revision and image, stopped until placed here.
   router.post('/api/fleet/bots', async (ctx) => {
-    const body = validate(fleetCreateRequest, ctx.request.body);
+    // Only agents of the fleet may make a bot here: nothing of the body is judged for anyone else.
     await fleetOnly(ctx);
+    const body = validate(fleetCreateRequest, ctx.request.body);
     if (!provisioner?.createStopped) throw new NotImplemented(`moving bots onto the ${runtime} runtime is not available`);
     if (!provisioning) throw new Forbidden(messages.provisioningOff);
     ctx.state.botId = body.bot_id;

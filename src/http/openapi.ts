@@ -5,7 +5,7 @@ import { runsQuery } from './schedule-routes.js';
 import { ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_TIMEOUT_MAX_S, OFFSET_MAX_S, SCHEDULES_PER_BOT, STARTING_DEADLINE_DEFAULT_S, STARTING_DEADLINE_MAX_S } from '../schedules/schedule-spec.js';
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
 import { NODE_NAME } from '../config.js';
-import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, moveRequest, ownerRequest, pathBotId, sessionRequest } from './schemas.js';
+import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, moveRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -712,7 +712,7 @@ export const openApiDocument = {
           ...responsesWith('201', { ...ok('Created and started'), links: botLinks }, 400, 413, 415, 500, 501, 503),
           '403': { description: `${failureText[403]}; or the registry refused the pull's login, or wants one (docs/api.md §14)`, content: json(ref('Failure')) },
           '409': { description: 'A bot with this id exists', content: json(ref('Failure')) },
-          '422': { description: `${failureText[422]}; or its image (or tag) is not in its registry (docs/api.md §14); or it names a node that is not this agent's and not one of the fleet it passes creates to (docs/api.md §17)`, content: json(ref('Failure')) },
+          '422': { description: `${failureText[422]}; or its image (or tag) is not in its registry (docs/api.md §14); or it names a node that is not this agent's and not one of the fleet it passes creates to (docs/api.md §17); or a data folder breaks a rule of docs/api.md §19`, content: json(ref('Failure')) },
           '502': { description: "The image's registry cannot be reached, or failed the pull (docs/api.md §14)", content: json(ref('Failure')) },
           '504': { description: 'The pull of the image took longer than AGENT_PULL_TIMEOUT_S; it was abandoned (docs/api.md §14)', content: json(ref('Failure')) },
         },
@@ -917,8 +917,8 @@ export const openApiDocument = {
       },
       delete: {
         operationId: 'removeBot',
-        summary: 'Remove a bot (the platform only)',
-        parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }],
+        summary: 'Remove a bot, with its data unless keep_data=true (docs/api.md §19; the platform only)',
+        parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }, ...queryParameters(removeBotQuery)],
         responses: responses(ok('Removed'), 400, 403, 404, 409, 500, 501, 503),
       },
     },

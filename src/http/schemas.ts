@@ -3,10 +3,11 @@ import { array, boolean, mixed, number, object, ObjectSchema, string, Validation
 import { DEFAULT_BOT_PORT, PLATFORM_VARIABLES } from '../provisioning/bot-spec.js';
 import type { InferType, Schema } from 'yup';
 import { DEFAULT_DEADLINE_S, DEFAULT_MIN_READY_S } from '../deploys/deploys.js';
-import { BadRequest } from '../errors.js';
+import { BadRequest, Unprocessable } from '../errors.js';
 import { DEFAULT_HEARTBEAT_TTL_S, HEARTBEAT_TTL_MAX_S, HEARTBEAT_TTL_MIN_S } from '../health/heartbeats.js';
 import { DEFAULT_GRACE_S, GRACE_MAX_S, GRACE_MIN_S } from '../health/watchdog.js';
 import { wholeNumber } from '../whole-number.js';
+import { dataPathProblem, MAX_DATA_FOLDERS, MAX_DATA_SIZE_MB, overlappingFolders } from '../data/bot-data.js';
 import { NODE_NAME } from '../config.js';
 import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../runtime/labels.js';
 import { RESTART_POLICY } from '../runtime/health-policy.js';
@@ -191,6 +192,53 @@ const registryAuthField = object({
   .typeError('registry_auth must be an object with username and password')
   .meta({ jsonSchema: { description: "A login for the image's registry, used for this pull only; never answered back nor logged" } });
 
+/** A yup test's name whose failures are a 422, not a 400: the value has the right shape but breaks a rule (docs/api.md §3). */
+const UNPROCESSABLE = 'unprocessable';
+
+/**
+ * dataPathProblem's rules, but for folders that hold one another, as a JSON Schema pattern (without lookarounds,
+ * which not every client's regex engine knows): `/` and one or more parts, none `.` or `..`, none empty, and no
+ * control characters, `:` or `,`.
+ */
+const PART = '[^\\u0000-\\u001f\\u007f/:,]';
+const NO_DOT = '[^.\\u0000-\\u001f\\u007f/:,]';
+const DATA_PATH_PATTERN = `^(/(${NO_DOT}${PART}*|\\.${NO_DOT}${PART}*|\\.\\.${PART}+))+$`;
+
+/** A create's `data`: the bot's folders whose files outlive its container (docs/api.md §19); a broken rule is a 422 naming the field. */
+const dataField = array(
+  object({
+    path: string()
+      .strict()
+      .typeError('data[].path must be a string')
+      .required('data[].path is required')
+      .test(UNPROCESSABLE, 'data[].path must be an absolute path', function (path) {
+        const problem = dataPathProblem(path);
+        return problem === undefined || this.createError({ message: `${this.path} ${problem}` });
+      })
+      .meta({ jsonSchema: { pattern: DATA_PATH_PATTERN, not: { pattern: '^/(proc|sys|dev)(/|$)' }, maxLength: 255, examples: ['/home/node/.n8n'] } }),
+    size_mb: number()
+      .strict()
+      .typeError('data[].size_mb must be a whole number of MiB')
+      .test(UNPROCESSABLE, 'data[].size_mb must be a whole number of MiB', function (size) {
+        if (size === undefined || (Number.isInteger(size) && size >= 1 && size <= MAX_DATA_SIZE_MB)) return true;
+        return this.createError({ message: `${this.path} must be a whole number of MiB from 1 to ${MAX_DATA_SIZE_MB}` });
+      })
+      .meta({ jsonSchema: { minimum: 1, maximum: MAX_DATA_SIZE_MB, type: 'integer', description: 'what the bot may use, in MiB: past it an event says so (docs/api.md §19)' } }),
+  })
+    .noUnknown(true, 'data[] takes path and size_mb only')
+    .typeError('data[] must be an object with a path')
+    .meta({ jsonSchema: { additionalProperties: false } }),
+)
+  .strict()
+  .typeError('data must be a list of folders, e.g. [{"path": "/data"}]')
+  .test(UNPROCESSABLE, `data must name at most ${MAX_DATA_FOLDERS} folders`, (folders) => folders === undefined || folders.length <= MAX_DATA_FOLDERS)
+  .test(UNPROCESSABLE, 'data folders must not repeat or hold one another', function (folders) {
+    const paths = (folders ?? []).map((folder) => folder?.path).filter((path): path is string => typeof path === 'string');
+    const overlap = overlappingFolders(paths);
+    return overlap === undefined || this.createError({ message: `data folders must not repeat or hold one another: ${overlap}` });
+  })
+  .meta({ jsonSchema: { maxItems: MAX_DATA_FOLDERS, description: "the bot's folders whose files outlive its container: kept across restarts, deploys and rollbacks, removed with the bot unless keep_data; no two may repeat or hold one another (docs/api.md §19)" } });
+
 /** Body of the platform's create: docs/api.md §6's inputs, limits and extras. */
 export const createBotRequest = object({
   bot_id: botIdSchema('bot_id'),
@@ -221,6 +269,7 @@ export const createBotRequest = object({
   health: healthSpec,
   restart_policy: restartPolicySpec,
   registry_auth: registryAuthField,
+  data: dataField,
   init: boolean()
     .strict()
     .typeError('init must be true or false')
@@ -340,6 +389,11 @@ export const listBotsQuery = object({
   after: botIdSchema('after').optional(),
 }).typeError('bad query');
 
+/** Query of a bot's removal: `keep_data=true` leaves its data volumes for a create of it again (docs/api.md §19). */
+export const removeBotQuery = object({
+  keep_data: string().strict().typeError('keep_data must be true or false').oneOf(['true', 'false'], 'keep_data must be true or false'),
+}).typeError('bad query');
+
 /** Body of POST /api/session: the admin token, typed once into the console. */
 export const sessionRequest = object({
   token: string().strict().typeError('token must be a string').required('token is required').max(1024, 'token must be at most 1024 characters'),
@@ -397,7 +451,11 @@ export function validate<S extends Schema>(schema: S, value: unknown): S['__outp
   try {
     return schema.validateSync(knownFields(schema, value), { abortEarly: false });
   } catch (err) {
-    if (err instanceof ValidationError) throw new BadRequest(err.errors.join('; '));
+    if (err instanceof ValidationError) {
+      const faults = err.inner.length > 0 ? err.inner : [err];
+      if (faults.every((fault) => fault.type === UNPROCESSABLE)) throw new Unprocessable(err.errors.join('; '));
+      throw new BadRequest(err.errors.join('; '));
+    }
     throw err;
   }
 }

@@ -1,3 +1,4 @@
+import type { BotDataFolder } from '../data/bot-data.js';
 import type { RegistryLogin } from './registry-credentials.js';
 
 /** Processes and threads a created bot may run at once: a fork bomb stays inside its bot. */
@@ -41,6 +42,8 @@ export interface BotSpec {
   readonly registryLogin?: RegistryLogin | undefined;
   /** The revision it runs: 1 for a new bot, a moved bot's own on its new node (docs/api.md §17). */
   readonly revision?: number | undefined;
+  /** Its folders whose files outlive its container (docs/api.md §19); none: it keeps nothing. */
+  readonly data?: readonly BotDataFolder[] | undefined;
 }
 
 /** A create's `health` block (docs/api.md §13). */

@@ -24,8 +24,11 @@ export interface Provisioner {
   create(spec: BotSpec, pulls?: PullReport): Promise<void>;
   /** Every bot, or those of one owner. */
   list(ownerId: string | undefined): Promise<BotSummary[]>;
-  /** Removes the bot (and what was made for it, such as its token's Secret). */
-  remove(botId: string): Promise<void>;
+  /**
+   * Removes the bot (and what was made for it, such as its token's Secret), and its data unless `keepData`
+   * (docs/api.md §19); answers the folders its data held.
+   */
+  remove(botId: string, options?: RemoveOptions): Promise<RemovedBot>;
   /** Its bots' revisions, where the runtime deploys (docs/api.md §15). */
   readonly revisions?: RevisionRuntime;
   /**
@@ -48,4 +51,15 @@ export interface MovableBot {
   readonly spec: BotSpec & { readonly revision: number };
   readonly running: boolean;
   readonly imageId: string | undefined;
+}
+
+export interface RemoveOptions {
+  /** Its data stays on the runtime, for a create of the bot with the same folders to take up again. */
+  readonly keepData?: boolean | undefined;
+}
+
+/** What a removal did with the bot's data. */
+export interface RemovedBot {
+  /** The folders its data held: removed with it, or kept as asked. */
+  readonly dataFolders: readonly string[];
 }

@@ -32,3 +32,7 @@ export const REVISION_LABEL = 'bot-agent/revision';
 
 /** When a deploy's new run is to be judged by (ms since the epoch), on that run's container: what an agent that finds the deploy left reads. */
 export const DEPLOY_DEADLINE_LABEL = 'bot-agent/deploy-deadline-ms';
+
+/** Labels (Docker) of a bot's data volume (docs/api.md §19): the folder it holds in the bot, and its size_mb where one was asked. */
+export const DATA_PATH_LABEL = 'bot-agent/data-path';
+export const DATA_SIZE_LABEL = 'bot-agent/data-size-mb';

@@ -114,8 +114,8 @@ function killNodeCAt(t: ExecutionContext, id: string, action: 'create' | 'start'
   });
 }
 
-async function createOnB(t: ExecutionContext, id: string, image = TEST_IMAGE): Promise<void> {
-  const made = await api('node-b', '/api/admin/bots', { body: { bot_id: id, user_id: 'user_7', image, template: 'discord', token: 'tok-fence', command: ['sh', '-c', IDLE_BOT] } });
+async function createOnB(t: ExecutionContext, id: string, image = TEST_IMAGE, extra: Record<string, unknown> = {}): Promise<void> {
+  const made = await api('node-b', '/api/admin/bots', { body: { bot_id: id, user_id: 'user_7', image, template: 'discord', token: 'tok-fence', command: ['sh', '-c', IDLE_BOT], ...extra } });
   t.is(made.status, 201, JSON.stringify(made.body));
   // node-c's agent passes calls on only once node-b's row names the bot.
   t.true(await eventually(async () => (await api('node-c', `/api/bots/${id}`)).status === 200, 20_000, 200), 'node-c never learnt where the bot is');
@@ -235,4 +235,17 @@ test.serial("a move runs the very image the bot ran: a new node whose image of t
   t.regex(String(refused.body?.msg), new RegExp(`image ${PINNED} on this node is sha256:[0-9a-f]{64}, not sha256:[0-9a-f]{64}, the image bot ${id} runs: it is not made here; it stays on node node-b`));
   t.deepEqual(await engineC.listContainers({ all: true, filters: { label: [`${BOT_LABEL}=${id}`] } }), []);
   await exactlyOneOn(t, id, 'node-b');
+});
+
+test.serial('a bot that keeps data is not moved while a move cannot carry it: 422 before anything stops, and it runs on where it was', async (t) => {
+  const id = fixture.newBotId();
+  await createOnB(t, id, TEST_IMAGE, { data: [{ path: '/data' }] });
+  const startedAt = (await engines['node-b'].docker().getContainer(id).inspect()).State.StartedAt;
+  const refused = await api('node-b', `/api/admin/bots/${id}/move`, { body: { node: 'node-c' } });
+  t.is(refused.status, 422, JSON.stringify(refused.body));
+  t.is(refused.body?.msg, `bot ${id} keeps data (/data), and a move does not carry data yet: it stays on node node-b (docs/api.md §19)`);
+  const now = await engines['node-b'].docker().getContainer(id).inspect();
+  t.true(now.State.Running);
+  t.is(now.State.StartedAt, startedAt, 'never stopped');
+  t.deepEqual(await engines['node-c'].docker().listContainers({ all: true, filters: { label: [`${BOT_LABEL}=${id}`] } }), []);
 });

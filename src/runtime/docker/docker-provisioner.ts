@@ -5,7 +5,7 @@ import type { BotTokens } from '../../identity/bot-tokens.js';
 import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, PLATFORM_VARIABLES, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotHealthSpec, BotSpec, BotSummary, RestartPolicySpec } from '../../provisioning/bot-spec.js';
 import { healthPolicyLabels, NO_HEALTH_POLICY, NO_RESTART_POLICY, restartPolicyLabels } from '../health-policy.js';
-import type { MovableBot, Provisioner, PullReport } from '../../provisioning/provisioner.js';
+import type { MovableBot, Provisioner, PullReport, RemovedBot, RemoveOptions } from '../../provisioning/provisioner.js';
 import { registryOf } from '../../provisioning/registry-credentials.js';
 import { checkRegistry } from '../../provisioning/registry-policy.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
@@ -27,6 +27,7 @@ import { DockerRevisions, healthcheckOf, PREVIOUS_SUFFIX, UNDO_SUFFIX } from './
 import { engineClients } from './docker-connection.js';
 import type { EngineClients } from './docker-connection.js';
 import { engineDetail, engineStatus, translateDockerError } from './docker-errors.js';
+import { dataVolumesOf, prepareDataVolumes, removeVolumes } from './docker-volumes.js';
 
 export interface DockerProvisionerOptions {
   readonly dockerHost: string;
@@ -114,12 +115,22 @@ class DockerProvisioner implements Provisioner {
         LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } },
       },
     } satisfies Docker.ContainerCreateOptions;
+    // Its data volumes first (docs/api.md §19): a failed create removes those it made, never one it found.
+    const volumes = await prepareDataVolumes(this.lasting, spec.id, spec.data ?? []).catch((err: unknown) => {
+      throw translateDockerError(err, undefined, (detail) => new OperationFailed(`Failed to create bot ${spec.id}'s data volumes: ${detail}`));
+    });
+    const withData = { ...options, HostConfig: { ...options.HostConfig, Mounts: volumes.mounts.length > 0 ? volumes.mounts : undefined } };
     const made = { start, imageId };
-    if ((await this.createAndStart(spec, options, made)) === 'made') return;
-    await this.pull(spec.image, spec.registryLogin, pulls);
-    if ((await this.createAndStart(spec, options, made)) === 'made') return;
-    // Pulled, and gone again before the create (removed meanwhile by someone else).
-    throw new Unprocessable(`image ${spec.image} is not on the engine, although it was just pulled`);
+    try {
+      if ((await this.createAndStart(spec, withData, made)) === 'made') return;
+      await this.pull(spec.image, spec.registryLogin, pulls);
+      if ((await this.createAndStart(spec, withData, made)) === 'made') return;
+      // Pulled, and gone again before the create (removed meanwhile by someone else).
+      throw new Unprocessable(`image ${spec.image} is not on the engine, although it was just pulled`);
+    } catch (err) {
+      await removeVolumes(this.lasting, volumes.made).catch(() => undefined);
+      throw err;
+    }
   }
 
   /** Pulls the image, with the caller's login or the configured one for its registry, reporting as it goes. */
@@ -250,6 +261,7 @@ class DockerProvisioner implements Provisioner {
           health: healthSpecOf(check, labels),
           restartPolicy: restartPolicySpecOf(labels),
           revision: Number.parseInt(labels[REVISION_LABEL] ?? '', 10) || 1,
+          data: await this.dataOf(botId, info),
         },
       };
     } catch (err) {
@@ -257,7 +269,17 @@ class DockerProvisioner implements Provisioner {
     }
   }
 
-  async remove(botId: string): Promise<void> {
+  /** The data folders the bot's container mounts, with their size_mb (docs/api.md §19); undefined when none. */
+  private async dataOf(botId: string, info: Docker.ContainerInspectInfo): Promise<BotSpec['data']> {
+    const volumes = new Map((await dataVolumesOf(this.docker, botId)).map((volume) => [volume.name, volume]));
+    const folders = (info.Mounts ?? []).flatMap((mount) => {
+      const volume = mount.Type === 'volume' && mount.Name !== undefined ? volumes.get(mount.Name) : undefined;
+      return volume === undefined ? [] : [{ path: volume.path, sizeMb: volume.sizeMb }];
+    });
+    return folders.length > 0 ? folders : undefined;
+  }
+
+  async remove(botId: string, { keepData = false }: RemoveOptions = {}): Promise<RemovedBot> {
     try {
       const info = await this.docker.getContainer(botId).inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
       if (info.Name !== `/${botId}` || info.Config.Labels?.[BOT_LABEL] !== botId) throw new NotFound(messages.botNotFound(botId));
@@ -268,6 +290,10 @@ class DockerProvisioner implements Provisioner {
           if (engineStatus(err) !== 404) throw err;
         });
       }
+      // Then its data, once nothing mounts it, unless it is to be kept (docs/api.md §19).
+      const volumes = await dataVolumesOf(this.docker, botId);
+      if (!keepData) await removeVolumes(this.lasting, volumes.map((volume) => volume.name));
+      return { dataFolders: volumes.map((volume) => volume.path) };
     } catch (err) {
       throw translateDockerError(err, botId, (detail) => new OperationFailed(`Failed to remove bot ${botId}: ${detail}`));
     }

@@ -1,11 +1,11 @@
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { CoreV1Event, KubeConfig, V1Container, V1Deployment, V1EnvVar, V1Pod, V1PodSpec, V1PodTemplateSpec, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
-import { AlreadyExists, messages, NotFound, OperationFailed, PullTooSlow, RegistryRefused, Unprocessable } from '../../errors.js';
+import { AlreadyExists, messages, NotFound, NotImplemented, OperationFailed, PullTooSlow, RegistryRefused, Unprocessable } from '../../errors.js';
 import type { AgentError } from '../../errors.js';
 import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import { healthPolicyLabels, restartPolicyLabels } from '../health-policy.js';
-import type { Provisioner } from '../../provisioning/provisioner.js';
+import type { Provisioner, RemovedBot } from '../../provisioning/provisioner.js';
 import { DOCKER_HUB, registryOf } from '../../provisioning/registry-credentials.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { BOT_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
@@ -53,6 +53,9 @@ const failedTo = (verb: string, botId: string) => (detail: string) => new Operat
 
 
 /** Bots as a Deployment of one replica each, their token in a Secret read through secretKeyRef. */
+/** A Kubernetes bot keeps no data yet (docs/api.md §19). */
+const NO_DATA: RemovedBot = { dataFolders: [] };
+
 class KubernetesProvisioner implements Provisioner {
   private readonly apps: AppsV1Api;
   private readonly core: CoreV1Api;
@@ -111,6 +114,7 @@ class KubernetesProvisioner implements Provisioner {
   }
 
   async create(spec: BotSpec): Promise<void> {
+    if ((spec.data ?? []).length > 0) throw new NotImplemented(`data folders are not available on the kubernetes runtime yet: a bot there keeps no files (docs/api.md §19)`);
     checkRegistry(spec.image, this.options.registries, 'is not made into a bot:');
     const namespace = this.options.namespace;
     const name = objectName(spec.id);
@@ -225,7 +229,7 @@ class KubernetesProvisioner implements Provisioner {
     }
   }
 
-  async remove(botId: string): Promise<void> {
+  async remove(botId: string): Promise<RemovedBot> {
     const namespace = this.options.namespace;
     try {
       const [deployment] = await this.deployments(botId);
@@ -238,12 +242,13 @@ class KubernetesProvisioner implements Provisioner {
       await this.apps.deleteNamespacedDeployment({ name, namespace }, withDeadline());
       // Every Secret made for it (its token, its revisions' logins, one an agent killed mid-deploy left) in one call;
       // under a Role of an older chart, only those its pod templates (the one it ran, the one kept) name.
-      if (await this.removeLabelledSecrets(botId)) return;
+      if (await this.removeLabelledSecrets(botId)) return NO_DATA;
       for (const secret of new Set([`${name}-token`, pullSecretOf(name), ...ownPullSecrets(deployment, pullSecretOf(name))])) {
         await this.core.deleteNamespacedSecret({ name: secret, namespace }, withDeadline()).catch((err: unknown) => {
           if (apiStatus(err) !== 404) throw err;
         });
       }
+      return NO_DATA;
     } catch (err) {
       throw translateKubeError(err, botId, failedTo('remove', botId));
     }
