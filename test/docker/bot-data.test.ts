@@ -120,6 +120,14 @@ test('a removal takes the data with the bot; with keep_data=true it stays, and a
   t.is(removed.body?.message, `Bot ${id} removed, with its data (/data)`);
   t.deepEqual(await volumesOf(id), []);
 
+  // Data kept for a bot that is not made again goes with a removal of its id, which finds no bot (404).
+  t.is((await create({ bot_id: id, data: [{ path: '/data' }] })).status, 201);
+  t.is((await call(agent.server, `/api/admin/bots/${id}?keep_data=true`, { method: 'DELETE' })).status, 200);
+  t.is((await call(agent.server, `/api/admin/bots/${id}?keep_data=true`, { method: 'DELETE' })).status, 404);
+  t.is((await volumesOf(id)).length, 1, 'kept again');
+  t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 404);
+  t.deepEqual(await volumesOf(id), []);
+
   // A bot without data says nothing of it.
   const plain = fixture.newBotId();
   cleanedUp(t, plain);

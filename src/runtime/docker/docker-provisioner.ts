@@ -281,7 +281,12 @@ class DockerProvisioner implements Provisioner {
 
   async remove(botId: string, { keepData = false }: RemoveOptions = {}): Promise<RemovedBot> {
     try {
-      const info = await this.docker.getContainer(botId).inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+      const info = await this.inspectIfThere(botId);
+      if (info === undefined) {
+        // No container: data kept by an earlier removal, or left by one cut short, goes now unless kept again.
+        if (!keepData) await removeVolumes(this.lasting, (await dataVolumesOf(this.docker, botId)).map((volume) => volume.name));
+        throw new NotFound(messages.botNotFound(botId));
+      }
       if (info.Name !== `/${botId}` || info.Config.Labels?.[BOT_LABEL] !== botId) throw new NotFound(messages.botNotFound(botId));
       await this.lasting.getContainer(botId).remove({ force: true, abortSignal: AbortSignal.timeout(DEADLINE_MS) });
       // Its kept revisions go with it (docs/api.md §15).
