@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CommandBounds, CommandResult } from '../runtime/command-output.js';
 import type { FaultReporter } from '../runtime/driver.js';
+import type { ActionSlots } from './action-slots.js';
 import { COMMAND_OUTPUT_BYTES, COMMAND_TIMEOUT_DEFAULT_S } from './schedule-spec.js';
 import type { ScheduleAction, ScheduleSpec } from './schedule-spec.js';
 import type { ActionOutcome, RunState, StoredRun } from './schedule-store.js';
@@ -32,6 +33,8 @@ export interface ChainParts {
   keep(actions: readonly ActionOutcome[], end?: { state: RunState; reason: string | null; atMs: number }): Promise<boolean>;
   readonly renewEveryMs: number;
   readonly report: FaultReporter;
+  /** The agent's bound on restarts, stops, starts and commands at once; a deploy, which waits minutes for its verdict, takes none. */
+  readonly slots?: ActionSlots;
 }
 
 /** The most of an action's error message a run keeps. */
@@ -66,7 +69,7 @@ export async function runChain(spec: ScheduleSpec, run: StoredRun, parts: ChainP
       outcomes[index] = { type: action.type, outcome: 'running', started_at: startedAt, ended_at: null, message: null };
       await keep();
       if (lost) return undefined;
-      const outcome = await perform(action, run.botId, parts.actions);
+      const outcome = action.type === 'deploy' || !parts.slots ? await perform(action, run.botId, parts.actions) : await parts.slots.run(() => perform(action, run.botId, parts.actions));
       outcomes[index] = { type: action.type, started_at: startedAt, ended_at: iso(parts.now()), ...outcome };
       if (parts.signal.aborted) return undefined;
       if (outcome.outcome === 'failed') {

@@ -1,4 +1,5 @@
 import type { FaultReporter } from '../runtime/driver.js';
+import { ActionSlots } from './action-slots.js';
 import { runChain } from './chain.js';
 import type { ScheduleActions } from './chain.js';
 import { cronOf, duesBetween, nextDues } from './schedule-spec.js';
@@ -12,6 +13,8 @@ const RELOAD_MS = 5_000;
 export const LEASE_MS = 15_000;
 /** How often runs whose agent died are looked for. */
 const SWEEP_MS = 5_000;
+/** How many restarts, stops, starts and commands of its schedules an agent runs at once (docs/api.md §18). */
+export const ACTIONS_AT_ONCE = 8;
 
 /** The schedule events (docs/api.md §9, §18), kept as any other. */
 export type ScheduleEventType = 'schedule-started' | 'schedule-succeeded' | 'schedule-failed' | 'schedule-skipped';
@@ -52,6 +55,7 @@ export class Scheduler {
   private closed = false;
   private readonly now: () => number;
   private readonly leaseMs: number;
+  private readonly slots: ActionSlots;
 
   constructor(
     private readonly store: ScheduleStore,
@@ -64,6 +68,7 @@ export class Scheduler {
   ) {
     this.now = options.now ?? Date.now;
     this.leaseMs = options.leaseMs ?? LEASE_MS;
+    this.slots = new ActionSlots(ACTIONS_AT_ONCE);
   }
 
   start(): void {
@@ -237,6 +242,7 @@ export class Scheduler {
         keep: (actions, end) => this.store.progress(run, this.options.agent, actions, this.now() + this.leaseMs, end),
         renewEveryMs: Math.max(100, Math.floor(this.leaseMs / 3)),
         report: this.report,
+        slots: this.slots,
       });
       await started;
       if (!ended) return;

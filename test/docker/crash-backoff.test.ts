@@ -115,7 +115,9 @@ test('a bot that keeps crashing waits its back-off, doubling to its most, betwee
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, lastUntil + 3_000 - Date.now())));
   t.false((await fixture.docker.getContainer(id).inspect()).State.Running, 'started again after a stop through the agent');
   // Its last run crashed (the stop found it waiting): exited, no longer crash-looping.
-  t.like((await call(agent.server, `/api/bots/${id}`)).body?.bot, { state: 'exited' });
+  const status = (await call(agent.server, `/api/bots/${id}`)).body?.bot as { state?: string } | undefined;
+  const since = agent.events.filter((event) => event.botId === id && event.seq > (of('backing-off')[backOffsSoFar]?.seq ?? 0));
+  t.is(status?.state, 'exited', `the bot's events from the back-off the stop came in: ${since.map((event) => `${event.type} ${event.data}`).join('\n')}`);
 });
 
 test("a bot's crashes go back to the engine once it has run its window without one", async (t) => {

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { SqliteHistoryStore } from '../../src/history/sqlite-store.js';
 import type { ScheduleActions } from '../../src/schedules/chain.js';
-import { Scheduler } from '../../src/schedules/scheduler.js';
+import { ACTIONS_AT_ONCE, Scheduler } from '../../src/schedules/scheduler.js';
 import type { ScheduleEventType } from '../../src/schedules/scheduler.js';
 import { cronOf, duesBetween, nextDues } from '../../src/schedules/schedule-spec.js';
 import type { ScheduleSpec } from '../../src/schedules/schedule-spec.js';
@@ -213,4 +213,34 @@ test("a chain does not wait for its start to be told: with the history's writes 
   t.true(await eventually(() => done.length === 1, 2_000), 'the chain ran while its start was still being told');
   t.true(await eventually(async () => (await store.runs('sch_0000000000000009', 1))[0]?.state === 'succeeded', 2_000));
   release();
+});
+
+test(`schedules due in one minute run at most ${ACTIONS_AT_ONCE} commands at once; the others wait their turn and all run`, async (t) => {
+  let going = 0;
+  let most = 0;
+  let ran = 0;
+  let release = () => {};
+  const held = new Promise<void>((resolve) => (release = resolve));
+  t.teardown(async () => release());
+  const command: ScheduleActions['command'] = async () => {
+    going += 1;
+    most = Math.max(most, going);
+    await held;
+    going -= 1;
+    ran += 1;
+    return { exitCode: 0, output: '', truncated: false, timedOut: false, message: null };
+  };
+  const { store, clock } = rig(t, '2026-03-01T10:00:30.000Z', { command });
+  const schedules = 3 * ACTIONS_AT_ONCE;
+  for (let n = 0; n < schedules; n += 1) {
+    await store.create(`sch_00000000000001${String(n).padStart(2, '0')}`, `${BOT}${n % 3}`, spec({ cron: '* * * * *', actions: [{ type: 'command', command: ['true'] }] }), clock.ms);
+  }
+  await settle();
+  clock.ms = Date.parse('2026-03-01T10:01:00.100Z');
+  t.true(await eventually(() => going === ACTIONS_AT_ONCE, 2_000), `${going} commands under way`);
+  await settle();
+  t.is(most, ACTIONS_AT_ONCE, 'never more at once');
+  release();
+  t.true(await eventually(() => ran === schedules, 2_000), `${ran} of ${schedules} ran`);
+  t.is(most, ACTIONS_AT_ONCE);
 });
