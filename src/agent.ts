@@ -4,6 +4,8 @@ import { deployOf } from './http/admin-routes.js';
 import { pullEvents } from './http/pull-events.js';
 import { deployRequest, validate } from './http/schemas.js';
 import { agentActions } from './schedules/agent-actions.js';
+import { BackupFolder } from './backups/backup-folder.js';
+import { Backups } from './backups/backups.js';
 import { Scheduler } from './schedules/scheduler.js';
 import type { SchedulerOptions } from './schedules/scheduler.js';
 import { ScheduleStore } from './schedules/schedule-store.js';
@@ -54,7 +56,7 @@ export type AgentConfig = Pick<
   Config,
   'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses' | 'readyGraceMs'
 > &
-  Partial<Pick<Config, 'chats' | 'botChatBase' | 'node' | 'nodeUrl' | 'fleetKey'>>;
+  Partial<Pick<Config, 'chats' | 'botChatBase' | 'node' | 'nodeUrl' | 'fleetKey' | 'backupDir'>>;
 
 /** A runtime already made (tests hand their own driver), and what the agent is to do with it. */
 export interface AgentParts {
@@ -202,6 +204,16 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     deploys.start();
     closers.push(() => deploys.close());
   }
+  // Backups of bots' data (docs/api.md §20), in the backup folder: none where the history is in memory and no folder is named.
+  const backupDir = config.backupDir ?? (config.dataDir === ':memory:' ? undefined : join(config.dataDir, 'backups'));
+  const backups =
+    provisioner?.dataArchives && backupDir !== undefined
+      ? new Backups(provisioner.dataArchives, new BackupFolder(backupDir), {
+          running: async (botId) => (await driver.findBot(botId)).running,
+          stop: (botId) => lifecycle.stop(botId),
+          start: (botId) => lifecycle.start(botId),
+        })
+      : undefined;
   // Schedules (docs/api.md §18): this agent runs those of the bots its runtime holds, where the fleet places them.
   const schedules = new ScheduleStore(store.sql(), seal);
   const scheduler = new Scheduler(
@@ -234,6 +246,8 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     await watching;
     await driver.close();
   });
+  // Before the driver closes (closers run last first): the back-offs' stops under way are carried out.
+  if (backOffs) closers.push(() => backOffs.settled());
   const samples = new StatsSamples(driver, statsSamples === 'off' ? {} : statsSamples);
   if (statsSamples !== 'off') samples.start();
   closers.push(() => samples.close());
@@ -270,6 +284,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     nodes,
     fence,
     schedules: { store: schedules, scheduler },
+    backups,
   });
   return {
     app,

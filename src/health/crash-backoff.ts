@@ -105,6 +105,11 @@ export class CrashBackOffs {
     this.asks.set(botId, (this.asks.get(botId) ?? 0) + 1);
   }
 
+  /** Resolves once the holds under way have stopped their bots: an agent that stops leaves no crash it kept a back-off for running. */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.inTurn.values()]);
+  }
+
   close(): void {
     this.closed = true;
     clearInterval(this.sweeper);
@@ -156,6 +161,9 @@ export class CrashBackOffs {
             continue;
           }
           const windowMs = info.healthPolicy.restart?.windowMs ?? 0;
+          // A run younger than the window: the crash before it may not be recorded yet (a busy host), and the
+          // engine given its restarts back would restart the next crash at once, inside a back-off.
+          if (windowMs > 0 && info.startedAt !== undefined && this.now() - info.startedAt.getTime() < windowMs) continue;
           if (windowMs > 0 && (await this.history.crashedSince(botId, this.now() - windowMs))) continue;
           await this.driver.engineRestarts?.(botId, true);
         } catch (err) {

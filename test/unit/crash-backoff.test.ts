@@ -23,7 +23,7 @@ function backOffs(pending: BackOff[], driver: Driver = kubeLike, history: Partia
 }
 
 /** Docker: the engine's restarts of each bot, as the driver would set them, in `calls` too. */
-function dockerLike(calls: string[], running: (botId: string) => boolean = () => true, held: string[] = [], endedAt?: (botId: string) => Date): Driver {
+function dockerLike(calls: string[], running: (botId: string) => boolean = () => true, held: string[] = [], endedAt?: (botId: string) => Date, startedAt?: (botId: string) => Date): Driver {
   const agentRestarted = new Set(held);
   return {
     engineRestarts: async (botId, on) => {
@@ -33,7 +33,7 @@ function dockerLike(calls: string[], running: (botId: string) => boolean = () =>
     },
     agentRestartedBots: async () => [...agentRestarted],
     findBot: async (botId) =>
-      ({ id: botId, running: running(botId), endedAt: endedAt?.(botId), healthPolicy: { graceMs: undefined, heartbeatTtlMs: undefined, restart: { maxCrashes: undefined, windowMs: 60_000, backoffFirstMs: 1_000, backoffMaxMs: 1_000 } } }) as Awaited<ReturnType<Driver['findBot']>>,
+      ({ id: botId, running: running(botId), endedAt: endedAt?.(botId), startedAt: startedAt?.(botId), healthPolicy: { graceMs: undefined, heartbeatTtlMs: undefined, restart: { maxCrashes: undefined, windowMs: 60_000, backoffFirstMs: 1_000, backoffMaxMs: 1_000 } } }) as Awaited<ReturnType<Driver['findBot']>>,
   };
 }
 
@@ -151,6 +151,19 @@ test('Docker: restarts go back to the engine once the bot runs with no crash in 
   t.true(await eventually(() => calls.includes('engine on bot_1_1_a'), 1_000, 10));
   await new Promise((resolve) => setTimeout(resolve, 200));
   t.deepEqual(calls, ['engine on bot_1_1_a'], 'handed back once; a stopped bot keeps the engine from starting it (a give-up)');
+});
+
+// Seen on a busy host: the sweep found the bot running a second after the engine restarted its first crash, whose
+// record was not kept yet; given its restarts back, the engine restarted the second crash inside its back-off.
+test('Docker: restarts stay with the agent while the run is younger than its window, though no crash is recorded yet', async (t) => {
+  const calls: string[] = [];
+  let startedAt = new Date();
+  const { made } = backOffs([], dockerLike(calls, () => true, ['bot_1_1_a'], undefined, () => startedAt), { crashedSince: async () => false }, 30);
+  t.teardown(() => made.close());
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.deepEqual(calls, [], 'a run of 200 ms, its window 60 s: the agent keeps the restarts');
+  startedAt = new Date(Date.now() - 61_000);
+  t.true(await eventually(() => calls.includes('engine on bot_1_1_a'), 1_000, 10), 'a run older than its window, no crash in it: handed back');
 });
 
 test('Docker: at start, a held bot whose last crash nothing answered is started; one with a back-off waits for it', async (t) => {
