@@ -114,6 +114,11 @@ export class NotImplemented extends AgentError {
   readonly status = 501;
 }
 
+/** The disk a backup is written to is full (docs/api.md §20). */
+export class StorageFull extends AgentError {
+  readonly status = 507;
+}
+
 /** The container runtime (dockerd, API server) cannot be reached. */
 export class RuntimeUnavailable extends AgentError {
   readonly status = 503;
@@ -182,6 +187,7 @@ export const messages = {
   provisioningOff: 'forbidden: provisioning is off on this agent (AGENT_PROVISIONING=off): bots are created and removed elsewhere',
   platformOnlyNotifications: 'forbidden: only the platform (loopback or admin token) may send a test message to the chats',
   platformOnlySchedules: "forbidden: only the platform (loopback or admin token) may read or change a bot's schedules",
+  platformOnlyBackups: "forbidden: only the platform (loopback or admin token) may make, read or remove a bot's backups",
   platformOnlyChats: "forbidden: only the platform (loopback or admin token) may set, read or test a bot's chats",
   platformOnlyEvents: "forbidden: only the platform (loopback or admin token) may read every bot's events; a bot reads its own at /api/bots/{bot_id}/events",
   consoleForBots: "forbidden: the console is the platform's; a bot may manage only itself, through the API",

@@ -19,6 +19,8 @@ import { adminRoutes } from './admin-routes.js';
 import { chatRoutes } from './chat-routes.js';
 import { nodeRoutes } from './node-routes.js';
 import { scheduleRoutes } from './schedule-routes.js';
+import { backupRoutes } from './backup-routes.js';
+import type { Backups } from '../backups/backups.js';
 import type { Scheduler } from '../schedules/scheduler.js';
 import type { ScheduleStore } from '../schedules/schedule-store.js';
 import { fleetRoutes } from './fleet-routes.js';
@@ -82,6 +84,8 @@ export interface AppDeps {
   readonly fence?: PlacementFence | undefined;
   /** A bot's schedules (docs/api.md §18): where they are kept, and the clock that runs them. */
   readonly schedules?: { readonly store: ScheduleStore; readonly scheduler: Scheduler } | undefined;
+  /** Backups of bots' data (docs/api.md §20), where the runtime keeps bots' data. */
+  readonly backups?: Backups | undefined;
   /** Told of each operation asked for a bot through the API (lifecycle, deploy, removal) before it runs. */
   readonly onAsked?: ((botId: string) => void) | undefined;
 }
@@ -138,7 +142,7 @@ export type RouteEntry = `${string} ${string}`;
  * Who may call what, read and stream limits, and the audit of lifecycle
  * operations live here; what they act on is built in src/agent.ts.
  */
-export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger, nodes, fence, onAsked, schedules }: AppDeps): App {
+export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger, nodes, fence, onAsked, schedules, backups }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
@@ -160,6 +164,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
     adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning, node: nodes.node, fence }).routes(),
     chatRoutes({ driver, history, access: checks, chats: config.chats, botChatBase: config.botChatBase ?? DEFAULT_BOT_CHAT_BASE }).routes(),
     nodeRoutes({ nodes, access: checks }).routes(),
+    backupRoutes({ backups, access: checks, runtime: driver.runtime }).routes(),
     ...(schedules ? [scheduleRoutes({ driver, store: schedules.store, scheduler: schedules.scheduler, access: checks, deploys: deploys !== undefined }).routes()] : []),
     fleetRoutes({
       move: {

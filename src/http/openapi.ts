@@ -5,7 +5,7 @@ import { runsQuery } from './schedule-routes.js';
 import { ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_TIMEOUT_MAX_S, OFFSET_MAX_S, SCHEDULES_PER_BOT, STARTING_DEADLINE_DEFAULT_S, STARTING_DEADLINE_MAX_S } from '../schedules/schedule-spec.js';
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
 import { NODE_NAME } from '../config.js';
-import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, moveRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
+import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, moveRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -62,6 +62,7 @@ const failureText: Record<number, string> = {
   501: 'The runtime in use does not offer this',
   503: "`runtime unavailable`: the container runtime cannot be reached; or (status, exit records) `database does not answer`: the history's database is away",
   504: '`timeout during restart`: the restart goes on',
+  507: "The disk of the agent's backup folder is full: nothing of the backup was kept",
 };
 
 function responses(success: object, ...failures: number[]) {
@@ -183,6 +184,31 @@ const scheduleAnswer = {
 };
 const scheduleIdParameter = { name: 'schedule_id', in: 'path', required: true, schema: { type: 'string', pattern: '^sch_[0-9a-f]{16}$' } };
 const scheduleFailures = [400, 403, 404, 503];
+const backupIdParameter = { name: 'backup_id', in: 'path', required: true, schema: { type: 'string', pattern: '^bak_[0-9]{8}T[0-9]{6}Z_[0-9a-f]{8}$' } };
+const backupFailures = [400, 403, 404, 501];
+/** A backup as its answers say it (docs/api.md §20). */
+const backupAnswer = {
+  type: 'object',
+  required: ['id', 'bot_id', 'created_at', 'mode', 'downtime_ms', 'size_bytes', 'folders'],
+  additionalProperties: false,
+  properties: {
+    id: { type: 'string' },
+    bot_id: ref('BotId'),
+    created_at: { type: 'string' },
+    mode: { enum: ['stop', 'live'] },
+    downtime_ms: { type: ['integer', 'null'], minimum: 0, description: 'how long the bot was stopped for it (stop mode)' },
+    size_bytes: { type: 'integer', minimum: 0 },
+    folders: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['path', 'file', 'size_bytes', 'sha256'],
+        additionalProperties: false,
+        properties: { path: { type: 'string' }, file: { type: 'string' }, size_bytes: { type: 'integer', minimum: 0 }, sha256: { type: 'string', pattern: '^[0-9a-f]{64}$' } },
+      },
+    },
+  },
+};
 const unprocessableSchedule = { description: 'An unknown field, a bad expression, zone or bound, or an action this agent cannot run: `msg` names the field', content: json(ref('Failure')) };
 
 const ok = (description: string, schema = ref('Message')) => ({ description, content: json(schema) });
@@ -327,6 +353,15 @@ export const openApiDocument = {
           uptime_s: { type: 'integer', minimum: 0, description: "the current run's uptime in whole seconds (what uptime says in hours and minutes)" },
         },
       }),
+      BackupRequest: jsonSchemaOf(backupRequest),
+      Backup: answer('backup', backupAnswer),
+      Backups: answer('backups', { type: 'array', items: backupAnswer }),
+      BackupMade: {
+        type: 'object',
+        required: ['ok', 'message', 'backup'],
+        additionalProperties: false,
+        properties: { ok: { const: true }, message: { type: 'string' }, backup: backupAnswer },
+      },
       ScheduleRequest: scheduleBody(['cron', 'actions']),
       ScheduleChange: scheduleBody([]),
       Schedule: answer('schedule', scheduleAnswer),
@@ -798,6 +833,42 @@ export const openApiDocument = {
           '409': { description: '`no chat is configured`', content: json(ref('Failure')) },
           '502': { description: 'A chat did not take it: `msg` names which and why', content: json(ref('Failure')) },
         },
+      },
+    },
+    '/api/admin/bots/{bot_id}/backups': {
+      get: {
+        summary: "The bot's backups in the agent's backup folder, newest first (docs/api.md §20; the platform only)",
+        parameters: [botIdParameter],
+        responses: responses(ok('The backups', ref('Backups')), ...backupFailures),
+      },
+      post: {
+        summary: "A backup of the bot's data folders now, in stop mode (the default) or live (docs/api.md §20; the platform only)",
+        parameters: [botIdParameter],
+        requestBody: { required: false, content: json(ref('BackupRequest')) },
+        responses: {
+          ...responsesWith('201', ok('Made', ref('BackupMade')), ...backupFailures, 413, 415, 500, 503, 507),
+          '409': { description: 'A backup of the bot is under way, or its stop or start waited behind another operation', content: json(ref('Failure')) },
+          '422': { description: 'The bot has no data folders', content: json(ref('Failure')) },
+        },
+      },
+    },
+    '/api/admin/bots/{bot_id}/backups/{backup_id}': {
+      get: {
+        summary: 'One backup (docs/api.md §20; the platform only)',
+        parameters: [botIdParameter, backupIdParameter],
+        responses: responses(ok('The backup', ref('Backup')), ...backupFailures),
+      },
+      delete: {
+        summary: 'Remove a backup (docs/api.md §20; the platform only)',
+        parameters: [botIdParameter, backupIdParameter],
+        responses: responses(ok('Removed'), ...backupFailures),
+      },
+    },
+    '/api/admin/bots/{bot_id}/backups/{backup_id}/archive': {
+      get: {
+        summary: "One folder of a backup as stored, a gzip-compressed tar, streamed; its SHA-256 in X-Content-SHA256 (docs/api.md §20; the platform only)",
+        parameters: [botIdParameter, backupIdParameter, ...queryParameters(backupArchiveQuery)],
+        responses: responses({ description: 'The archive', content: { 'application/gzip': { schema: { type: 'string', format: 'binary' } } } }, ...backupFailures),
       },
     },
     '/api/admin/bots/{bot_id}/schedules': {

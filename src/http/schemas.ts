@@ -394,6 +394,16 @@ export const removeBotQuery = object({
   keep_data: string().strict().typeError('keep_data must be true or false').oneOf(['true', 'false'], 'keep_data must be true or false'),
 }).typeError('bad query');
 
+/** Body of POST /api/admin/bots/{bot_id}/backups (docs/api.md §20); an empty body is a backup in stop mode. */
+export const backupRequest = object({
+  mode: string().strict().typeError('mode must be stop or live').oneOf(['stop', 'live'], 'mode must be stop or live'),
+}).typeError(jsonObject);
+
+/** Query of a backup's archive: which of its folders. */
+export const backupArchiveQuery = object({
+  folder: string().strict().typeError('folder must be a data folder of the backup').required('folder is required: a data folder of the backup, e.g. /data').max(255, 'folder must be at most 255 characters'),
+}).typeError('bad query');
+
 /** Body of POST /api/session: the admin token, typed once into the console. */
 export const sessionRequest = object({
   token: string().strict().typeError('token must be a string').required('token is required').max(1024, 'token must be at most 1024 characters'),

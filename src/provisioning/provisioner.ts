@@ -1,3 +1,4 @@
+import type { BotDataArchives } from '../backups/data-archives.js';
 import type { BotSpec, BotSummary } from './bot-spec.js';
 import type { RevisionRuntime } from './revisions.js';
 
@@ -31,6 +32,8 @@ export interface Provisioner {
   remove(botId: string, options?: RemoveOptions): Promise<RemovedBot>;
   /** Its bots' revisions, where the runtime deploys (docs/api.md §15). */
   readonly revisions?: RevisionRuntime;
+  /** Its bots' data folders, read for backups (docs/api.md §20), where the runtime keeps bots' data. */
+  readonly dataArchives?: BotDataArchives;
   /**
    * What another node needs to make the bot again as it is (docs/api.md §17), where the runtime moves bots
    * between nodes. Throws NotFound, Unprocessable (a bot no agent made), RuntimeUnavailable.

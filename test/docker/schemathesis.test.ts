@@ -86,6 +86,7 @@ test.before(async () => {
       // name the fuzzer reads from GET /api/admin/nodes) stops every bot the listing holds.
       list: async (owner) => (await provisioner.list(owner)).filter((bot) => fileBots.has(bot.bot_id) || created.includes(bot.bot_id)),
       revisions: provisioner.revisions,
+      dataArchives: provisioner.dataArchives,
       remove: (botId) => provisioner.remove(botId),
       exportBot: (botId) => provisioner.exportBot!(botId),
       create: async (spec) => {
@@ -105,6 +106,7 @@ test.before(async () => {
       node: NODE,
       // A fleet of one: a move reaches past its 422 to the node it names (docs/api.md §17).
       fleetKey: FLEET_KEY,
+      backupDir: await mkdtemp(join(tmpdir(), 'bot-agent-schemathesis-backups-')),
       botChatBase: { ...DEFAULT_BOT_CHAT_BASE, telegramApi: chatsAt, hosts: [new URL(chatsAt).host] },
     },
     logger: pino({ level: 'silent' }),
@@ -172,6 +174,12 @@ const CREATE_WARNINGS = [
   'rate_limited',
   'dictionary_mismatch',
   'timeout_units',
+];
+/** The operations that name a backup: none of the file's bots keeps data, so each is a 404 (test/docker/backups.test.ts reaches them). */
+const BACKUP_OPERATIONS = [
+  'GET /api/admin/bots/{bot_id}/backups/{backup_id}',
+  'DELETE /api/admin/bots/{bot_id}/backups/{backup_id}',
+  'GET /api/admin/bots/{bot_id}/backups/{backup_id}/archive',
 ];
 /** The operations that name a schedule: a schedule is one bot's, and the fuzzer draws the two apart. */
 const SCHEDULE_OPERATIONS = [
@@ -487,7 +495,7 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
       'PATCH /api/admin/bots/{bot_id}/schedules/{schedule_id}',
     ],
     'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots', 'POST /api/fleet/bots', 'POST /api/fleet/bots/{bot_id}/start'],
-    'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback', 'POST /api/admin/nodes/{node}/drain', 'POST /api/bots/self/restart', 'POST /api/bots/restart', ...SCHEDULE_OPERATIONS],
+    'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback', 'POST /api/admin/nodes/{node}/drain', 'POST /api/bots/self/restart', 'POST /api/bots/restart', ...SCHEDULE_OPERATIONS, ...BACKUP_OPERATIONS],
   });
   t.deepEqual(verdicts, { errors: [], warnings: [] }, output.slice(-20_000));
   const failedOnExcusedWarningsAlone = verdictsOf(output).warnings.length > 0 && /Warnings fail the run/.test(output);

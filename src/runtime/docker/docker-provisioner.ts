@@ -1,3 +1,4 @@
+import { DockerDataArchives } from './docker-archives.js';
 import type Docker from 'dockerode';
 import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
 import { newGeneration } from '../../bot-id.js';
@@ -58,11 +59,13 @@ class DockerProvisioner implements Provisioner {
   private readonly lasting: Docker;
 
   readonly revisions: DockerRevisions;
+  readonly dataArchives: DockerDataArchives;
 
   constructor(private readonly options: DockerProvisionerOptions) {
     const engine = options.engine ?? engineClients(options.dockerHost);
     this.docker = engine.docker;
     this.lasting = engine.lasting;
+    this.dataArchives = new DockerDataArchives(this.lasting);
     this.revisions = new DockerRevisions(this.docker, this.lasting, async (image, login, pulls) => {
       if (!(await this.hasImage(image))) await this.pull(image, login, pulls);
     });

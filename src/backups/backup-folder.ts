@@ -1,0 +1,177 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Transform } from 'node:stream';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGzip } from 'node:zlib';
+
+/** How a backup was made consistent (docs/api.md §20). */
+export type BackupMode = 'stop' | 'live';
+
+/** One data folder of a backup: its archive's size and SHA-256 (of the compressed bytes, as stored). */
+export interface BackedUpFolder {
+  readonly path: string;
+  readonly file: string;
+  readonly size_bytes: number;
+  readonly sha256: string;
+}
+
+/** A backup as its manifest keeps it, and as it is answered. */
+export interface Backup {
+  readonly id: string;
+  readonly bot_id: string;
+  readonly created_at: string;
+  readonly mode: BackupMode;
+  /** How long the bot was stopped for it (stop mode), ms; null for a live one. */
+  readonly downtime_ms: number | null;
+  readonly size_bytes: number;
+  readonly folders: readonly BackedUpFolder[];
+}
+
+const MANIFEST = 'backup.json';
+/** A backup being made: never listed; one a SIGKILL left is removed when the bot's backups are next read. */
+const PARTIAL = '.partial-';
+export const BACKUP_ID = /^bak_[0-9]{8}T[0-9]{6}Z_[0-9a-f]{8}$/;
+
+/** The id of a backup made at `at`: its time first, so ids sort as the backups were made. */
+function newBackupId(at: Date): string {
+  return `bak_${at.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '')}_${randomBytes(4).toString('hex')}`;
+}
+
+/**
+ * The agent's own backup folder (docs/api.md §20): `<AGENT_DATA_DIR>/backups/<bot_id>/<backup_id>/`, one
+ * gzip-compressed tar per data folder and a manifest. A backup is made in a folder of its own under a partial
+ * name and renamed into place once every byte and its manifest are on disk (fsynced): a backup is listed
+ * whole or not at all, whatever moment the agent is killed at.
+ */
+export class BackupFolder {
+  constructor(private readonly root: string) {}
+
+  private botDir(botId: string): string {
+    return join(this.root, botId);
+  }
+
+  /**
+   * Makes a backup of the bot: `folders` are read one after another through `read`, each streamed through gzip
+   * and a SHA-256 to its file. Nothing of it is kept when any fails (or `copied` throws).
+   */
+  async write(
+    botId: string,
+    folders: readonly string[],
+    read: (path: string) => Promise<Readable>,
+    /** Called once every folder is copied, before the manifest: how the backup was made. */
+    copied: () => Promise<Pick<Backup, 'mode' | 'downtime_ms'>>,
+    at = new Date(),
+  ): Promise<Backup> {
+    const id = newBackupId(at);
+    const dir = this.botDir(botId);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const partial = join(dir, `${PARTIAL}${id}`);
+    await mkdir(partial, { mode: 0o700 });
+    try {
+      const written: BackedUpFolder[] = [];
+      for (const [index, path] of folders.entries()) {
+        const file = `folder-${index}.tar.gz`;
+        written.push({ path, file, ...(await writeCompressed(await read(path), join(partial, file))) });
+      }
+      const how = await copied();
+      const backup: Backup = {
+        id,
+        bot_id: botId,
+        created_at: at.toISOString(),
+        ...how,
+        size_bytes: written.reduce((sum, folder) => sum + folder.size_bytes, 0),
+        folders: written,
+      };
+      await writeDurably(join(partial, MANIFEST), `${JSON.stringify(backup)}\n`);
+      await syncDir(partial);
+      await rename(partial, join(dir, id));
+      await syncDir(dir);
+      return backup;
+    } catch (err) {
+      await rm(partial, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** The bot's backups, newest first; partial ones (a SIGKILL mid-backup) are removed as they are found. */
+  async list(botId: string): Promise<Backup[]> {
+    const dir = this.botDir(botId);
+    const names = await readdir(dir).catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? [] : Promise.reject(err)));
+    const backups: Backup[] = [];
+    for (const name of names) {
+      if (name.startsWith(PARTIAL)) {
+        await rm(join(dir, name), { recursive: true, force: true });
+        continue;
+      }
+      if (!BACKUP_ID.test(name)) continue;
+      const backup = await this.get(botId, name);
+      if (backup) backups.push(backup);
+    }
+    return backups.sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+  }
+
+  /** The backup, or undefined when the bot has none of that id. */
+  async get(botId: string, id: string): Promise<Backup | undefined> {
+    if (!BACKUP_ID.test(id)) return undefined;
+    try {
+      return JSON.parse(await readFile(join(this.botDir(botId), id, MANIFEST), 'utf8')) as Backup;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+  }
+
+  /** One folder's archive of the backup, as stored (gzip-compressed tar), and its size. */
+  async open(backup: Backup, folder: BackedUpFolder): Promise<{ stream: Readable; size: number }> {
+    const path = join(this.botDir(backup.bot_id), backup.id, folder.file);
+    const { size } = await stat(path);
+    return { stream: createReadStream(path), size };
+  }
+
+  /** Removes the backup; false when there was none. */
+  async remove(botId: string, id: string): Promise<boolean> {
+    if (!(await this.get(botId, id))) return false;
+    // Renamed out of the listing first, so that a removal cut short leaves no half backup listed.
+    const gone = join(this.botDir(botId), `${PARTIAL}removed-${id}`);
+    await rename(join(this.botDir(botId), id), gone);
+    await rm(gone, { recursive: true, force: true });
+    return true;
+  }
+}
+
+/** Streams `source` through gzip into `path` (made new), flushed to disk; answers its size and SHA-256. */
+async function writeCompressed(source: Readable, path: string): Promise<{ size_bytes: number; sha256: string }> {
+  const hash = createHash('sha256');
+  let size = 0;
+  const tap = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      hash.update(chunk);
+      size += chunk.length;
+      done(null, chunk);
+    },
+  });
+  await pipeline(source, createGzip(), tap, createWriteStream(path, { flags: 'wx', mode: 0o600, flush: true }));
+  return { size_bytes: size, sha256: hash.digest('hex') };
+}
+
+async function writeDurably(path: string, text: string): Promise<void> {
+  const handle = await open(path, 'wx', 0o600);
+  try {
+    await handle.writeFile(text);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+async function syncDir(path: string): Promise<void> {
+  const handle = await open(path, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,12 @@
+import type { Readable } from 'node:stream';
+
+/**
+ * What backups read of a bot's data (docs/api.md §20), from its runtime: which data folders the bot has now, and
+ * one of them as a tar stream of the runtime's own archive API, read whether the bot runs or not.
+ */
+export interface BotDataArchives {
+  /** The bot's data folders, by path; NotFound when there is no such bot. */
+  folders(botId: string): Promise<readonly string[]>;
+  /** The folder as a tar stream (its entries under the folder's own name); nothing of it is held in memory. */
+  read(botId: string, path: string, signal: AbortSignal): Promise<Readable>;
+}

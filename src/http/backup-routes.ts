@@ -1,0 +1,76 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { messages, NotFound, NotImplemented } from '../errors.js';
+import type { Backup } from '../backups/backup-folder.js';
+import type { Backups } from '../backups/backups.js';
+import type { Access } from './access.js';
+import { backupArchiveQuery, backupRequest, botIdInPath, validate, validateQuery } from './schemas.js';
+
+export interface BackupRoutesDeps {
+  /** Undefined where the runtime keeps no bots' data, or the agent has no backup folder: each path answers 501. */
+  readonly backups: Backups | undefined;
+  readonly access: Access;
+  readonly runtime: string;
+}
+
+/** A bot's backups (docs/api.md §20): the platform's alone. */
+export function backupRoutes({ backups: available, access, runtime }: BackupRoutesDeps): Router {
+  const router = new Router();
+
+  /** The platform only, where backups are made. */
+  async function botOf(ctx: Context): Promise<{ botId: string; backups: Backups }> {
+    const botId = botIdInPath(ctx.params.bot_id);
+    await access.platformFor(ctx, messages.platformOnlyBackups);
+    ctx.state.botId = botId;
+    if (!available) throw new NotImplemented(`backups are not available here: the ${runtime} runtime keeps no bots' data yet, or the agent keeps its history in memory with no AGENT_BACKUP_DIR (docs/api.md §20)`);
+    return { botId, backups: available };
+  }
+
+  async function backupOf(ctx: Context, { botId, backups }: { botId: string; backups: Backups }): Promise<Backup> {
+    const id = ctx.params.backup_id ?? '';
+    const backup = await backups.folder.get(botId, id);
+    if (!backup) throw new NotFound(`no backup ${JSON.stringify(id.slice(0, 64))} of bot ${botId}`);
+    return backup;
+  }
+
+  router.post('/api/admin/bots/:bot_id/backups', async (ctx) => {
+    const { botId, backups } = await botOf(ctx);
+    const { mode } = validate(backupRequest, ctx.request.body ?? {});
+    const backup = await backups.take(botId, mode === 'live' ? 'live' : 'stop');
+    ctx.status = 201;
+    const downtime = backup.downtime_ms === null ? '' : `, the bot stopped ${backup.downtime_ms} ms for it`;
+    ctx.body = { ok: true, message: `Backup ${backup.id} of bot ${botId} made: ${backup.folders.length} folder(s), ${backup.size_bytes} bytes${downtime}`, backup };
+  });
+
+  router.get('/api/admin/bots/:bot_id/backups', async (ctx) => {
+    const { botId, backups } = await botOf(ctx);
+    ctx.body = { ok: true, backups: await backups.folder.list(botId) };
+  });
+
+  router.get('/api/admin/bots/:bot_id/backups/:backup_id', async (ctx) => {
+    ctx.body = { ok: true, backup: await backupOf(ctx, await botOf(ctx)) };
+  });
+
+  router.get('/api/admin/bots/:bot_id/backups/:backup_id/archive', async (ctx) => {
+    const { folder: path } = validateQuery(backupArchiveQuery, ctx.query);
+    const bot = await botOf(ctx);
+    const backup = await backupOf(ctx, bot);
+    const folder = backup.folders.find((kept) => kept.path === path);
+    if (!folder) throw new NotFound(`backup ${backup.id} holds no folder ${JSON.stringify(path)}: it holds ${backup.folders.map((kept) => kept.path).join(', ')}`);
+    const { stream, size } = await bot.backups.folder.open(backup, folder);
+    ctx.set('content-type', 'application/gzip');
+    ctx.set('content-length', String(size));
+    ctx.set('content-disposition', `attachment; filename="${backup.id}-${backup.folders.indexOf(folder)}.tar.gz"`);
+    ctx.set('x-content-sha256', folder.sha256);
+    ctx.body = stream;
+  });
+
+  router.delete('/api/admin/bots/:bot_id/backups/:backup_id', async (ctx) => {
+    const { botId, backups } = await botOf(ctx);
+    const backup = await backupOf(ctx, { botId, backups });
+    if (!(await backups.folder.remove(botId, backup.id))) throw new NotFound(`no backup ${backup.id} of bot ${botId}`);
+    ctx.body = { ok: true, message: `Backup ${backup.id} of bot ${botId} removed` };
+  });
+
+  return router;
+}

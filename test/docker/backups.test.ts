@@ -1,0 +1,153 @@
+import { createHash } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import test from 'ava';
+import type { ExecutionContext } from 'ava';
+import { BOT_LABEL } from '../../src/runtime/labels.js';
+import { DockerFixture, IDLE_BOT, TEST_IMAGE } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+import { call } from '../helpers/http-client.js';
+import { provisioningAgent } from '../helpers/provisioning-agent.js';
+import type { ProvisioningAgent } from '../helpers/provisioning-agent.js';
+
+// Backups of a bot's data to the agent's backup folder (docs/api.md §20), on the real engine: read through its
+// archive API, the bot stopped for them or not, listed whole or not at all.
+const fixture = new DockerFixture();
+const backupDir = mkdtempSync(join(tmpdir(), 'bot-agent-backups-'));
+let agent: ProvisioningAgent;
+
+test.before(async () => {
+  await fixture.ready();
+  agent = await provisioningAgent(fixture, 'address', { config: { backupDir } });
+});
+
+test.after.always(async () => {
+  await agent?.close();
+  await fixture.cleanup();
+  rmSync(backupDir, { recursive: true, force: true });
+});
+
+/** Each start of the bot adds one to the count in its data folder, then it idles. */
+const COUNTER = `n=$(cat /data/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > /data/count; ${IDLE_BOT}`;
+
+function cleanedUp(t: ExecutionContext, id: string): void {
+  t.teardown(async () => {
+    await fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined);
+    const listed = await fixture.docker.listVolumes({ filters: { label: [`${BOT_LABEL}=${id}`] } });
+    for (const volume of listed.Volumes ?? []) await fixture.docker.getVolume(volume.Name).remove().catch(() => undefined);
+  });
+}
+
+async function madeWithData(t: ExecutionContext): Promise<string> {
+  const id = fixture.newBotId();
+  cleanedUp(t, id);
+  const made = await call(agent.server, '/api/admin/bots', {
+    body: { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'n8n', token: 'tok-data', command: ['sh', '-c', COUNTER], data: [{ path: '/data' }] },
+  });
+  t.is(made.status, 201, made.text);
+  t.true(await eventually(async () => (await readData(id, 'count').catch(() => '')) === '1', 30_000, 200), 'the bot counted its first start');
+  return id;
+}
+
+async function readData(botId: string, file: string): Promise<string> {
+  return (await fixture.exec({ id: botId, container: fixture.docker.getContainer(botId) }, `cat /data/${file} 2>/dev/null`)).trim();
+}
+
+interface BackupAnswer {
+  id: string;
+  mode: string;
+  downtime_ms: number | null;
+  size_bytes: number;
+  folders: { path: string; size_bytes: number; sha256: string }[];
+}
+
+const archiveUrl = (botId: string, backupId: string, folder: string) => {
+  const { port } = agent.server.address() as { port: number };
+  return `http://127.0.0.1:${port}/api/admin/bots/${botId}/backups/${backupId}/archive?folder=${encodeURIComponent(folder)}`;
+};
+
+/** One file of a downloaded archive, read with the system's own tar. */
+function fileInArchive(archive: Buffer, entry: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'bot-agent-archive-'));
+  try {
+    writeFileSync(join(dir, 'a.tar.gz'), archive);
+    return execFileSync('tar', ['-xzOf', join(dir, 'a.tar.gz'), entry], { encoding: 'utf8' });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test("a backup in stop mode stops the bot, copies its data folder and starts it again; its archive downloads as kept, checksum and all", async (t) => {
+  const id = await madeWithData(t);
+  await fixture.exec({ id, container: fixture.docker.getContainer(id) }, 'echo hello > /data/greeting');
+  const startedBefore = (await fixture.docker.getContainer(id).inspect()).State.StartedAt;
+
+  const made = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: {} });
+  t.is(made.status, 201, made.text);
+  const backup = made.body?.backup as BackupAnswer;
+  t.is(backup.mode, 'stop');
+  t.true(typeof backup.downtime_ms === 'number' && backup.downtime_ms > 0, `downtime ${backup.downtime_ms}`);
+  t.deepEqual(backup.folders.map((folder) => folder.path), ['/data']);
+  // Started again: a new run, which counted its start over the same data.
+  const after = (await fixture.docker.getContainer(id).inspect()).State;
+  t.true(after.Running, 'the bot runs again after its backup');
+  t.not(after.StartedAt, startedBefore);
+  t.true(await eventually(async () => (await readData(id, 'count').catch(() => '')) === '2', 30_000, 200), 'the data was there for the next run');
+
+  const listed = await call(agent.server, `/api/admin/bots/${id}/backups`);
+  t.is(listed.status, 200, listed.text);
+  t.deepEqual((listed.body?.backups as BackupAnswer[]).map((kept) => kept.id), [backup.id]);
+
+  const download = await fetch(archiveUrl(id, backup.id, '/data'));
+  t.is(download.status, 200);
+  t.is(download.headers.get('content-type'), 'application/gzip');
+  const bytes = Buffer.from(await download.arrayBuffer());
+  const [kept] = backup.folders;
+  t.is(bytes.length, kept!.size_bytes);
+  t.is(createHash('sha256').update(bytes).digest('hex'), kept!.sha256);
+  t.is(download.headers.get('x-content-sha256'), kept!.sha256);
+  t.is(fileInArchive(bytes, 'data/greeting'), 'hello\n');
+  t.is(fileInArchive(bytes, 'data/count'), '1\n', 'copied while the bot was stopped, before its next start counted');
+
+  const missing = await fetch(archiveUrl(id, backup.id, '/elsewhere'));
+  t.is(missing.status, 404);
+  t.like(await missing.json(), { ok: false });
+
+  const removed = await call(agent.server, `/api/admin/bots/${id}/backups/${backup.id}`, { method: 'DELETE' });
+  t.is(removed.status, 200, removed.text);
+  t.is((await call(agent.server, `/api/admin/bots/${id}/backups/${backup.id}`)).status, 404);
+  t.deepEqual((await call(agent.server, `/api/admin/bots/${id}/backups`)).body?.backups, []);
+});
+
+test('a live backup copies the running bot without stopping it; a bot without data and a bad mode are refused', async (t) => {
+  const id = await madeWithData(t);
+  const startedBefore = (await fixture.docker.getContainer(id).inspect()).State.StartedAt;
+  const made = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { mode: 'live' } });
+  t.is(made.status, 201, made.text);
+  t.like(made.body?.backup, { mode: 'live', downtime_ms: null });
+  t.is((await fixture.docker.getContainer(id).inspect()).State.StartedAt, startedBefore, 'not restarted');
+
+  const bare = await fixture.runBot();
+  const none = await call(agent.server, `/api/admin/bots/${bare.id}/backups`, { body: {} });
+  t.is(none.status, 422, none.text);
+  t.regex(String(none.body?.msg), /no data folders/);
+  const badMode = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { mode: 'snapshot' } });
+  t.is(badMode.status, 400, badMode.text);
+  t.is(badMode.body?.msg, 'mode must be stop or live');
+  t.is((await call(agent.server, `/api/admin/bots/${id}/backups/bak_nope`)).status, 404);
+  t.is((await call(agent.server, '/api/admin/bots/bot_9_9_nobody/backups', { body: {} })).status, 404);
+});
+
+test('a backup a SIGKILL cut short (its partial folder) is never listed, and is removed when the list is next read', async (t) => {
+  const id = await madeWithData(t);
+  const partial = join(backupDir, id, '.partial-bak_20261203T120000Z_0123abcd');
+  mkdirSync(partial, { recursive: true });
+  writeFileSync(join(partial, 'folder-0.tar.gz'), 'half');
+  const made = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { mode: 'live' } });
+  t.is(made.status, 201, made.text);
+  const listed = await call(agent.server, `/api/admin/bots/${id}/backups`);
+  t.deepEqual((listed.body?.backups as BackupAnswer[]).map((kept) => kept.id), [(made.body?.backup as BackupAnswer).id]);
+  t.deepEqual(readdirSync(join(backupDir, id)), [(made.body?.backup as BackupAnswer).id]);
+});
