@@ -81,7 +81,7 @@ test("through a mesh's hop one bot holds at most its 64 connections, never the h
   t.is(await ask(others.held, other, tokens.sign(other)), 404, 'a bot lost its open connection to the idle ones');
 });
 
-test('idle connections through a hop, opened again as fast as the agent closes them, never keep a bot behind the same hop from an answer within 1 s', async (t) => {
+test('idle connections through a hop, opened again as fast as the agent closes them, never keep a bot behind the same hop from an answer well within the 10 s an idle one is given', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'bot-agent-hop-'));
   const agent = await runAgentProcess({ AGENT_DATA_DIR: dataDir, AGENT_IDENTITY: 'token' });
   const tokens = BotTokens.open(dataDir);
@@ -115,7 +115,9 @@ test('idle connections through a hop, opened again as fast as the agent closes t
     held.socket.destroy();
     // The bot does not exist: 404 is the answer that names it; 0 is a connection reset or closed unanswered.
     t.is(status, 404, `round ${round}: the bot's call got ${status === 0 ? 'no answer' : status}`);
-    t.true(tookMs < 1_000, `round ${round}: the answer took ${Math.round(tookMs)} ms`);
+    // Held behind the idle ones, the call would wait out their 10 s to send a request (headersMs); a busy host
+    // took 1.1 s to answer one that was not held.
+    t.true(tookMs < 5_000, `round ${round}: the answer took ${Math.round(tookMs)} ms`);
   }
   t.true(flood.size >= 500, `the flood held only ${flood.size} connections: it tested nothing`);
 });
