@@ -46,6 +46,7 @@ try {
         return 'ok';
       },
       deploy: async () => 'deployed',
+      backup: async () => 'backup made',
       command: async () => ({ exitCode: 0, output: '', truncated: false, timedOut: false, message: null }),
     },
     async () => undefined,

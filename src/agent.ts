@@ -226,6 +226,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
       deployOf: (body) => deployOf(validate(deployRequest, body)),
       pulls: (botId) => pullEvents(history, botId),
       onAsked: (botId) => backOffs?.asked(botId),
+      backups,
     }),
     (botId, type, fields) => history.note(botId, type, fields),
     (botId) => driver.holdsBot(botId) === true && fence?.placedElsewhere(botId) === undefined,

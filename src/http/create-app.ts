@@ -165,7 +165,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
     chatRoutes({ driver, history, access: checks, chats: config.chats, botChatBase: config.botChatBase ?? DEFAULT_BOT_CHAT_BASE }).routes(),
     nodeRoutes({ nodes, access: checks }).routes(),
     backupRoutes({ backups, access: checks, runtime: driver.runtime }).routes(),
-    ...(schedules ? [scheduleRoutes({ driver, store: schedules.store, scheduler: schedules.scheduler, access: checks, deploys: deploys !== undefined }).routes()] : []),
+    ...(schedules ? [scheduleRoutes({ driver, store: schedules.store, scheduler: schedules.scheduler, access: checks, deploys: deploys !== undefined, backups: backups !== undefined }).routes()] : []),
     fleetRoutes({
       move: {
         node: nodes.node,

@@ -111,7 +111,13 @@ const scheduleAction = {
     plainAction('restart'),
     plainAction('stop'),
     plainAction('start'),
-    { ...plainAction('backup'), description: 'refused (422) until bot data lands' },
+    {
+      type: 'object',
+      required: ['type'],
+      additionalProperties: false,
+      properties: { type: { const: 'backup' }, ...actionCommon, mode: { enum: ['stop', 'live'], default: 'stop' } },
+      description: "a backup of the bot's data folders (docs/api.md §20); refused (422) where backups are not made",
+    },
     { type: 'object', required: ['type', 'deploy'], additionalProperties: false, properties: { type: { const: 'deploy' }, ...actionCommon, deploy: ref('DeployRequest') } },
     {
       type: 'object',

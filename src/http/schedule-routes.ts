@@ -36,6 +36,8 @@ export interface ScheduleRoutesDeps {
   readonly access: Access;
   /** Whether the runtime deploys (docs/api.md §15): a `deploy` action is refused where it does not. */
   readonly deploys: boolean;
+  /** Whether the agent makes backups (docs/api.md §20): a `backup` action is refused where it does not. */
+  readonly backups: boolean;
 }
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
@@ -81,7 +83,7 @@ export function runAnswer(run: StoredRun): Record<string, unknown> {
 }
 
 /** A bot's schedules (docs/api.md §18): the platform's alone, never a bot's, not even for itself. */
-export function scheduleRoutes({ driver, store, scheduler, access, deploys }: ScheduleRoutesDeps): Router {
+export function scheduleRoutes({ driver, store, scheduler, access, deploys, backups }: ScheduleRoutesDeps): Router {
   const router = new Router();
 
   /** The platform only; the bot named in the path, which must exist. */
@@ -103,7 +105,7 @@ export function scheduleRoutes({ driver, store, scheduler, access, deploys }: Sc
   /** What this agent cannot run, refused before it is kept. */
   function runnable(spec: ScheduleSpec): ScheduleSpec {
     for (const [index, action] of spec.actions.entries()) {
-      if (action.type === 'backup') throw new Unprocessable(`actions[${index}].type backup is not available yet: this agent keeps no bot data to back up (docs/api.md §18)`);
+      if (action.type === 'backup' && !backups) throw new Unprocessable(`actions[${index}].type backup is not available on this agent: it makes no backups here (docs/api.md §20)`);
       if (action.type === 'deploy' && !deploys) throw new Unprocessable(`actions[${index}].type deploy is not available on the ${driver.runtime} runtime (docs/api.md §15)`);
       if (action.type === 'command' && !driver.exec) throw new Unprocessable(`actions[${index}].type command is not available on the ${driver.runtime} runtime`);
     }

@@ -42,7 +42,7 @@ const actionSchemas: Record<ActionType, ObjectSchema<object>> = {
   restart: plainAction('restart'),
   stop: plainAction('stop'),
   start: plainAction('start'),
-  backup: plainAction('backup'),
+  backup: plainAction('backup').shape({ mode: string().strict().typeError('mode must be stop or live').oneOf(['stop', 'live'], 'mode must be stop or live') }),
   deploy: plainAction('deploy').shape({ deploy: deployRequest.required('deploy is required: the PATCH body it deploys (docs/api.md §15)') }),
   command: plainAction('command').shape({
     command: array(string().strict().typeError('command must be a list of strings').required('command must not hold empty strings').max(4096, 'command arguments must be at most 4096 characters'))
@@ -167,6 +167,7 @@ function actionOf(action: Record<string, unknown>): ScheduleAction {
     continue_on_failure: (action.continue_on_failure as boolean | undefined) ?? false,
     ...(type === 'deploy' ? { deploy: action.deploy as Readonly<Record<string, unknown>> } : {}),
     ...(type === 'command' ? { command: action.command as string[], timeout_s: (action.timeout_s as number | undefined) ?? COMMAND_TIMEOUT_DEFAULT_S } : {}),
+    ...(type === 'backup' ? { mode: (action.mode as 'stop' | 'live' | undefined) ?? 'stop' } : {}),
   };
 }
 

@@ -1,3 +1,4 @@
+import type { Backups } from '../backups/backups.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Deploys } from '../deploys/deploys.js';
 import { NotImplemented } from '../errors.js';
@@ -24,10 +25,12 @@ export interface AgentActionParts {
   readonly pulls: (botId: string) => PullReport;
   /** Told of each operation a schedule asks for before it runs, as of the API's (a crash back-off ends). */
   readonly onAsked?: ((botId: string) => void) | undefined;
+  /** Backups of bots' data, where they are made (docs/api.md §20). */
+  readonly backups?: Pick<Backups, 'take'> | undefined;
 }
 
 /** A schedule's actions done as the platform's own requests are (docs/api.md §18): through the lifecycle, its events and its deploys. */
-export function agentActions({ driver, lifecycle, history, deploys, deployOf, pulls, onAsked }: AgentActionParts): ScheduleActions {
+export function agentActions({ driver, lifecycle, history, deploys, deployOf, pulls, onAsked, backups }: AgentActionParts): ScheduleActions {
   return {
     running: async (botId) => (await driver.findBot(botId)).running,
     power: async (botId, operation) => {
@@ -57,6 +60,11 @@ export function agentActions({ driver, lifecycle, history, deploys, deployOf, pu
         await sleep(VERDICT_EVERY_MS);
       }
       throw new Error(`revision ${revision} was not judged in time`);
+    },
+    backup: async (botId, mode) => {
+      if (!backups) throw new NotImplemented(`backups are not available on this agent (docs/api.md §20)`);
+      const made = await backups.take(botId, mode);
+      return `backup ${made.id} made: ${made.size_bytes} bytes${made.downtime_ms === null ? '' : `, the bot stopped ${made.downtime_ms} ms`}`;
     },
     command: async (botId, argv, bounds) => {
       if (!driver.exec) throw new NotImplemented(`commands in bots are not available on the ${driver.runtime} runtime`);

@@ -13,6 +13,8 @@ export interface ScheduleActions {
   power(botId: string, operation: 'restart' | 'stop' | 'start'): Promise<string>;
   /** A deploy of `body`, once judged (docs/api.md §15): answers how it ended; throws when it failed. */
   deploy(botId: string, body: Readonly<Record<string, unknown>>): Promise<string>;
+  /** A backup of the bot's data (docs/api.md §20): answers what was made; throws where backups are not made. */
+  backup(botId: string, mode: 'stop' | 'live'): Promise<string>;
   /** The command, in the bot's container; throws where the runtime cannot run one. */
   command(botId: string, argv: readonly string[], bounds: CommandBounds): Promise<CommandResult>;
 }
@@ -33,7 +35,7 @@ export interface ChainParts {
   keep(actions: readonly ActionOutcome[], end?: { state: RunState; reason: string | null; atMs: number }): Promise<boolean>;
   readonly renewEveryMs: number;
   readonly report: FaultReporter;
-  /** The agent's bound on restarts, stops, starts and commands at once; a deploy, which waits minutes for its verdict, takes none. */
+  /** The agent's bound on restarts, stops, starts and commands at once; a deploy or a backup, which may last minutes, takes none. */
   readonly slots?: ActionSlots;
 }
 
@@ -69,7 +71,7 @@ export async function runChain(spec: ScheduleSpec, run: StoredRun, parts: ChainP
       outcomes[index] = { type: action.type, outcome: 'running', started_at: startedAt, ended_at: null, message: null };
       await keep();
       if (lost) return undefined;
-      const outcome = action.type === 'deploy' || !parts.slots ? await perform(action, run.botId, parts.actions) : await parts.slots.run(() => perform(action, run.botId, parts.actions));
+      const outcome = action.type === 'deploy' || action.type === 'backup' || !parts.slots ? await perform(action, run.botId, parts.actions) : await parts.slots.run(() => perform(action, run.botId, parts.actions));
       outcomes[index] = { type: action.type, started_at: startedAt, ended_at: iso(parts.now()), ...outcome };
       if (parts.signal.aborted) return undefined;
       if (outcome.outcome === 'failed') {
@@ -99,7 +101,7 @@ async function perform(action: ScheduleAction, botId: string, actions: ScheduleA
       case 'deploy':
         return { outcome: 'succeeded', message: await actions.deploy(botId, action.deploy!) };
       case 'backup':
-        return { outcome: 'failed', message: 'backups are not available on this agent yet (docs/api.md §18)' };
+        return { outcome: 'succeeded', message: await actions.backup(botId, action.mode ?? 'stop') };
       case 'command': {
         const result = await actions.command(botId, action.command!, { timeoutMs: (action.timeout_s ?? COMMAND_TIMEOUT_DEFAULT_S) * 1000, maxBytes: COMMAND_OUTPUT_BYTES });
         const ok = !result.timedOut && result.exitCode === 0;

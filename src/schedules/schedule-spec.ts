@@ -31,6 +31,8 @@ export interface ScheduleAction {
   /** `command`: the argument list run in the bot's container, and its time-out. */
   readonly command?: readonly string[];
   readonly timeout_s?: number;
+  /** `backup`: how it is made consistent (docs/api.md §20); `stop` when not given. */
+  readonly mode?: 'stop' | 'live';
 }
 
 /** What a schedule is, as the platform writes it and every answer says it. */

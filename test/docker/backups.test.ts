@@ -151,3 +151,25 @@ test('a backup a SIGKILL cut short (its partial folder) is never listed, and is 
   t.deepEqual((listed.body?.backups as BackupAnswer[]).map((kept) => kept.id), [(made.body?.backup as BackupAnswer).id]);
   t.deepEqual(readdirSync(join(backupDir, id)), [(made.body?.backup as BackupAnswer).id]);
 });
+
+test("a schedule's backup action makes a backup of the bot, listed with the others, its run naming it", async (t) => {
+  const id = await madeWithData(t);
+  const made = await call(agent.server, `/api/admin/bots/${id}/schedules`, { body: { cron: '@yearly', actions: [{ type: 'backup', mode: 'live' }] } });
+  t.is(made.status, 201, made.text);
+  const scheduleId = (made.body?.schedule as { id: string }).id;
+  const ran = await call(agent.server, `/api/admin/bots/${id}/schedules/${scheduleId}/run`, { method: 'POST' });
+  t.is(ran.status, 202, ran.text);
+  let run: { state?: string; actions?: { message?: string }[] } | undefined;
+  t.true(
+    await eventually(async () => {
+      run = ((await call(agent.server, `/api/bots/${id}/schedules/${scheduleId}/runs`)).body?.runs as (typeof run)[])[0];
+      return run?.state !== undefined && run.state !== 'running';
+    }, 30_000, 200),
+    'the run never ended',
+  );
+  t.is(run?.state, 'succeeded', JSON.stringify(run));
+  const listed = (await call(agent.server, `/api/admin/bots/${id}/backups`)).body?.backups as BackupAnswer[];
+  t.is(listed.length, 1);
+  t.like(listed[0], { mode: 'live' });
+  t.regex(String(run?.actions?.[0]?.message), new RegExp(`^backup ${listed[0]!.id} made`));
+});

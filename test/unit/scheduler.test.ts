@@ -51,6 +51,10 @@ function rig(
         return 'ok';
       },
       deploy: async () => 'deployed',
+      backup: async (_botId, mode) => {
+        done.push(`backup ${mode}@${iso(clock.ms)}`);
+        return 'backup made';
+      },
       command: async () => ({ exitCode: 0, output: 'hi\n', truncated: false, timedOut: false, message: null }),
       ...actions,
     },
