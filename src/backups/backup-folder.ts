@@ -6,6 +6,8 @@ import { Transform } from 'node:stream';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
+import { retainedIds } from './retention.js';
+import type { RetentionPolicy } from './retention.js';
 
 /** How a backup was made consistent (docs/api.md §20). */
 export type BackupMode = 'stop' | 'live';
@@ -28,6 +30,8 @@ export interface Backup {
   readonly downtime_ms: number | null;
   readonly size_bytes: number;
   readonly folders: readonly BackedUpFolder[];
+  /** A locked backup is never removed, by retention or by hand, until it is unlocked. */
+  readonly locked: boolean;
 }
 
 const MANIFEST = 'backup.json';
@@ -84,6 +88,7 @@ export class BackupFolder {
         ...how,
         size_bytes: written.reduce((sum, folder) => sum + folder.size_bytes, 0),
         folders: written,
+        locked: false,
       };
       await writeDurably(join(partial, MANIFEST), `${JSON.stringify(backup)}\n`);
       await syncDir(partial);
@@ -117,7 +122,8 @@ export class BackupFolder {
   async get(botId: string, id: string): Promise<Backup | undefined> {
     if (!BACKUP_ID.test(id)) return undefined;
     try {
-      return JSON.parse(await readFile(join(this.botDir(botId), id, MANIFEST), 'utf8')) as Backup;
+      const kept = JSON.parse(await readFile(join(this.botDir(botId), id, MANIFEST), 'utf8')) as Backup;
+      return { ...kept, locked: kept.locked === true };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
@@ -129,6 +135,30 @@ export class BackupFolder {
     const path = join(this.botDir(backup.bot_id), backup.id, folder.file);
     const { size } = await stat(path);
     return { stream: createReadStream(path), size };
+  }
+
+  /** Locks or unlocks the backup: its manifest written again whole (a new file renamed over the old). */
+  async setLocked(backup: Backup, locked: boolean): Promise<Backup> {
+    const dir = join(this.botDir(backup.bot_id), backup.id);
+    const changed = { ...backup, locked };
+    const next = join(dir, `${MANIFEST}.next`);
+    await rm(next, { force: true });
+    await writeDurably(next, `${JSON.stringify(changed)}\n`);
+    await rename(next, join(dir, MANIFEST));
+    await syncDir(dir);
+    return changed;
+  }
+
+  /** Removes the bot's backups that `policy` does not keep (never a locked one); answers their ids. */
+  async prune(botId: string, policy: RetentionPolicy, nowMs = Date.now()): Promise<string[]> {
+    const backups = await this.list(botId);
+    const kept = retainedIds(backups, policy, nowMs);
+    const removed: string[] = [];
+    for (const backup of backups) {
+      if (kept.has(backup.id) || backup.locked) continue;
+      if (await this.remove(botId, backup.id)) removed.push(backup.id);
+    }
+    return removed;
   }
 
   /** Removes the backup; false when there was none. */

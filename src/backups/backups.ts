@@ -2,6 +2,7 @@ import { AlreadyExists, StorageFull, Unprocessable } from '../errors.js';
 import type { Backup, BackupMode } from './backup-folder.js';
 import type { BackupFolder } from './backup-folder.js';
 import type { BotDataArchives } from './data-archives.js';
+import type { RetentionPolicy } from './retention.js';
 
 /** How long one folder's archive may take to read, at most. */
 const READ_DEADLINE_MS = 30 * 60_000;
@@ -27,7 +28,13 @@ export class Backups {
     private readonly power: BackupPower,
   ) {}
 
-  async take(botId: string, mode: BackupMode): Promise<Backup> {
+  /** A backup of the bot now; with `keep`, the bot's backups that policy does not keep are removed once it is made. */
+  async take(botId: string, mode: BackupMode, keep?: RetentionPolicy): Promise<{ backup: Backup; removed: string[] }> {
+    const backup = await this.make(botId, mode);
+    return { backup, removed: keep ? await this.folder.prune(botId, keep) : [] };
+  }
+
+  private async make(botId: string, mode: BackupMode): Promise<Backup> {
     const folders = await this.archives.folders(botId);
     if (folders.length === 0) throw new Unprocessable(`bot ${botId} has no data folders to back up: a bot's data folders are named on its create (docs/api.md §19)`);
     if (this.underWay.has(botId)) throw new AlreadyExists(`a backup of bot ${botId} is under way: wait for it to end`);
@@ -70,4 +77,11 @@ export class Backups {
       this.underWay.delete(botId);
     }
   }
+}
+
+/** What a backup's answer (and a scheduled backup's run) says of it. */
+export function backupMade(backup: Backup, removed: readonly string[]): string {
+  const downtime = backup.downtime_ms === null ? '' : `, the bot stopped ${backup.downtime_ms} ms for it`;
+  const pruned = removed.length === 0 ? '' : `; retention removed ${removed.length} older backup(s)`;
+  return `backup ${backup.id} of bot ${backup.bot_id} made: ${backup.folders.length} folder(s), ${backup.size_bytes} bytes${downtime}${pruned}`;
 }

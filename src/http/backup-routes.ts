@@ -1,7 +1,8 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { messages, NotFound, NotImplemented } from '../errors.js';
+import { AlreadyExists, messages, NotFound, NotImplemented } from '../errors.js';
 import type { Backup } from '../backups/backup-folder.js';
+import { backupMade } from '../backups/backups.js';
 import type { Backups } from '../backups/backups.js';
 import type { Access } from './access.js';
 import { backupArchiveQuery, backupRequest, botIdInPath, validate, validateQuery } from './schemas.js';
@@ -35,11 +36,10 @@ export function backupRoutes({ backups: available, access, runtime }: BackupRout
 
   router.post('/api/admin/bots/:bot_id/backups', async (ctx) => {
     const { botId, backups } = await botOf(ctx);
-    const { mode } = validate(backupRequest, ctx.request.body ?? {});
-    const backup = await backups.take(botId, mode === 'live' ? 'live' : 'stop');
+    const { mode, keep } = validate(backupRequest, ctx.request.body ?? {});
+    const { backup, removed } = await backups.take(botId, mode === 'live' ? 'live' : 'stop', keep);
     ctx.status = 201;
-    const downtime = backup.downtime_ms === null ? '' : `, the bot stopped ${backup.downtime_ms} ms for it`;
-    ctx.body = { ok: true, message: `Backup ${backup.id} of bot ${botId} made: ${backup.folders.length} folder(s), ${backup.size_bytes} bytes${downtime}`, backup };
+    ctx.body = { ok: true, message: backupMade(backup, removed), backup, removed };
   });
 
   router.get('/api/admin/bots/:bot_id/backups', async (ctx) => {
@@ -65,9 +65,18 @@ export function backupRoutes({ backups: available, access, runtime }: BackupRout
     ctx.body = stream;
   });
 
+  for (const [action, locked] of [['lock', true], ['unlock', false]] as const) {
+    router.post(`/api/admin/bots/:bot_id/backups/:backup_id/${action}`, async (ctx) => {
+      const bot = await botOf(ctx);
+      const backup = await bot.backups.folder.setLocked(await backupOf(ctx, bot), locked);
+      ctx.body = { ok: true, backup };
+    });
+  }
+
   router.delete('/api/admin/bots/:bot_id/backups/:backup_id', async (ctx) => {
     const { botId, backups } = await botOf(ctx);
     const backup = await backupOf(ctx, { botId, backups });
+    if (backup.locked) throw new AlreadyExists(`backup ${backup.id} of bot ${botId} is locked: unlock it first (POST .../backups/${backup.id}/unlock)`);
     if (!(await backups.folder.remove(botId, backup.id))) throw new NotFound(`no backup ${backup.id} of bot ${botId}`);
     ctx.body = { ok: true, message: `Backup ${backup.id} of bot ${botId} removed` };
   });

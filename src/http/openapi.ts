@@ -115,7 +115,7 @@ const scheduleAction = {
       type: 'object',
       required: ['type'],
       additionalProperties: false,
-      properties: { type: { const: 'backup' }, ...actionCommon, mode: { enum: ['stop', 'live'], default: 'stop' } },
+      properties: { type: { const: 'backup' }, ...actionCommon, mode: { enum: ['stop', 'live'], default: 'stop' }, keep: ref('RetentionPolicy') },
       description: "a backup of the bot's data folders (docs/api.md §20); refused (422) where backups are not made",
     },
     { type: 'object', required: ['type', 'deploy'], additionalProperties: false, properties: { type: { const: 'deploy' }, ...actionCommon, deploy: ref('DeployRequest') } },
@@ -192,10 +192,15 @@ const scheduleIdParameter = { name: 'schedule_id', in: 'path', required: true, s
 const scheduleFailures = [400, 403, 404, 503];
 const backupIdParameter = { name: 'backup_id', in: 'path', required: true, schema: { type: 'string', pattern: '^bak_[0-9]{8}T[0-9]{6}Z_[0-9a-f]{8}$' } };
 const backupFailures = [400, 403, 404, 501];
+/** A schema whose `keep` (a retention policy) takes no field but its own, as yup's noUnknown says. */
+function closedKeep(schema: JsonSchema): JsonSchema {
+  const properties = (schema.properties ?? {}) as Record<string, JsonSchema>;
+  return { ...schema, properties: { ...properties, keep: { ...properties.keep, additionalProperties: false } } };
+}
 /** A backup as its answers say it (docs/api.md §20). */
 const backupAnswer = {
   type: 'object',
-  required: ['id', 'bot_id', 'created_at', 'mode', 'downtime_ms', 'size_bytes', 'folders'],
+  required: ['id', 'bot_id', 'created_at', 'mode', 'downtime_ms', 'size_bytes', 'folders', 'locked'],
   additionalProperties: false,
   properties: {
     id: { type: 'string' },
@@ -204,6 +209,7 @@ const backupAnswer = {
     mode: { enum: ['stop', 'live'] },
     downtime_ms: { type: ['integer', 'null'], minimum: 0, description: 'how long the bot was stopped for it (stop mode)' },
     size_bytes: { type: 'integer', minimum: 0 },
+    locked: { type: 'boolean', description: 'never removed, by retention or by hand, while locked' },
     folders: {
       type: 'array',
       items: {
@@ -359,14 +365,15 @@ export const openApiDocument = {
           uptime_s: { type: 'integer', minimum: 0, description: "the current run's uptime in whole seconds (what uptime says in hours and minutes)" },
         },
       }),
-      BackupRequest: jsonSchemaOf(backupRequest),
+      BackupRequest: closedKeep(jsonSchemaOf(backupRequest)),
+      RetentionPolicy: (closedKeep(jsonSchemaOf(backupRequest)).properties as Record<string, JsonSchema>).keep!,
       Backup: answer('backup', backupAnswer),
       Backups: answer('backups', { type: 'array', items: backupAnswer }),
       BackupMade: {
         type: 'object',
-        required: ['ok', 'message', 'backup'],
+        required: ['ok', 'message', 'backup', 'removed'],
         additionalProperties: false,
-        properties: { ok: { const: true }, message: { type: 'string' }, backup: backupAnswer },
+        properties: { ok: { const: true }, message: { type: 'string' }, backup: backupAnswer, removed: { type: 'array', items: { type: 'string' }, description: 'the backups retention removed' } },
       },
       ScheduleRequest: scheduleBody(['cron', 'actions']),
       ScheduleChange: scheduleBody([]),
@@ -867,7 +874,21 @@ export const openApiDocument = {
       delete: {
         summary: 'Remove a backup (docs/api.md §20; the platform only)',
         parameters: [botIdParameter, backupIdParameter],
-        responses: responses(ok('Removed'), ...backupFailures),
+        responses: { ...responses(ok('Removed'), ...backupFailures), '409': { description: 'The backup is locked', content: json(ref('Failure')) } },
+      },
+    },
+    '/api/admin/bots/{bot_id}/backups/{backup_id}/lock': {
+      post: {
+        summary: 'Lock a backup: retention and removals leave it (docs/api.md §20; the platform only)',
+        parameters: [botIdParameter, backupIdParameter],
+        responses: responses(ok('Locked', ref('Backup')), ...backupFailures),
+      },
+    },
+    '/api/admin/bots/{bot_id}/backups/{backup_id}/unlock': {
+      post: {
+        summary: 'Unlock a backup (docs/api.md §20; the platform only)',
+        parameters: [botIdParameter, backupIdParameter],
+        responses: responses(ok('Unlocked', ref('Backup')), ...backupFailures),
       },
     },
     '/api/admin/bots/{bot_id}/backups/{backup_id}/archive': {

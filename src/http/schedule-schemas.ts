@@ -4,7 +4,8 @@ import { Unprocessable } from '../errors.js';
 import { ACTION_TYPES, ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_TIMEOUT_MAX_S, cronOf, OFFSET_MAX_S, STARTING_DEADLINE_DEFAULT_S, STARTING_DEADLINE_MAX_S } from '../schedules/schedule-spec.js';
 import type { ActionType, ScheduleAction, ScheduleSpec } from '../schedules/schedule-spec.js';
 import { wholeNumber } from '../whole-number.js';
-import { deployRequest } from './schemas.js';
+import type { RetentionPolicy } from '../backups/retention.js';
+import { deployRequest, retentionPolicy } from './schemas.js';
 
 // What a schedule's body must be (docs/api.md §18): a 422 naming the field for anything else.
 
@@ -42,7 +43,7 @@ const actionSchemas: Record<ActionType, ObjectSchema<object>> = {
   restart: plainAction('restart'),
   stop: plainAction('stop'),
   start: plainAction('start'),
-  backup: plainAction('backup').shape({ mode: string().strict().typeError('mode must be stop or live').oneOf(['stop', 'live'], 'mode must be stop or live') }),
+  backup: plainAction('backup').shape({ mode: string().strict().typeError('mode must be stop or live').oneOf(['stop', 'live'], 'mode must be stop or live'), keep: retentionPolicy('keep') }),
   deploy: plainAction('deploy').shape({ deploy: deployRequest.required('deploy is required: the PATCH body it deploys (docs/api.md §15)') }),
   command: plainAction('command').shape({
     command: array(string().strict().typeError('command must be a list of strings').required('command must not hold empty strings').max(4096, 'command arguments must be at most 4096 characters'))
@@ -167,7 +168,7 @@ function actionOf(action: Record<string, unknown>): ScheduleAction {
     continue_on_failure: (action.continue_on_failure as boolean | undefined) ?? false,
     ...(type === 'deploy' ? { deploy: action.deploy as Readonly<Record<string, unknown>> } : {}),
     ...(type === 'command' ? { command: action.command as string[], timeout_s: (action.timeout_s as number | undefined) ?? COMMAND_TIMEOUT_DEFAULT_S } : {}),
-    ...(type === 'backup' ? { mode: (action.mode as 'stop' | 'live' | undefined) ?? 'stop' } : {}),
+    ...(type === 'backup' ? { mode: (action.mode as 'stop' | 'live' | undefined) ?? 'stop', ...(action.keep ? { keep: action.keep as RetentionPolicy } : {}) } : {}),
   };
 }
 

@@ -394,9 +394,20 @@ export const removeBotQuery = object({
   keep_data: string().strict().typeError('keep_data must be true or false').oneOf(['true', 'false'], 'keep_data must be true or false'),
 }).typeError('bad query');
 
+/** A retention policy (docs/api.md §20): how many of the newest, and of the last days, weeks and months, to keep. */
+export function retentionPolicy(name: string) {
+  const count = (field: string, max: number) => wholeNumber(`${name}.${field}`, 0, max).strict();
+  return object({ last: count('last', 1_000), days: count('days', 366), weeks: count('weeks', 520), months: count('months', 1_200) })
+    .strict()
+    .noUnknown(`${name} takes last, days, weeks and months`)
+    .typeError(`${name} must be an object of last, days, weeks and months`)
+    .default(undefined);
+}
+
 /** Body of POST /api/admin/bots/{bot_id}/backups (docs/api.md §20); an empty body is a backup in stop mode. */
 export const backupRequest = object({
   mode: string().strict().typeError('mode must be stop or live').oneOf(['stop', 'live'], 'mode must be stop or live'),
+  keep: retentionPolicy('keep'),
 }).typeError(jsonObject);
 
 /** Query of a backup's archive: which of its folders. */

@@ -1,3 +1,4 @@
+import { backupMade } from '../backups/backups.js';
 import type { Backups } from '../backups/backups.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Deploys } from '../deploys/deploys.js';
@@ -61,10 +62,10 @@ export function agentActions({ driver, lifecycle, history, deploys, deployOf, pu
       }
       throw new Error(`revision ${revision} was not judged in time`);
     },
-    backup: async (botId, mode) => {
+    backup: async (botId, mode, keep) => {
       if (!backups) throw new NotImplemented(`backups are not available on this agent (docs/api.md §20)`);
-      const made = await backups.take(botId, mode);
-      return `backup ${made.id} made: ${made.size_bytes} bytes${made.downtime_ms === null ? '' : `, the bot stopped ${made.downtime_ms} ms`}`;
+      const { backup, removed } = await backups.take(botId, mode, keep);
+      return backupMade(backup, removed);
     },
     command: async (botId, argv, bounds) => {
       if (!driver.exec) throw new NotImplemented(`commands in bots are not available on the ${driver.runtime} runtime`);

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { CommandBounds, CommandResult } from '../runtime/command-output.js';
 import type { FaultReporter } from '../runtime/driver.js';
 import type { ActionSlots } from './action-slots.js';
+import type { RetentionPolicy } from '../backups/retention.js';
 import { COMMAND_OUTPUT_BYTES, COMMAND_TIMEOUT_DEFAULT_S } from './schedule-spec.js';
 import type { ScheduleAction, ScheduleSpec } from './schedule-spec.js';
 import type { ActionOutcome, RunState, StoredRun } from './schedule-store.js';
@@ -14,7 +15,7 @@ export interface ScheduleActions {
   /** A deploy of `body`, once judged (docs/api.md §15): answers how it ended; throws when it failed. */
   deploy(botId: string, body: Readonly<Record<string, unknown>>): Promise<string>;
   /** A backup of the bot's data (docs/api.md §20): answers what was made; throws where backups are not made. */
-  backup(botId: string, mode: 'stop' | 'live'): Promise<string>;
+  backup(botId: string, mode: 'stop' | 'live', keep: RetentionPolicy | undefined): Promise<string>;
   /** The command, in the bot's container; throws where the runtime cannot run one. */
   command(botId: string, argv: readonly string[], bounds: CommandBounds): Promise<CommandResult>;
 }
@@ -101,7 +102,7 @@ async function perform(action: ScheduleAction, botId: string, actions: ScheduleA
       case 'deploy':
         return { outcome: 'succeeded', message: await actions.deploy(botId, action.deploy!) };
       case 'backup':
-        return { outcome: 'succeeded', message: await actions.backup(botId, action.mode ?? 'stop') };
+        return { outcome: 'succeeded', message: await actions.backup(botId, action.mode ?? 'stop', action.keep) };
       case 'command': {
         const result = await actions.command(botId, action.command!, { timeoutMs: (action.timeout_s ?? COMMAND_TIMEOUT_DEFAULT_S) * 1000, maxBytes: COMMAND_OUTPUT_BYTES });
         const ok = !result.timedOut && result.exitCode === 0;

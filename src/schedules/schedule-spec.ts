@@ -1,3 +1,4 @@
+import type { RetentionPolicy } from '../backups/retention.js';
 import { Cron } from 'croner';
 import { LRUCache } from 'lru-cache';
 
@@ -33,6 +34,8 @@ export interface ScheduleAction {
   readonly timeout_s?: number;
   /** `backup`: how it is made consistent (docs/api.md §20); `stop` when not given. */
   readonly mode?: 'stop' | 'live';
+  /** `backup`: the retention applied to the bot's backups once it is made. */
+  readonly keep?: RetentionPolicy;
 }
 
 /** What a schedule is, as the platform writes it and every answer says it. */

@@ -171,5 +171,33 @@ test("a schedule's backup action makes a backup of the bot, listed with the othe
   const listed = (await call(agent.server, `/api/admin/bots/${id}/backups`)).body?.backups as BackupAnswer[];
   t.is(listed.length, 1);
   t.like(listed[0], { mode: 'live' });
-  t.regex(String(run?.actions?.[0]?.message), new RegExp(`^backup ${listed[0]!.id} made`));
+  t.regex(String(run?.actions?.[0]?.message), new RegExp(`^backup ${listed[0]!.id} of bot ${id} made`));
+});
+
+test('retention keeps the newest as asked and never a locked backup; a locked backup is not removed by hand until unlocked', async (t) => {
+  const id = await madeWithData(t);
+  const take = async (body: Record<string, unknown>) => {
+    const made = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { mode: 'live', ...body } });
+    t.is(made.status, 201, made.text);
+    return made.body as { backup: BackupAnswer & { locked: boolean }; removed: string[] };
+  };
+  const first = (await take({})).backup;
+  const locked = await call(agent.server, `/api/admin/bots/${id}/backups/${first.id}/lock`, { method: 'POST' });
+  t.is(locked.status, 200, locked.text);
+  t.like(locked.body?.backup, { id: first.id, locked: true });
+  const second = (await take({})).backup;
+  const third = await take({ keep: { last: 1 } });
+  t.deepEqual(third.removed, [second.id], 'the older unlocked one went; the locked one stayed');
+  t.deepEqual(
+    ((await call(agent.server, `/api/admin/bots/${id}/backups`)).body?.backups as BackupAnswer[]).map((kept) => kept.id),
+    [third.backup.id, first.id],
+  );
+  const refused = await call(agent.server, `/api/admin/bots/${id}/backups/${first.id}`, { method: 'DELETE' });
+  t.is(refused.status, 409, refused.text);
+  t.regex(String(refused.body?.msg), /is locked: unlock it first/);
+  t.is((await call(agent.server, `/api/admin/bots/${id}/backups/${first.id}/unlock`, { method: 'POST' })).status, 200);
+  t.is((await call(agent.server, `/api/admin/bots/${id}/backups/${first.id}`, { method: 'DELETE' })).status, 200);
+  const badKeep = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { keep: { last: 1, hourly: 2 } } });
+  t.is(badKeep.status, 400, badKeep.text);
+  t.regex(String(badKeep.body?.msg), /keep takes last, days, weeks and months/);
 });
