@@ -30,11 +30,12 @@ for (const tty of [false, true]) {
     const info = await fixture.docker.getContainer(bot.id).inspect();
     t.regex(info.LogPath, /-json\.log$/);
     t.true(await eventually(async () => (await readLogs(fixture.docker, info.Id, tty, 1)) === 'no end'), 'the bot never wrote its last line');
-    for (const lines of [1, 2, 5, 60, 10_000]) {
+    for (const lines of [1, 2, 3, 5, 60, 10_000]) {
       const engine = await readLogs(fixture.docker, info.Id, tty, lines);
       t.is(await readLogFile(info.LogPath, tty, lines), engine, `${lines} lines`);
     }
-    t.true((await readLogFile(info.LogPath, tty, 3))?.includes('x'.repeat(40_000)));
+    const three = await readLogFile(info.LogPath, tty, 3);
+    t.true(three?.includes('x'.repeat(40_000)), `the last 3 lines: ${three === undefined ? 'none' : `${three.length} characters, ${JSON.stringify(three.slice(0, 80))}...${JSON.stringify(three.slice(-80))}`}`);
   });
 }
 

@@ -148,6 +148,11 @@ test.after.always(async () => {
   // Bots the fuzzer created with the test image joined this file's network.
   const made = await fixture.docker.listContainers({ all: true, filters: { network: [network], label: [BOT_LABEL] } });
   await Promise.all(made.map((c) => fixture.docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+  // And the data volumes of the bots made through the agent (the keeper's, the fuzzer's creates with data).
+  for (const id of created) {
+    const volumes = await fixture.docker.listVolumes({ filters: { label: [`${BOT_LABEL}=${id}`] } }).catch(() => ({ Volumes: [] }));
+    for (const volume of volumes.Volumes ?? []) await fixture.docker.getVolume(volume.Name).remove().catch(() => undefined);
+  }
   await driver.close();
   await fixture.cleanup();
   if (work) await rm(work, { recursive: true, force: true });
@@ -175,10 +180,12 @@ const CREATE_WARNINGS = [
   'dictionary_mismatch',
   'timeout_units',
 ];
-/** The operations that name a backup: none of the file's bots keeps data, so each is a 404 (test/docker/backups.test.ts reaches them). */
+/** The operations that name a backup: a backup is one bot's, and the fuzzer draws the two apart (and removes backups). */
 const BACKUP_OPERATIONS = [
   'GET /api/admin/bots/{bot_id}/backups/{backup_id}',
   'DELETE /api/admin/bots/{bot_id}/backups/{backup_id}',
+  'POST /api/admin/bots/{bot_id}/backups/{backup_id}/lock',
+  'POST /api/admin/bots/{bot_id}/backups/{backup_id}/unlock',
   'GET /api/admin/bots/{bot_id}/backups/{backup_id}/archive',
 ];
 /** The operations that name a schedule: a schedule is one bot's, and the fuzzer draws the two apart. */
@@ -270,7 +277,25 @@ test('schemathesis, all phases, finds no failure, no error of its own and no war
       scheduleIds.push(((await made.json()) as { schedule: { id: string } }).schedule.id);
     }
   }
-  const [chatsKeptBefore, deploysTakenBefore] = [chatsKept, deploysTaken];
+  // A bot that keeps data, and backups of it, for the operations that name one (docs/api.md §20).
+  const keeper = `bot_9_9_keeper${process.pid}`;
+  const kept = await fetch(`http://127.0.0.1:${port}/api/admin/bots`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
+    body: JSON.stringify({ bot_id: keeper, user_id: owners[0], image: TEST_IMAGE, template: 'n8n', token: 'tok-keeper', command: ['sh', '-c', "trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done"], data: [{ path: '/data' }] }),
+  });
+  t.is(kept.status, 201, await kept.text());
+  const backupIds: string[] = [];
+  for (let n = 0; n < 4; n += 1) {
+    const made = await fetch(`http://127.0.0.1:${port}/api/admin/bots/${keeper}/backups`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
+      body: JSON.stringify({ mode: 'live' }),
+    });
+    t.is(made.status, 201, await made.clone().text());
+    backupIds.push(((await made.json()) as { backup: { id: string } }).backup.id);
+  }
+  const [chatsKeptBefore, deploysTakenBefore, createdBefore] = [chatsKept, deploysTaken, created.length];
   const config = join(work, 'schemathesis.toml');
   // Real ids and owners much of the time; the rest is the fuzzer's own.
   await writeFile(
@@ -295,6 +320,12 @@ values = ${tomlList([reader.id, ...acted.map((bot) => bot.id)])}
 values = ${tomlList(deployables.map((bot) => bot.id))}
 [dictionaries.schedules]
 values = ${tomlList(scheduleIds)}
+[dictionaries.keepers]
+values = ${tomlList([keeper])}
+[dictionaries.backups]
+values = ${tomlList(backupIds)}
+[dictionaries.folders]
+values = ["/data"]
 [dictionaries.chatty]
 values = ${tomlList([reader.id])}
 [dictionaries.rollbackable]
@@ -421,6 +452,13 @@ parameters = { "header.X-Bot-ID" = { dictionary = "readers", probability = 0.9 }
 [[operations]]
 include-name = "POST /api/bots/self/heartbeat"
 warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !== 'missing_auth'))}, fail-on = true }
+# Backups name the bot that keeps data, and its backups, most of the time (a bot without data is the 422 that says so).
+${BACKUP_OPERATIONS.map((name) => `[[operations]]
+include-name = "${name}"
+parameters = { "path.bot_id" = { dictionary = "keepers", probability = 0.9 }, "path.backup_id" = { dictionary = "backups", probability = 0.9 }, "query.folder" = { dictionary = "folders", probability = 0.9 } }`).join('\n')}
+[[operations]]
+include-name = "POST /api/admin/bots/{bot_id}/backups"
+parameters = { "path.bot_id" = { dictionary = "keepers", probability = 0.8 } }
 # Schemathesis' own list, and 422: whether the engine holds an image, and how many CPUs the host has, is no
 # property a schema can state, so a create the schema allows may be the 422 that says which. (For every
 # operation: a deploy's and a move's may be that 422 too.)
@@ -493,6 +531,8 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
       'PUT /api/admin/bots/{bot_id}/chats',
       'POST /api/admin/bots/{bot_id}/schedules',
       'PATCH /api/admin/bots/{bot_id}/schedules/{schedule_id}',
+      // Whether a bot keeps data is no property a schema can state: a backup of one that keeps none is the 422 that says so.
+      'POST /api/admin/bots/{bot_id}/backups',
     ],
     'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots', 'POST /api/fleet/bots', 'POST /api/fleet/bots/{bot_id}/start'],
     'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback', 'POST /api/admin/nodes/{node}/drain', 'POST /api/bots/self/restart', 'POST /api/bots/restart', ...SCHEDULE_OPERATIONS, ...BACKUP_OPERATIONS],
@@ -500,7 +540,7 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
   t.deepEqual(verdicts, { errors: [], warnings: [] }, output.slice(-20_000));
   const failedOnExcusedWarningsAlone = verdictsOf(output).warnings.length > 0 && /Warnings fail the run/.test(output);
   t.true(((result as { code?: number }).code ?? 0) === 0 || failedOnExcusedWarningsAlone, 'schemathesis itself exited with success');
-  t.true(created.length > 1, `no create the schema allows made a bot; the creates' answers: ${JSON.stringify([...answers.create])}`);
+  t.true(created.length > createdBefore, `no create the schema allows made a bot; the creates' answers: ${JSON.stringify([...answers.create])}`);
   t.true(deploysTaken > deploysTakenBefore, `no deploy the schema allows was taken; the deploys' answers: ${JSON.stringify([...answers.deploy])}`);
   t.true(selfRestartsReached > 0, `no restart by X-Bot-ID reached its bot; the restarts' answers: ${JSON.stringify([...answers.restart])}`);
   t.true(chatsKept > chatsKeptBefore, "no PUT of a bot's chats the schema allows was kept");
