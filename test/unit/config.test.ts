@@ -18,6 +18,7 @@ test('defaults follow docs/api.md §5', (t) => {
     botsNetwork: undefined,
     botsAgentUrl: 'http://agent:8000',
     dataDir: './data',
+    backupDir: undefined,
     databaseUrl: undefined,
     webhook: undefined,
     trustedHosts: [],
