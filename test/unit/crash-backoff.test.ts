@@ -37,26 +37,27 @@ function dockerLike(calls: string[], running: (botId: string) => boolean = () =>
   };
 }
 
+// Waits of a few hundred ms: a hold that finds its wait over already (a busy host, 50 ms late) stops nothing, by design.
 test('the bot is stopped at once and started once its wait is over; a newer back-off of the bot replaces the older', async (t) => {
-  const first: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 100, seq: 1 };
-  const second: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 300, seq: 2 };
+  const first: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 500, seq: 1 };
+  const second: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 1_500, seq: 2 };
   const pending = [second];
   const { calls, made } = backOffs(pending);
   t.teardown(() => made.close());
   await made.hold(first);
   await made.hold(second);
   t.deepEqual(calls, ['stop bot_1_1_a', 'stop bot_1_1_a']);
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, first.untilMs + 300 - Date.now())));
   t.deepEqual(calls, ['stop bot_1_1_a', 'stop bot_1_1_a'], 'the older wait started nothing');
-  t.true(await eventually(() => calls.length === 3, 2_000, 20));
+  t.true(await eventually(() => calls.length === 3, 4_000, 20));
   t.is(calls[2], 'start bot_1_1_a');
 });
 
 test('a back-off that is no longer pending when its wait is over starts nothing', async (t) => {
   const { calls, made } = backOffs([]);
   t.teardown(() => made.close());
-  await made.hold({ botId: 'bot_1_1_a', untilMs: Date.now() + 50, seq: 1 });
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await made.hold({ botId: 'bot_1_1_a', untilMs: Date.now() + 500, seq: 1 });
+  await new Promise((resolve) => setTimeout(resolve, 900));
   t.deepEqual(calls, ['stop bot_1_1_a']);
 });
 
@@ -75,10 +76,10 @@ test('the back-offs the history holds are taken up at start: one past its wait a
 });
 
 test('closed, nothing is started', async (t) => {
-  const { calls, made } = backOffs([{ botId: 'bot_1_1_a', untilMs: Date.now() + 50, seq: 1 }]);
-  await made.hold({ botId: 'bot_1_1_a', untilMs: Date.now() + 50, seq: 1 });
+  const { calls, made } = backOffs([{ botId: 'bot_1_1_a', untilMs: Date.now() + 500, seq: 1 }]);
+  await made.hold({ botId: 'bot_1_1_a', untilMs: Date.now() + 500, seq: 1 });
   made.close();
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  await new Promise((resolve) => setTimeout(resolve, 900));
   t.deepEqual(calls, ['stop bot_1_1_a']);
 });
 
@@ -91,7 +92,7 @@ test('an operation asked for the bot ends its back-off at once, also when the wa
     stop: async (botId: string) => void calls.push(`stop ${botId}`),
     start: async (botId: string) => void calls.push(`start ${botId}`),
   } as unknown as ConstructorParameters<typeof CrashBackOffs>[0];
-  const backOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 50, seq: 1 };
+  const backOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 500, seq: 1 };
   const history = {
     pendingBackOffs: () => new Promise<BackOff[]>((resolve) => reading.push(() => resolve([backOff]))),
     crashedSince: async () => false,
@@ -100,15 +101,15 @@ test('an operation asked for the bot ends its back-off at once, also when the wa
   const made = new CrashBackOffs(lifecycle, history, kubeLike, () => undefined);
   t.teardown(() => made.close());
   await made.hold(backOff);
-  t.true(await eventually(() => reading.length === 1, 1_000, 5), 'the wait ended and reads the history');
+  t.true(await eventually(() => reading.length === 1, 3_000, 5), 'the wait ended and reads the history');
   made.asked('bot_1_1_a');
   reading[0]!();
   await new Promise((resolve) => setTimeout(resolve, 50));
   t.deepEqual(calls, ['stop bot_1_1_a']);
 
-  await made.hold({ ...backOff, untilMs: Date.now() + 100, seq: 2 });
+  await made.hold({ ...backOff, untilMs: Date.now() + 500, seq: 2 });
   made.asked('bot_1_1_a');
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await new Promise((resolve) => setTimeout(resolve, 900));
   t.is(reading.length, 1, 'a wait ended by an operation reads nothing');
   t.deepEqual(calls, ['stop bot_1_1_a', 'stop bot_1_1_a']);
 });
