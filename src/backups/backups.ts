@@ -51,11 +51,11 @@ export class Backups {
           downtimeMs = Date.now() - stoppedAt;
         }
       };
-      if (stopped) {
-        stoppedAt = Date.now();
-        await this.power.stop(botId);
-      }
       try {
+        if (stopped) {
+          stoppedAt = Date.now();
+          await this.power.stop(botId);
+        }
         return await this.folder.write(
           botId,
           folders,
@@ -70,7 +70,7 @@ export class Backups {
         if ((err as NodeJS.ErrnoException).code === 'ENOSPC') throw new StorageFull(`the backup of bot ${botId} failed: the disk of the agent's backup folder is full; nothing of it was kept`, { cause: err });
         throw err;
       } finally {
-        // A copy that failed: the bot runs again all the same.
+        // A copy (or a stop) that failed: the bot runs again all the same.
         await startAgain();
       }
     } finally {
