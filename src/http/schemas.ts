@@ -405,8 +405,11 @@ export function retentionPolicy(name: string) {
 }
 
 /** Body of POST /api/admin/bots/{bot_id}/backups (docs/api.md §20); an empty body is a backup in stop mode. */
+/** How a backup is made consistent (docs/api.md §20): in a backup's body and a schedule's backup action. */
+export const backupMode = () => string().strict().typeError('mode must be stop or live').oneOf(['stop', 'live'], 'mode must be stop or live');
+
 export const backupRequest = object({
-  mode: string().strict().typeError('mode must be stop or live').oneOf(['stop', 'live'], 'mode must be stop or live'),
+  mode: backupMode(),
   keep: retentionPolicy('keep'),
 }).typeError(jsonObject);
 
