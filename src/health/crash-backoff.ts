@@ -42,8 +42,11 @@ export class CrashBackOffs {
 
   /** A crash of a bot with a restart policy: stops the bot (the run the runtime began after it) when it is to wait, and starts it once its wait is over. */
   hold(backOff: BackOff): Promise<void> {
+    // What is asked from here on ends this back-off, even while it waits its turn behind an older one (seen on a busy
+    // host: a stop asked as the back-off was kept, its hold begun after it, and the bot started once the wait was over).
+    const asks = this.asks.get(backOff.botId) ?? 0;
     // One bot's holds one after another: a newer one's start never comes before an older one's stop.
-    const held = (this.inTurn.get(backOff.botId) ?? Promise.resolve()).then(() => this.holdNow(backOff));
+    const held = (this.inTurn.get(backOff.botId) ?? Promise.resolve()).then(() => this.holdNow(backOff, asks));
     this.inTurn.set(backOff.botId, held);
     void held.then(() => {
       if (this.inTurn.get(backOff.botId) === held) this.inTurn.delete(backOff.botId);
@@ -51,22 +54,21 @@ export class CrashBackOffs {
     return held;
   }
 
-  private async holdNow(backOff: BackOff): Promise<void> {
+  private async holdNow(backOff: BackOff, asks: number): Promise<void> {
     const { botId } = backOff;
     // Nothing to wait (the first crash in the window): the runtime's to restart, unless the agent took that over.
     if (backOff.seq === undefined) {
-      if (this.driver.engineRestarts !== undefined) this.schedule(backOff);
+      if (this.driver.engineRestarts !== undefined) this.schedule(backOff, asks);
       return;
     }
     // Nothing left to wait (its record came after its wait: a busy host, the spool's replay after an outage): not
     // stopped, started at once where nothing else starts it (a start of a running bot changes nothing).
     if (backOff.untilMs <= this.now()) {
-      this.schedule(backOff);
+      this.schedule(backOff, asks);
       return;
     }
     // Stopped first, then its wait begins: a start due while the stop waited its turn would be stopped by it (seen on
-    // a busy host: the bot stayed stopped). What was asked meanwhile counts from before the stop.
-    const asks = this.asks.get(botId) ?? 0;
+    // a busy host: the bot stayed stopped).
     clearTimeout(this.timers.get(botId));
     this.timers.delete(botId);
     try {
@@ -131,13 +133,15 @@ export class CrashBackOffs {
         const pending = await this.history.pendingBackOffs(this.now());
         if (!pending.some((other) => other.botId === backOff.botId && other.seq === backOff.seq)) return;
       }
-      if ((this.asks.get(backOff.botId) ?? 0) !== asks || this.closed) return;
       // (A back-off's own stop ends a run after the crash too: its event's being the latest says enough.)
       if (backOff.seq === undefined && backOff.crashAtMs !== undefined && this.driver.engineRestarts !== undefined) {
         // A later run may have begun and crashed meanwhile (the engine restarted the first crash at once): its own record decides.
         const info = await this.driver.findBot(backOff.botId);
         if (info.running || (info.endedAt !== undefined && info.endedAt.getTime() > backOff.crashAtMs)) return;
       }
+      // Looked at last, with no wait between it and the start: an operation asked during the reads above (a stop on a
+      // busy host) is queued before this start would be, and this start would undo it.
+      if ((this.asks.get(backOff.botId) ?? 0) !== asks || this.closed) return;
       await this.lifecycle.start(backOff.botId);
     } catch (err) {
       this.report(`bot ${backOff.botId} could not be started after its crash`, err);

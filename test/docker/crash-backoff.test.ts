@@ -117,7 +117,7 @@ test('a bot that keeps crashing waits its back-off, doubling to its most, betwee
   // Its last run crashed (the stop found it waiting): exited, no longer crash-looping.
   const status = (await call(agent.server, `/api/bots/${id}`)).body?.bot as { state?: string } | undefined;
   const since = agent.events.filter((event) => event.botId === id && event.seq > (of('backing-off')[backOffsSoFar]?.seq ?? 0));
-  t.is(status?.state, 'exited', `the bot's events from the back-off the stop came in: ${since.map((event) => `${event.type} ${event.data}`).join('\n')}`);
+  t.is(status?.state, 'exited', `the bot's events from the back-off the stop came in: ${since.map((event) => `${event.type} ${event.data}`).join('\n')}\n${agent.logLines.filter((line) => line.includes(id)).slice(-12).join('\n')}`);
 });
 
 test("a bot's crashes go back to the engine once it has run its window without one", async (t) => {

@@ -264,3 +264,50 @@ test('Docker: a back-off starts the bot though the run its own stop ended ended 
   t.true(await eventually(() => calls.includes('start bot_1_1_a'), 2_000, 10));
   t.deepEqual(calls, ['stop bot_1_1_a', 'start bot_1_1_a']);
 });
+
+// Seen on a busy host: a stop asked while the back-off read the runtime, and the back-off's start queued after it.
+test('Docker: an operation asked while a first crash\'s back-off reads the runtime ends it: nothing is started', async (t) => {
+  const crashAtMs = Date.now() - 1_000;
+  let made: CrashBackOffs | undefined;
+  const driver: Driver = {
+    ...dockerLike([], () => false, [], () => new Date(crashAtMs - 5)),
+    findBot: async (botId) => {
+      made?.asked(botId);
+      return dockerLike([], () => false, [], () => new Date(crashAtMs - 5)).findBot(botId);
+    },
+  };
+  const built = backOffs([], driver);
+  made = built.made;
+  t.teardown(() => built.made.close());
+  await built.made.hold({ botId: 'bot_1_1_a', untilMs: crashAtMs, seq: undefined, crashAtMs });
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.deepEqual(built.calls, []);
+});
+
+test('an operation asked while a back-off waits its turn behind an older one ends it', async (t) => {
+  let releaseStop = (): void => undefined;
+  const calls: string[] = [];
+  const lifecycle = {
+    stop: async (botId: string) => {
+      await new Promise<void>((resolve) => (releaseStop = resolve));
+      calls.push(`stop ${botId}`);
+    },
+    start: async (botId: string) => void calls.push(`start ${botId}`),
+  } as unknown as ConstructorParameters<typeof CrashBackOffs>[0];
+  const older: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 5_000, seq: 1 };
+  const newer: BackOff = { botId: 'bot_1_1_a', untilMs: Date.now() + 300, seq: 2 };
+  const history = { pendingBackOffs: async () => [newer], crashedSince: async () => false, unansweredCrashes: async () => [] };
+  const made = new CrashBackOffs(lifecycle, history, kubeLike, () => undefined);
+  t.teardown(() => made.close());
+  void made.hold(older);
+  const held = made.hold(newer);
+  // A stop through the agent, asked as the newer back-off was kept; the older back-off's stop still under way.
+  made.asked('bot_1_1_a');
+  for (let turn = 0; turn < 2; turn++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    releaseStop();
+  }
+  await held;
+  await new Promise((resolve) => setTimeout(resolve, 600));
+  t.false(calls.includes('start bot_1_1_a'), calls.join(', '));
+});
