@@ -20,6 +20,13 @@ export interface BackedUpFolder {
   readonly sha256: string;
 }
 
+/** The last verification of a backup (docs/api.md §20): when, whether it read back whole, and if not, why. */
+export interface Verification {
+  readonly at: string;
+  readonly ok: boolean;
+  readonly message?: string;
+}
+
 /** A backup as its manifest keeps it, and as it is answered. */
 export interface Backup {
   readonly id: string;
@@ -32,6 +39,8 @@ export interface Backup {
   readonly folders: readonly BackedUpFolder[];
   /** A locked backup is never removed, by retention or by hand, until it is unlocked. */
   readonly locked: boolean;
+  /** Its last verification; null until one is made. */
+  readonly verification: Verification | null;
 }
 
 const MANIFEST = 'backup.json';
@@ -89,6 +98,7 @@ export class BackupFolder {
         size_bytes: written.reduce((sum, folder) => sum + folder.size_bytes, 0),
         folders: written,
         locked: false,
+        verification: null,
       };
       await writeDurably(join(partial, MANIFEST), `${JSON.stringify(backup)}\n`);
       await syncDir(partial);
@@ -115,7 +125,8 @@ export class BackupFolder {
       const backup = await this.get(botId, name);
       if (backup) backups.push(backup);
     }
-    return backups.sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+    // By when each began, to the millisecond: two ids of one second sort by their random part.
+    return backups.sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at) || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
   }
 
   /** The backup, or undefined when the bot has none of that id. */
@@ -123,7 +134,7 @@ export class BackupFolder {
     if (!BACKUP_ID.test(id)) return undefined;
     try {
       const kept = JSON.parse(await readFile(join(this.botDir(botId), id, MANIFEST), 'utf8')) as Backup;
-      return { ...kept, locked: kept.locked === true };
+      return { ...kept, locked: kept.locked === true, verification: kept.verification ?? null };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
@@ -137,10 +148,24 @@ export class BackupFolder {
     return { stream: createReadStream(path), size };
   }
 
-  /** Locks or unlocks the backup: its manifest written again whole (a new file renamed over the old). */
+  /** One folder's archive of the backup, as stored. */
+  openStream(backup: Backup, folder: BackedUpFolder): Readable {
+    return createReadStream(join(this.botDir(backup.bot_id), backup.id, folder.file));
+  }
+
+  /** Locks or unlocks the backup. */
   async setLocked(backup: Backup, locked: boolean): Promise<Backup> {
-    const dir = join(this.botDir(backup.bot_id), backup.id);
-    const changed = { ...backup, locked };
+    return this.rewrite({ ...backup, locked });
+  }
+
+  /** Keeps the backup's last verification. */
+  async setVerification(backup: Backup, verification: Verification): Promise<Backup> {
+    return this.rewrite({ ...backup, verification });
+  }
+
+  /** The backup's manifest written again whole (a new file renamed over the old). */
+  private async rewrite(changed: Backup): Promise<Backup> {
+    const dir = join(this.botDir(changed.bot_id), changed.id);
     const next = join(dir, `${MANIFEST}.next`);
     await rm(next, { force: true });
     await writeDurably(next, `${JSON.stringify(changed)}\n`);

@@ -21,6 +21,11 @@ test('a backup is kept whole: each folder compressed as read, its checksum recor
   const older = await backups.write(BOT, ['/data'], async () => Readable.from([Buffer.from('first')]), live, new Date('2026-12-01T10:00:00Z'));
   const newer = await backups.write(BOT, ['/data', '/cache'], async (path) => Readable.from([Buffer.from(`of ${path}`)]), live, new Date('2026-12-02T10:00:00Z'));
   t.deepEqual((await backups.list(BOT)).map((kept) => kept.id), [newer.id, older.id]);
+  // Made within one second, their ids differ only by their random part: listed by when each began all the same.
+  const sameSecond = [];
+  for (const ms of [100, 200, 300, 400, 500, 600]) sameSecond.push(await backups.write(BOT, ['/data'], async () => Readable.from([Buffer.from('x')]), live, new Date(`2026-12-03T10:00:00.${ms}Z`)));
+  t.deepEqual((await backups.list(BOT)).slice(0, 6).map((kept) => kept.id), sameSecond.map((kept) => kept.id).reverse());
+  for (const kept of sameSecond) await backups.remove(BOT, kept.id);
   t.deepEqual(newer.folders.map((kept) => kept.path), ['/data', '/cache']);
   const { stream, size } = await backups.open(newer, newer.folders[1]!);
   const chunks: Buffer[] = [];
