@@ -6,6 +6,7 @@ import { deployRequest, validate } from './http/schemas.js';
 import { agentActions } from './schedules/agent-actions.js';
 import { BackupFolder } from './backups/backup-folder.js';
 import { Backups } from './backups/backups.js';
+import type { BotDataRestores } from './backups/data-restores.js';
 import { Scheduler } from './schedules/scheduler.js';
 import type { SchedulerOptions } from './schedules/scheduler.js';
 import { ScheduleStore } from './schedules/schedule-store.js';
@@ -77,6 +78,8 @@ export interface AgentParts {
   readonly schedules?: Omit<SchedulerOptions, 'agent'>;
   /** How the watchdog looks (tests: how often, at which bots); 'off': never (tests that count runtime calls, or share an engine). */
   readonly watchdog?: Pick<WatchdogOptions, 'tickMs' | 'watches' | 'acts'> | 'off';
+  /** The bots whose restores an agent left this one settles as it starts (tests sharing an engine: their own); else those in its care. */
+  readonly restoresInCare?: (botId: string) => boolean;
 }
 
 /** The running agent: its HTTP app and what the app stands on. */
@@ -117,7 +120,7 @@ export async function createAgent(config: Config, logger: Logger): Promise<Agent
  * and the HTTP app, over a runtime already made; `close()` undoes them in
  * the reverse order (the watch and the driver first, the store last).
  */
-export function assembleAgent({ driver, provisioner, locks = localLocks, botTokens, config, logger, recoverAfterMs, statsSamples = {}, watchdog: watchdogOptions = {}, schedules: scheduleOptions = {} }: AgentParts): Agent {
+export function assembleAgent({ driver, provisioner, locks = localLocks, botTokens, config, logger, recoverAfterMs, statsSamples = {}, watchdog: watchdogOptions = {}, schedules: scheduleOptions = {}, restoresInCare }: AgentParts): Agent {
   const report = reporter(logger);
   const closers: (() => Promise<void>)[] = [];
   const { store, sharedWindow, sharedBeats } = (() => {
@@ -208,12 +211,20 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   const backupDir = config.backupDir ?? (config.dataDir === ':memory:' ? undefined : join(config.dataDir, 'backups'));
   const backups =
     provisioner?.dataArchives && backupDir !== undefined
-      ? new Backups(provisioner.dataArchives, new BackupFolder(backupDir), {
-          running: async (botId) => (await driver.findBot(botId)).running,
-          stop: (botId) => lifecycle.stop(botId),
-          start: (botId) => lifecycle.start(botId),
-        })
+      ? new Backups(
+          provisioner.dataArchives,
+          new BackupFolder(backupDir),
+          {
+            running: async (botId) => (await driver.findBot(botId)).running,
+            stop: (botId) => lifecycle.stop(botId),
+            start: (botId) => lifecycle.start(botId),
+          },
+          provisioner.dataRestores,
+          (botId, type, fields) => history.note(botId, type, fields),
+        )
       : undefined;
+  // Restores an agent was stopped or killed in: finished or undone, and their bots started again where they ran.
+  if (backups && provisioner?.dataRestores) void settleRestores(provisioner.dataRestores, restoresInCare ?? botsInCare, lifecycle, report);
   // Schedules (docs/api.md §18): this agent runs those of the bots its runtime holds, where the fleet places them.
   const schedules = new ScheduleStore(store.sql(), seal);
   const scheduler = new Scheduler(
@@ -309,6 +320,16 @@ export function historyPlace(config: Pick<Config, 'dataDir' | 'databaseUrl'>): s
   if (config.databaseUrl === undefined) return `AGENT_DATA_DIR=${config.dataDir}`;
   const host = URL.parse(config.databaseUrl)?.host;
   return host ? `AGENT_DATABASE_URL (${host})` : 'AGENT_DATABASE_URL';
+}
+
+async function settleRestores(restores: BotDataRestores, inCare: (botId: string) => boolean, lifecycle: BotLifecycle, report: (what: string, err: unknown) => void): Promise<void> {
+  try {
+    const { toStart, failures } = await restores.leftovers(inCare);
+    for (const failure of failures) report('a restore an agent left could not be finished', new Error(failure));
+    for (const botId of toStart) await lifecycle.start(botId).catch((err: unknown) => report(`bot ${botId} could not be started again after a restore an agent left`, err));
+  } catch (err) {
+    report('the restores an agent left could not be read', err);
+  }
 }
 
 function reporter(logger: Logger): (what: string, err: unknown) => void {

@@ -1,11 +1,19 @@
-import { AlreadyExists, StorageFull, Unprocessable } from '../errors.js';
-import type { Backup, BackupMode } from './backup-folder.js';
+import { AgentError, AlreadyExists, NotFound, NotImplemented, RuntimeUnavailable, StorageFull, Unprocessable } from '../errors.js';
+import { ArchiveRefused, readArchive } from './archive-check.js';
+import type { ArchiveReading } from './archive-check.js';
+import type { Backup, BackupMode, Verification } from './backup-folder.js';
 import type { BackupFolder } from './backup-folder.js';
 import type { BotDataArchives } from './data-archives.js';
+import type { BotDataRestores, FolderArchive, ScratchRestore } from './data-restores.js';
 import type { RetentionPolicy } from './retention.js';
 
-/** How long one folder's archive may take to read, at most. */
+/** How long one folder's archive may take to read, at most; and a whole restore or verification. */
 const READ_DEADLINE_MS = 30 * 60_000;
+const RESTORE_DEADLINE_MS = 60 * 60_000;
+const MIB = 1024 * 1024;
+/** What a folder without a size_mb may unpack to at most: 100 times its archive, and never less than 1 GiB (docs/api.md §20). */
+const UNSIZED_RATIO = 100;
+const UNSIZED_FLOOR_BYTES = 1024 * MIB;
 
 /** What a backup in `stop` mode stops and starts the bot through: the agent's own lifecycle, in turn with every other operation. */
 export interface BackupPower {
@@ -26,6 +34,10 @@ export class Backups {
     private readonly archives: BotDataArchives,
     readonly folder: BackupFolder,
     private readonly power: BackupPower,
+    /** Where the runtime restores; undefined: restores and verifications answer 501. */
+    private readonly restores?: BotDataRestores,
+    /** Tells of a restore or a verification as the bot's event (docs/api.md §9). */
+    private readonly note: (botId: string, type: string, fields: Record<string, unknown>) => Promise<void> = async () => undefined,
   ) {}
 
   /** A backup of the bot now; with `keep`, the bot's backups that policy does not keep are removed once it is made. */
@@ -37,44 +49,163 @@ export class Backups {
   private async make(botId: string, mode: BackupMode): Promise<Backup> {
     const folders = await this.archives.folders(botId);
     if (folders.length === 0) throw new Unprocessable(`bot ${botId} has no data folders to back up: a bot's data folders are named on its create (docs/api.md §19)`);
-    if (this.underWay.has(botId)) throw new AlreadyExists(`a backup of bot ${botId} is under way: wait for it to end`);
+    return this.alone(botId, () => this.copy(botId, folders, mode));
+  }
+
+  /** `work` on the bot, no other backup, restore or verification of it under way meanwhile (409). */
+  private async alone<T>(botId: string, work: () => Promise<T>): Promise<T> {
+    if (this.underWay.has(botId)) throw new AlreadyExists(`a backup, restore or verification of bot ${botId} is under way: wait for it to end`);
     this.underWay.add(botId);
     try {
-      const stopped = mode === 'stop' && (await this.power.running(botId));
-      let stoppedAt: number | undefined;
-      let downtimeMs: number | null = null;
-      const startAgain = async () => {
-        if (stoppedAt === undefined || downtimeMs !== null) return;
-        try {
-          await this.power.start(botId);
-        } finally {
-          downtimeMs = Date.now() - stoppedAt;
-        }
-      };
-      try {
-        if (stopped) {
-          stoppedAt = Date.now();
-          await this.power.stop(botId);
-        }
-        return await this.folder.write(
-          botId,
-          folders,
-          (path) => this.archives.read(botId, path, AbortSignal.timeout(READ_DEADLINE_MS)),
-          // Started again once copied, before the manifest is written: its downtime is the copy's, not the disk's flush.
-          async () => {
-            await startAgain();
-            return { mode, downtime_ms: mode === 'stop' ? (downtimeMs ?? 0) : null };
-          },
-        );
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOSPC') throw new StorageFull(`the backup of bot ${botId} failed: the disk of the agent's backup folder is full; nothing of it was kept`, { cause: err });
-        throw err;
-      } finally {
-        // A copy (or a stop) that failed: the bot runs again all the same.
-        await startAgain();
-      }
+      return await work();
     } finally {
       this.underWay.delete(botId);
+    }
+  }
+
+  private async copy(botId: string, folders: readonly string[], mode: BackupMode): Promise<Backup> {
+    const stopped = mode === 'stop' && (await this.power.running(botId));
+    let stoppedAt: number | undefined;
+    let downtimeMs: number | null = null;
+    const startAgain = async () => {
+      if (stoppedAt === undefined || downtimeMs !== null) return;
+      try {
+        await this.power.start(botId);
+      } finally {
+        downtimeMs = Date.now() - stoppedAt;
+      }
+    };
+    try {
+      if (stopped) {
+        stoppedAt = Date.now();
+        await this.power.stop(botId);
+      }
+      return await this.folder.write(
+        botId,
+        folders,
+        (path) => this.archives.read(botId, path, AbortSignal.timeout(READ_DEADLINE_MS)),
+        // Started again once copied, before the manifest is written: its downtime is the copy's, not the disk's flush.
+        async () => {
+          await startAgain();
+          return { mode, downtime_ms: mode === 'stop' ? (downtimeMs ?? 0) : null };
+        },
+      );
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOSPC') throw new StorageFull(`the backup of bot ${botId} failed: the disk of the agent's backup folder is full; nothing of it was kept`, { cause: err });
+      throw err;
+    } finally {
+      // A copy (or a stop) that failed: the bot runs again all the same.
+      await startAgain();
+    }
+  }
+
+  /**
+   * Restores the backup into its bot (docs/api.md §20): every archive checked and unpacked into scratch folders and
+   * read back the same before the bot is touched; then the bot stopped, its data as it was kept as a backup of its
+   * own, the scratch folders swapped in, and the bot started again if it ran.
+   */
+  async restore(botId: string, backupId: string): Promise<{ backup: Backup; before: Backup }> {
+    const restores = this.restoresHere();
+    const backup = await this.backupOf(botId, backupId);
+    return this.alone(botId, async () => {
+      const signal = AbortSignal.timeout(RESTORE_DEADLINE_MS);
+      const readings = await this.checked(backup, restores, true);
+      const wasRunning = await this.power.running(botId);
+      // Made before the bot is stopped, and marked with whether it ran: an agent killed from here on leaves a restore the next one settles.
+      const scratch = await restores.scratch(botId, this.archivesOf(backup), { startAfter: wasRunning, signal });
+      try {
+        await this.proven(backup, scratch, readings, signal);
+        if (wasRunning) await this.power.stop(botId);
+        const before = await this.copy(botId, await this.archives.folders(botId), 'stop');
+        await scratch.swap(signal).catch((err: unknown) => {
+          if (err instanceof AgentError) throw err;
+          throw new RuntimeUnavailable(`the restore of backup ${backup.id} into bot ${botId} failed as its data was swapped (${(err as Error).message}); its data as it was before is backup ${before.id}: restore that`, { cause: err });
+        });
+        await this.note(botId, 'restored', { backup_id: backup.id, before_backup_id: before.id });
+        return { backup, before };
+      } finally {
+        await scratch.discard().catch(() => undefined);
+        if (wasRunning) await this.power.start(botId);
+      }
+    });
+  }
+
+  /** Verifies the backup (docs/api.md §20): unpacked into scratch folders and read back, the trees compared; the outcome kept with it and told. */
+  async verify(botId: string, backupId: string): Promise<Backup> {
+    const restores = this.restoresHere();
+    const backup = await this.backupOf(botId, backupId);
+    return this.alone(botId, async () => {
+      const signal = AbortSignal.timeout(RESTORE_DEADLINE_MS);
+      let failure: string | undefined;
+      try {
+        const readings = await this.checked(backup, restores, false);
+        const scratch = await restores.scratch(botId, this.archivesOf(backup), { startAfter: false, signal });
+        try {
+          await this.proven(backup, scratch, readings, signal);
+        } finally {
+          await scratch.discard().catch(() => undefined);
+        }
+      } catch (err) {
+        if (!(err instanceof Unprocessable)) throw err;
+        failure = err.message;
+      }
+      const verification: Verification = { at: new Date().toISOString(), ok: failure === undefined, ...(failure === undefined ? {} : { message: failure }) };
+      const verified = await this.folder.setVerification(backup, verification);
+      await this.note(botId, failure === undefined ? 'backup-verified' : 'backup-verify-failed', { backup_id: backup.id, ...(failure === undefined ? {} : { reason: failure }) });
+      return verified;
+    });
+  }
+
+  private restoresHere(): BotDataRestores {
+    if (!this.restores) throw new NotImplemented('restores are not available here: the runtime restores no bots\' data yet (docs/api.md §20)');
+    return this.restores;
+  }
+
+  private async backupOf(botId: string, backupId: string): Promise<Backup> {
+    const backup = await this.folder.get(botId, backupId);
+    if (!backup) throw new NotFound(`no backup ${JSON.stringify(backupId.slice(0, 64))} of bot ${botId}`);
+    return backup;
+  }
+
+  private archivesOf(backup: Backup): FolderArchive[] {
+    return backup.folders.map((kept) => ({ path: kept.path, open: () => this.folder.openStream(backup, kept) }));
+  }
+
+  /**
+   * Each archive of the backup read through: its SHA-256 the one kept, nothing in it that climbs out, links out, is a
+   * device, or unpacks past the folder's size. Where `intoBot`, each folder must be one the bot has now.
+   */
+  private async checked(backup: Backup, restores: BotDataRestores, intoBot: boolean): Promise<ArchiveReading[]> {
+    const sizes = await restores.sizes(backup.bot_id);
+    const readings: ArchiveReading[] = [];
+    for (const kept of backup.folders) {
+      if (intoBot && !sizes.has(kept.path)) {
+        throw new Unprocessable(`bot ${backup.bot_id} has no data folder ${kept.path} now: a restore writes only into the folders the bot has (${[...sizes.keys()].join(', ') || 'none'})`);
+      }
+      const sizeMb = sizes.get(kept.path);
+      const limitBytes = sizeMb === undefined ? Math.max(UNSIZED_FLOOR_BYTES, UNSIZED_RATIO * kept.size_bytes) : sizeMb * MIB;
+      let reading: ArchiveReading;
+      try {
+        reading = await readArchive(this.folder.openStream(backup, kept), kept.path, { gzipped: true, limitBytes });
+      } catch (err) {
+        if (err instanceof ArchiveRefused) throw new Unprocessable(`backup ${backup.id}'s archive of ${kept.path} is refused: ${err.message}; nothing was written`, { cause: err });
+        throw err;
+      }
+      if (reading.sha256 !== kept.sha256) throw new Unprocessable(`backup ${backup.id}'s archive of ${kept.path} is refused: its SHA-256 is not the one kept when it was made (it was changed since); nothing was written`);
+      readings.push(reading);
+    }
+    return readings;
+  }
+
+  /** Each scratch folder read back through the runtime gives the tree its archive holds. */
+  private async proven(backup: Backup, scratch: ScratchRestore, readings: readonly ArchiveReading[], signal: AbortSignal): Promise<void> {
+    for (const [index, kept] of backup.folders.entries()) {
+      const back = await readArchive(await scratch.read(kept.path, signal), kept.path, { gzipped: false, limitBytes: Number.MAX_SAFE_INTEGER }).catch((err: unknown) => {
+        throw err instanceof ArchiveRefused ? new Unprocessable(`backup ${backup.id}'s folder ${kept.path}, unpacked, could not be read back: ${err.message}`) : err;
+      });
+      if (back.treeSha256 !== readings[index]?.treeSha256) {
+        throw new Unprocessable(`backup ${backup.id}'s folder ${kept.path}, unpacked, does not read back as its archive holds it (${back.entries} entries read back, ${readings[index]?.entries ?? 0} in the archive)`);
+      }
     }
   }
 }

@@ -22,4 +22,7 @@ export const BOT_EVENT_TYPES = [
   'schedule-succeeded',
   'schedule-failed',
   'schedule-skipped',
+  'restored',
+  'backup-verified',
+  'backup-verify-failed',
 ] as const;

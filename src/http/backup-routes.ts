@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { AlreadyExists, messages, NotFound, NotImplemented } from '../errors.js';
+import { AlreadyExists, messages, NotFound, NotImplemented, Unprocessable } from '../errors.js';
 import type { Backup } from '../backups/backup-folder.js';
 import { backupMade } from '../backups/backups.js';
 import type { Backups } from '../backups/backups.js';
@@ -72,6 +72,19 @@ export function backupRoutes({ backups: available, access, runtime }: BackupRout
       ctx.body = { ok: true, backup };
     });
   }
+
+  router.post('/api/admin/bots/:bot_id/backups/:backup_id/restore', async (ctx) => {
+    const { botId, backups } = await botOf(ctx);
+    const { backup, before } = await backups.restore(botId, ctx.params.backup_id ?? '');
+    ctx.body = { ok: true, message: `backup ${backup.id} restored into bot ${botId}; its data as it was is backup ${before.id}`, backup, before };
+  });
+
+  router.post('/api/admin/bots/:bot_id/backups/:backup_id/verify', async (ctx) => {
+    const { botId, backups } = await botOf(ctx);
+    const backup = await backups.verify(botId, ctx.params.backup_id ?? '');
+    if (backup.verification?.ok !== true) throw new Unprocessable(`backup ${backup.id} of bot ${botId} failed its verification: ${backup.verification?.message ?? 'unknown'}`);
+    ctx.body = { ok: true, message: `backup ${backup.id} of bot ${botId} verified: it reads back whole`, backup };
+  });
 
   router.delete('/api/admin/bots/:bot_id/backups/:backup_id', async (ctx) => {
     const { botId, backups } = await botOf(ctx);

@@ -200,7 +200,7 @@ function closedKeep(schema: JsonSchema): JsonSchema {
 /** A backup as its answers say it (docs/api.md §20). */
 const backupAnswer = {
   type: 'object',
-  required: ['id', 'bot_id', 'created_at', 'mode', 'downtime_ms', 'size_bytes', 'folders', 'locked'],
+  required: ['id', 'bot_id', 'created_at', 'mode', 'downtime_ms', 'size_bytes', 'folders', 'locked', 'verification'],
   additionalProperties: false,
   properties: {
     id: { type: 'string' },
@@ -210,6 +210,13 @@ const backupAnswer = {
     downtime_ms: { type: ['integer', 'null'], minimum: 0, description: 'how long the bot was stopped for it (stop mode)' },
     size_bytes: { type: 'integer', minimum: 0 },
     locked: { type: 'boolean', description: 'never removed, by retention or by hand, while locked' },
+    verification: {
+      description: 'its last verification, null until one is made',
+      oneOf: [
+        { type: 'null' },
+        { type: 'object', required: ['at', 'ok'], additionalProperties: false, properties: { at: { type: 'string' }, ok: { type: 'boolean' }, message: { type: 'string' } } },
+      ],
+    },
     folders: {
       type: 'array',
       items: {
@@ -374,6 +381,18 @@ export const openApiDocument = {
         required: ['ok', 'message', 'backup', 'removed'],
         additionalProperties: false,
         properties: { ok: { const: true }, message: { type: 'string' }, backup: backupAnswer, removed: { type: 'array', items: { type: 'string' }, description: 'the backups retention removed' } },
+      },
+      Restored: {
+        type: 'object',
+        required: ['ok', 'message', 'backup', 'before'],
+        additionalProperties: false,
+        properties: { ok: { const: true }, message: { type: 'string' }, backup: backupAnswer, before: { ...backupAnswer, description: "the bot's data as it was before the restore, kept as a backup" } },
+      },
+      Verified: {
+        type: 'object',
+        required: ['ok', 'message', 'backup'],
+        additionalProperties: false,
+        properties: { ok: { const: true }, message: { type: 'string' }, backup: backupAnswer },
       },
       ScheduleRequest: scheduleBody(['cron', 'actions']),
       ScheduleChange: scheduleBody([]),
@@ -889,6 +908,28 @@ export const openApiDocument = {
         summary: 'Unlock a backup (docs/api.md §20; the platform only)',
         parameters: [botIdParameter, backupIdParameter],
         responses: responses(ok('Unlocked', ref('Backup')), ...backupFailures),
+      },
+    },
+    '/api/admin/bots/{bot_id}/backups/{backup_id}/restore': {
+      post: {
+        summary: "Restore a backup into its bot: checked, unpacked and read back first, the bot's data as it was kept as a backup, the bot stopped for the swap and started again if it ran (docs/api.md §20; the platform only)",
+        parameters: [botIdParameter, backupIdParameter],
+        responses: {
+          ...responses(ok('Restored', ref('Restored')), ...backupFailures, 500, 503, 507),
+          '409': { description: 'A backup, restore or verification of the bot is under way, or its stop or start waited behind another operation', content: json(ref('Failure')) },
+          '422': { description: 'The archive is refused (its checksum, an entry that climbs or links out, a device, a tar bomb), or the bot lacks a folder of the backup: nothing was written', content: json(ref('Failure')) },
+        },
+      },
+    },
+    '/api/admin/bots/{bot_id}/backups/{backup_id}/verify': {
+      post: {
+        summary: 'Verify a backup: unpacked into scratch folders and read back, the trees compared; the outcome kept with the backup (docs/api.md §20; the platform only)',
+        parameters: [botIdParameter, backupIdParameter],
+        responses: {
+          ...responses(ok('It reads back whole', ref('Verified')), ...backupFailures, 500, 503),
+          '409': { description: 'A backup, restore or verification of the bot is under way', content: json(ref('Failure')) },
+          '422': { description: 'It failed its verification: `msg` says why (kept with the backup, and told as `backup-verify-failed`)', content: json(ref('Failure')) },
+        },
       },
     },
     '/api/admin/bots/{bot_id}/backups/{backup_id}/archive': {

@@ -46,6 +46,9 @@ const WHAT: Record<string, { readonly text: string; readonly severity: ChatNote[
   'schedule-succeeded': { text: 'finished a scheduled run', severity: 'good' },
   'schedule-failed': { text: 'failed a scheduled run', severity: 'bad' },
   'schedule-skipped': { text: 'skipped a scheduled run', severity: 'info' },
+  restored: { text: 'had its data restored from a backup', severity: 'info' },
+  'backup-verified': { text: 'had a backup verified', severity: 'good' },
+  'backup-verify-failed': { text: 'has a backup that cannot be restored', severity: 'bad' },
 };
 
 /** The chat note of an event's JSON (docs/api.md §9), linking to `consoleUrl` where there is one. */
@@ -64,6 +67,7 @@ export function noteOf(event: Readonly<Record<string, unknown>>, consoleUrl: str
     typeof event.from_revision === 'number' || typeof event.to_revision === 'number' ? `from revision ${String(event.from_revision)} to revision ${String(event.to_revision)}` : '',
     exit ? `exit code ${String(exit.exit_code)}${exit.signal ? ` (${exit.signal})` : ''}` : '',
     typeof event.image === 'string' && type !== 'deploy-failed' ? `image ${event.image}` : '',
+    typeof event.backup_id === 'string' ? `backup ${event.backup_id}` : '',
     typeof event.schedule_id === 'string' ? `schedule ${typeof event.name === 'string' ? `${event.name} (${event.schedule_id})` : event.schedule_id} due at ${String(event.due_at)}` : '',
   ].filter((part) => part !== '');
   return {

@@ -1,4 +1,5 @@
 import type { BotDataArchives } from '../backups/data-archives.js';
+import type { BotDataRestores } from '../backups/data-restores.js';
 import type { BotSpec, BotSummary } from './bot-spec.js';
 import type { RevisionRuntime } from './revisions.js';
 
@@ -34,6 +35,8 @@ export interface Provisioner {
   readonly revisions?: RevisionRuntime;
   /** Its bots' data folders, read for backups (docs/api.md §20), where the runtime keeps bots' data. */
   readonly dataArchives?: BotDataArchives;
+  /** Restores into its bots' data folders (docs/api.md §20), where the runtime keeps bots' data. */
+  readonly dataRestores?: BotDataRestores;
   /**
    * What another node needs to make the bot again as it is (docs/api.md §17), where the runtime moves bots
    * between nodes. Throws NotFound, Unprocessable (a bot no agent made), RuntimeUnavailable.

@@ -36,3 +36,13 @@ export const DEPLOY_DEADLINE_LABEL = 'bot-agent/deploy-deadline-ms';
 /** Labels (Docker) of a bot's data volume (docs/api.md §19): the folder it holds in the bot, and its size_mb where one was asked. */
 export const DATA_PATH_LABEL = 'bot-agent/data-path';
 export const DATA_SIZE_LABEL = 'bot-agent/data-size-mb';
+
+/**
+ * Labels (Docker) of what a restore makes (docs/api.md §20): its scratch volumes and its helper containers, named
+ * with the bot and the restore, whether the bot ran before it (to be started again by an agent that finds the
+ * restore left), and (on a helper) its step: `fill` (never run) or `swap` (replaces the bot's data).
+ */
+export const RESTORE_OF_LABEL = 'bot-agent/restore-of';
+export const RESTORE_TAG_LABEL = 'bot-agent/restore-tag';
+export const RESTORE_START_LABEL = 'bot-agent/restore-start';
+export const RESTORE_STEP_LABEL = 'bot-agent/restore-step';

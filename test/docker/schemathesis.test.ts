@@ -112,6 +112,7 @@ test.before(async () => {
     logger: pino({ level: 'silent' }),
     // On an engine other test files share: no restarts of their bots.
     watchdog: 'off',
+    restoresInCare: () => false,
     // The schedules the fuzzer makes never fall due while it runs (a `stop` of the reader would stop the reads'
     // bot); a run now still runs, of the schedules made for it below, each a start.
     schedules: { tickMs: 3_600_000 },

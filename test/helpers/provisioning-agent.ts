@@ -35,6 +35,7 @@ export async function provisioningAgent(
     pulls = {},
     config = {},
     watchdog = 'off',
+    restoresInCare = () => false,
   }: {
     tokens?: BotTokens;
     logger?: Logger;
@@ -42,6 +43,8 @@ export async function provisioningAgent(
     config?: Partial<AgentConfig>;
     /** Off unless asked for; a test that asks keeps it to its own bots (`watches`). */
     watchdog?: AgentParts['watchdog'];
+    /** None unless asked for: on an engine other test files share, it settles none of their restores. */
+    restoresInCare?: AgentParts['restoresInCare'];
   } = {},
 ): Promise<ProvisioningAgent> {
   const network = await fixture.network();
@@ -53,6 +56,7 @@ export async function provisioningAgent(
     config: { ...TEST_APP_CONFIG, identity, adminToken: TEST_ADMIN_TOKEN, ...config },
     logger,
     watchdog,
+    restoresInCare,
     statsSamples: 'off',
   });
   const server = await listen(app, '0.0.0.0', 0);

@@ -1,4 +1,5 @@
 import { DockerDataArchives } from './docker-archives.js';
+import { DockerDataRestores } from './docker-restores.js';
 import type Docker from 'dockerode';
 import { AlreadyExists, messages, NotFound, OperationFailed, Unprocessable } from '../../errors.js';
 import { newGeneration } from '../../bot-id.js';
@@ -60,12 +61,14 @@ class DockerProvisioner implements Provisioner {
 
   readonly revisions: DockerRevisions;
   readonly dataArchives: DockerDataArchives;
+  readonly dataRestores: DockerDataRestores;
 
   constructor(private readonly options: DockerProvisionerOptions) {
     const engine = options.engine ?? engineClients(options.dockerHost);
     this.docker = engine.docker;
     this.lasting = engine.lasting;
     this.dataArchives = new DockerDataArchives(this.lasting);
+    this.dataRestores = new DockerDataRestores(this.lasting);
     this.revisions = new DockerRevisions(this.docker, this.lasting, async (image, login, pulls) => {
       if (!(await this.hasImage(image))) await this.pull(image, login, pulls);
     });

@@ -1,0 +1,186 @@
+import { randomBytes } from 'node:crypto';
+import { posix } from 'node:path';
+import type { Readable } from 'node:stream';
+import type Docker from 'dockerode';
+import type { BotDataRestores, FolderArchive, ScratchRestore } from '../../backups/data-restores.js';
+import { messages, NotFound, Unprocessable } from '../../errors.js';
+import { BOT_LABEL, RESTORE_OF_LABEL, RESTORE_START_LABEL, RESTORE_STEP_LABEL, RESTORE_TAG_LABEL } from '../labels.js';
+import { engineStatus, translateDockerError } from './docker-errors.js';
+import { dataVolumeName, dataVolumesOf } from './docker-volumes.js';
+
+const DEADLINE_MS = 30_000;
+
+/**
+ * The swap, run by the engine in a helper container of the bot's own image, as root, with no network: each of the
+ * bot's data volumes (`/t/<i>`) emptied and filled with its scratch copy (`/s/<i>`), owners and modes kept. It runs to
+ * its end whether or not the agent that started it lives; run again, it gives the same.
+ */
+const SWAP_SCRIPT = 'set -e; for i in "$@"; do rm -rf /t/$i/* /t/$i/.[!.]* /t/$i/..?*; cp -a /s/$i/. /t/$i/; done';
+
+/**
+ * Restores of bots' data on the engine (docs/api.md §20). A restore's scratch volumes are filled through the
+ * archive API (`PUT /containers/{id}/archive`) of a helper container that never runs; the swap is one helper
+ * container that does. Both carry the restore's labels, so the engine itself is the record an agent killed
+ * mid-way is taken up from.
+ */
+export class DockerDataRestores implements BotDataRestores {
+  constructor(private readonly docker: Docker) {}
+
+  async sizes(botId: string): Promise<ReadonlyMap<string, number | undefined>> {
+    return new Map((await dataVolumesOf(this.docker, botId)).map((volume) => [volume.path, volume.sizeMb]));
+  }
+
+  async scratch(botId: string, archives: readonly FolderArchive[], { startAfter, signal }: { startAfter: boolean; signal: AbortSignal }): Promise<ScratchRestore> {
+    const image = await this.imageOf(botId);
+    const tag = randomBytes(4).toString('hex');
+    const labels = { [RESTORE_OF_LABEL]: botId, [RESTORE_TAG_LABEL]: tag, [RESTORE_START_LABEL]: startAfter ? 'true' : 'false' };
+    const scratchVolumes = archives.map((_archive, index) => `${botId}-restore-${tag}-${index}`);
+    const made = new Restore(this.docker, botId, tag, image, labels, archives, scratchVolumes);
+    try {
+      for (const name of scratchVolumes) await this.docker.createVolume({ Name: name, Labels: labels, abortSignal: signal });
+      const fill = await this.docker.createContainer({
+        name: `${botId}-restore-${tag}`,
+        Image: image,
+        Entrypoint: ['/bin/sh'],
+        Labels: { ...labels, [RESTORE_STEP_LABEL]: 'fill' },
+        NetworkDisabled: true,
+        HostConfig: { NetworkMode: 'none', Mounts: archives.map((archive, index) => ({ Type: 'volume', Source: scratchVolumes[index], Target: archive.path })) },
+        abortSignal: signal,
+      } as Docker.ContainerCreateOptions);
+      for (const archive of archives) {
+        await fill.putArchive(archive.open(), { path: posix.dirname(archive.path), abortSignal: signal });
+      }
+      made.fill = fill;
+      return made;
+    } catch (err) {
+      await made.discard().catch(() => undefined);
+      throw translateDockerError(err, botId);
+    }
+  }
+
+  async leftovers(inCare: (botId: string) => boolean): Promise<{ toStart: string[]; failures: string[] }> {
+    const containers = await this.docker.listContainers({ all: true, filters: { label: [RESTORE_TAG_LABEL] }, abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+    const volumes = (await this.docker.listVolumes({ filters: { label: [RESTORE_TAG_LABEL] }, abortSignal: AbortSignal.timeout(DEADLINE_MS) })).Volumes ?? [];
+    const tags = new Map<string, { botId: string; start: boolean }>();
+    for (const { Labels: labels } of [...containers, ...volumes]) {
+      const botId = labels?.[RESTORE_OF_LABEL];
+      const tag = labels?.[RESTORE_TAG_LABEL];
+      if (botId !== undefined && tag !== undefined && inCare(botId)) tags.set(tag, { botId, start: labels?.[RESTORE_START_LABEL] === 'true' });
+    }
+    const toStart: string[] = [];
+    const failures: string[] = [];
+    for (const [tag, { botId, start }] of tags) {
+      const swap = containers.find((container) => container.Labels[RESTORE_TAG_LABEL] === tag && container.Labels[RESTORE_STEP_LABEL] === 'swap');
+      try {
+        // A swap begun is carried to its end: the engine runs it on (or runs it again, from its scratch copies); one not begun leaves the data as it was.
+        if (swap) await new Restore(this.docker, botId, tag, swap.Image, {}, [], []).finish(swap.Id);
+        await removeTagged(this.docker, tag);
+        if (start) toStart.push(botId);
+      } catch (err) {
+        // Its scratch copies stay, and the bot stopped: its data may be half swapped.
+        failures.push(`bot ${botId}: ${(err as Error).message}`);
+      }
+    }
+    return { toStart, failures };
+  }
+
+  private async imageOf(botId: string): Promise<string> {
+    try {
+      const info = await this.docker.getContainer(botId).inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+      if (info.Name !== `/${botId}` || info.Config.Labels?.[BOT_LABEL] !== botId) throw new NotFound(messages.botNotFound(botId));
+      return info.Image;
+    } catch (err) {
+      throw translateDockerError(err, botId);
+    }
+  }
+}
+
+class Restore implements ScratchRestore {
+  fill: Docker.Container | undefined;
+
+  constructor(
+    private readonly docker: Docker,
+    private readonly botId: string,
+    private readonly tag: string,
+    private readonly image: string,
+    private readonly labels: Record<string, string>,
+    private readonly archives: readonly FolderArchive[],
+    private readonly scratchVolumes: readonly string[],
+  ) {}
+
+  async read(path: string, signal: AbortSignal): Promise<Readable> {
+    if (!this.fill) throw new Error('the restore was not filled');
+    try {
+      return (await this.fill.getArchive({ path, abortSignal: signal })) as Readable;
+    } catch (err) {
+      throw translateDockerError(err, this.botId);
+    }
+  }
+
+  async swap(signal: AbortSignal): Promise<void> {
+    const mounts = this.archives.flatMap((archive, index) => [
+      { Type: 'volume' as const, Source: dataVolumeName(this.botId, archive.path), Target: `/t/${index}` },
+      { Type: 'volume' as const, Source: this.scratchVolumes[index]!, Target: `/s/${index}`, ReadOnly: true },
+    ]);
+    const options = {
+      name: `${this.botId}-restore-${this.tag}-swap`,
+      Image: this.image,
+      User: '0:0',
+      Entrypoint: ['/bin/sh', '-c', SWAP_SCRIPT, 'swap', ...this.archives.map((_archive, index) => String(index))],
+      Cmd: [],
+      Labels: { ...this.labels, [RESTORE_STEP_LABEL]: 'swap' },
+      NetworkDisabled: true,
+      HostConfig: { NetworkMode: 'none', Mounts: mounts },
+      abortSignal: signal,
+    } as Docker.ContainerCreateOptions;
+    const swap = await this.docker.createContainer(options).catch((err: unknown) => Promise.reject(translateDockerError(err, this.botId)));
+    try {
+      await swap.start({ abortSignal: signal });
+    } catch (err) {
+      // Not begun: nothing of the bot's data was touched. An image with no /bin/sh cannot run the swap.
+      await swap.remove({ force: true }).catch(() => undefined);
+      throw new Unprocessable(`bot ${this.botId}'s data could not be restored: the engine could not run the restore's copy in the bot's image (it needs /bin/sh, rm and cp): ${(err as Error).message.slice(0, 300)}`, { cause: err });
+    }
+    await this.finish(swap.id);
+  }
+
+  /** Waits for the swap container to end; one that failed is run again once (it starts from the scratch copies, not from what it left). */
+  async finish(id: string): Promise<void> {
+    const container = this.docker.getContainer(id);
+    for (let attempt = 0; ; attempt++) {
+      const info = await container.inspect();
+      const code = info.State.Running ? ((await container.wait()) as { StatusCode: number }).StatusCode : info.State.StartedAt.startsWith('0001') ? undefined : info.State.ExitCode;
+      if (code === 0) return;
+      if (attempt > 0) {
+        const output = (await container.logs({ stdout: true, stderr: true, tail: 20 }).catch(() => Buffer.alloc(0))) as Buffer;
+        throw new Error(`the restore's copy into bot ${this.botId}'s data failed (exit ${code}): ${output.toString('latin1').replace(/[^\x20-\x7e\n]/g, '').slice(-500)}`);
+      }
+      await container.start();
+    }
+  }
+
+  async discard(): Promise<void> {
+    await removeTagged(this.docker, this.tag);
+  }
+}
+
+/** Removes the restore's helper containers, then its scratch volumes; those gone already are no failure. */
+async function removeTagged(docker: Docker, tag: string): Promise<void> {
+  const filters = { label: [`${RESTORE_TAG_LABEL}=${tag}`] };
+  for (const container of await docker.listContainers({ all: true, filters, abortSignal: AbortSignal.timeout(DEADLINE_MS) })) {
+    await docker
+      .getContainer(container.Id)
+      .remove({ force: true, v: false, abortSignal: AbortSignal.timeout(DEADLINE_MS) })
+      .catch((err: unknown) => {
+        if (engineStatus(err) !== 404) throw err;
+      });
+  }
+  for (const volume of (await docker.listVolumes({ filters, abortSignal: AbortSignal.timeout(DEADLINE_MS) })).Volumes ?? []) {
+    await docker
+      .getVolume(volume.Name)
+      .remove({ abortSignal: AbortSignal.timeout(DEADLINE_MS) })
+      .catch((err: unknown) => {
+        if (engineStatus(err) !== 404) throw err;
+      });
+  }
+}
