@@ -28,6 +28,9 @@ export BOT_AGENT_DATABASE_URL
 # A real image registry on loopback, with htpasswd logins (built once from Go modules, about 1 to 2 minutes, then cached).
 BOT_AGENT_REGISTRY=$(bash scripts/registry.sh | tail -n 1)
 export BOT_AGENT_REGISTRY
+# A real S3-compatible server on loopback, for backups' stores (versitygw, built once from Go modules, about 2 to 6 minutes, then cached).
+BOT_AGENT_S3=$(bash scripts/s3.sh | tail -n 1)
+export BOT_AGENT_S3
 # Prometheus' own checker of /metrics (built once from Go modules, about 8 minutes cold, then cached).
 BOT_AGENT_PROMTOOL=$(bash scripts/promtool.sh | tail -n 1)
 export BOT_AGENT_PROMTOOL

@@ -6,6 +6,7 @@ import { deployRequest, validate } from './http/schemas.js';
 import { agentActions } from './schedules/agent-actions.js';
 import { BackupFolder } from './backups/backup-folder.js';
 import { Backups } from './backups/backups.js';
+import { BackupStores, readBackupStores } from './backups/backup-stores.js';
 import type { BotDataRestores } from './backups/data-restores.js';
 import { Scheduler } from './schedules/scheduler.js';
 import type { SchedulerOptions } from './schedules/scheduler.js';
@@ -57,7 +58,7 @@ export type AgentConfig = Pick<
   Config,
   'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses' | 'readyGraceMs'
 > &
-  Partial<Pick<Config, 'chats' | 'botChatBase' | 'node' | 'nodeUrl' | 'fleetKey' | 'backupDir'>>;
+  Partial<Pick<Config, 'chats' | 'botChatBase' | 'node' | 'nodeUrl' | 'fleetKey' | 'backupDir' | 'backupStoresFile'>>;
 
 /** A runtime already made (tests hand their own driver), and what the agent is to do with it. */
 export interface AgentParts {
@@ -209,6 +210,8 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   }
   // Backups of bots' data (docs/api.md §20), in the backup folder: none where the history is in memory and no folder is named.
   const backupDir = config.backupDir ?? (config.dataDir === ':memory:' ? undefined : join(config.dataDir, 'backups'));
+  const backupStores = config.backupStoresFile === undefined ? undefined : new BackupStores(readBackupStores(config.backupStoresFile));
+  if (backupStores) closers.push(async () => backupStores.close());
   const backups =
     provisioner?.dataArchives && backupDir !== undefined
       ? new Backups(
@@ -221,6 +224,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
           },
           provisioner.dataRestores,
           (botId, type, fields) => history.note(botId, type, fields),
+          backupStores,
         )
       : undefined;
   // Restores an agent was stopped or killed in: finished or undone, and their bots started again where they ran.

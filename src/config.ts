@@ -26,6 +26,8 @@ export interface Config {
   readonly dataDir: string;
   /** The agent's backup folder (docs/api.md §20); `<dataDir>/backups` when unset. */
   readonly backupDir?: string | undefined;
+  /** A JSON file of the S3-compatible stores backups may be copied to (docs/api.md §20). */
+  readonly backupStoresFile?: string | undefined;
   /** A PostgreSQL database that keeps them instead, shared by several agents (docs/api.md §11). */
   readonly databaseUrl: string | undefined;
   /** Where events are POSTed, and the key they are signed with; both or neither. */
@@ -163,6 +165,7 @@ const env = object({
   AGENT_BOTS_NETWORK: string().matches(/^[\w][\w.-]{0,127}$/, 'AGENT_BOTS_NETWORK must be a Docker network name'),
   AGENT_DATA_DIR: string().default('./data'),
   AGENT_BACKUP_DIR: string().matches(/^\S(.*\S)?$/, 'AGENT_BACKUP_DIR must be a folder, without spaces around it'),
+  AGENT_BACKUP_STORES: string().matches(/^\S(.*\S)?$/, 'AGENT_BACKUP_STORES must be a file, without spaces around it'),
   AGENT_DATABASE_URL: string()
     .matches(/^postgres(ql)?:\/\/\S+$/, 'AGENT_DATABASE_URL must be a PostgreSQL URL, e.g. postgres://user:password@host:5432/database')
     // Its value is never repeated: it holds a password.
@@ -294,6 +297,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       botsAgentUrl: values.AGENT_BOTS_AGENT_URL,
       dataDir: values.AGENT_DATA_DIR,
       backupDir: values.AGENT_BACKUP_DIR,
+      backupStoresFile: values.AGENT_BACKUP_STORES,
       databaseUrl: values.AGENT_DATABASE_URL,
       webhook:
         values.AGENT_WEBHOOK_URL && values.AGENT_WEBHOOK_SECRET

@@ -72,6 +72,11 @@ export class NoChat extends AgentError {
   readonly status = 409;
 }
 
+/** A backup store (S3) refused, failed or did not answer (docs/api.md §20). */
+export class StoreFailed extends AgentError {
+  readonly status = 502;
+}
+
 /** A chat's service did not take a test message (docs/api.md §16). */
 export class ChatUnreachable extends AgentError {
   readonly status = 502;

@@ -27,6 +27,14 @@ export interface Verification {
   readonly message?: string;
 }
 
+/** A backup's copy to a store (docs/api.md §20): which, when, whether it was made whole. */
+export interface StoreCopy {
+  readonly store: string;
+  readonly at: string;
+  readonly ok: boolean;
+  readonly message?: string;
+}
+
 /** A backup as its manifest keeps it, and as it is answered. */
 export interface Backup {
   readonly id: string;
@@ -41,12 +49,16 @@ export interface Backup {
   readonly locked: boolean;
   /** Its last verification; null until one is made. */
   readonly verification: Verification | null;
+  /** Its copies to stores, as they were made. */
+  readonly copies: readonly StoreCopy[];
 }
 
 const MANIFEST = 'backup.json';
 /** A backup being made: never listed; one a SIGKILL left is removed when the bot's backups are next read. */
 const PARTIAL = '.partial-';
 export const BACKUP_ID = /^bak_[0-9]{8}T[0-9]{6}Z_[0-9a-f]{8}$/;
+/** A backup store's name (AGENT_BACKUP_STORES). */
+export const STORE_NAME = /^[a-z0-9][a-z0-9-]{0,31}$/;
 
 /** The id of a backup made at `at`: its time first, so ids sort as the backups were made. */
 function newBackupId(at: Date): string {
@@ -99,6 +111,7 @@ export class BackupFolder {
         folders: written,
         locked: false,
         verification: null,
+        copies: [],
       };
       await writeDurably(join(partial, MANIFEST), `${JSON.stringify(backup)}\n`);
       await syncDir(partial);
@@ -134,7 +147,7 @@ export class BackupFolder {
     if (!BACKUP_ID.test(id)) return undefined;
     try {
       const kept = JSON.parse(await readFile(join(this.botDir(botId), id, MANIFEST), 'utf8')) as Backup;
-      return { ...kept, locked: kept.locked === true, verification: kept.verification ?? null };
+      return { ...kept, locked: kept.locked === true, verification: kept.verification ?? null, copies: kept.copies ?? [] };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
@@ -156,6 +169,35 @@ export class BackupFolder {
   /** Locks or unlocks the backup. */
   async setLocked(backup: Backup, locked: boolean): Promise<Backup> {
     return this.rewrite({ ...backup, locked });
+  }
+
+  /** Keeps the backup's copies to stores. */
+  async setCopies(backup: Backup, copies: readonly StoreCopy[]): Promise<Backup> {
+    return this.rewrite({ ...backup, copies });
+  }
+
+  /**
+   * Brings a backup made elsewhere (a store's) into the folder, whole or not at all as `write` does: its archives
+   * from `open`, its manifest last. Its checksums are checked where it is restored or verified.
+   */
+  async adopt(backup: Backup, open: (file: string) => Promise<Readable>): Promise<Backup> {
+    const dir = this.botDir(backup.bot_id);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const partial = join(dir, `${PARTIAL}${backup.id}`);
+    await rm(partial, { recursive: true, force: true });
+    await mkdir(partial, { mode: 0o700 });
+    try {
+      for (const folder of backup.folders) await pipeline(await open(folder.file), createWriteStream(join(partial, folder.file), { flags: 'wx', mode: 0o600, flush: true }));
+      const adopted: Backup = { ...backup, locked: false, verification: null };
+      await writeDurably(join(partial, MANIFEST), `${JSON.stringify(adopted)}\n`);
+      await syncDir(partial);
+      await rename(partial, join(dir, backup.id));
+      await syncDir(dir);
+      return adopted;
+    } catch (err) {
+      await rm(partial, { recursive: true, force: true });
+      throw err;
+    }
   }
 
   /** Keeps the backup's last verification. */

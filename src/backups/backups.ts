@@ -1,7 +1,8 @@
-import { AgentError, AlreadyExists, NotFound, NotImplemented, RuntimeUnavailable, StorageFull, Unprocessable } from '../errors.js';
+import { AgentError, AlreadyExists, NotFound, NotImplemented, RuntimeUnavailable, StorageFull, StoreFailed, Unprocessable } from '../errors.js';
 import { ArchiveRefused, readArchive } from './archive-check.js';
 import type { ArchiveReading } from './archive-check.js';
-import type { Backup, BackupMode, Verification } from './backup-folder.js';
+import type { Backup, BackupMode, StoreCopy, Verification } from './backup-folder.js';
+import type { BackupStores } from './backup-stores.js';
 import type { BackupFolder } from './backup-folder.js';
 import type { BotDataArchives } from './data-archives.js';
 import type { BotDataRestores, FolderArchive, ScratchRestore } from './data-restores.js';
@@ -38,12 +39,72 @@ export class Backups {
     private readonly restores?: BotDataRestores,
     /** Tells of a restore or a verification as the bot's event (docs/api.md §9). */
     private readonly note: (botId: string, type: string, fields: Record<string, unknown>) => Promise<void> = async () => undefined,
+    /** The S3-compatible stores backups may be copied to (AGENT_BACKUP_STORES). */
+    private readonly stores?: BackupStores,
   ) {}
 
-  /** A backup of the bot now; with `keep`, the bot's backups that policy does not keep are removed once it is made. */
-  async take(botId: string, mode: BackupMode, keep?: RetentionPolicy): Promise<{ backup: Backup; removed: string[] }> {
-    const backup = await this.make(botId, mode);
-    return { backup, removed: keep ? await this.folder.prune(botId, keep) : [] };
+  /**
+   * A backup of the bot now, copied to each of `stores` once made; with `keep`, the bot's backups that policy does
+   * not keep are removed from the folder. A copy that fails is kept in the backup's `copies` and is StoreFailed.
+   */
+  async take(botId: string, mode: BackupMode, keep?: RetentionPolicy, stores: readonly string[] = []): Promise<{ backup: Backup; removed: string[] }> {
+    for (const name of stores) this.storeNamed(name);
+    let backup = await this.make(botId, mode);
+    const copies: StoreCopy[] = [];
+    for (const name of stores) {
+      try {
+        await this.stores!.put(name, backup, (file) => this.folder.openStream(backup, backup.folders.find((folder) => folder.file === file)!));
+        copies.push({ store: name, at: new Date().toISOString(), ok: true });
+      } catch (err) {
+        copies.push({ store: name, at: new Date().toISOString(), ok: false, message: storeFailure(err) });
+      }
+    }
+    if (copies.length > 0) backup = await this.folder.setCopies(backup, copies);
+    const removed = keep ? await this.folder.prune(botId, keep) : [];
+    const failed = copies.filter((copy) => !copy.ok);
+    if (failed.length > 0) {
+      throw new StoreFailed(`backup ${backup.id} of bot ${botId} was kept in the agent's folder, but its copy to ${failed.map((copy) => `store ${copy.store} failed: ${copy.message}`).join('; ')}`);
+    }
+    return { backup, removed };
+  }
+
+  /** The bot's backups in the agent's folder, or in the store named. */
+  async list(botId: string, store?: string): Promise<Backup[]> {
+    if (store === undefined) return this.folder.list(botId);
+    return this.fromStore(store, () => this.storeNamed(store).list(store, botId));
+  }
+
+  /** One backup, from the agent's folder or the store named; NotFound when it holds none of that id. */
+  async one(botId: string, backupId: string, store?: string): Promise<Backup> {
+    const backup = store === undefined ? await this.folder.get(botId, backupId) : await this.fromStore(store, () => this.storeNamed(store).manifest(store, botId, backupId));
+    if (!backup) throw new NotFound(`no backup ${JSON.stringify(backupId.slice(0, 64))} of bot ${botId}${store === undefined ? '' : ` in store ${store}`}`);
+    return backup;
+  }
+
+  /** A backup of a store brought into the agent's folder (where it is not already), for a restore or a verification. */
+  private async local(botId: string, backupId: string, store: string | undefined): Promise<Backup> {
+    const here = await this.folder.get(botId, backupId);
+    if (here || store === undefined) return this.one(botId, backupId);
+    const there = await this.one(botId, backupId, store);
+    const stores = this.storeNamed(store);
+    return this.fromStore(store, () => this.folder.adopt(there, (file) => stores.open(store, there, file)));
+  }
+
+  private storeNamed(name: string): BackupStores {
+    if (!this.stores?.has(name)) {
+      throw new Unprocessable(`no backup store ${JSON.stringify(name.slice(0, 64))}: ${this.stores && this.stores.names().length > 0 ? `the stores are ${this.stores.names().join(', ')}` : 'none is configured'} (AGENT_BACKUP_STORES, docs/api.md §20)`);
+    }
+    return this.stores;
+  }
+
+  /** A store's read, its failure said as the store's (502), never with its keys. */
+  private async fromStore<T>(store: string, read: () => Promise<T>): Promise<T> {
+    try {
+      return await read();
+    } catch (err) {
+      if (err instanceof AgentError) throw err;
+      throw new StoreFailed(`backup store ${store} failed: ${storeFailure(err)}`, { cause: err });
+    }
   }
 
   private async make(botId: string, mode: BackupMode): Promise<Backup> {
@@ -104,10 +165,10 @@ export class Backups {
    * read back the same before the bot is touched; then the bot stopped, its data as it was kept as a backup of its
    * own, the scratch folders swapped in, and the bot started again if it ran.
    */
-  async restore(botId: string, backupId: string): Promise<{ backup: Backup; before: Backup }> {
+  async restore(botId: string, backupId: string, store?: string): Promise<{ backup: Backup; before: Backup }> {
     const restores = this.restoresHere();
-    const backup = await this.backupOf(botId, backupId);
     return this.alone(botId, async () => {
+      const backup = await this.local(botId, backupId, store);
       const signal = AbortSignal.timeout(RESTORE_DEADLINE_MS);
       const readings = await this.checked(backup, restores, true);
       const wasRunning = await this.power.running(botId);
@@ -131,10 +192,10 @@ export class Backups {
   }
 
   /** Verifies the backup (docs/api.md §20): unpacked into scratch folders and read back, the trees compared; the outcome kept with it and told. */
-  async verify(botId: string, backupId: string): Promise<Backup> {
+  async verify(botId: string, backupId: string, store?: string): Promise<Backup> {
     const restores = this.restoresHere();
-    const backup = await this.backupOf(botId, backupId);
     return this.alone(botId, async () => {
+      const backup = await this.local(botId, backupId, store);
       const signal = AbortSignal.timeout(RESTORE_DEADLINE_MS);
       let failure: string | undefined;
       try {
@@ -159,12 +220,6 @@ export class Backups {
   private restoresHere(): BotDataRestores {
     if (!this.restores) throw new NotImplemented('restores are not available here: the runtime restores no bots\' data yet (docs/api.md §20)');
     return this.restores;
-  }
-
-  private async backupOf(botId: string, backupId: string): Promise<Backup> {
-    const backup = await this.folder.get(botId, backupId);
-    if (!backup) throw new NotFound(`no backup ${JSON.stringify(backupId.slice(0, 64))} of bot ${botId}`);
-    return backup;
   }
 
   private archivesOf(backup: Backup): FolderArchive[] {
@@ -215,4 +270,11 @@ export function backupMade(backup: Backup, removed: readonly string[]): string {
   const downtime = backup.downtime_ms === null ? '' : `, the bot stopped ${backup.downtime_ms} ms for it`;
   const pruned = removed.length === 0 ? '' : `; retention removed ${removed.length} older backup(s)`;
   return `backup ${backup.id} of bot ${backup.bot_id} made: ${backup.folders.length} folder(s), ${backup.size_bytes} bytes${downtime}${pruned}`;
+}
+
+/** A store's failure as an answer may say it: the SDK's error name and message, at most 300 characters. */
+function storeFailure(err: unknown): string {
+  const { name, message, $metadata } = err as { name?: string; message?: string; $metadata?: { httpStatusCode?: number } };
+  const status = $metadata?.httpStatusCode === undefined ? '' : ` (HTTP ${$metadata.httpStatusCode})`;
+  return `${name ?? 'Error'}${status}: ${message ?? String(err)}`.slice(0, 300);
 }

@@ -5,7 +5,7 @@ import type { Backup } from '../backups/backup-folder.js';
 import { backupMade } from '../backups/backups.js';
 import type { Backups } from '../backups/backups.js';
 import type { Access } from './access.js';
-import { backupArchiveQuery, backupRequest, botIdInPath, validate, validateQuery } from './schemas.js';
+import { backupArchiveQuery, backupRequest, backupStoreQuery, botIdInPath, validate, validateQuery } from './schemas.js';
 
 export interface BackupRoutesDeps {
   /** Undefined where the runtime keeps no bots' data, or the agent has no backup folder: each path answers 501. */
@@ -28,27 +28,30 @@ export function backupRoutes({ backups: available, access, runtime }: BackupRout
   }
 
   async function backupOf(ctx: Context, { botId, backups }: { botId: string; backups: Backups }): Promise<Backup> {
-    const id = ctx.params.backup_id ?? '';
-    const backup = await backups.folder.get(botId, id);
-    if (!backup) throw new NotFound(`no backup ${JSON.stringify(id.slice(0, 64))} of bot ${botId}`);
-    return backup;
+    return backups.one(botId, ctx.params.backup_id ?? '');
   }
+
+  /** The store a read, restore or verification names (`?store=`), or undefined: the agent's folder. */
+  const storeOf = (ctx: Context): string | undefined => validateQuery(backupStoreQuery, ctx.query).store;
 
   router.post('/api/admin/bots/:bot_id/backups', async (ctx) => {
     const { botId, backups } = await botOf(ctx);
-    const { mode, keep } = validate(backupRequest, ctx.request.body ?? {});
-    const { backup, removed } = await backups.take(botId, mode === 'live' ? 'live' : 'stop', keep);
+    const { mode, keep, stores } = validate(backupRequest, ctx.request.body ?? {});
+    const { backup, removed } = await backups.take(botId, mode === 'live' ? 'live' : 'stop', keep, stores);
     ctx.status = 201;
     ctx.body = { ok: true, message: backupMade(backup, removed), backup, removed };
   });
 
   router.get('/api/admin/bots/:bot_id/backups', async (ctx) => {
+    const store = storeOf(ctx);
     const { botId, backups } = await botOf(ctx);
-    ctx.body = { ok: true, backups: await backups.folder.list(botId) };
+    ctx.body = { ok: true, backups: await backups.list(botId, store) };
   });
 
   router.get('/api/admin/bots/:bot_id/backups/:backup_id', async (ctx) => {
-    ctx.body = { ok: true, backup: await backupOf(ctx, await botOf(ctx)) };
+    const store = storeOf(ctx);
+    const { botId, backups } = await botOf(ctx);
+    ctx.body = { ok: true, backup: await backups.one(botId, ctx.params.backup_id ?? '', store) };
   });
 
   router.get('/api/admin/bots/:bot_id/backups/:backup_id/archive', async (ctx) => {
@@ -74,14 +77,16 @@ export function backupRoutes({ backups: available, access, runtime }: BackupRout
   }
 
   router.post('/api/admin/bots/:bot_id/backups/:backup_id/restore', async (ctx) => {
+    const store = storeOf(ctx);
     const { botId, backups } = await botOf(ctx);
-    const { backup, before } = await backups.restore(botId, ctx.params.backup_id ?? '');
+    const { backup, before } = await backups.restore(botId, ctx.params.backup_id ?? '', store);
     ctx.body = { ok: true, message: `backup ${backup.id} restored into bot ${botId}; its data as it was is backup ${before.id}`, backup, before };
   });
 
   router.post('/api/admin/bots/:bot_id/backups/:backup_id/verify', async (ctx) => {
+    const store = storeOf(ctx);
     const { botId, backups } = await botOf(ctx);
-    const backup = await backups.verify(botId, ctx.params.backup_id ?? '');
+    const backup = await backups.verify(botId, ctx.params.backup_id ?? '', store);
     if (backup.verification?.ok !== true) throw new Unprocessable(`backup ${backup.id} of bot ${botId} failed its verification: ${backup.verification?.message ?? 'unknown'}`);
     ctx.body = { ok: true, message: `backup ${backup.id} of bot ${botId} verified: it reads back whole`, backup };
   });

@@ -5,7 +5,7 @@ import { runsQuery } from './schedule-routes.js';
 import { ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_TIMEOUT_MAX_S, OFFSET_MAX_S, SCHEDULES_PER_BOT, STARTING_DEADLINE_DEFAULT_S, STARTING_DEADLINE_MAX_S } from '../schedules/schedule-spec.js';
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
 import { NODE_NAME } from '../config.js';
-import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, moveRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
+import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, backupStoreQuery, moveRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -192,6 +192,11 @@ const scheduleIdParameter = { name: 'schedule_id', in: 'path', required: true, s
 const scheduleFailures = [400, 403, 404, 503];
 const backupIdParameter = { name: 'backup_id', in: 'path', required: true, schema: { type: 'string', pattern: '^bak_[0-9]{8}T[0-9]{6}Z_[0-9a-f]{8}$' } };
 const backupFailures = [400, 403, 404, 501];
+/** A read of a store: one not configured, or one that failed. */
+const storeFailures = {
+  '422': { description: 'The store named is not configured (AGENT_BACKUP_STORES)', content: json(ref('Failure')) },
+  '502': { description: 'The store refused, failed or did not answer', content: json(ref('Failure')) },
+};
 /** A schema whose `keep` (a retention policy) takes no field but its own, as yup's noUnknown says. */
 function closedKeep(schema: JsonSchema): JsonSchema {
   const properties = (schema.properties ?? {}) as Record<string, JsonSchema>;
@@ -200,7 +205,7 @@ function closedKeep(schema: JsonSchema): JsonSchema {
 /** A backup as its answers say it (docs/api.md §20). */
 const backupAnswer = {
   type: 'object',
-  required: ['id', 'bot_id', 'created_at', 'mode', 'downtime_ms', 'size_bytes', 'folders', 'locked', 'verification'],
+  required: ['id', 'bot_id', 'created_at', 'mode', 'downtime_ms', 'size_bytes', 'folders', 'locked', 'verification', 'copies'],
   additionalProperties: false,
   properties: {
     id: { type: 'string' },
@@ -216,6 +221,11 @@ const backupAnswer = {
         { type: 'null' },
         { type: 'object', required: ['at', 'ok'], additionalProperties: false, properties: { at: { type: 'string' }, ok: { type: 'boolean' }, message: { type: 'string' } } },
       ],
+    },
+    copies: {
+      type: 'array',
+      description: 'its copies to stores (AGENT_BACKUP_STORES), as they were made',
+      items: { type: 'object', required: ['store', 'at', 'ok'], additionalProperties: false, properties: { store: { type: 'string' }, at: { type: 'string' }, ok: { type: 'boolean' }, message: { type: 'string' } } },
     },
     folders: {
       type: 'array',
@@ -869,9 +879,9 @@ export const openApiDocument = {
     },
     '/api/admin/bots/{bot_id}/backups': {
       get: {
-        summary: "The bot's backups in the agent's backup folder, newest first (docs/api.md §20; the platform only)",
-        parameters: [botIdParameter],
-        responses: responses(ok('The backups', ref('Backups')), ...backupFailures),
+        summary: "The bot's backups in the agent's backup folder, or in the store `store` names, newest first (docs/api.md §20; the platform only)",
+        parameters: [botIdParameter, ...queryParameters(backupStoreQuery)],
+        responses: { ...responses(ok('The backups', ref('Backups')), ...backupFailures), ...storeFailures },
       },
       post: {
         summary: "A backup of the bot's data folders now, in stop mode (the default) or live (docs/api.md §20; the platform only)",
@@ -880,15 +890,16 @@ export const openApiDocument = {
         responses: {
           ...responsesWith('201', ok('Made', ref('BackupMade')), ...backupFailures, 413, 415, 500, 503, 507),
           '409': { description: 'A backup of the bot is under way, or its stop or start waited behind another operation', content: json(ref('Failure')) },
-          '422': { description: 'The bot has no data folders', content: json(ref('Failure')) },
+          '422': { description: 'The bot has no data folders, or a store named is not configured', content: json(ref('Failure')) },
+          '502': { description: "A store's copy failed (the backup is kept in the agent's folder, the copy's failure in its `copies`)", content: json(ref('Failure')) },
         },
       },
     },
     '/api/admin/bots/{bot_id}/backups/{backup_id}': {
       get: {
-        summary: 'One backup (docs/api.md §20; the platform only)',
-        parameters: [botIdParameter, backupIdParameter],
-        responses: responses(ok('The backup', ref('Backup')), ...backupFailures),
+        summary: 'One backup, of the agent\'s folder or of the store `store` names (docs/api.md §20; the platform only)',
+        parameters: [botIdParameter, backupIdParameter, ...queryParameters(backupStoreQuery)],
+        responses: { ...responses(ok('The backup', ref('Backup')), ...backupFailures), ...storeFailures },
       },
       delete: {
         summary: 'Remove a backup (docs/api.md §20; the platform only)',
@@ -913,10 +924,11 @@ export const openApiDocument = {
     '/api/admin/bots/{bot_id}/backups/{backup_id}/restore': {
       post: {
         summary: "Restore a backup into its bot: checked, unpacked and read back first, the bot's data as it was kept as a backup, the bot stopped for the swap and started again if it ran (docs/api.md §20; the platform only)",
-        parameters: [botIdParameter, backupIdParameter],
+        parameters: [botIdParameter, backupIdParameter, ...queryParameters(backupStoreQuery)],
         responses: {
           ...responses(ok('Restored', ref('Restored')), ...backupFailures, 500, 503, 507),
           '409': { description: 'A backup, restore or verification of the bot is under way, or its stop or start waited behind another operation', content: json(ref('Failure')) },
+          ...storeFailures,
           '422': { description: 'The archive is refused (its checksum, an entry that climbs or links out, a device, a tar bomb), or the bot lacks a folder of the backup: nothing was written', content: json(ref('Failure')) },
         },
       },
@@ -924,10 +936,11 @@ export const openApiDocument = {
     '/api/admin/bots/{bot_id}/backups/{backup_id}/verify': {
       post: {
         summary: 'Verify a backup: unpacked into scratch folders and read back, the trees compared; the outcome kept with the backup (docs/api.md §20; the platform only)',
-        parameters: [botIdParameter, backupIdParameter],
+        parameters: [botIdParameter, backupIdParameter, ...queryParameters(backupStoreQuery)],
         responses: {
           ...responses(ok('It reads back whole', ref('Verified')), ...backupFailures, 500, 503),
           '409': { description: 'A backup, restore or verification of the bot is under way', content: json(ref('Failure')) },
+          ...storeFailures,
           '422': { description: 'It failed its verification: `msg` says why (kept with the backup, and told as `backup-verify-failed`)', content: json(ref('Failure')) },
         },
       },

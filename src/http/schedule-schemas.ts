@@ -5,7 +5,7 @@ import { ACTION_TYPES, ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_
 import type { ActionType, ScheduleAction, ScheduleSpec } from '../schedules/schedule-spec.js';
 import { wholeNumber } from '../whole-number.js';
 import type { RetentionPolicy } from '../backups/retention.js';
-import { backupMode, deployRequest, retentionPolicy } from './schemas.js';
+import { backupMode, backupStores, deployRequest, retentionPolicy } from './schemas.js';
 
 // What a schedule's body must be (docs/api.md §18): a 422 naming the field for anything else.
 
@@ -43,7 +43,7 @@ const actionSchemas: Record<ActionType, ObjectSchema<object>> = {
   restart: plainAction('restart'),
   stop: plainAction('stop'),
   start: plainAction('start'),
-  backup: plainAction('backup').shape({ mode: backupMode(), keep: retentionPolicy('keep') }),
+  backup: plainAction('backup').shape({ mode: backupMode(), keep: retentionPolicy('keep'), stores: backupStores() }),
   deploy: plainAction('deploy').shape({ deploy: deployRequest.required('deploy is required: the PATCH body it deploys (docs/api.md §15)') }),
   command: plainAction('command').shape({
     command: array(string().strict().typeError('command must be a list of strings').required('command must not hold empty strings').max(4096, 'command arguments must be at most 4096 characters'))

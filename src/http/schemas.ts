@@ -7,6 +7,7 @@ import { BadRequest, Unprocessable } from '../errors.js';
 import { DEFAULT_HEARTBEAT_TTL_S, HEARTBEAT_TTL_MAX_S, HEARTBEAT_TTL_MIN_S } from '../health/heartbeats.js';
 import { DEFAULT_GRACE_S, GRACE_MAX_S, GRACE_MIN_S } from '../health/watchdog.js';
 import { wholeNumber } from '../whole-number.js';
+import { STORE_NAME } from '../backups/backup-folder.js';
 import { dataPathProblem, MAX_DATA_FOLDERS, MAX_DATA_SIZE_MB, overlappingFolders } from '../data/bot-data.js';
 import { NODE_NAME } from '../config.js';
 import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../runtime/labels.js';
@@ -408,10 +409,23 @@ export function retentionPolicy(name: string) {
 /** How a backup is made consistent (docs/api.md §20): in a backup's body and a schedule's backup action. */
 export const backupMode = () => string().strict().typeError('mode must be stop or live').oneOf(['stop', 'live'], 'mode must be stop or live');
 
+/** The stores a backup is copied to (docs/api.md §20), by name. */
+export const backupStores = () =>
+  array(string().strict().typeError('stores must be a list of store names').required('stores must be a list of store names').matches(STORE_NAME, 'stores must be a list of store names'))
+    .strict()
+    .typeError('stores must be a list of store names')
+    .max(16, 'stores names at most 16 stores');
+
 export const backupRequest = object({
   mode: backupMode(),
   keep: retentionPolicy('keep'),
+  stores: backupStores(),
 }).typeError(jsonObject);
+
+/** Query of a backup's reads, restore and verification: the store it is in, where not the agent's folder. */
+export const backupStoreQuery = object({
+  store: string().strict().typeError('store must be a store name').matches(STORE_NAME, 'store must be a store name (AGENT_BACKUP_STORES)'),
+}).typeError('bad query');
 
 /** Query of a backup's archive: which of its folders. */
 export const backupArchiveQuery = object({

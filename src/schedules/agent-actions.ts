@@ -62,9 +62,9 @@ export function agentActions({ driver, lifecycle, history, deploys, deployOf, pu
       }
       throw new Error(`revision ${revision} was not judged in time`);
     },
-    backup: async (botId, mode, keep) => {
+    backup: async (botId, mode, keep, stores) => {
       if (!backups) throw new NotImplemented(`backups are not available on this agent (docs/api.md §20)`);
-      const { backup, removed } = await backups.take(botId, mode, keep);
+      const { backup, removed } = await backups.take(botId, mode, keep, stores);
       return backupMade(backup, removed);
     },
     command: async (botId, argv, bounds) => {

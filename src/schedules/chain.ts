@@ -15,7 +15,7 @@ export interface ScheduleActions {
   /** A deploy of `body`, once judged (docs/api.md §15): answers how it ended; throws when it failed. */
   deploy(botId: string, body: Readonly<Record<string, unknown>>): Promise<string>;
   /** A backup of the bot's data (docs/api.md §20): answers what was made; throws where backups are not made. */
-  backup(botId: string, mode: 'stop' | 'live', keep: RetentionPolicy | undefined): Promise<string>;
+  backup(botId: string, mode: 'stop' | 'live', keep: RetentionPolicy | undefined, stores: readonly string[] | undefined): Promise<string>;
   /** The command, in the bot's container; throws where the runtime cannot run one. */
   command(botId: string, argv: readonly string[], bounds: CommandBounds): Promise<CommandResult>;
 }
@@ -102,7 +102,7 @@ async function perform(action: ScheduleAction, botId: string, actions: ScheduleA
       case 'deploy':
         return { outcome: 'succeeded', message: await actions.deploy(botId, action.deploy!) };
       case 'backup':
-        return { outcome: 'succeeded', message: await actions.backup(botId, action.mode ?? 'stop', action.keep) };
+        return { outcome: 'succeeded', message: await actions.backup(botId, action.mode ?? 'stop', action.keep, action.stores) };
       case 'command': {
         const result = await actions.command(botId, action.command!, { timeoutMs: (action.timeout_s ?? COMMAND_TIMEOUT_DEFAULT_S) * 1000, maxBytes: COMMAND_OUTPUT_BYTES });
         const ok = !result.timedOut && result.exitCode === 0;

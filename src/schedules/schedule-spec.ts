@@ -36,6 +36,8 @@ export interface ScheduleAction {
   readonly mode?: 'stop' | 'live';
   /** `backup`: the retention applied to the bot's backups once it is made. */
   readonly keep?: RetentionPolicy;
+  /** `backup`: the stores it is copied to (AGENT_BACKUP_STORES). */
+  readonly stores?: readonly string[];
 }
 
 /** What a schedule is, as the platform writes it and every answer says it. */

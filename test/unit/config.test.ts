@@ -19,6 +19,7 @@ test('defaults follow docs/api.md §5', (t) => {
     botsAgentUrl: 'http://agent:8000',
     dataDir: './data',
     backupDir: undefined,
+    backupStoresFile: undefined,
     databaseUrl: undefined,
     webhook: undefined,
     trustedHosts: [],

@@ -1,0 +1,129 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import test from 'ava';
+import type { ExecutionContext } from 'ava';
+import { BOT_LABEL } from '../../src/runtime/labels.js';
+import { DockerFixture, IDLE_BOT, TEST_IMAGE } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+import { call } from '../helpers/http-client.js';
+import { provisioningAgent } from '../helpers/provisioning-agent.js';
+import type { ProvisioningAgent } from '../helpers/provisioning-agent.js';
+import { newBucket, S3_KEYS, s3Endpoint } from '../helpers/s3.js';
+
+// Backups copied to S3-compatible stores (docs/api.md §20), against a real one (versitygw on loopback): copied
+// whole or never listed, read back and restored from the store; a store that refuses the keys, is not there or
+// does not answer fails the backup clearly, the bot running again, the keys never said.
+const fixture = new DockerFixture();
+const backupDir = mkdtempSync(join(tmpdir(), 'bot-agent-stores-'));
+const WRONG_SECRET = 'wrong-secret-never-shown-0123456789';
+let agent: ProvisioningAgent;
+let bucket: string;
+let s3: Awaited<ReturnType<typeof newBucket>>['client'];
+const silentSockets = new Set<Socket>();
+const silent = createServer((socket) => void silentSockets.add(socket));
+
+test.before(async () => {
+  await fixture.ready();
+  ({ bucket, client: s3 } = await newBucket('bot-agent-stores'));
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const base = { endpoint: s3Endpoint(), bucket, access_key_id: S3_KEYS.accessKeyId };
+  const stores = [
+    { name: 'offsite', ...base, prefix: 'agent-1/', secret_access_key: S3_KEYS.secretAccessKey },
+    { name: 'badkeys', ...base, prefix: 'agent-1/', secret_access_key: WRONG_SECRET },
+    { name: 'gone', ...base, endpoint: 'http://127.0.0.1:1', secret_access_key: S3_KEYS.secretAccessKey },
+    { name: 'silent', ...base, endpoint: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, secret_access_key: S3_KEYS.secretAccessKey, timeout_s: 2 },
+  ];
+  const file = join(backupDir, 'stores.json');
+  writeFileSync(file, JSON.stringify({ stores }), { mode: 0o600 });
+  agent = await provisioningAgent(fixture, 'address', { config: { backupDir: join(backupDir, 'folder'), backupStoresFile: file } });
+});
+
+test.after.always(async () => {
+  await agent?.close();
+  for (const socket of silentSockets) socket.destroy();
+  silent.close();
+  await fixture.cleanup();
+  rmSync(backupDir, { recursive: true, force: true });
+});
+
+const COUNTER = `n=$(cat /data/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > /data/count; ${IDLE_BOT}`;
+
+interface BackupAnswer {
+  id: string;
+  copies: { store: string; ok: boolean; message?: string }[];
+  verification: { ok: boolean } | null;
+}
+
+async function madeWithData(t: ExecutionContext): Promise<string> {
+  const id = fixture.newBotId();
+  t.teardown(async () => {
+    await fixture.docker.getContainer(id).remove({ force: true }).catch(() => undefined);
+    const listed = await fixture.docker.listVolumes({ filters: { label: [`${BOT_LABEL}=${id}`] } });
+    for (const volume of listed.Volumes ?? []) await fixture.docker.getVolume(volume.Name).remove().catch(() => undefined);
+  });
+  const made = await call(agent.server, '/api/admin/bots', { body: { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'n8n', token: 'tok-data', command: ['sh', '-c', COUNTER], data: [{ path: '/data' }] } });
+  t.is(made.status, 201, made.text);
+  t.true(await eventually(async () => (await sh(id, 'cat /data/count 2>/dev/null').catch(() => '')) === '1', 30_000, 200));
+  return id;
+}
+
+async function sh(botId: string, script: string): Promise<string> {
+  return (await fixture.exec({ id: botId, container: fixture.docker.getContainer(botId) }, script)).trim();
+}
+
+test("a backup copied to a store is listed there whole, read back and restored from it though the agent's folder lost it", async (t) => {
+  const id = await madeWithData(t);
+  await sh(id, 'echo precious > /data/users.db');
+  const made = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { mode: 'stop', stores: ['offsite'] } });
+  t.is(made.status, 201, made.text);
+  const backup = made.body?.backup as BackupAnswer;
+  t.like(backup.copies, [{ store: 'offsite', ok: true }]);
+  const objects = await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `agent-1/${id}/${backup.id}/` }));
+  t.deepEqual((objects.Contents ?? []).map((object) => object.Key).sort(), [`agent-1/${id}/${backup.id}/backup.json`, `agent-1/${id}/${backup.id}/folder-0.tar.gz`]);
+  const listed = await call(agent.server, `/api/admin/bots/${id}/backups?store=offsite`);
+  t.is(listed.status, 200, listed.text);
+  t.deepEqual((listed.body?.backups as BackupAnswer[]).map((kept) => kept.id), [backup.id]);
+
+  // The agent's folder loses it: the store's copy is what is restored.
+  t.is((await call(agent.server, `/api/admin/bots/${id}/backups/${backup.id}`, { method: 'DELETE' })).status, 200);
+  await sh(id, 'echo overwritten > /data/users.db');
+  const verified = await call(agent.server, `/api/admin/bots/${id}/backups/${backup.id}/verify?store=offsite`, { method: 'POST' });
+  t.is(verified.status, 200, verified.text);
+  t.like((verified.body?.backup as BackupAnswer).verification, { ok: true });
+  const restored = await call(agent.server, `/api/admin/bots/${id}/backups/${backup.id}/restore?store=offsite`, { method: 'POST' });
+  t.is(restored.status, 200, restored.text);
+  t.is(await sh(id, 'cat /data/users.db'), 'precious');
+  t.is((await call(agent.server, `/api/admin/bots/${id}/backups/bak_20260101T000000Z_00000000?store=offsite`)).status, 404);
+});
+
+test('a store that refuses the keys, is not there or does not answer fails the backup clearly; the bot runs again, the keys are never said, nothing half-copied is listed', async (t) => {
+  const id = await madeWithData(t);
+  for (const [store, message] of [
+    ['badkeys', /copy to store badkeys failed: .*(SignatureDoesNotMatch|AccessDenied|InvalidAccessKeyId|HTTP 403)/],
+    ['gone', /copy to store gone failed: .*(ECONNREFUSED|connect)/i],
+    ['silent', /copy to store silent failed: .*(timeout|Timeout|socket hang up|ECONNRESET)/],
+  ] as const) {
+    const started = Date.now();
+    const failed = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { mode: 'stop', stores: [store] } });
+    t.is(failed.status, 502, `${store}: ${failed.text}`);
+    t.regex(String(failed.body?.msg), message, store);
+    t.regex(String(failed.body?.msg), /was kept in the agent's folder/);
+    t.false(failed.text.includes(WRONG_SECRET) || failed.text.includes(S3_KEYS.secretAccessKey), `${store}: a key was said`);
+    t.true(Date.now() - started < 60_000, `${store}: took ${Date.now() - started} ms`);
+    t.true((await fixture.docker.getContainer(id).inspect()).State.Running, `${store}: the bot stopped for it runs again`);
+  }
+  const local = (await call(agent.server, `/api/admin/bots/${id}/backups`)).body?.backups as BackupAnswer[];
+  t.is(local.length, 3);
+  t.true(local.every((kept) => kept.copies.length === 1 && !kept.copies[0]!.ok));
+  t.deepEqual((await call(agent.server, `/api/admin/bots/${id}/backups?store=offsite`)).body?.backups, [], 'the store lists none of them');
+  const listedFailing = await call(agent.server, `/api/admin/bots/${id}/backups?store=gone`);
+  t.is(listedFailing.status, 502, listedFailing.text);
+  const unknown = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { stores: ['nowhere'] } });
+  t.is(unknown.status, 422, unknown.text);
+  t.regex(String(unknown.body?.msg), /no backup store "nowhere": the stores are offsite, badkeys, gone, silent/);
+  t.is((await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { stores: 'offsite' } })).status, 400);
+});
