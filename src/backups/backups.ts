@@ -165,12 +165,12 @@ export class Backups {
    * read back the same before the bot is touched; then the bot stopped, its data as it was kept as a backup of its
    * own, the scratch folders swapped in, and the bot started again if it ran.
    */
-  async restore(botId: string, backupId: string, store?: string): Promise<{ backup: Backup; before: Backup }> {
+  async restore(from: string, backupId: string, store?: string, botId = from): Promise<{ backup: Backup; before: Backup }> {
     const restores = this.restoresHere();
     return this.alone(botId, async () => {
-      const backup = await this.local(botId, backupId, store);
+      const backup = await this.local(from, backupId, store);
       const signal = AbortSignal.timeout(RESTORE_DEADLINE_MS);
-      const readings = await this.checked(backup, restores, true);
+      const readings = await this.checked(backup, restores, botId);
       const wasRunning = await this.power.running(botId);
       // Made before the bot is stopped, and marked with whether it ran: an agent killed from here on leaves a restore the next one settles.
       const scratch = await restores.scratch(botId, this.archivesOf(backup), { startAfter: wasRunning, signal });
@@ -182,7 +182,7 @@ export class Backups {
           if (err instanceof AgentError) throw err;
           throw new RuntimeUnavailable(`the restore of backup ${backup.id} into bot ${botId} failed as its data was swapped (${(err as Error).message}); its data as it was before is backup ${before.id}: restore that`, { cause: err });
         });
-        await this.note(botId, 'restored', { backup_id: backup.id, before_backup_id: before.id });
+        await this.note(botId, 'restored', { backup_id: backup.id, before_backup_id: before.id, ...(from === botId ? {} : { from_bot_id: from }) });
         return { backup, before };
       } finally {
         await scratch.discard().catch(() => undefined);
@@ -199,7 +199,7 @@ export class Backups {
       const signal = AbortSignal.timeout(RESTORE_DEADLINE_MS);
       let failure: string | undefined;
       try {
-        const readings = await this.checked(backup, restores, false);
+        const readings = await this.checked(backup, restores);
         const scratch = await restores.scratch(botId, this.archivesOf(backup), { startAfter: false, signal });
         try {
           await this.proven(backup, scratch, readings, signal);
@@ -228,14 +228,14 @@ export class Backups {
 
   /**
    * Each archive of the backup read through: its SHA-256 the one kept, nothing in it that climbs out, links out, is a
-   * device, or unpacks past the folder's size. Where `intoBot`, each folder must be one the bot has now.
+   * device, or unpacks past the folder's size. Where restored `into` a bot, each folder must be one it has now.
    */
-  private async checked(backup: Backup, restores: BotDataRestores, intoBot: boolean): Promise<ArchiveReading[]> {
-    const sizes = await restores.sizes(backup.bot_id);
+  private async checked(backup: Backup, restores: BotDataRestores, into?: string): Promise<ArchiveReading[]> {
+    const sizes = await restores.sizes(into ?? backup.bot_id);
     const readings: ArchiveReading[] = [];
     for (const kept of backup.folders) {
-      if (intoBot && !sizes.has(kept.path)) {
-        throw new Unprocessable(`bot ${backup.bot_id} has no data folder ${kept.path} now: a restore writes only into the folders the bot has (${[...sizes.keys()].join(', ') || 'none'})`);
+      if (into !== undefined && !sizes.has(kept.path)) {
+        throw new Unprocessable(`bot ${into} has no data folder ${kept.path} now: a restore writes only into the folders the bot has (${[...sizes.keys()].join(', ') || 'none'})`);
       }
       const sizeMb = sizes.get(kept.path);
       const limitBytes = sizeMb === undefined ? Math.max(UNSIZED_FLOOR_BYTES, UNSIZED_RATIO * kept.size_bytes) : sizeMb * MIB;

@@ -5,7 +5,7 @@ import type { Backup } from '../backups/backup-folder.js';
 import { backupMade } from '../backups/backups.js';
 import type { Backups } from '../backups/backups.js';
 import type { Access } from './access.js';
-import { backupArchiveQuery, backupRequest, backupStoreQuery, botIdInPath, validate, validateQuery } from './schemas.js';
+import { backupArchiveQuery, backupRequest, backupStoreQuery, botIdInPath, restoreRequest, validate, validateQuery } from './schemas.js';
 
 export interface BackupRoutesDeps {
   /** Undefined where the runtime keeps no bots' data, or the agent has no backup folder: each path answers 501. */
@@ -79,8 +79,9 @@ export function backupRoutes({ backups: available, access, runtime }: BackupRout
   router.post('/api/admin/bots/:bot_id/backups/:backup_id/restore', async (ctx) => {
     const store = storeOf(ctx);
     const { botId, backups } = await botOf(ctx);
-    const { backup, before } = await backups.restore(botId, ctx.params.backup_id ?? '', store);
-    ctx.body = { ok: true, message: `backup ${backup.id} restored into bot ${botId}; its data as it was is backup ${before.id}`, backup, before };
+    const into = validate(restoreRequest, ctx.request.body ?? {}).into ?? botId;
+    const { backup, before } = await backups.restore(botId, ctx.params.backup_id ?? '', store, into);
+    ctx.body = { ok: true, message: `backup ${backup.id} of bot ${botId} restored into bot ${into}; its data as it was is backup ${before.id} of bot ${into}`, backup, before };
   });
 
   router.post('/api/admin/bots/:bot_id/backups/:backup_id/verify', async (ctx) => {

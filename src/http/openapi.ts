@@ -5,7 +5,7 @@ import { runsQuery } from './schedule-routes.js';
 import { ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_TIMEOUT_MAX_S, OFFSET_MAX_S, SCHEDULES_PER_BOT, STARTING_DEADLINE_DEFAULT_S, STARTING_DEADLINE_MAX_S } from '../schedules/schedule-spec.js';
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
 import { NODE_NAME } from '../config.js';
-import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, backupStoreQuery, moveRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
+import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, backupStoreQuery, moveRequest, restoreRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -392,6 +392,7 @@ export const openApiDocument = {
         additionalProperties: false,
         properties: { ok: { const: true }, message: { type: 'string' }, backup: backupAnswer, removed: { type: 'array', items: { type: 'string' }, description: 'the backups retention removed' } },
       },
+      RestoreRequest: jsonSchemaOf(restoreRequest),
       Restored: {
         type: 'object',
         required: ['ok', 'message', 'backup', 'before'],
@@ -925,8 +926,9 @@ export const openApiDocument = {
       post: {
         summary: "Restore a backup into its bot: checked, unpacked and read back first, the bot's data as it was kept as a backup, the bot stopped for the swap and started again if it ran (docs/api.md §20; the platform only)",
         parameters: [botIdParameter, backupIdParameter, ...queryParameters(backupStoreQuery)],
+        requestBody: { required: false, content: json(ref('RestoreRequest')) },
         responses: {
-          ...responses(ok('Restored', ref('Restored')), ...backupFailures, 500, 503, 507),
+          ...responses(ok('Restored', ref('Restored')), ...backupFailures, 413, 415, 500, 503, 507),
           '409': { description: 'A backup, restore or verification of the bot is under way, or its stop or start waited behind another operation', content: json(ref('Failure')) },
           ...storeFailures,
           '422': { description: 'The archive is refused (its checksum, an entry that climbs or links out, a device, a tar bomb), or the bot lacks a folder of the backup: nothing was written', content: json(ref('Failure')) },

@@ -422,6 +422,11 @@ export const backupRequest = object({
   stores: backupStores(),
 }).typeError(jsonObject);
 
+/** Body of a restore: the bot it goes into, where not the backup's own (a new bot made from another's backup). */
+export const restoreRequest = object({
+  into: botIdSchema('into').optional(),
+}).typeError(jsonObject);
+
 /** Query of a backup's reads, restore and verification: the store it is in, where not the agent's folder. */
 export const backupStoreQuery = object({
   store: string().strict().typeError('store must be a store name').matches(STORE_NAME, 'store must be a store name (AGENT_BACKUP_STORES)'),

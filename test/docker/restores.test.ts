@@ -100,7 +100,7 @@ test('a restore puts the backup back: files gone since are gone, owners, modes a
 
   const restored = await call(agent.server, `/api/admin/bots/${id}/backups/${backup.id}/restore`, { method: 'POST' });
   t.is(restored.status, 200, restored.text);
-  t.regex(String(restored.body?.message), new RegExp(`backup ${backup.id} restored into bot ${id}`));
+  t.regex(String(restored.body?.message), new RegExp(`backup ${backup.id} of bot ${id} restored into bot ${id}`));
   const state = (await fixture.docker.getContainer(id).inspect()).State;
   t.true(state.Running, 'the bot runs again');
   t.not(state.StartedAt, startedBefore, 'it was stopped for the swap');
@@ -205,4 +205,30 @@ test('a restore an agent left is settled by the next: undone before its swap beg
   t.is(await restoreLeftovers(id), 0);
   await fixture.docker.getContainer(id).start();
   t.is(await sh(id, 'cat /data/which'), 'old', 'the backup swapped in whole');
+});
+
+test("a new bot is made from another's backup: restored into it, the other untouched; a bot without the backup's folders is refused", async (t) => {
+  const from = await madeWithData(t);
+  await sh(from, 'echo workflows > /data/n8n.sqlite');
+  const backup = await backUp(t, from);
+  const into = await madeWithData(t);
+  const restored = await call(agent.server, `/api/admin/bots/${from}/backups/${backup.id}/restore`, { body: { into } });
+  t.is(restored.status, 200, restored.text);
+  t.regex(String(restored.body?.message), new RegExp(`of bot ${from} restored into bot ${into}`));
+  t.is(await sh(into, 'cat /data/n8n.sqlite'), 'workflows');
+  t.true((await fixture.docker.getContainer(into).inspect()).State.Running);
+  const before = restored.body?.before as BackupAnswer & { bot_id: string };
+  t.is(before.bot_id, into, "the data the new bot had is kept as the new bot's backup");
+  t.is(await sh(from, 'cat /data/n8n.sqlite'), 'workflows');
+  t.is(((await call(agent.server, `/api/admin/bots/${from}/backups`)).body?.backups as unknown[]).length, 1, 'the backed-up bot gained no backup');
+
+  const elsewhere = fixture.newBotId();
+  mine.add(elsewhere);
+  t.teardown(() => fixture.docker.getContainer(elsewhere).remove({ force: true, v: true }).catch(() => undefined));
+  const other = await call(agent.server, '/api/admin/bots', { body: { bot_id: elsewhere, user_id: 'user_9', image: TEST_IMAGE, template: 'n8n', token: 'tok-data', command: ['sh', '-c', IDLE_BOT], data: [{ path: '/srv' }] } });
+  t.is(other.status, 201, other.text);
+  const refused = await call(agent.server, `/api/admin/bots/${from}/backups/${backup.id}/restore`, { body: { into: elsewhere } });
+  t.is(refused.status, 422, refused.text);
+  t.regex(String(refused.body?.msg), new RegExp(`bot ${elsewhere} has no data folder /data now`));
+  t.is((await call(agent.server, `/api/admin/bots/${from}/backups/${backup.id}/restore`, { body: { into: '../x' } })).status, 400);
 });
