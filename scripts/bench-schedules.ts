@@ -47,6 +47,7 @@ try {
       },
       deploy: async () => 'deployed',
       backup: async () => 'backup made',
+      verify: async () => 'verified',
       command: async () => ({ exitCode: 0, output: '', truncated: false, timedOut: false, message: null }),
     },
     async () => undefined,

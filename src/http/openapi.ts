@@ -5,6 +5,7 @@ import { runsQuery } from './schedule-routes.js';
 import { ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_TIMEOUT_MAX_S, OFFSET_MAX_S, SCHEDULES_PER_BOT, STARTING_DEADLINE_DEFAULT_S, STARTING_DEADLINE_MAX_S } from '../schedules/schedule-spec.js';
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
 import { NODE_NAME } from '../config.js';
+import { STORE_NAME } from '../backups/backup-folder.js';
 import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, backupStoreQuery, moveRequest, restoreRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -115,8 +116,21 @@ const scheduleAction = {
       type: 'object',
       required: ['type'],
       additionalProperties: false,
-      properties: { type: { const: 'backup' }, ...actionCommon, mode: { enum: ['stop', 'live'], default: 'stop' }, keep: ref('RetentionPolicy') },
+      properties: {
+        type: { const: 'backup' },
+        ...actionCommon,
+        mode: { enum: ['stop', 'live'], default: 'stop' },
+        keep: ref('RetentionPolicy'),
+        stores: { type: 'array', maxItems: 16, items: { type: 'string', pattern: STORE_NAME.source }, description: 'the stores it is copied to (AGENT_BACKUP_STORES)' },
+      },
       description: "a backup of the bot's data folders (docs/api.md §20); refused (422) where backups are not made",
+    },
+    {
+      type: 'object',
+      required: ['type'],
+      additionalProperties: false,
+      properties: { type: { const: 'verify' }, ...actionCommon, store: { type: 'string', pattern: STORE_NAME.source, description: "the store whose newest backup it verifies; the agent's folder when not given" } },
+      description: "a verification of the bot's newest backup (docs/api.md §20); fails when it does not read back whole",
     },
     { type: 'object', required: ['type', 'deploy'], additionalProperties: false, properties: { type: { const: 'deploy' }, ...actionCommon, deploy: ref('DeployRequest') } },
     {

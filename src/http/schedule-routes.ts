@@ -105,7 +105,7 @@ export function scheduleRoutes({ driver, store, scheduler, access, deploys, back
   /** What this agent cannot run, refused before it is kept. */
   function runnable(spec: ScheduleSpec): ScheduleSpec {
     for (const [index, action] of spec.actions.entries()) {
-      if (action.type === 'backup' && !backups) throw new Unprocessable(`actions[${index}].type backup is not available on this agent: it makes no backups here (docs/api.md §20)`);
+      if ((action.type === 'backup' || action.type === 'verify') && !backups) throw new Unprocessable(`actions[${index}].type ${action.type} is not available on this agent: it makes no backups here (docs/api.md §20)`);
       if (action.type === 'deploy' && !deploys) throw new Unprocessable(`actions[${index}].type deploy is not available on the ${driver.runtime} runtime (docs/api.md §15)`);
       if (action.type === 'command' && !driver.exec) throw new Unprocessable(`actions[${index}].type command is not available on the ${driver.runtime} runtime`);
     }

@@ -5,7 +5,7 @@ import { ACTION_TYPES, ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_
 import type { ActionType, ScheduleAction, ScheduleSpec } from '../schedules/schedule-spec.js';
 import { wholeNumber } from '../whole-number.js';
 import type { RetentionPolicy } from '../backups/retention.js';
-import { backupMode, backupStores, deployRequest, retentionPolicy } from './schemas.js';
+import { backupMode, backupStoreQuery, backupStores, deployRequest, retentionPolicy } from './schemas.js';
 
 // What a schedule's body must be (docs/api.md §18): a 422 naming the field for anything else.
 
@@ -44,6 +44,7 @@ const actionSchemas: Record<ActionType, ObjectSchema<object>> = {
   stop: plainAction('stop'),
   start: plainAction('start'),
   backup: plainAction('backup').shape({ mode: backupMode(), keep: retentionPolicy('keep'), stores: backupStores() }),
+  verify: plainAction('verify').shape({ store: backupStoreQuery.fields.store }),
   deploy: plainAction('deploy').shape({ deploy: deployRequest.required('deploy is required: the PATCH body it deploys (docs/api.md §15)') }),
   command: plainAction('command').shape({
     command: array(string().strict().typeError('command must be a list of strings').required('command must not hold empty strings').max(4096, 'command arguments must be at most 4096 characters'))
@@ -168,7 +169,10 @@ function actionOf(action: Record<string, unknown>): ScheduleAction {
     continue_on_failure: (action.continue_on_failure as boolean | undefined) ?? false,
     ...(type === 'deploy' ? { deploy: action.deploy as Readonly<Record<string, unknown>> } : {}),
     ...(type === 'command' ? { command: action.command as string[], timeout_s: (action.timeout_s as number | undefined) ?? COMMAND_TIMEOUT_DEFAULT_S } : {}),
-    ...(type === 'backup' ? { mode: (action.mode as 'stop' | 'live' | undefined) ?? 'stop', ...(action.keep ? { keep: action.keep as RetentionPolicy } : {}) } : {}),
+    ...(type === 'backup'
+      ? { mode: (action.mode as 'stop' | 'live' | undefined) ?? 'stop', ...(action.keep ? { keep: action.keep as RetentionPolicy } : {}), ...(action.stores ? { stores: action.stores as string[] } : {}) }
+      : {}),
+    ...(type === 'verify' && action.store !== undefined ? { store: action.store as string } : {}),
   };
 }
 

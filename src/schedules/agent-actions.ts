@@ -2,7 +2,7 @@ import { backupMade } from '../backups/backups.js';
 import type { Backups } from '../backups/backups.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Deploys } from '../deploys/deploys.js';
-import { NotImplemented } from '../errors.js';
+import { NotImplemented, Unprocessable } from '../errors.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { DeployRequest } from '../deploys/deploys.js';
 import type { PullReport } from '../provisioning/provisioner.js';
@@ -27,7 +27,7 @@ export interface AgentActionParts {
   /** Told of each operation a schedule asks for before it runs, as of the API's (a crash back-off ends). */
   readonly onAsked?: ((botId: string) => void) | undefined;
   /** Backups of bots' data, where they are made (docs/api.md §20). */
-  readonly backups?: Pick<Backups, 'take'> | undefined;
+  readonly backups?: Pick<Backups, 'take' | 'list' | 'verify'> | undefined;
 }
 
 /** A schedule's actions done as the platform's own requests are (docs/api.md §18): through the lifecycle, its events and its deploys. */
@@ -66,6 +66,14 @@ export function agentActions({ driver, lifecycle, history, deploys, deployOf, pu
       if (!backups) throw new NotImplemented(`backups are not available on this agent (docs/api.md §20)`);
       const { backup, removed } = await backups.take(botId, mode, keep, stores);
       return backupMade(backup, removed);
+    },
+    verify: async (botId, store) => {
+      if (!backups) throw new NotImplemented(`backups are not available on this agent (docs/api.md §20)`);
+      const [newest] = await backups.list(botId, store);
+      if (!newest) throw new Unprocessable(`bot ${botId} has no backup ${store === undefined ? "in the agent's folder" : `in store ${store}`} to verify`);
+      const verified = await backups.verify(botId, newest.id, store);
+      if (verified.verification?.ok !== true) throw new Unprocessable(`backup ${newest.id} failed its verification: ${verified.verification?.message ?? 'unknown'}`);
+      return `backup ${newest.id} of bot ${botId} verified: it reads back whole`;
     },
     command: async (botId, argv, bounds) => {
       if (!driver.exec) throw new NotImplemented(`commands in bots are not available on the ${driver.runtime} runtime`);

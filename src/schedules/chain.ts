@@ -16,6 +16,8 @@ export interface ScheduleActions {
   deploy(botId: string, body: Readonly<Record<string, unknown>>): Promise<string>;
   /** A backup of the bot's data (docs/api.md §20): answers what was made; throws where backups are not made. */
   backup(botId: string, mode: 'stop' | 'live', keep: RetentionPolicy | undefined, stores: readonly string[] | undefined): Promise<string>;
+  /** Verifies the bot's newest backup (docs/api.md §20); throws when it fails. */
+  verify(botId: string, store: string | undefined): Promise<string>;
   /** The command, in the bot's container; throws where the runtime cannot run one. */
   command(botId: string, argv: readonly string[], bounds: CommandBounds): Promise<CommandResult>;
 }
@@ -72,7 +74,7 @@ export async function runChain(spec: ScheduleSpec, run: StoredRun, parts: ChainP
       outcomes[index] = { type: action.type, outcome: 'running', started_at: startedAt, ended_at: null, message: null };
       await keep();
       if (lost) return undefined;
-      const outcome = action.type === 'deploy' || action.type === 'backup' || !parts.slots ? await perform(action, run.botId, parts.actions) : await parts.slots.run(() => perform(action, run.botId, parts.actions));
+      const outcome = action.type === 'deploy' || action.type === 'backup' || action.type === 'verify' || !parts.slots ? await perform(action, run.botId, parts.actions) : await parts.slots.run(() => perform(action, run.botId, parts.actions));
       outcomes[index] = { type: action.type, started_at: startedAt, ended_at: iso(parts.now()), ...outcome };
       if (parts.signal.aborted) return undefined;
       if (outcome.outcome === 'failed') {
@@ -103,6 +105,8 @@ async function perform(action: ScheduleAction, botId: string, actions: ScheduleA
         return { outcome: 'succeeded', message: await actions.deploy(botId, action.deploy!) };
       case 'backup':
         return { outcome: 'succeeded', message: await actions.backup(botId, action.mode ?? 'stop', action.keep, action.stores) };
+      case 'verify':
+        return { outcome: 'succeeded', message: await actions.verify(botId, action.store) };
       case 'command': {
         const result = await actions.command(botId, action.command!, { timeoutMs: (action.timeout_s ?? COMMAND_TIMEOUT_DEFAULT_S) * 1000, maxBytes: COMMAND_OUTPUT_BYTES });
         const ok = !result.timedOut && result.exitCode === 0;

@@ -17,8 +17,8 @@ export const COMMAND_OUTPUT_BYTES = 64 * 1024;
 export const STARTING_DEADLINE_DEFAULT_S = 60;
 export const STARTING_DEADLINE_MAX_S = 86_400;
 
-export type ActionType = 'restart' | 'stop' | 'start' | 'deploy' | 'backup' | 'command';
-export const ACTION_TYPES: readonly ActionType[] = ['restart', 'stop', 'start', 'deploy', 'backup', 'command'];
+export type ActionType = 'restart' | 'stop' | 'start' | 'deploy' | 'backup' | 'verify' | 'command';
+export const ACTION_TYPES: readonly ActionType[] = ['restart', 'stop', 'start', 'deploy', 'backup', 'verify', 'command'];
 
 /** One step of a schedule's chain (docs/api.md §18). */
 export interface ScheduleAction {
@@ -38,6 +38,8 @@ export interface ScheduleAction {
   readonly keep?: RetentionPolicy;
   /** `backup`: the stores it is copied to (AGENT_BACKUP_STORES). */
   readonly stores?: readonly string[];
+  /** `verify`: the store whose newest backup of the bot it verifies; the agent's folder when not given. */
+  readonly store?: string;
 }
 
 /** What a schedule is, as the platform writes it and every answer says it. */

@@ -127,3 +127,31 @@ test('a store that refuses the keys, is not there or does not answer fails the b
   t.regex(String(unknown.body?.msg), /no backup store "nowhere": the stores are offsite, badkeys, gone, silent/);
   t.is((await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { stores: 'offsite' } })).status, 400);
 });
+
+test("a schedule backs up to a store and then verifies the store's newest backup; its runs say so", async (t) => {
+  const id = await madeWithData(t);
+  const made = await call(agent.server, `/api/admin/bots/${id}/schedules`, {
+    body: { cron: '@yearly', actions: [{ type: 'backup', mode: 'live', stores: ['offsite'] }, { type: 'verify', store: 'offsite' }] },
+  });
+  t.is(made.status, 201, made.text);
+  const schedule = made.body?.schedule as { id: string; actions: Record<string, unknown>[] };
+  t.like(schedule.actions, [{ type: 'backup', stores: ['offsite'] }, { type: 'verify', store: 'offsite' }]);
+  t.is((await call(agent.server, `/api/admin/bots/${id}/schedules/${schedule.id}/run`, { method: 'POST' })).status, 202);
+  let run: { state?: string; actions?: { outcome?: string; message?: string }[] } | undefined;
+  t.true(
+    await eventually(async () => {
+      run = ((await call(agent.server, `/api/bots/${id}/schedules/${schedule.id}/runs`)).body?.runs as (typeof run)[])[0];
+      return run?.state !== undefined && run.state !== 'running';
+    }, 60_000, 200),
+    'the run never ended',
+  );
+  t.is(run?.state, 'succeeded', JSON.stringify(run));
+  const [inStore] = (await call(agent.server, `/api/admin/bots/${id}/backups?store=offsite`)).body?.backups as BackupAnswer[];
+  t.truthy(inStore);
+  t.regex(String(run?.actions?.[1]?.message), new RegExp(`^backup ${inStore!.id} of bot ${id} verified`));
+  const kept = (await call(agent.server, `/api/admin/bots/${id}/backups/${inStore!.id}`)).body?.backup as BackupAnswer;
+  t.like(kept.verification, { ok: true });
+  const bad = await call(agent.server, `/api/admin/bots/${id}/schedules`, { body: { cron: '@yearly', actions: [{ type: 'verify', store: 'Not A Store' }] } });
+  t.is(bad.status, 422, bad.text);
+  t.regex(String(bad.body?.msg), /actions\[0\].store must be a store name/);
+});

@@ -158,7 +158,7 @@ test('bad schedules are 422s naming their field; a bot may have 20; a backup wai
   await refused({ cron: '* * * * *', actions: [{ type: 'restart', cmd: 'x' }] }, /^unknown field "actions\[0\]\.cmd"/);
   await refused({ cron: '* * * * *', sometimes: true, actions: [{ type: 'restart' }] }, /^unknown field "sometimes"/);
   await refused({ cron: '* * * * *', actions: [{ type: 'command' }] }, /actions\[0\]\.command is required/);
-  await refused({ cron: '* * * * *', actions: [{ type: 'reboot' }] }, /type must be one of restart, stop, start, deploy, backup, command/);
+  await refused({ cron: '* * * * *', actions: [{ type: 'reboot' }] }, /type must be one of restart, stop, start, deploy, backup, verify, command/);
   // This agent keeps its history in memory, with no backup folder (docs/api.md §20).
   await refused({ cron: '* * * * *', actions: [{ type: 'backup' }] }, /actions\[0\]\.type backup is not available on this agent/);
   await refused({ cron: '* * * * *', actions: [{ type: 'backup', mode: 'snapshot' }] }, /^actions\[0\]\.mode must be stop or live/);

@@ -55,6 +55,7 @@ function rig(
         done.push(`backup ${mode}@${iso(clock.ms)}`);
         return 'backup made';
       },
+      verify: async () => 'verified',
       command: async () => ({ exitCode: 0, output: 'hi\n', truncated: false, timedOut: false, message: null }),
       ...actions,
     },
