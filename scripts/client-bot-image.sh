@@ -33,8 +33,13 @@ chmod 1777 "$root/tmp"
 cp "$binary" "$root/usr/local/bin/$runtime"
 rootfs_libs "$root" "$binary"
 # The client as it is published: built by its own tsconfig, packed by npm, unpacked where npm would put it.
+# One build and pack at a time: images for several runtimes are made at once, and a pack that reads the client's
+# dist/ while another build rewrites it fails.
+exec 9>"${TMPDIR:-/tmp}/bot-agent-client-pack.lock"
+flock 9
 npx tsc -p clients/typescript >&2 || fail "clients/typescript does not build"
 npm pack --silent --ignore-scripts --pack-destination "$work" ./clients/typescript >/dev/null || fail "npm pack of clients/typescript failed"
+flock -u 9
 tar -xzf "$work"/bot-agent-client-*.tgz -C "$root/app/node_modules/bot-agent-client" --strip-components=1
 printf '{ "name": "a-bot", "private": true, "type": "module", "dependencies": { "bot-agent-client": "*" } }\n' >"$root/app/package.json"
 cp test/fixtures/client-check/check.mjs "$root/app/check.mjs"
