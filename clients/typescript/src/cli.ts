@@ -14,7 +14,14 @@ const usage = `usage: bot-agent <command>   (as the bot named by BOT_ID)
  the platform's (from the host, or with BOT_AGENT_ADMIN_TOKEN):
   deploy [--image <ref>] [--env NAME=value]... [--min-ready <s>] [--deadline <s>] [--no-rollback] [--wait]
                                a new revision; with --wait, until it is judged (exit 1 if it failed)
-  rollback                     back to the previous revision`;
+  rollback                     back to the previous revision
+  backup [--live] [--store <name>]...
+                               a backup of the bot's data now (stopped for it unless --live), copied to each store
+  backups [--store <name>]     the bot's backups, newest first: the agent's folder's, or the store's
+  restore <backup_id> [--store <name>]
+                               the backup put back into the bot (its data as it was kept as a backup first)
+  verify <backup_id> [--store <name>]
+                               the backup unpacked beside the bot and read back (exit 1 if it fails)`;
 
 /** A number argument, or a usage error naming it. */
 function countOf(name: string, value: string | undefined): number | undefined {
@@ -67,21 +74,29 @@ async function main(argv: string[]): Promise<number> {
         deadline: { type: 'string' },
         'no-rollback': { type: 'boolean' },
         wait: { type: 'boolean' },
+        live: { type: 'boolean' },
+        store: { type: 'string', multiple: true },
       },
     });
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
   const [command, argument, extra] = parsed.positionals;
-  const { follow, after, image, env, 'min-ready': minReady, deadline, 'no-rollback': noRollback, wait } = parsed.values;
+  const { follow, after, image, env, 'min-ready': minReady, deadline, 'no-rollback': noRollback, wait, live, store } = parsed.values;
   const deployOptions = [image, env, minReady, deadline, noRollback, wait].some((value) => value !== undefined);
   if (extra !== undefined || (follow && command !== 'logs') || (after !== undefined && command !== 'events') || (deployOptions && command !== 'deploy')) {
     throw new UsageError(`unexpected arguments for ${command ?? 'no command'}`);
   }
-  const known = ['restart', 'stop', 'start', 'logs', 'stats', 'status', 'exits', 'events', 'revisions', 'deploy', 'rollback'];
+  const backupCommands = ['backup', 'backups', 'restore', 'verify'];
+  if ((live && command !== 'backup') || (store !== undefined && (!backupCommands.includes(command ?? '') || (store.length > 1 && command !== 'backup')))) {
+    throw new UsageError(`unexpected arguments for ${command ?? 'no command'}`);
+  }
+  const known = ['restart', 'stop', 'start', 'logs', 'stats', 'status', 'exits', 'events', 'revisions', 'deploy', 'rollback', ...backupCommands];
   if (command === undefined || !known.includes(command)) throw new UsageError(command === undefined ? 'no command' : `unknown command "${command}"`);
-  if (argument !== undefined && command !== 'logs' && command !== 'exits') throw new UsageError(`${command} takes no argument`);
-  const count = countOf(command === 'exits' ? 'limit' : 'lines', argument);
+  const takesBackup = command === 'restore' || command === 'verify';
+  if (takesBackup && argument === undefined) throw new UsageError(`${command} takes the backup's id, e.g. bak_20261203T120000Z_0123abcd`);
+  if (argument !== undefined && command !== 'logs' && command !== 'exits' && !takesBackup) throw new UsageError(`${command} takes no argument`);
+  const count = takesBackup ? undefined : countOf(command === 'exits' ? 'limit' : 'lines', argument);
   const client = await BotAgentClient.create();
   switch (command) {
     case 'restart':
@@ -125,6 +140,18 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     case 'rollback':
       console.log(`bot-agent: revision ${await client.rollback()} runs again`);
+      return 0;
+    case 'backup':
+      console.log(JSON.stringify(await client.backup(live ? 'live' : 'stop', store), null, 2));
+      return 0;
+    case 'backups':
+      console.log(JSON.stringify(await client.backups(store?.[0]), null, 2));
+      return 0;
+    case 'restore':
+      console.log(`bot-agent: ${await client.restore(argument!, store?.[0])}`);
+      return 0;
+    case 'verify':
+      console.log(JSON.stringify(await client.verify(argument!, store?.[0]), null, 2));
       return 0;
     case 'deploy': {
       const change: DeployChange = {

@@ -285,6 +285,30 @@ export class BotAgentClient {
     return (await this.call<{ revision: number }>('POST', `/api/admin/bots/${encodeURIComponent(this.botId)}/rollback`)).revision;
   }
 
+  /** A backup of the bot's data folders now, `stop` or `live`, copied to `stores` (docs/api.md §20; the platform's, as deploy). */
+  async backup(mode: 'stop' | 'live' = 'stop', stores?: readonly string[]): Promise<Backup> {
+    return (await this.call<{ backup: Backup }>('POST', `${this.adminPath}/backups`, { mode, ...(stores && stores.length > 0 ? { stores } : {}) })).backup;
+  }
+
+  /** The bot's backups, newest first: the agent's folder's, or the store's named. */
+  async backups(store?: string): Promise<Backup[]> {
+    return (await this.call<{ backups: Backup[] }>('GET', `${this.adminPath}/backups${storeQuery(store)}`)).backups;
+  }
+
+  /** Restores the backup into the bot (its data as it was kept as a backup first); answers the agent's message. */
+  async restore(backupId: string, store?: string): Promise<string> {
+    return (await this.call<{ message: string }>('POST', `${this.adminPath}/backups/${encodeURIComponent(backupId)}/restore${storeQuery(store)}`)).message;
+  }
+
+  /** Verifies the backup (unpacked beside the bot and read back); answers it with its verification. */
+  async verify(backupId: string, store?: string): Promise<Backup> {
+    return (await this.call<{ backup: Backup }>('POST', `${this.adminPath}/backups/${encodeURIComponent(backupId)}/verify${storeQuery(store)}`)).backup;
+  }
+
+  private get adminPath(): string {
+    return `/api/admin/bots/${encodeURIComponent(this.botId)}`;
+  }
+
   /** The revision once it is judged (its outcome no longer `deploying`), asking every `everyMs` (1 s) until `signal` aborts. */
   async waitForRevision(revision: number, { everyMs = 1_000, signal }: { everyMs?: number; signal?: AbortSignal } = {}): Promise<Revision> {
     for (;;) {
@@ -388,4 +412,22 @@ async function envelopeOf<T>(reply: Response): Promise<T> {
   const answer = (await reply.json().catch(() => ({}))) as { ok?: boolean; msg?: string } & T;
   if (!reply.ok || answer.ok !== true) throw new BotAgentError(answer.msg ?? `HTTP ${reply.status}`, reply.status);
   return answer;
+}
+
+/** A backup of a bot's data (docs/api.md §20). */
+export interface Backup {
+  id: string;
+  bot_id: string;
+  created_at: string;
+  mode: 'stop' | 'live';
+  downtime_ms: number | null;
+  size_bytes: number;
+  locked: boolean;
+  verification: { at: string; ok: boolean; message?: string } | null;
+  copies: { store: string; at: string; ok: boolean; message?: string }[];
+  folders: { path: string; file: string; size_bytes: number; sha256: string }[];
+}
+
+function storeQuery(store: string | undefined): string {
+  return store === undefined ? '' : `?store=${encodeURIComponent(store)}`;
 }

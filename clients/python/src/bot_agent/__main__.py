@@ -23,9 +23,17 @@ USAGE = """bot-agent <command>   (as the bot named by BOT_ID)
  the platform's (from the host, or with BOT_AGENT_ADMIN_TOKEN):
   deploy [--image <ref>] [--env NAME=value]... [--min-ready <s>] [--deadline <s>] [--no-rollback] [--wait]
                                a new revision; with --wait, until it is judged (exit 1 if it failed)
-  rollback                     back to the previous revision"""
+  rollback                     back to the previous revision
+  backup [--live] [--store <name>]...
+                               a backup of the bot's data now (stopped for it unless --live), copied to each store
+  backups [--store <name>]     the bot's backups, newest first: the agent's folder's, or the store's
+  restore <backup_id> [--store <name>]
+                               the backup put back into the bot (its data as it was kept as a backup first)
+  verify <backup_id> [--store <name>]
+                               the backup unpacked beside the bot and read back (exit 1 if it fails)"""
 
-COMMANDS = ("restart", "stop", "start", "logs", "stats", "status", "exits", "events", "revisions", "deploy", "rollback")
+COMMANDS = ("restart", "stop", "start", "logs", "stats", "status", "exits", "events", "revisions", "deploy", "rollback", "backup", "backups", "restore", "verify")
+BACKUP_COMMANDS = ("backup", "backups", "restore", "verify")
 DEPLOY_OPTIONS = ("image", "env", "min_ready", "deadline", "no_rollback", "wait")
 
 
@@ -50,6 +58,8 @@ def _parse(argv: List[str]) -> argparse.Namespace:
     parser.add_argument("--deadline")
     parser.add_argument("--no-rollback", dest="no_rollback", action="store_true")
     parser.add_argument("--wait", action="store_true")
+    parser.add_argument("--live", action="store_true")
+    parser.add_argument("--store", action="append")
     args = parser.parse_args(argv)
     if args.command is None:
         raise UsageError("no command")
@@ -58,6 +68,12 @@ def _parse(argv: List[str]) -> argparse.Namespace:
     deploying = any(getattr(args, name) not in (None, False) for name in DEPLOY_OPTIONS)
     if (args.follow and args.command != "logs") or (args.after is not None and args.command != "events") or (deploying and args.command != "deploy"):
         raise UsageError(f"unexpected arguments for {args.command}")
+    if (args.live and args.command != "backup") or (args.store and args.command not in BACKUP_COMMANDS) or (args.store and len(args.store) > 1 and args.command != "backup"):
+        raise UsageError(f"unexpected arguments for {args.command}")
+    if args.command in ("restore", "verify"):
+        if args.argument is None:
+            raise UsageError(f"{args.command} takes the backup's id, e.g. bak_20261203T120000Z_0123abcd")
+        return args
     for name, value in (("--min-ready", args.min_ready), ("--deadline", args.deadline)):
         if value is not None and not value.isdigit():
             raise UsageError(f'{name} must be a whole number, got "{value}"')
@@ -107,7 +123,7 @@ def _deploy(client: BotAgentClient, args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     client = BotAgentClient.from_env()
-    count = None if args.argument is None else int(args.argument)
+    count = None if args.argument is None or args.command not in ("logs", "exits") else int(args.argument)
     command = args.command
     if command in ("restart", "stop", "start"):
         print(client.self_restart() if command == "restart" else client.stop() if command == "stop" else client.start())
@@ -127,6 +143,14 @@ def _run(args: argparse.Namespace) -> int:
         print(f"bot-agent: revision {client.rollback()} runs again")
     elif command == "deploy":
         return _deploy(client, args)
+    elif command == "backup":
+        print(json.dumps(client.backup("live" if args.live else "stop", args.store), indent=2))
+    elif command == "backups":
+        print(json.dumps(client.backups(args.store[0] if args.store else None), indent=2))
+    elif command == "restore":
+        print(f"bot-agent: {client.restore(args.argument, args.store[0] if args.store else None)}")
+    elif command == "verify":
+        print(json.dumps(client.verify(args.argument, args.store[0] if args.store else None), indent=2))
     elif command in ("stats", "status", "exits"):
         answer = client.stats() if command == "stats" else client.status() if command == "status" else client.exits(count)
         print(json.dumps(answer, indent=2))

@@ -257,6 +257,16 @@ class Call:
     headers: Optional[Dict[str, str]] = None
 
 
+def _quote(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(value, safe="")
+
+
+def _store_query(store: Optional[str]) -> str:
+    return "" if store is None else f"?store={_quote(store)}"
+
+
 class Calls:
     """The requests of one bot (docs/api.md §2), built in one place; the clients only send them."""
 
@@ -302,6 +312,18 @@ class Calls:
 
     def rollback(self) -> Call:
         return Call("POST", f"/api/admin/bots/{self._quoted}/rollback", "revision")
+
+    def backup(self, mode: str, stores: Optional[List[str]]) -> Call:
+        return Call("POST", f"/api/admin/bots/{self._quoted}/backups", "backup", {"mode": mode, **({"stores": stores} if stores else {})})
+
+    def backups(self, store: Optional[str]) -> Call:
+        return Call("GET", f"/api/admin/bots/{self._quoted}/backups{_store_query(store)}", "backups")
+
+    def restore(self, backup_id: str, store: Optional[str]) -> Call:
+        return Call("POST", f"/api/admin/bots/{self._quoted}/backups/{_quote(backup_id)}/restore{_store_query(store)}", "message")
+
+    def verify(self, backup_id: str, store: Optional[str]) -> Call:
+        return Call("POST", f"/api/admin/bots/{self._quoted}/backups/{_quote(backup_id)}/verify{_store_query(store)}", "backup")
 
     def follow_logs(self, lines: Optional[int]) -> str:
         return f"{self.bot_path}/logs?follow=true{'' if lines is None else f'&lines={int(lines)}'}"

@@ -161,6 +161,22 @@ class AsyncBotAgentClient:
         """Back to the previous revision; answers the revision that runs now."""
         return int(await self._ask(self._calls.rollback()))
 
+    async def backup(self, mode: str = "stop", stores: Optional[List[str]] = None) -> Dict[str, Any]:
+        """A backup of the bot's data folders now (docs/api.md §20); answers the backup."""
+        return cast(Dict[str, Any], await self._ask(self._calls.backup(mode, stores)))
+
+    async def backups(self, store: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The bot's backups, newest first: the agent's folder's, or the store's named."""
+        return cast(List[Dict[str, Any]], await self._ask(self._calls.backups(store)))
+
+    async def restore(self, backup_id: str, store: Optional[str] = None) -> str:
+        """Restores the backup into the bot; answers the agent's message."""
+        return str(await self._ask(self._calls.restore(backup_id, store)))
+
+    async def verify(self, backup_id: str, store: Optional[str] = None) -> Dict[str, Any]:
+        """Verifies the backup; answers it with its verification."""
+        return cast(Dict[str, Any], await self._ask(self._calls.verify(backup_id, store)))
+
     async def follow_logs(self, lines: Optional[int] = None) -> AsyncIterator[Union[LogLine, BotEvent]]:
         """The last ``lines`` lines, then each new one as the bot writes it, with an ``exited`` event where a
         run ends, across restarts. Ends when the agent closes the stream."""

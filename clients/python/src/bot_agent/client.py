@@ -193,6 +193,23 @@ class BotAgentClient:
         """Back to the previous revision (the platform's, as deploy); answers the revision that runs now."""
         return int(self._ask(self._calls.rollback()))
 
+    def backup(self, mode: str = "stop", stores: Optional[List[str]] = None) -> Dict[str, Any]:
+        """A backup of the bot's data folders now, ``stop`` or ``live``, copied to ``stores`` (docs/api.md §20;
+        the platform's, as deploy). Answers the backup."""
+        return cast(Dict[str, Any], self._ask(self._calls.backup(mode, stores)))
+
+    def backups(self, store: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The bot's backups, newest first: the agent's folder's, or the store's named."""
+        return cast(List[Dict[str, Any]], self._ask(self._calls.backups(store)))
+
+    def restore(self, backup_id: str, store: Optional[str] = None) -> str:
+        """Restores the backup into the bot (its data as it was kept as a backup first); answers the agent's message."""
+        return str(self._ask(self._calls.restore(backup_id, store)))
+
+    def verify(self, backup_id: str, store: Optional[str] = None) -> Dict[str, Any]:
+        """Verifies the backup (unpacked beside the bot and read back); answers it with its verification."""
+        return cast(Dict[str, Any], self._ask(self._calls.verify(backup_id, store)))
+
     def wait_for_revision(self, revision: int, every_s: float = 1.0) -> Revision:
         """The revision once it is judged (its outcome no longer ``deploying``)."""
         while True:
