@@ -6,6 +6,7 @@ import { deployRequest, validate } from './http/schemas.js';
 import { agentActions } from './schedules/agent-actions.js';
 import { BackupFolder } from './backups/backup-folder.js';
 import { Backups } from './backups/backups.js';
+import { DataUsage } from './data/data-usage.js';
 import { BackupStores, readBackupStores } from './backups/backup-stores.js';
 import type { BotDataRestores } from './backups/data-restores.js';
 import { Scheduler } from './schedules/scheduler.js';
@@ -79,6 +80,8 @@ export interface AgentParts {
   readonly schedules?: Omit<SchedulerOptions, 'agent'>;
   /** How the watchdog looks (tests: how often, at which bots); 'off': never (tests that count runtime calls, or share an engine). */
   readonly watchdog?: Pick<WatchdogOptions, 'tickMs' | 'watches' | 'acts'> | 'off';
+  /** Tests hurry the measures of bots' data folders (docs/api.md §19). */
+  readonly dataUsage?: { readonly firstMs?: number; readonly everyMs?: number };
   /** The bots whose restores an agent left this one settles as it starts (tests sharing an engine: their own); else those in its care. */
   readonly restoresInCare?: (botId: string) => boolean;
 }
@@ -121,7 +124,7 @@ export async function createAgent(config: Config, logger: Logger): Promise<Agent
  * and the HTTP app, over a runtime already made; `close()` undoes them in
  * the reverse order (the watch and the driver first, the store last).
  */
-export function assembleAgent({ driver, provisioner, locks = localLocks, botTokens, config, logger, recoverAfterMs, statsSamples = {}, watchdog: watchdogOptions = {}, schedules: scheduleOptions = {}, restoresInCare }: AgentParts): Agent {
+export function assembleAgent({ driver, provisioner, locks = localLocks, botTokens, config, logger, recoverAfterMs, statsSamples = {}, watchdog: watchdogOptions = {}, schedules: scheduleOptions = {}, restoresInCare, dataUsage: dataUsageOptions }: AgentParts): Agent {
   const report = reporter(logger);
   const closers: (() => Promise<void>)[] = [];
   const { store, sharedWindow, sharedBeats } = (() => {
@@ -227,6 +230,19 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
           backupStores,
         )
       : undefined;
+  // The bytes each bot's data folders use (docs/api.md §19), measured now and then for all at once; past size_mb, told.
+  const dataUsage = provisioner?.dataArchives
+    ? new DataUsage(
+        () => provisioner.dataArchives!.usage(),
+        (use) => void history.note(use.botId, 'data-over-size', { path: use.path, used_bytes: use.bytes, size_mb: use.sizeMb }).catch((err: unknown) => report(`bot ${use.botId}'s data past its size could not be told`, err)),
+        report,
+        dataUsageOptions,
+      )
+    : undefined;
+  if (dataUsage) {
+    closers.push(async () => dataUsage.close());
+    metrics.dataUsage(() => dataUsage.totals());
+  }
   // Restores an agent was stopped or killed in: finished or undone, and their bots started again where they ran.
   if (backups && provisioner?.dataRestores) void settleRestores(provisioner.dataRestores, restoresInCare ?? botsInCare, lifecycle, report);
   // Schedules (docs/api.md §18): this agent runs those of the bots its runtime holds, where the fleet places them.
@@ -301,6 +317,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     fence,
     schedules: { store: schedules, scheduler },
     backups,
+    dataUsage,
   });
   return {
     app,

@@ -25,4 +25,5 @@ export const BOT_EVENT_TYPES = [
   'restored',
   'backup-verified',
   'backup-verify-failed',
+  'data-over-size',
 ] as const;

@@ -11,6 +11,7 @@ import { botIdInPath, DEFAULT_EXITS, eventsQuery, exitsQuery, validateQuery } fr
 import { sseOf } from './sse.js';
 import type { StreamLimits } from './stream-limits.js';
 import { statusView } from './stats-view.js';
+import type { DataUsage } from '../data/data-usage.js';
 import type { RevisionRuntime } from '../provisioning/revisions.js';
 
 export interface HistoryRoutesDeps {
@@ -23,6 +24,8 @@ export interface HistoryRoutesDeps {
   readonly revisions?: Pick<RevisionRuntime, 'current'> | undefined;
   /** This agent's node (docs/api.md §17), which holds every bot it answers for. */
   readonly node: string;
+  /** The bytes bots' data folders use, as last measured (docs/api.md §19). */
+  readonly dataUsage?: Pick<DataUsage, 'of'> | undefined;
 }
 
 /** The operations at /api/bots/<name>, which only POST reaches. */
@@ -77,7 +80,7 @@ async function streamEvents(
 }
 
 /** Status, exit records, events and live logs of bots (docs/api.md §§8-10). */
-export function historyRoutes({ driver, history, watchdog, access, streams, revisions, node }: HistoryRoutesDeps): Router {
+export function historyRoutes({ driver, history, watchdog, access, streams, revisions, node, dataUsage }: HistoryRoutesDeps): Router {
   const router = new Router();
   const { readerFor, platformFor } = access;
 
@@ -92,7 +95,11 @@ export function historyRoutes({ driver, history, watchdog, access, streams, revi
     await readerFor(ctx, botId);
     const now = new Date();
     const [bot, record] = await Promise.all([driver.findBot(botId), history.record(botId, now)]);
-    ctx.body = { ok: true, bot: statusView(bot, record, watchdog.healthOf(bot, now.getTime()), now, node) };
+    const data = (bot.dataFolders ?? []).map((path) => {
+      const use = dataUsage?.of(botId, path);
+      return { path, size_mb: use?.sizeMb ?? null, used_bytes: use?.bytes ?? null, measured_at: use?.at ?? null };
+    });
+    ctx.body = { ok: true, bot: { ...statusView(bot, record, watchdog.healthOf(bot, now.getTime()), now, node), data } };
   });
 
   router.get('/api/bots/:bot_id/exits', async (ctx) => {

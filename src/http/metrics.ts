@@ -87,6 +87,12 @@ export class AgentMetrics {
     this.gauge('bot_agent_crash_looping_bots', 'Bots in the crash-looping state (3 or more unrequested ends within 10 minutes)', countedAtMostEvery(CRASH_LOOP_COUNT_MS, count));
   }
 
+  /** The bytes bots' data folders use together, and those past their size_mb, as last measured (docs/api.md §19). */
+  dataUsage(totals: () => { bytes: number; overSize: number }): void {
+    this.gauge('bot_agent_data_folder_bytes', "Bytes the bots' data folders use together, as last measured (every 5 minutes)", () => totals().bytes);
+    this.gauge('bot_agent_data_folders_over_size', 'Data folders that use more than their size_mb, as last measured', () => totals().overSize);
+  }
+
   /** Running bots by health, as the watchdog last judged them, and the bots whose heartbeats it holds. */
   health(watchdog: { counts(): Record<HealthStatus, number> }, heartbeats: { readonly size: number }): void {
     const gauge = new Gauge({

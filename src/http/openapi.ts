@@ -575,9 +575,21 @@ export const openApiDocument = {
       HeartbeatRequest: jsonSchemaOf(heartbeatRequest),
       BotStatus: answer('bot', {
         type: 'object',
-        required: Object.keys(statusFields),
+        required: [...Object.keys(statusFields), 'data'],
         additionalProperties: false,
-        properties: statusFields,
+        properties: {
+          ...statusFields,
+          data: {
+            type: 'array',
+            description: "the bot's data folders (docs/api.md §19): what each may hold, and what it used when last measured (null before a measure)",
+            items: {
+              type: 'object',
+              required: ['path', 'size_mb', 'used_bytes', 'measured_at'],
+              additionalProperties: false,
+              properties: { path: { type: 'string' }, size_mb: { type: ['integer', 'null'] }, used_bytes: { type: ['integer', 'null'], minimum: 0 }, measured_at: { type: ['string', 'null'] } },
+            },
+          },
+        },
       }),
       Exits: answer('exits', { type: 'array', items: ref('ExitRecord'), maxItems: 50 }),
       StatsHistory: answer('samples', {

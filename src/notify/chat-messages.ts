@@ -49,6 +49,7 @@ const WHAT: Record<string, { readonly text: string; readonly severity: ChatNote[
   restored: { text: 'had its data restored from a backup', severity: 'info' },
   'backup-verified': { text: 'had a backup verified', severity: 'good' },
   'backup-verify-failed': { text: 'has a backup that cannot be restored', severity: 'bad' },
+  'data-over-size': { text: 'uses more data than its size_mb', severity: 'bad' },
 };
 
 /** The chat note of an event's JSON (docs/api.md §9), linking to `consoleUrl` where there is one. */
@@ -68,6 +69,7 @@ export function noteOf(event: Readonly<Record<string, unknown>>, consoleUrl: str
     exit ? `exit code ${String(exit.exit_code)}${exit.signal ? ` (${exit.signal})` : ''}` : '',
     typeof event.image === 'string' && type !== 'deploy-failed' ? `image ${event.image}` : '',
     typeof event.backup_id === 'string' ? `backup ${event.backup_id}` : '',
+    typeof event.used_bytes === 'number' ? `${String(event.path)} uses ${(event.used_bytes / 1024 / 1024).toFixed(1)} MiB of its ${String(event.size_mb)} MiB` : '',
     typeof event.schedule_id === 'string' ? `schedule ${typeof event.name === 'string' ? `${event.name} (${event.schedule_id})` : event.schedule_id} due at ${String(event.due_at)}` : '',
   ].filter((part) => part !== '');
   return {

@@ -19,6 +19,8 @@ export interface BotInfo {
   readonly createdAt?: Date | undefined;
   /** Docker: when its last run ended, for a bot not running (a crash the agent restarts is started only if no later run ended since). */
   readonly endedAt?: Date | undefined;
+  /** Its data folders (docs/api.md §19), where the runtime keeps bots' data. */
+  readonly dataFolders?: readonly string[] | undefined;
 }
 
 /** A bot's health as a check says it (docs/api.md §13). */

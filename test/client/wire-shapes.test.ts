@@ -60,6 +60,7 @@ function shapeOfType(type: ts.TypeNode): Shape {
     return [...(texts.length > 0 ? [`enum(${texts.sort().join(',')})`] : []), ...others].sort().join('|');
   }
   if (ts.isLiteralTypeNode(type) && type.literal.kind === ts.SyntaxKind.NullKeyword) return 'null';
+  if (ts.isArrayTypeNode(type)) return 'array';
   if (ts.isTypeReferenceNode(type)) return type.typeName.getText();
   return type.getText();
 }
@@ -90,6 +91,8 @@ def shape(hint):
         return "enum(%s)" % ",".join(sorted(args))
     if hint is type(None):
         return "null"
+    if origin is list:
+        return "array"
     if typing.is_typeddict(hint):
         return hint.__name__
     return {str: "string", int: "integer", float: "number", bool: "boolean"}[hint]

@@ -36,6 +36,7 @@ export async function provisioningAgent(
     config = {},
     watchdog = 'off',
     restoresInCare = () => false,
+    dataUsage,
   }: {
     tokens?: BotTokens;
     logger?: Logger;
@@ -45,6 +46,7 @@ export async function provisioningAgent(
     watchdog?: AgentParts['watchdog'];
     /** None unless asked for: on an engine other test files share, it settles none of their restores. */
     restoresInCare?: AgentParts['restoresInCare'];
+    dataUsage?: AgentParts['dataUsage'];
   } = {},
 ): Promise<ProvisioningAgent> {
   const network = await fixture.network();
@@ -57,6 +59,7 @@ export async function provisioningAgent(
     logger,
     watchdog,
     restoresInCare,
+    dataUsage,
     statsSamples: 'off',
   });
   const server = await listen(app, '0.0.0.0', 0);

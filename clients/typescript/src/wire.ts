@@ -53,6 +53,16 @@ export interface BotStatus {
   health: Health;
   /** The node whose runtime holds the bot (docs/api.md §17). */
   node: string;
+  /** Its data folders (docs/api.md §19), with what each used when last measured. */
+  data: DataFolderUse[];
+}
+
+/** One data folder of a bot: what it may hold, and what it used when last measured (null before a measure). */
+export interface DataFolderUse {
+  path: string;
+  size_mb: number | null;
+  used_bytes: number | null;
+  measured_at: string | null;
 }
 
 /** One event (docs/api.md §9); `exited` carries `exit`, `operation` its `operation`, `result` and `by`, `unhealthy` and `restarted` their `check` and `output`. */

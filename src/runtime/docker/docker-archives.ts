@@ -4,7 +4,8 @@ import type { BotDataArchives } from '../../backups/data-archives.js';
 import { messages, NotFound } from '../../errors.js';
 import { BOT_LABEL } from '../labels.js';
 import { translateDockerError } from './docker-errors.js';
-import { dataVolumeName } from './docker-volumes.js';
+import { dataFoldersOf, measureDataVolumes } from './docker-volumes.js';
+import type { DataUse } from '../../data/data-usage.js';
 
 const INSPECT_DEADLINE_MS = 30_000;
 
@@ -19,13 +20,14 @@ export class DockerDataArchives implements BotDataArchives {
     try {
       const info = await this.docker.getContainer(botId).inspect({ abortSignal: AbortSignal.timeout(INSPECT_DEADLINE_MS) });
       if (info.Name !== `/${botId}` || info.Config.Labels?.[BOT_LABEL] !== botId) throw new NotFound(messages.botNotFound(botId));
-      return (info.Mounts ?? [])
-        .filter((mount) => mount.Type === 'volume' && mount.Name === dataVolumeName(botId, mount.Destination))
-        .map((mount) => mount.Destination)
-        .sort();
+      return dataFoldersOf(botId, info.Mounts ?? []);
     } catch (err) {
       throw translateDockerError(err, botId);
     }
+  }
+
+  usage(): Promise<readonly DataUse[]> {
+    return measureDataVolumes(this.docker);
   }
 
   async read(botId: string, path: string, signal: AbortSignal): Promise<Readable> {

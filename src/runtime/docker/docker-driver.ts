@@ -24,6 +24,7 @@ import { ContainerStopped, DockerStatsFeed } from './docker-stats-feed.js';
 import { botStatsFrom } from './docker-stats.js';
 import { ENGINE_DEADLINE_MS } from './docker-deadline.js';
 import { UNDO_SUFFIX } from './docker-revisions.js';
+import { dataFoldersOf } from './docker-volumes.js';
 
 /** How often the bots whose crashes the agent restarts are read from the engine again (docs/api.md §13). */
 const AGENT_RESTARTED_READ_MS = 5 * 60_000;
@@ -125,6 +126,7 @@ class DockerDriver implements RuntimeDriver {
       healthPolicy: dockerHealthPolicy(info.Config.Labels ?? {}),
       createdAt: new Date(info.Created),
       endedAt: running || info.State.FinishedAt.startsWith('0001-') ? undefined : new Date(info.State.FinishedAt),
+      dataFolders: dataFoldersOf(botId, info.Mounts ?? []),
     };
   }
 

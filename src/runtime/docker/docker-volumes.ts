@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type Docker from 'dockerode';
 import type { BotDataFolder } from '../../data/bot-data.js';
+import type { DataUse } from '../../data/data-usage.js';
 import { Unprocessable } from '../../errors.js';
 import { BOT_LABEL, DATA_PATH_LABEL, DATA_SIZE_LABEL } from '../labels.js';
 import { engineStatus } from './docker-errors.js';
@@ -13,6 +14,14 @@ const DEADLINE_MS = 30_000;
  */
 export function dataVolumeName(botId: string, path: string): string {
   return `${botId}-data-${createHash('sha256').update(path).digest('hex').slice(0, 12)}`;
+}
+
+/** The bot's data folders among a container's mounts: those of its own data volumes, by path. */
+export function dataFoldersOf(botId: string, mounts: readonly { Type: string; Name?: string | undefined; Destination: string }[]): string[] {
+  return mounts
+    .filter((mount) => mount.Type === 'volume' && mount.Name === dataVolumeName(botId, mount.Destination))
+    .map((mount) => mount.Destination)
+    .sort();
 }
 
 /** The volumes a create mounts, and those of them it made (which a failed create removes: docs/api.md §19). */
@@ -93,4 +102,28 @@ export async function removeVolumes(docker: Docker, names: readonly string[]): P
         if (engineStatus(err) !== 404) throw err;
       });
   }
+}
+
+/**
+ * Every bot's data volume with the bytes it uses, as the engine's disk usage (`GET /system/df`) says: one walk of
+ * the engine's volumes for all bots. A volume the engine could not measure is left out.
+ */
+export async function measureDataVolumes(docker: Docker): Promise<DataUse[]> {
+  // dockerode's df sends no query: asked through its modem as df itself asks, with `type=volume`, which engines of
+  // API 1.42 and later take to measure volumes alone (older ones measure everything, and answer the same).
+  const usage = await new Promise<{ Volumes?: Array<{ Name: string; Labels: Record<string, string> | null; UsageData?: { Size: number } | null }> | null }>((resolve, reject) =>
+    docker.modem.dial(
+      { path: '/system/df?', method: 'GET', options: { type: 'volume' }, abortSignal: AbortSignal.timeout(5 * DEADLINE_MS), statusCodes: { 200: true, 400: 'bad parameter', 500: 'server error' } },
+      (err, data) => (err ? reject(err) : resolve(data as never)),
+    ),
+  );
+  const uses: DataUse[] = [];
+  for (const volume of usage.Volumes ?? []) {
+    const botId = volume.Labels?.[BOT_LABEL];
+    const path = volume.Labels?.[DATA_PATH_LABEL];
+    const bytes = volume.UsageData?.Size ?? -1;
+    if (botId === undefined || path === undefined || volume.Name !== dataVolumeName(botId, path) || bytes < 0) continue;
+    uses.push({ botId, path, sizeMb: sizeLabel(volume.Labels?.[DATA_SIZE_LABEL]), bytes });
+  }
+  return uses;
 }

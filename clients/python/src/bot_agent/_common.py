@@ -82,6 +82,15 @@ class Health(TypedDict):
     output: Optional[str]
 
 
+class DataFolderUse(TypedDict):
+    """One data folder of a bot: what it may hold, and what it used when last measured (None before a measure)."""
+
+    path: str
+    size_mb: Optional[int]
+    used_bytes: Optional[int]
+    measured_at: Optional[str]
+
+
 class BotStatus(TypedDict):
     """What the agent knows of the bot now."""
 
@@ -94,6 +103,7 @@ class BotStatus(TypedDict):
     last_exit: Optional[ExitRecord]
     health: Health
     node: str
+    data: List[DataFolderUse]
 
 
 class Revision(TypedDict):
