@@ -33,10 +33,10 @@ export function plainWords(err: unknown): string {
   return err.message;
 }
 
-export type { BotEvent, BotStatus, ExitRecord, Health, Revision } from '../clients/typescript/src/wire.js';
+export type { BotEvent, BotStatus, DataFolderUse, ExitRecord, Health, Revision } from '../clients/typescript/src/wire.js';
 
 /** A bot as the console's table shows it (GET /api/console/fleet). */
-export type FleetBot = Omit<BotStatus, 'last_exit'> & {
+export type FleetBot = Omit<BotStatus, 'last_exit' | 'data'> & {
   template: string | null;
   /** Its next scheduled run and that run's first action (docs/api.md §18); older agents of a fleet say none. */
   next_schedule?: { at: string; action: string } | null;

@@ -7,6 +7,7 @@ import { newestOnly } from './newest.js';
 import { LogTail } from './log-tail.js';
 import { DEPLOY_EVENTS, Deploys, deployWords } from './deploys.js';
 import { Schedules } from './schedules.js';
+import { Backups } from './backups.js';
 import { useEvents } from './use-events.js';
 import { ConfirmDialog } from './confirm-dialog.js';
 
@@ -84,6 +85,7 @@ export function Bot({ botId, onForbidden }: { botId: string; onForbidden: (err: 
         </section>
         <Deploys botId={botId} events={events} />
         <Schedules botId={botId} events={events} />
+        <Backups botId={botId} data={status.data ?? []} events={events} />
         <section aria-labelledby="charts-title" class="panel">
           <h2 id="charts-title">CPU and memory, last 15 minutes</h2>
           <Charts botId={botId} />

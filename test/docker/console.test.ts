@@ -1,4 +1,5 @@
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { createServer, get } from 'node:http';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -286,6 +287,40 @@ test.serial("a bot's schedules on its page: next runs in the operator's time, ru
   await listed.getByRole('button', { name: 'Turn off' }).click();
   await listed.getByTestId('next-runs').getByText('off').waitFor();
   t.false(((await call(server, `/api/admin/bots/${id}/schedules/${schedule.id}`)).body?.schedule as { enabled: boolean }).enabled);
+  t.deepEqual(problems, []);
+  await page.close();
+});
+
+test.serial("a bot's data and backups on its page: back up now and restore, each asked first; verify; the data on the engine follows", async (t) => {
+  const withBackups = await startAgent({ backupDir: await mkdtemp(join(tmpdir(), 'bot-agent-console-backups-')) });
+  const { server } = agents.at(-1)!;
+  const id = await createdIdleBot(t, fixture, server, { data: [{ path: '/data', size_mb: 64 }] });
+  t.teardown(async () => {
+    for (const volume of (await fixture.docker.listVolumes({ filters: { label: [`bot-agent/bot-id=${id}`] } })).Volumes ?? []) await fixture.docker.getVolume(volume.Name).remove().catch(() => undefined);
+  });
+  const sh = async (script: string) => (await fixture.exec({ id, container: fixture.docker.getContainer(id) }, script)).trim();
+  await sh('echo kept > /data/state');
+  const page = await browser.newPage();
+  const problems = watchPage(page, { expected: OTHERS_REMOVED });
+  await page.goto(`${withBackups.url}/#/bots/${id}`);
+  await page.getByTestId('data-folders').getByText('/data: not measured yet').waitFor();
+  await page.getByRole('button', { name: 'Back up now' }).click();
+  await page.getByRole('dialog').getByText('The bot is stopped while its data folders are copied, then started again.').waitFor();
+  await page.getByRole('button', { name: 'Yes, back up' }).click();
+  await page.getByTestId('backup-answer').getByText(/^backup bak_\S+ of bot .* made/).waitFor({ timeout: 30_000 });
+  const [backup] = (await call(server, `/api/admin/bots/${id}/backups`)).body?.backups as { id: string }[];
+  const row = page.getByTestId('backups').locator(`tr[data-backup="${backup!.id}"]`);
+  await row.getByTestId('verified').getByText('not yet').waitFor();
+  await row.getByRole('button', { name: 'Verify' }).click();
+  await row.getByTestId('verified').getByText(/^yes, /).waitFor({ timeout: 30_000 });
+
+  await sh('echo changed > /data/state');
+  await row.getByRole('button', { name: 'Restore' }).click();
+  await page.getByRole('dialog').getByText(/Its data as it is now is kept as a backup first\./).waitFor();
+  await page.getByRole('button', { name: 'Yes, restore' }).click();
+  await page.getByTestId('backup-answer').getByText(new RegExp(`^backup ${backup!.id} of bot ${id} restored into bot ${id}`)).waitFor({ timeout: 60_000 });
+  t.is(await sh('cat /data/state'), 'kept', 'the restore put the backup back on the engine');
+  t.is(await page.getByTestId('backups').locator('tr[data-backup]').count(), 2, 'the data before the restore is listed as a backup of its own');
   t.deepEqual(problems, []);
   await page.close();
 });
