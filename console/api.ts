@@ -33,7 +33,7 @@ export function plainWords(err: unknown): string {
   return err.message;
 }
 
-export type { BotEvent, BotStatus, DataFolderUse, ExitRecord, Health, Revision } from '../clients/typescript/src/wire.js';
+export type { Backup, BotEvent, BotStatus, DataFolderUse, ExitRecord, Health, Revision } from '../clients/typescript/src/wire.js';
 
 /** A bot as the console's table shows it (GET /api/console/fleet). */
 export type FleetBot = Omit<BotStatus, 'last_exit' | 'data'> & {

@@ -1,21 +1,9 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { ConfirmDialog } from './confirm-dialog.js';
 import { newestOnly } from './newest.js';
+import { usePanelActions } from './panel-actions.js';
 import { api, ApiError, clock, megabytes, plainWords } from './api.js';
-import type { BotEvent, DataFolderUse } from './api.js';
-
-/** A backup as the agent answers it (docs/api.md §20). */
-interface Backup {
-  id: string;
-  created_at: string;
-  mode: 'stop' | 'live';
-  downtime_ms: number | null;
-  size_bytes: number;
-  locked: boolean;
-  verification: { at: string; ok: boolean; message?: string } | null;
-  copies: { store: string; ok: boolean }[];
-  folders: { path: string }[];
-}
+import type { Backup, BotEvent, DataFolderUse } from './api.js';
 
 /** The events that change a bot's backups: each reloads the list. */
 const BACKUP_EVENTS = new Set(['restored', 'backup-verified', 'backup-verify-failed']);
@@ -33,8 +21,8 @@ export function Backups({ botId, data, events }: { botId: string; data: readonly
   // null: this agent makes no backups (501: Kubernetes, or a history in memory): the panel is left out.
   const [backups, setBackups] = useState<Backup[] | null>();
   const [asked, setAsked] = useState<Asked>();
-  const [busy, setBusy] = useState(false);
-  const [answer, setAnswer] = useState<{ ok: boolean; text: string }>();
+  // Each action loads the panel again (load is defined below, and called only once it is).
+  const { busy, answer, setAnswer, act } = usePanelActions(() => load());
   const path = `/api/admin/bots/${encodeURIComponent(botId)}/backups`;
   const newest = events.find((event) => BACKUP_EVENTS.has(event.type));
   const turn = useMemo(newestOnly, [botId]);
@@ -55,17 +43,6 @@ export function Backups({ botId, data, events }: { botId: string; data: readonly
   // A bot without data folders has nothing to back up; an agent that makes no backups (501) shows none.
   if (!keepsData || backups === null) return null;
 
-  const act = async (what: () => Promise<{ message?: string }>, said: string) => {
-    setBusy(true);
-    try {
-      setAnswer({ ok: true, text: (await what()).message ?? said });
-    } catch (err) {
-      setAnswer({ ok: false, text: plainWords(err) });
-    } finally {
-      setBusy(false);
-      void load();
-    }
-  };
   const confirmed = () => {
     const chosen = asked;
     setAsked(undefined);

@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { ConfirmDialog } from './confirm-dialog.js';
 import { newestOnly } from './newest.js';
+import { usePanelActions } from './panel-actions.js';
 import { api, clock, megabytes, plainWords } from './api.js';
 import type { BotEvent, Revision } from './api.js';
 
@@ -43,8 +44,8 @@ export function Deploys({ botId, events }: { botId: string; events: BotEvent[] }
   const [image, setImage] = useState('');
   const [minReady, setMinReady] = useState('10');
   const [rollback, setRollback] = useState(true);
-  const [busy, setBusy] = useState(false);
-  const [answer, setAnswer] = useState<{ ok: boolean; text: string }>();
+  // Each action loads the panel again (load is defined below, and called only once it is).
+  const { busy, answer, setAnswer, act } = usePanelActions(() => load());
   const path = `/api/admin/bots/${encodeURIComponent(botId)}`;
   const deployEvents = events.filter((event) => DEPLOY_EVENTS.has(event.type));
   const newest = deployEvents[0];
@@ -65,17 +66,6 @@ export function Deploys({ botId, events }: { botId: string; events: BotEvent[] }
   };
   useEffect(() => void load(), [botId, newest?.id]);
 
-  const act = async (what: () => Promise<{ message: string }>) => {
-    setBusy(true);
-    try {
-      setAnswer({ ok: true, text: (await what()).message });
-    } catch (err) {
-      setAnswer({ ok: false, text: plainWords(err) });
-    } finally {
-      setBusy(false);
-      void load();
-    }
-  };
   const deploy = () => {
     const change = { ...(image && image !== revisions?.[0]?.spec.image ? { image } : {}), min_ready_s: Number(minReady), rollback };
     void act(() => api<{ message: string }>(path, { method: 'PATCH', body: change }));

@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { ConfirmDialog } from './confirm-dialog.js';
 import { newestOnly } from './newest.js';
+import { usePanelActions } from './panel-actions.js';
 import { api, clock, plainWords } from './api.js';
 import type { BotEvent } from './api.js';
 
@@ -37,8 +38,8 @@ export function Schedules({ botId, events }: { botId: string; events: BotEvent[]
   const [shown, setShown] = useState<string>();
   const [runs, setRuns] = useState<ScheduleRun[]>();
   const [asked, setAsked] = useState<Schedule>();
-  const [busy, setBusy] = useState(false);
-  const [answer, setAnswer] = useState<{ ok: boolean; text: string }>();
+  // Each action loads the panel again (load is defined below, and called only once it is).
+  const { busy, answer, setAnswer, act } = usePanelActions(() => load());
   const path = `/api/admin/bots/${encodeURIComponent(botId)}/schedules`;
   const newest = events.find((event) => SCHEDULE_EVENTS.has(event.type));
   const turn = useMemo(newestOnly, [botId]);
@@ -59,17 +60,6 @@ export function Schedules({ botId, events }: { botId: string; events: BotEvent[]
   };
   useEffect(() => void load(), [botId, shown, newest?.id]);
 
-  const act = async (what: () => Promise<{ message?: string }>, said: string) => {
-    setBusy(true);
-    try {
-      setAnswer({ ok: true, text: (await what()).message ?? said });
-    } catch (err) {
-      setAnswer({ ok: false, text: plainWords(err) });
-    } finally {
-      setBusy(false);
-      void load();
-    }
-  };
   const toggle = (schedule: Schedule) =>
     void act(() => api(`${path}/${schedule.id}/${schedule.enabled ? 'disable' : 'enable'}`, { method: 'POST' }), `${schedule.name ?? schedule.id} turned ${schedule.enabled ? 'off' : 'on'}`);
   const runNow = () => {

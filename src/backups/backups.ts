@@ -152,8 +152,7 @@ export class Backups {
         },
       );
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOSPC') throw new StorageFull(`the backup of bot ${botId} failed: the disk of the agent's backup folder is full; nothing of it was kept`, { cause: err });
-      throw err;
+      throw diskFull(err, `the backup of bot ${botId} failed`);
     } finally {
       // A copy (or a stop) that failed: the bot runs again all the same.
       await startAgain();
@@ -176,8 +175,12 @@ export class Backups {
       const scratch = await restores.scratch(botId, this.archivesOf(backup), { startAfter: wasRunning, signal });
       try {
         await this.proven(backup, scratch, readings, signal);
-        if (wasRunning) await this.power.stop(botId);
-        const before = await this.copy(botId, await this.archives.folders(botId), 'stop');
+        // Stopped whatever it was found as (a stop of a stopped bot changes nothing): the swap never runs under a
+        // running bot, and the copy before it never starts the bot.
+        await this.power.stop(botId);
+        const before = await this.folder
+          .write(botId, await this.archives.folders(botId), (path) => this.archives.read(botId, path, AbortSignal.timeout(READ_DEADLINE_MS)), async () => ({ mode: 'stop', downtime_ms: 0 }))
+          .catch((err: unknown) => Promise.reject(diskFull(err, `the restore of backup ${backup.id} into bot ${botId} was not begun: its data as it is could not be kept first`)));
         await scratch.swap(signal).catch((err: unknown) => {
           if (err instanceof AgentError) throw err;
           throw new RuntimeUnavailable(`the restore of backup ${backup.id} into bot ${botId} failed as its data was swapped (${(err as Error).message}); its data as it was before is backup ${before.id}: restore that`, { cause: err });
@@ -277,4 +280,9 @@ function storeFailure(err: unknown): string {
   const { name, message, $metadata } = err as { name?: string; message?: string; $metadata?: { httpStatusCode?: number } };
   const status = $metadata?.httpStatusCode === undefined ? '' : ` (HTTP ${$metadata.httpStatusCode})`;
   return `${name ?? 'Error'}${status}: ${message ?? String(err)}`.slice(0, 300);
+}
+
+/** A full disk of the backup folder said as StorageFull (507), after `what`; any other failure as it is. */
+function diskFull(err: unknown, what: string): unknown {
+  return (err as NodeJS.ErrnoException).code === 'ENOSPC' ? new StorageFull(`${what}: the disk of the agent's backup folder is full; nothing of it was kept`, { cause: err }) : err;
 }

@@ -4,12 +4,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { streamMessages } from './sse.js';
 export { STREAM_LINE_MAX, StreamLineTooLong } from './sse.js';
 import type { StreamMessage } from './sse.js';
-import type { BotEvent, BotStats, BotStatus, DeployChange, ExitRecord, Revision } from './wire.js';
+import type { Backup, BotEvent, BotStats, BotStatus, DeployChange, ExitRecord, Revision } from './wire.js';
 
 // The bot's side of bot-agent, with nothing but the platform (fetch, web streams, node:net for the probe):
 // Node 18 to 24, Bun and Deno. Finds the agent (docs/api.md §7) and calls it as the bot named by BOT_ID.
 
-export type { BotEvent, BotStats, BotStatus, DeployChange, ExitRecord, Revision } from './wire.js';
+export type { Backup, BotEvent, BotStats, BotStatus, DeployChange, ExitRecord, Revision } from './wire.js';
 
 /** One line the bot wrote, as live logs send it (docs/api.md §10). */
 export interface LogLine {
@@ -412,20 +412,6 @@ async function envelopeOf<T>(reply: Response): Promise<T> {
   const answer = (await reply.json().catch(() => ({}))) as { ok?: boolean; msg?: string } & T;
   if (!reply.ok || answer.ok !== true) throw new BotAgentError(answer.msg ?? `HTTP ${reply.status}`, reply.status);
   return answer;
-}
-
-/** A backup of a bot's data (docs/api.md §20). */
-export interface Backup {
-  id: string;
-  bot_id: string;
-  created_at: string;
-  mode: 'stop' | 'live';
-  downtime_ms: number | null;
-  size_bytes: number;
-  locked: boolean;
-  verification: { at: string; ok: boolean; message?: string } | null;
-  copies: { store: string; at: string; ok: boolean; message?: string }[];
-  folders: { path: string; file: string; size_bytes: number; sha256: string }[];
 }
 
 function storeQuery(store: string | undefined): string {

@@ -113,3 +113,17 @@ export interface DeployChange {
   rollback?: boolean;
   registry_auth?: { username: string; password: string };
 }
+
+/** A backup of a bot's data (docs/api.md §20). */
+export interface Backup {
+  id: string;
+  bot_id: string;
+  created_at: string;
+  mode: 'stop' | 'live';
+  downtime_ms: number | null;
+  size_bytes: number;
+  locked: boolean;
+  verification: { at: string; ok: boolean; message?: string } | null;
+  copies: { store: string; at: string; ok: boolean; message?: string }[];
+  folders: { path: string; file: string; size_bytes: number; sha256: string }[];
+}
