@@ -105,7 +105,10 @@ test('a restore puts the backup back: files gone since are gone, owners, modes a
   t.true(state.Running, 'the bot runs again');
   t.not(state.StartedAt, startedBefore, 'it was stopped for the swap');
   // The restored count was 1; the new run counted its start over it.
-  t.true(await eventually(async () => (await sh(id, 'cat /data/count')) === '2', 30_000, 200), await sh(id, 'cat /data/count'));
+  t.true(
+    await eventually(async () => (await sh(id, 'cat /data/count')) === '2', 30_000, 200),
+    `count ${await sh(id, 'cat /data/count')}; the bot's events: ${events.events.map((event) => `${event.event} ${JSON.stringify(event.data)}`).join('\n')}`,
+  );
   t.is(await sh(id, 'test -e /data/extra && echo there || echo gone'), 'gone');
   t.is(await sh(id, 'cat /data/latest'), 'kept');
   t.is(await sh(id, 'stat -c "%u:%g %a" /data/sub/users.db'), '1000:1000 600');

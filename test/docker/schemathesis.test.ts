@@ -87,6 +87,7 @@ test.before(async () => {
       list: async (owner) => (await provisioner.list(owner)).filter((bot) => fileBots.has(bot.bot_id) || created.includes(bot.bot_id)),
       revisions: provisioner.revisions,
       dataArchives: provisioner.dataArchives,
+      dataRestores: provisioner.dataRestores,
       remove: (botId) => provisioner.remove(botId),
       exportBot: (botId) => provisioner.exportBot!(botId),
       create: async (spec) => {
@@ -188,6 +189,8 @@ const BACKUP_OPERATIONS = [
   'POST /api/admin/bots/{bot_id}/backups/{backup_id}/lock',
   'POST /api/admin/bots/{bot_id}/backups/{backup_id}/unlock',
   'GET /api/admin/bots/{bot_id}/backups/{backup_id}/archive',
+  'POST /api/admin/bots/{bot_id}/backups/{backup_id}/restore',
+  'POST /api/admin/bots/{bot_id}/backups/{backup_id}/verify',
 ];
 /** The operations that name a schedule: a schedule is one bot's, and the fuzzer draws the two apart. */
 const SCHEDULE_OPERATIONS = [
@@ -534,6 +537,11 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
       'PATCH /api/admin/bots/{bot_id}/schedules/{schedule_id}',
       // Whether a bot keeps data is no property a schema can state: a backup of one that keeps none is the 422 that says so.
       'POST /api/admin/bots/{bot_id}/backups',
+      // Nor which stores the operator configured (AGENT_BACKUP_STORES: none here): a store the schema allows is the 422 that says so.
+      'GET /api/admin/bots/{bot_id}/backups',
+      'GET /api/admin/bots/{bot_id}/backups/{backup_id}',
+      'POST /api/admin/bots/{bot_id}/backups/{backup_id}/restore',
+      'POST /api/admin/bots/{bot_id}/backups/{backup_id}/verify',
     ],
     'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots', 'POST /api/fleet/bots', 'POST /api/fleet/bots/{bot_id}/start'],
     'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback', 'POST /api/admin/nodes/{node}/drain', 'POST /api/bots/self/restart', 'POST /api/bots/restart', ...SCHEDULE_OPERATIONS, ...BACKUP_OPERATIONS],
