@@ -245,6 +245,13 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   }
   // Restores an agent was stopped or killed in: finished or undone, and their bots started again where they ran.
   if (backups && provisioner?.dataRestores) void settleRestores(provisioner.dataRestores, restoresInCare ?? botsInCare, lifecycle, report);
+  // Bots a backup in stop mode stopped when an agent was killed before it started them again: started now.
+  if (backups) {
+    void backups.startStopped(restoresInCare ?? botsInCare).then(
+      ({ failures }) => failures.forEach((failure) => report('a bot a cut backup stopped could not be started again', new Error(failure))),
+      (err: unknown) => report('the bots cut backups stopped could not be read', err),
+    );
+  }
   // Schedules (docs/api.md §18): this agent runs those of the bots its runtime holds, where the fleet places them.
   const schedules = new ScheduleStore(store.sql(), seal);
   const scheduler = new Scheduler(

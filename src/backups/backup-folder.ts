@@ -54,6 +54,8 @@ export interface Backup {
 }
 
 const MANIFEST = 'backup.json';
+/** Where the bots a backup stopped are marked (a bot id never begins with a dot). */
+const STOPPED = '.stopped-for-backup';
 /** A backup being made: never listed; one a SIGKILL left is removed when the bot's backups are next read. */
 const PARTIAL = '.partial-';
 export const BACKUP_ID = /^bak_[0-9]{8}T[0-9]{6}Z_[0-9a-f]{8}$/;
@@ -122,6 +124,27 @@ export class BackupFolder {
       await rm(partial, { recursive: true, force: true });
       throw err;
     }
+  }
+
+  /**
+   * Marks the bot as stopped for a backup, on disk before it is stopped: an agent killed before it started the bot
+   * again leaves the mark, and the next starts the bot (`stoppedForBackups`). Unmarked once it runs again.
+   */
+  async markStopped(botId: string): Promise<void> {
+    await mkdir(join(this.root, STOPPED), { recursive: true, mode: 0o700 });
+    const mark = join(this.root, STOPPED, botId);
+    await rm(mark, { force: true });
+    await writeDurably(mark, `${new Date().toISOString()}\n`);
+    await syncDir(join(this.root, STOPPED));
+  }
+
+  async unmarkStopped(botId: string): Promise<void> {
+    await rm(join(this.root, STOPPED, botId), { force: true });
+  }
+
+  /** The bots a backup stopped and nothing started again (an agent killed mid-backup). */
+  async stoppedForBackups(): Promise<string[]> {
+    return readdir(join(this.root, STOPPED)).catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? [] : Promise.reject(err)));
   }
 
   /** The bot's backups, newest first; partial ones (a SIGKILL mid-backup) are removed as they are found. */

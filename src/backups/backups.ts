@@ -132,12 +132,14 @@ export class Backups {
       if (stoppedAt === undefined || downtimeMs !== null) return;
       try {
         await this.power.start(botId);
+        await this.folder.unmarkStopped(botId);
       } finally {
         downtimeMs = Date.now() - stoppedAt;
       }
     };
     try {
       if (stopped) {
+        await this.folder.markStopped(botId);
         stoppedAt = Date.now();
         await this.power.stop(botId);
       }
@@ -157,6 +159,26 @@ export class Backups {
       // A copy (or a stop) that failed: the bot runs again all the same.
       await startAgain();
     }
+  }
+
+  /** Starts the bots of `inCare` a backup stopped and an agent killed mid-way left stopped (docs/api.md §20). */
+  async startStopped(inCare: (botId: string) => boolean): Promise<{ started: string[]; failures: string[] }> {
+    const started: string[] = [];
+    const failures: string[] = [];
+    for (const botId of (await this.folder.stoppedForBackups()).filter(inCare)) {
+      try {
+        await this.power.start(botId);
+        started.push(botId);
+      } catch (err) {
+        // A bot removed since has nothing to start.
+        if (!(err instanceof NotFound)) {
+          failures.push(`bot ${botId}: ${(err as Error).message}`);
+          continue;
+        }
+      }
+      await this.folder.unmarkStopped(botId);
+    }
+    return { started, failures };
   }
 
   /**
