@@ -12,8 +12,8 @@ import type { Backup } from './backup-folder.js';
 /** How long a store may be silent on one request before the copy or read fails, unless its `timeout_s` says (docs/api.md §20). */
 const DEFAULT_TIMEOUT_S = 30;
 const CONNECT_TIMEOUT_MS = 5_000;
-/** Parts of 8 MiB, two in flight: what one upload holds in memory, however large the archive. */
-const PART_BYTES = 8 * 1024 * 1024;
+/** Parts of 5 MiB (the least S3 takes), two in flight: what one upload holds in memory, however large the archive. */
+const PART_BYTES = 5 * 1024 * 1024;
 const PARTS_AT_ONCE = 2;
 /** The most backups of a bot a store's listing reads. */
 const LISTED_AT_MOST = 200;
