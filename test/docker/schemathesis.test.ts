@@ -544,7 +544,8 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
       'POST /api/admin/bots/{bot_id}/backups/{backup_id}/verify',
     ],
     'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots', 'POST /api/fleet/bots', 'POST /api/fleet/bots/{bot_id}/start'],
-    'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback', 'POST /api/admin/nodes/{node}/drain', 'POST /api/bots/self/restart', 'POST /api/bots/restart', ...SCHEDULE_OPERATIONS, ...BACKUP_OPERATIONS],
+    // A backup's POST names the keeper bot 8 times in 10; a seed whose coverage phase sends its own ids (no bot's) reads its 404s as missing data (ci3 of 2026-12-03).
+    'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback', 'POST /api/admin/nodes/{node}/drain', 'POST /api/bots/self/restart', 'POST /api/bots/restart', 'POST /api/admin/bots/{bot_id}/backups', ...SCHEDULE_OPERATIONS, ...BACKUP_OPERATIONS],
   });
   t.deepEqual(verdicts, { errors: [], warnings: [] }, output.slice(-20_000));
   const failedOnExcusedWarningsAlone = verdictsOf(output).warnings.length > 0 && /Warnings fail the run/.test(output);

@@ -137,6 +137,9 @@ class Restore implements ScratchRestore {
     try {
       await swap.start({ abortSignal: signal });
     } catch (err) {
+      // A start that failed as the engine began it (a deadline, a busy engine) is carried to its end, never cut.
+      const begun = await swap.inspect().then((info) => !info.State.StartedAt.startsWith('0001'), () => false);
+      if (begun) return this.finish(swap.id);
       // Not begun: nothing of the bot's data was touched. An image with no /bin/sh cannot run the swap.
       await swap.remove({ force: true }).catch(() => undefined);
       throw new Unprocessable(`bot ${this.botId}'s data could not be restored: the engine could not run the restore's copy in the bot's image (it needs /bin/sh, rm and cp): ${(err as Error).message.slice(0, 300)}`, { cause: err });
@@ -164,7 +167,7 @@ class Restore implements ScratchRestore {
   }
 }
 
-/** Removes the restore's helper containers, then its scratch volumes; those gone already are no failure. */
+/** Removes the restore's helper containers, then its scratch volumes; those gone already, or going (another agent, or the engine, removing them), are no failure. */
 async function removeTagged(docker: Docker, tag: string): Promise<void> {
   const filters = { label: [`${RESTORE_TAG_LABEL}=${tag}`] };
   for (const container of await docker.listContainers({ all: true, filters, abortSignal: AbortSignal.timeout(DEADLINE_MS) })) {
@@ -172,15 +175,25 @@ async function removeTagged(docker: Docker, tag: string): Promise<void> {
       .getContainer(container.Id)
       .remove({ force: true, v: false, abortSignal: AbortSignal.timeout(DEADLINE_MS) })
       .catch((err: unknown) => {
-        if (engineStatus(err) !== 404) throw err;
+        if (engineStatus(err) !== 404 && !(engineStatus(err) === 409 && /already in progress/.test(String((err as Error).message)))) throw err;
       });
   }
   for (const volume of (await docker.listVolumes({ filters, abortSignal: AbortSignal.timeout(DEADLINE_MS) })).Volumes ?? []) {
-    await docker
-      .getVolume(volume.Name)
-      .remove({ abortSignal: AbortSignal.timeout(DEADLINE_MS) })
-      .catch((err: unknown) => {
-        if (engineStatus(err) !== 404) throw err;
-      });
+    // A volume whose container's removal is still under way is in use a moment longer.
+    for (let attempt = 0; ; attempt++) {
+      const removed = await docker
+        .getVolume(volume.Name)
+        .remove({ abortSignal: AbortSignal.timeout(DEADLINE_MS) })
+        .then(
+          () => true,
+          (err: unknown) => {
+            if (engineStatus(err) === 404) return true;
+            if (engineStatus(err) === 409 && attempt < 50) return false;
+            throw err;
+          },
+        );
+      if (removed) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
   }
 }
