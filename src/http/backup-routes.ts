@@ -43,14 +43,14 @@ export function backupRoutes({ backups: available, access, runtime }: BackupRout
   });
 
   router.get('/api/admin/bots/:bot_id/backups', async (ctx) => {
-    const store = storeOf(ctx);
     const { botId, backups } = await botOf(ctx);
+    const store = storeOf(ctx);
     ctx.body = { ok: true, backups: await backups.list(botId, store) };
   });
 
   router.get('/api/admin/bots/:bot_id/backups/:backup_id', async (ctx) => {
-    const store = storeOf(ctx);
     const { botId, backups } = await botOf(ctx);
+    const store = storeOf(ctx);
     ctx.body = { ok: true, backup: await backups.one(botId, ctx.params.backup_id ?? '', store) };
   });
 
@@ -77,16 +77,16 @@ export function backupRoutes({ backups: available, access, runtime }: BackupRout
   }
 
   router.post('/api/admin/bots/:bot_id/backups/:backup_id/restore', async (ctx) => {
-    const store = storeOf(ctx);
     const { botId, backups } = await botOf(ctx);
+    const store = storeOf(ctx);
     const into = validate(restoreRequest, ctx.request.body ?? {}).into ?? botId;
     const { backup, before } = await backups.restore(botId, ctx.params.backup_id ?? '', store, into);
     ctx.body = { ok: true, message: `backup ${backup.id} of bot ${botId} restored into bot ${into}; its data as it was is backup ${before.id} of bot ${into}`, backup, before };
   });
 
   router.post('/api/admin/bots/:bot_id/backups/:backup_id/verify', async (ctx) => {
-    const store = storeOf(ctx);
     const { botId, backups } = await botOf(ctx);
+    const store = storeOf(ctx);
     const backup = await backups.verify(botId, ctx.params.backup_id ?? '', store);
     if (backup.verification?.ok !== true) throw new Unprocessable(`backup ${backup.id} of bot ${botId} failed its verification: ${backup.verification?.message ?? 'unknown'}`);
     ctx.body = { ok: true, message: `backup ${backup.id} of bot ${botId} verified: it reads back whole`, backup };
