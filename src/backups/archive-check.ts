@@ -20,18 +20,25 @@ export interface ArchiveReading {
 }
 
 const ENTRY_TYPES = new Set(['file', 'contiguous-file', 'directory', 'symlink', 'link']);
+/** The most entries a folder's archive may hold: each one's name is kept while it is read (for hard links). */
+export const MAX_ENTRIES = 200_000;
 
 /**
  * Reads a folder's archive through once, as restores take it (docs/api.md §20): `path` is the folder inside the
  * container, and the archive's entries are under its last name (`data/...` for `/data`), as the engine's archive
  * API writes them. Refused (ArchiveRefused) for an entry that climbs out of the folder (`..`, an absolute name, a
- * name outside it), a link that points out of it, a device or a pipe, or more than `limitBytes` unpacked.
+ * name outside it), a link that points out of it, a device or a pipe, more than `limitBytes` unpacked, or more
+ * than MAX_ENTRIES entries.
  *
  * The tree's digest covers each entry's name, kind, permissions, size, content (or link target), in the
  * archive's order, the folder's own entry left out: the engine walks a folder in name order, so the same files
  * archived again give the same digest.
  */
-export async function readArchive(source: Readable, path: string, { gzipped, limitBytes }: { gzipped: boolean; limitBytes: number }): Promise<ArchiveReading> {
+export async function readArchive(
+  source: Readable,
+  path: string,
+  { gzipped, limitBytes, maxEntries = MAX_ENTRIES }: { gzipped: boolean; limitBytes: number; maxEntries?: number },
+): Promise<ArchiveReading> {
   const base = posix.basename(path);
   const parent = posix.dirname(path);
   const whole = createHash('sha256');
@@ -58,7 +65,7 @@ export async function readArchive(source: Readable, path: string, { gzipped, lim
       }
       unpackedBytes += header.size ?? 0;
       if (unpackedBytes > limitBytes) throw new ArchiveRefused(`it unpacks to more than ${limitBytes} bytes, the most the folder may hold`);
-      entries++;
+      if (++entries > maxEntries) throw new ArchiveRefused(`it holds more than ${maxEntries} entries, the most a folder's archive may`);
       if (name !== base) tree.update(`${header.type} ${JSON.stringify(name)} ${(header.mode ?? 0) & 0o7777} ${header.size ?? 0} `);
       seen.add(name);
       const content = isFile(header) ? createHash('sha256') : undefined;

@@ -4,7 +4,7 @@ import { gzipSync } from 'node:zlib';
 import test from 'ava';
 import { pack } from 'tar-stream';
 import type { Header } from 'tar-stream';
-import { ArchiveRefused, readArchive } from '../../src/backups/archive-check.js';
+import { ArchiveRefused, MAX_ENTRIES, readArchive } from '../../src/backups/archive-check.js';
 
 // A folder's archive as a restore reads it before anything is written (docs/api.md §20).
 type Entry = Partial<Header> & { name: string; body?: string };
@@ -73,4 +73,13 @@ test('an archive that unpacks to more than the folder may hold is refused as it 
   await t.throwsAsync(readArchive(Readable.from(bytes.subarray(0, bytes.length - 40)), '/data', { gzipped: true, limitBytes: 1 << 20 }), { instanceOf: ArchiveRefused, message: /cannot be read/ });
   await t.throwsAsync(readArchive(Readable.from(Buffer.from('not a tar at all')), '/data', { gzipped: true, limitBytes: 1 << 20 }), { instanceOf: ArchiveRefused });
   await t.throwsAsync(read([]), { instanceOf: ArchiveRefused, message: /no entry/ });
+});
+
+test('an archive of more entries than a folder may hold is refused (empty files: a bomb of names, not of bytes)', async (t) => {
+  t.is(MAX_ENTRIES, 200_000);
+  const many: Entry[] = [{ name: 'data', type: 'directory' }];
+  for (let i = 0; i < 100; i++) many.push({ name: `data/${i}` });
+  const bytes = gzipSync(await tarOf(many));
+  await t.throwsAsync(readArchive(Readable.from(bytes), '/data', { gzipped: true, limitBytes: 1 << 20, maxEntries: 100 }), { instanceOf: ArchiveRefused, message: /more than 100 entries/ });
+  t.is((await readArchive(Readable.from(bytes), '/data', { gzipped: true, limitBytes: 1 << 20, maxEntries: 101 })).entries, 101);
 });
