@@ -220,7 +220,7 @@ test("a new bot is made from another's backup: restored into it, the other untou
   const restored = await call(agent.server, `/api/admin/bots/${from}/backups/${backup.id}/restore`, { body: { into } });
   t.is(restored.status, 200, restored.text);
   t.regex(String(restored.body?.message), new RegExp(`of bot ${from} restored into bot ${into}`));
-  t.is(await sh(into, 'cat /data/n8n.sqlite'), 'workflows');
+  t.is(await sh(into, 'cat /data/n8n.sqlite'), 'workflows', `the new bot's /data: ${await sh(into, 'ls -la /data')}; the backup: ${JSON.stringify(backup)}`);
   t.true((await fixture.docker.getContainer(into).inspect()).State.Running);
   const before = restored.body?.before as BackupAnswer & { bot_id: string };
   t.is(before.bot_id, into, "the data the new bot had is kept as the new bot's backup");

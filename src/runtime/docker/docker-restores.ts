@@ -147,16 +147,23 @@ class Restore implements ScratchRestore {
     await this.finish(swap.id);
   }
 
-  /** Waits for the swap container to end; one that failed is run again once (it starts from the scratch copies, not from what it left). */
+  /**
+   * Waits for the swap container to end, as its inspect says (no wait call that a busy engine may answer early);
+   * one that failed is run again once (it starts from the scratch copies, not from what it left).
+   */
   async finish(id: string): Promise<void> {
     const container = this.docker.getContainer(id);
     for (let attempt = 0; ; attempt++) {
-      const info = await container.inspect();
-      const code = info.State.Running ? ((await container.wait()) as { StatusCode: number }).StatusCode : info.State.StartedAt.startsWith('0001') ? undefined : info.State.ExitCode;
-      if (code === 0) return;
-      if (attempt > 0) {
+      let info = await container.inspect();
+      while (info.State.Running || info.State.Restarting) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        info = await container.inspect();
+      }
+      const begun = !info.State.StartedAt.startsWith('0001');
+      if (begun && info.State.Status === 'exited' && info.State.ExitCode === 0) return;
+      if (begun && attempt > 0) {
         const output = (await container.logs({ stdout: true, stderr: true, tail: 20 }).catch(() => Buffer.alloc(0))) as Buffer;
-        throw new Error(`the restore's copy into bot ${this.botId}'s data failed (exit ${code}): ${output.toString('latin1').replace(/[^\x20-\x7e\n]/g, '').slice(-500)}`);
+        throw new Error(`the restore's copy into bot ${this.botId}'s data failed (exit ${info.State.ExitCode}): ${output.toString('latin1').replace(/[^\x20-\x7e\n]/g, '').slice(-500)}`);
       }
       await container.start();
     }
