@@ -9,6 +9,8 @@ import { engineStatus, translateDockerError } from './docker-errors.js';
 import { dataVolumeName, dataVolumesOf } from './docker-volumes.js';
 
 const DEADLINE_MS = 30_000;
+/** How long a restore waits for its swap to end. */
+const SWAP_WAIT_MS = 60 * 60_000;
 
 /**
  * The swap, run by the engine in a helper container of the bot's own image, as root, with no network: each of the
@@ -155,7 +157,10 @@ class Restore implements ScratchRestore {
     const container = this.docker.getContainer(id);
     for (let attempt = 0; ; attempt++) {
       let info = await container.inspect();
+      const giveUpAt = Date.now() + SWAP_WAIT_MS;
       while (info.State.Running || info.State.Restarting) {
+        // The engine runs it on; the agent stops waiting (the restore answers its failure, the next agent settles it).
+        if (Date.now() > giveUpAt) throw new Error(`the restore's copy into bot ${this.botId}'s data ran past ${SWAP_WAIT_MS / 60_000} minutes`);
         await new Promise((resolve) => setTimeout(resolve, 200));
         info = await container.inspect();
       }
