@@ -140,7 +140,7 @@ class Restore implements ScratchRestore {
       await swap.start({ abortSignal: signal });
     } catch (err) {
       // A start that failed as the engine began it (a deadline, a busy engine) is carried to its end, never cut.
-      const begun = await swap.inspect().then((info) => !info.State.StartedAt.startsWith('0001'), () => false);
+      const begun = await swap.inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) }).then((info) => !info.State.StartedAt.startsWith('0001'), () => false);
       if (begun) return this.finish(swap.id);
       // Not begun: nothing of the bot's data was touched. An image with no /bin/sh cannot run the swap.
       await swap.remove({ force: true }).catch(() => undefined);
@@ -156,21 +156,21 @@ class Restore implements ScratchRestore {
   async finish(id: string): Promise<void> {
     const container = this.docker.getContainer(id);
     for (let attempt = 0; ; attempt++) {
-      let info = await container.inspect();
+      let info = await container.inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
       const giveUpAt = Date.now() + SWAP_WAIT_MS;
       while (info.State.Running || info.State.Restarting) {
         // The engine runs it on; the agent stops waiting (the restore answers its failure, the next agent settles it).
         if (Date.now() > giveUpAt) throw new Error(`the restore's copy into bot ${this.botId}'s data ran past ${SWAP_WAIT_MS / 60_000} minutes`);
         await new Promise((resolve) => setTimeout(resolve, 200));
-        info = await container.inspect();
+        info = await container.inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
       }
       const begun = !info.State.StartedAt.startsWith('0001');
       if (begun && info.State.Status === 'exited' && info.State.ExitCode === 0) return;
       if (begun && attempt > 0) {
-        const output = (await container.logs({ stdout: true, stderr: true, tail: 20 }).catch(() => Buffer.alloc(0))) as Buffer;
+        const output = (await container.logs({ stdout: true, stderr: true, tail: 20, abortSignal: AbortSignal.timeout(DEADLINE_MS) }).catch(() => Buffer.alloc(0))) as Buffer;
         throw new Error(`the restore's copy into bot ${this.botId}'s data failed (exit ${info.State.ExitCode}): ${output.toString('latin1').replace(/[^\x20-\x7e\n]/g, '').slice(-500)}`);
       }
-      await container.start();
+      await container.start({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
     }
   }
 
