@@ -8,7 +8,6 @@ import { BackupFolder } from './backups/backup-folder.js';
 import { Backups } from './backups/backups.js';
 import { DataUsage } from './data/data-usage.js';
 import { BackupStores, readBackupStores } from './backups/backup-stores.js';
-import type { BotDataRestores } from './backups/data-restores.js';
 import { Scheduler } from './schedules/scheduler.js';
 import type { SchedulerOptions } from './schedules/scheduler.js';
 import { ScheduleStore } from './schedules/schedule-store.js';
@@ -243,14 +242,22 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     closers.push(async () => dataUsage.close());
     metrics.dataUsage(() => dataUsage.totals());
   }
-  // Restores an agent was stopped or killed in: finished or undone, and their bots started again where they ran.
-  if (backups && provisioner?.dataRestores) void settleRestores(provisioner.dataRestores, restoresInCare ?? botsInCare, lifecycle, report);
-  // Bots a backup in stop mode stopped when an agent was killed before it started them again: started now.
+  // Restores an agent was stopped or killed in: finished or undone, and their bots started again where they ran;
+  // then bots a backup in stop mode stopped when an agent was killed before it started them again.
   if (backups) {
-    void backups.startStopped(restoresInCare ?? botsInCare).then(
-      ({ failures }) => failures.forEach((failure) => report('a bot a cut backup stopped could not be started again', new Error(failure))),
-      (err: unknown) => report('the bots cut backups stopped could not be read', err),
-    );
+    const inCare = restoresInCare ?? botsInCare;
+    void (async () => {
+      for (const [settled, what] of [
+        [() => backups.settleRestores(inCare), 'restores'],
+        [() => backups.startStopped(inCare), 'backups'],
+      ] as const) {
+        try {
+          for (const failure of (await settled()).failures) report(`a bot cut ${what} left could not be settled`, new Error(failure));
+        } catch (err) {
+          report(`the ${what} an agent left could not be read`, err);
+        }
+      }
+    })();
   }
   // Schedules (docs/api.md §18): this agent runs those of the bots its runtime holds, where the fleet places them.
   const schedules = new ScheduleStore(store.sql(), seal);
@@ -348,16 +355,6 @@ export function historyPlace(config: Pick<Config, 'dataDir' | 'databaseUrl'>): s
   if (config.databaseUrl === undefined) return `AGENT_DATA_DIR=${config.dataDir}`;
   const host = URL.parse(config.databaseUrl)?.host;
   return host ? `AGENT_DATABASE_URL (${host})` : 'AGENT_DATABASE_URL';
-}
-
-async function settleRestores(restores: BotDataRestores, inCare: (botId: string) => boolean, lifecycle: BotLifecycle, report: (what: string, err: unknown) => void): Promise<void> {
-  try {
-    const { toStart, failures } = await restores.leftovers(inCare);
-    for (const failure of failures) report('a restore an agent left could not be finished', new Error(failure));
-    for (const botId of toStart) await lifecycle.start(botId).catch((err: unknown) => report(`bot ${botId} could not be started again after a restore an agent left`, err));
-  } catch (err) {
-    report('the restores an agent left could not be read', err);
-  }
 }
 
 function reporter(logger: Logger): (what: string, err: unknown) => void {

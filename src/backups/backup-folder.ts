@@ -54,8 +54,9 @@ export interface Backup {
 }
 
 const MANIFEST = 'backup.json';
-/** Where the bots a backup stopped are marked (a bot id never begins with a dot). */
+/** Where the bots a backup stopped are marked, and the restores under way (a bot id never begins with a dot). */
 const STOPPED = '.stopped-for-backup';
+const RESTORING = '.restoring';
 /** A backup being made: never listed; one a SIGKILL left is removed when the bot's backups are next read. */
 const PARTIAL = '.partial-';
 export const BACKUP_ID = /^bak_[0-9]{8}T[0-9]{6}Z_[0-9a-f]{8}$/;
@@ -131,11 +132,7 @@ export class BackupFolder {
    * again leaves the mark, and the next starts the bot (`stoppedForBackups`). Unmarked once it runs again.
    */
   async markStopped(botId: string): Promise<void> {
-    await mkdir(join(this.root, STOPPED), { recursive: true, mode: 0o700 });
-    const mark = join(this.root, STOPPED, botId);
-    await rm(mark, { force: true });
-    await writeDurably(mark, `${new Date().toISOString()}\n`);
-    await syncDir(join(this.root, STOPPED));
+    await this.mark(STOPPED, botId);
   }
 
   async unmarkStopped(botId: string): Promise<void> {
@@ -144,7 +141,39 @@ export class BackupFolder {
 
   /** The bots a backup stopped and nothing started again (an agent killed mid-backup). */
   async stoppedForBackups(): Promise<string[]> {
-    return readdir(join(this.root, STOPPED)).catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? [] : Promise.reject(err)));
+    return this.marked(STOPPED);
+  }
+
+  /**
+   * Marks a restore (or verification) as this folder's, on disk before the runtime holds anything of it: the
+   * agent that starts next with this folder knows the restores it finds on the runtime with a mark were left by
+   * a killed agent, not under way in another one. Unmarked once the runtime holds nothing of it.
+   */
+  async markRestore(tag: string, botId: string): Promise<void> {
+    await this.mark(RESTORING, tag, botId);
+  }
+
+  async unmarkRestore(tag: string): Promise<void> {
+    await rm(join(this.root, RESTORING, tag), { force: true });
+  }
+
+  /** The restores marked, by tag: the bot of each (an empty one a mark torn by a SIGKILL as it was written). */
+  async restoresMarked(): Promise<Map<string, string>> {
+    const marks = new Map<string, string>();
+    for (const tag of await this.marked(RESTORING)) marks.set(tag, (await readFile(join(this.root, RESTORING, tag), 'utf8').catch(() => '')).trim());
+    return marks;
+  }
+
+  private async mark(kind: string, name: string, content = new Date().toISOString()): Promise<void> {
+    await mkdir(join(this.root, kind), { recursive: true, mode: 0o700 });
+    const mark = join(this.root, kind, name);
+    await rm(mark, { force: true });
+    await writeDurably(mark, `${content}\n`);
+    await syncDir(join(this.root, kind));
+  }
+
+  private async marked(kind: string): Promise<string[]> {
+    return readdir(join(this.root, kind)).catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? [] : Promise.reject(err)));
   }
 
   /** The bot's backups, newest first; partial ones (a SIGKILL mid-backup) are removed as they are found. */

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { AgentError, AlreadyExists, NotFound, NotImplemented, RuntimeUnavailable, StorageFull, StoreFailed, Unprocessable } from '../errors.js';
 import { ArchiveRefused, readArchive } from './archive-check.js';
 import type { ArchiveReading } from './archive-check.js';
@@ -5,12 +6,17 @@ import type { Backup, BackupMode, StoreCopy, Verification } from './backup-folde
 import type { BackupStores } from './backup-stores.js';
 import type { BackupFolder } from './backup-folder.js';
 import type { BotDataArchives } from './data-archives.js';
-import type { BotDataRestores, FolderArchive, ScratchRestore } from './data-restores.js';
+import type { BotDataRestores, FolderArchive, LeftRestore, ScratchRestore } from './data-restores.js';
 import type { RetentionPolicy } from './retention.js';
 
 /** How long one folder's archive may take to read, at most; and a whole restore or verification. */
 const READ_DEADLINE_MS = 30 * 60_000;
 const RESTORE_DEADLINE_MS = 60 * 60_000;
+/**
+ * How long a restore the runtime holds that no mark in this agent's folder names (another agent's, under way or
+ * left) is left alone: longer than any restore takes (its hour, the swap's hour, the copy of the data before it).
+ */
+const FOREIGN_RESTORE_MS = 6 * 60 * 60_000;
 const MIB = 1024 * 1024;
 /** What a folder without a size_mb may unpack to at most: 100 times its archive, and never less than 1 GiB (docs/api.md §20). */
 const UNSIZED_RATIO = 100;
@@ -30,6 +36,8 @@ export interface BackupPower {
  */
 export class Backups {
   private readonly underWay = new Set<string>();
+  /** The tags of the restores and verifications this agent has under way. */
+  private readonly restoring = new Set<string>();
 
   constructor(
     private readonly archives: BotDataArchives,
@@ -193,26 +201,28 @@ export class Backups {
       const signal = AbortSignal.timeout(RESTORE_DEADLINE_MS);
       const readings = await this.checked(backup, restores, botId);
       const wasRunning = await this.power.running(botId);
-      // Made before the bot is stopped, and marked with whether it ran: an agent killed from here on leaves a restore the next one settles.
-      const scratch = await restores.scratch(botId, this.archivesOf(backup), { startAfter: wasRunning, signal });
-      try {
-        await this.proven(backup, scratch, readings, signal);
-        // Stopped whatever it was found as (a stop of a stopped bot changes nothing): the swap never runs under a
-        // running bot, and the copy before it never starts the bot.
-        await this.power.stop(botId);
-        const before = await this.folder
-          .write(botId, await this.archives.folders(botId), (path) => this.archives.read(botId, path, AbortSignal.timeout(READ_DEADLINE_MS)), async () => ({ mode: 'stop', downtime_ms: 0 }))
-          .catch((err: unknown) => Promise.reject(diskFull(err, `the restore of backup ${backup.id} into bot ${botId} was not begun: its data as it is could not be kept first`)));
-        await scratch.swap(signal).catch((err: unknown) => {
-          if (err instanceof AgentError) throw err;
-          throw new RuntimeUnavailable(`the restore of backup ${backup.id} into bot ${botId} failed as its data was swapped (${(err as Error).message}); its data as it was before is backup ${before.id}: restore that`, { cause: err });
-        });
-        await this.note(botId, 'restored', { backup_id: backup.id, before_backup_id: before.id, ...(from === botId ? {} : { from_bot_id: from }) });
-        return { backup, before };
-      } finally {
-        await scratch.discard().catch(() => undefined);
-        if (wasRunning) await this.power.start(botId);
-      }
+      return this.marked(botId, async (tag) => {
+        // Made before the bot is stopped, and marked with whether it ran: an agent killed from here on leaves a restore the next one settles.
+        const scratch = await restores.scratch(botId, this.archivesOf(backup), { tag, startAfter: wasRunning, signal });
+        try {
+          await this.proven(backup, scratch, readings, signal);
+          // Stopped whatever it was found as (a stop of a stopped bot changes nothing): the swap never runs under a
+          // running bot, and the copy before it never starts the bot.
+          await this.power.stop(botId);
+          const before = await this.folder
+            .write(botId, await this.archives.folders(botId), (path) => this.archives.read(botId, path, AbortSignal.timeout(READ_DEADLINE_MS)), async () => ({ mode: 'stop', downtime_ms: 0 }))
+            .catch((err: unknown) => Promise.reject(diskFull(err, `the restore of backup ${backup.id} into bot ${botId} was not begun: its data as it is could not be kept first`)));
+          await scratch.swap(signal).catch((err: unknown) => {
+            if (err instanceof AgentError) throw err;
+            throw new RuntimeUnavailable(`the restore of backup ${backup.id} into bot ${botId} failed as its data was swapped (${(err as Error).message}); its data as it was before is backup ${before.id}: restore that`, { cause: err });
+          });
+          await this.note(botId, 'restored', { backup_id: backup.id, before_backup_id: before.id, ...(from === botId ? {} : { from_bot_id: from }) });
+          return { backup, before };
+        } finally {
+          await this.discarded(scratch, tag);
+          if (wasRunning) await this.power.start(botId);
+        }
+      });
     });
   }
 
@@ -225,12 +235,14 @@ export class Backups {
       let failure: string | undefined;
       try {
         const readings = await this.checked(backup, restores);
-        const scratch = await restores.scratch(botId, this.archivesOf(backup), { startAfter: false, signal });
-        try {
-          await this.proven(backup, scratch, readings, signal);
-        } finally {
-          await scratch.discard().catch(() => undefined);
-        }
+        await this.marked(botId, async (tag) => {
+          const scratch = await restores.scratch(botId, this.archivesOf(backup), { tag, startAfter: false, signal });
+          try {
+            await this.proven(backup, scratch, readings, signal);
+          } finally {
+            await this.discarded(scratch, tag);
+          }
+        });
       } catch (err) {
         if (!(err instanceof Unprocessable)) throw err;
         failure = err.message;
@@ -240,6 +252,60 @@ export class Backups {
       await this.note(botId, failure === undefined ? 'backup-verified' : 'backup-verify-failed', { backup_id: backup.id, ...(failure === undefined ? {} : { reason: failure }) });
       return verified;
     });
+  }
+
+  /**
+   * Settles the restores and verifications an agent stopped or killed mid-way left on the runtime, of the bots
+   * `inCare` says (docs/api.md §20): those this agent's folder marks at once, any other only once it is older than
+   * any restore runs (another agent's may be under way). Each bot that ran before its restore is started again.
+   */
+  async settleRestores(inCare: (botId: string) => boolean): Promise<{ started: string[]; failures: string[] }> {
+    const started: string[] = [];
+    const failures: string[] = [];
+    if (!this.restores) return { started, failures };
+    const marks = await this.folder.restoresMarked();
+    const left = await this.restores.leftovers();
+    for (const restore of left) {
+      if (this.restoring.has(restore.tag) || !inCare(restore.botId) || !(marks.has(restore.tag) || foreignLongEnough(restore))) continue;
+      try {
+        await this.alone(restore.botId, () => this.restores!.settle(restore));
+        await this.folder.unmarkRestore(restore.tag);
+        if (restore.startAfter) {
+          await this.power.start(restore.botId);
+          started.push(restore.botId);
+        }
+      } catch (err) {
+        // A bot removed since has nothing to start; one with an operation under way is settled by the next agent.
+        if (err instanceof NotFound || err instanceof AlreadyExists) continue;
+        // Its scratch copies stay, and the bot stopped: its data may be half swapped.
+        failures.push(`bot ${restore.botId}: ${(err as Error).message}`);
+      }
+    }
+    // Marks of restores the runtime holds nothing of: killed before it made anything, or after it removed all.
+    const held = new Set(left.map((restore) => restore.tag));
+    for (const [tag, botId] of marks) if (!held.has(tag) && !this.restoring.has(tag) && (botId === '' || inCare(botId))) await this.folder.unmarkRestore(tag);
+    return { started, failures };
+  }
+
+  /** `work` under a new restore tag, marked in the folder before the runtime holds anything of it. */
+  private async marked<T>(botId: string, work: (tag: string) => Promise<T>): Promise<T> {
+    const tag = randomBytes(4).toString('hex');
+    this.restoring.add(tag);
+    try {
+      await this.folder.markRestore(tag, botId);
+      return await work(tag);
+    } finally {
+      this.restoring.delete(tag);
+    }
+  }
+
+  /** The scratch folders removed; the mark too, once the runtime holds nothing of the restore (else the next agent settles it). */
+  private async discarded(scratch: ScratchRestore, tag: string): Promise<void> {
+    const removed = await scratch.discard().then(
+      () => true,
+      () => false,
+    );
+    if (removed) await this.folder.unmarkRestore(tag).catch(() => undefined);
   }
 
   private restoresHere(): BotDataRestores {
@@ -288,6 +354,10 @@ export class Backups {
       }
     }
   }
+}
+
+function foreignLongEnough(restore: LeftRestore): boolean {
+  return restore.begunAt === undefined || Date.now() - restore.begunAt.getTime() > FOREIGN_RESTORE_MS;
 }
 
 /** What a backup's answer (and a scheduled backup's run) says of it. */

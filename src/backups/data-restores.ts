@@ -16,18 +16,28 @@ export interface ScratchRestore {
   discard(): Promise<void>;
 }
 
+/** A restore the runtime holds something of (its scratch folders, its helpers), as `leftovers` finds it. */
+export interface LeftRestore {
+  readonly botId: string;
+  readonly tag: string;
+  /** When it began; undefined where its runtime objects do not say. */
+  readonly begunAt: Date | undefined;
+  /** Whether its bot ran before it, and is to be started again once it is settled. */
+  readonly startAfter: boolean;
+}
+
 /**
  * What restores ask of the runtime (docs/api.md §20). A restore is first unpacked into scratch folders (made before
- * the bot is touched, and marked with whether it ran), then swapped in; one an agent was killed in is found again
- * by `leftovers`: carried to its end where its swap had begun, else undone, the bot's data never a mix.
+ * the bot is touched, marked with its tag, when it began and whether the bot ran), then swapped in; one an agent was
+ * killed in is found again by `leftovers` and `settle`d: carried to its end where its swap had begun, else undone,
+ * the bot's data never a mix. Which leftovers are an agent's to settle is the caller's to say.
  */
 export interface BotDataRestores {
   /** The size each of the bot's data folders may hold (`size_mb`), by path; undefined where none was asked. */
   sizes(botId: string): Promise<ReadonlyMap<string, number | undefined>>;
-  scratch(botId: string, archives: readonly FolderArchive[], options: { startAfter: boolean; signal: AbortSignal }): Promise<ScratchRestore>;
-  /**
-   * Settles the restores left by an agent stopped or killed mid-way, of the bots `inCare` says: answers the bots to
-   * start again, and what could not be settled (its bot left stopped, its scratch copies kept).
-   */
-  leftovers(inCare: (botId: string) => boolean): Promise<{ toStart: string[]; failures: string[] }>;
+  scratch(botId: string, archives: readonly FolderArchive[], options: { tag: string; startAfter: boolean; signal: AbortSignal }): Promise<ScratchRestore>;
+  /** Every restore the runtime holds something of, under way or left. */
+  leftovers(): Promise<LeftRestore[]>;
+  /** Carries a left restore's swap to its end where it had begun, then removes what the runtime holds of it. */
+  settle(left: LeftRestore): Promise<void>;
 }

@@ -39,10 +39,11 @@ export const DATA_SIZE_LABEL = 'bot-agent/data-size-mb';
 
 /**
  * Labels (Docker) of what a restore makes (docs/api.md §20): its scratch volumes and its helper containers, named
- * with the bot and the restore, whether the bot ran before it (to be started again by an agent that finds the
- * restore left), and (on a helper) its step: `fill` (never run) or `swap` (replaces the bot's data).
+ * with the bot and the restore, when it began, whether the bot ran before it (to be started again by an agent that
+ * finds the restore left), and (on a helper) its step: `fill` (never run) or `swap` (replaces the bot's data).
  */
 export const RESTORE_OF_LABEL = 'bot-agent/restore-of';
 export const RESTORE_TAG_LABEL = 'bot-agent/restore-tag';
 export const RESTORE_START_LABEL = 'bot-agent/restore-start';
+export const RESTORE_BEGUN_LABEL = 'bot-agent/restore-begun';
 export const RESTORE_STEP_LABEL = 'bot-agent/restore-step';

@@ -9,6 +9,9 @@ import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import { pack } from 'tar-stream';
 import type { Header } from 'tar-stream';
+import { BackupFolder } from '../../src/backups/backup-folder.js';
+import { Backups } from '../../src/backups/backups.js';
+import { DockerDataArchives } from '../../src/runtime/docker/docker-archives.js';
 import { DockerDataRestores } from '../../src/runtime/docker/docker-restores.js';
 import { BOT_LABEL, RESTORE_OF_LABEL, RESTORE_STEP_LABEL } from '../../src/runtime/labels.js';
 import { DockerFixture, IDLE_BOT, TEST_IMAGE } from '../helpers/docker-fixture.js';
@@ -68,6 +71,12 @@ async function backUp(t: ExecutionContext, botId: string, mode: 'stop' | 'live' 
   const made = await call(agent.server, `/api/admin/bots/${botId}/backups`, { body: { mode } });
   t.is(made.status, 201, made.text);
   return made.body?.backup as BackupAnswer;
+}
+
+/** Starts and stops the bot on the engine itself, as an agent's lifecycle would. */
+function powerOf(id: string) {
+  const container = fixture.docker.getContainer(id);
+  return { running: async () => (await container.inspect()).State.Running, stop: () => container.stop({ t: 1 }), start: () => container.start() };
 }
 
 /** What the engine holds of the bot's restores: helpers and scratch volumes. */
@@ -185,31 +194,54 @@ test('a restore an agent left is settled by the next: undone before its swap beg
   await sh(id, 'echo old > /data/which');
   const backup = await backUp(t, id);
   const restores = new DockerDataRestores(fixture.docker);
+  const folder = new BackupFolder(backupDir);
   const archive = (path: string) => ({ path, open: () => Readable.from(readFileSync(join(backupDir, id, backup.id, backup.folders[0]!.file))) });
 
-  // Killed after its scratch copy was made and the bot stopped, before the swap: an agent starting undoes it.
+  // Killed after its scratch copy was made and the bot stopped, before the swap: the next agent of its folder undoes it.
   await sh(id, 'echo current > /data/which');
-  await restores.scratch(id, [archive('/data')], { startAfter: true, signal: AbortSignal.timeout(60_000) });
+  await folder.markRestore('0000aaaa', id);
+  await restores.scratch(id, [archive('/data')], { tag: '0000aaaa', startAfter: true, signal: AbortSignal.timeout(60_000) });
   await fixture.docker.getContainer(id).stop({ t: 1 });
   const next = await provisioningAgent(fixture, 'address', { config: { backupDir }, restoresInCare: (botId) => botId === id });
   t.teardown(() => next.close());
   t.true(await eventually(async () => (await fixture.docker.getContainer(id).inspect()).State.Running, 30_000, 200), 'started again, as it ran before');
   t.true(await eventually(async () => (await restoreLeftovers(id)) === 0, 30_000, 200), 'its helper and scratch volume removed');
   t.is(await sh(id, 'cat /data/which'), 'current', 'the data as it was: the swap never began');
+  t.false((await folder.restoresMarked()).has('0000aaaa'), 'its mark removed');
 
   // Killed once the engine runs its swap: the next agent waits for the swap's end, and the data is the backup's.
-  const scratch = await restores.scratch(id, [archive('/data')], { startAfter: true, signal: AbortSignal.timeout(60_000) });
+  await folder.markRestore('0000bbbb', id);
+  const scratch = await restores.scratch(id, [archive('/data')], { tag: '0000bbbb', startAfter: true, signal: AbortSignal.timeout(60_000) });
   await fixture.docker.getContainer(id).stop({ t: 1 });
   const swapping = scratch.swap(AbortSignal.timeout(60_000)).catch(() => undefined);
   // Once the engine has begun it (an agent killed after its start): one killed between the swap's create and its start leaves a swap the next agent begins itself.
   const begun = async () => (await fixture.docker.listContainers({ all: true, filters: { label: [`${RESTORE_OF_LABEL}=${id}`, `${RESTORE_STEP_LABEL}=swap`] } })).filter((container) => container.State === 'running' || container.State === 'exited').length === 1;
   t.true(await eventually(begun, 30_000, 50));
-  const { toStart, failures } = await restores.leftovers((botId) => botId === id);
+  const settled = await new Backups(new DockerDataArchives(fixture.docker), folder, powerOf(id), restores).settleRestores((botId) => botId === id);
   await swapping;
-  t.deepEqual({ toStart, failures }, { toStart: [id], failures: [] });
+  t.deepEqual(settled, { started: [id], failures: [] });
   t.is(await restoreLeftovers(id), 0);
-  await fixture.docker.getContainer(id).start();
+  t.false((await folder.restoresMarked()).has('0000bbbb'));
   t.is(await sh(id, 'cat /data/which'), 'old', 'the backup swapped in whole');
+});
+
+test("a restore no mark of the agent's folder names is another agent's, under way: left alone", async (t) => {
+  const id = await madeWithData(t);
+  const backup = await backUp(t, id);
+  const restores = new DockerDataRestores(fixture.docker);
+  const archive = { path: '/data', open: () => Readable.from(readFileSync(join(backupDir, id, backup.id, backup.folders[0]!.file))) };
+  await restores.scratch(id, [archive], { tag: '0000cccc', startAfter: false, signal: AbortSignal.timeout(60_000) });
+  const held = await restoreLeftovers(id);
+  t.true(held > 0);
+  const backups = new Backups(new DockerDataArchives(fixture.docker), new BackupFolder(backupDir), powerOf(id), restores);
+  t.deepEqual(await backups.settleRestores((botId) => botId === id), { started: [], failures: [] });
+  t.is(await restoreLeftovers(id), held, 'nothing of it removed');
+
+  const [left] = (await restores.leftovers()).filter((restore) => restore.tag === '0000cccc');
+  t.like(left, { botId: id, startAfter: false });
+  t.true(Math.abs(left!.begunAt!.getTime() - Date.now()) < 60_000, 'it says when it began');
+  await restores.settle(left!);
+  t.is(await restoreLeftovers(id), 0);
 });
 
 test("a new bot is made from another's backup: restored into it, the other untouched; a bot without the backup's folders is refused", async (t) => {

@@ -1,10 +1,9 @@
-import { randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
-import type { BotDataRestores, FolderArchive, ScratchRestore } from '../../backups/data-restores.js';
+import type { BotDataRestores, FolderArchive, LeftRestore, ScratchRestore } from '../../backups/data-restores.js';
 import { messages, NotFound, Unprocessable } from '../../errors.js';
-import { BOT_LABEL, RESTORE_OF_LABEL, RESTORE_START_LABEL, RESTORE_STEP_LABEL, RESTORE_TAG_LABEL } from '../labels.js';
+import { BOT_LABEL, RESTORE_BEGUN_LABEL, RESTORE_OF_LABEL, RESTORE_START_LABEL, RESTORE_STEP_LABEL, RESTORE_TAG_LABEL } from '../labels.js';
 import { engineStatus, translateDockerError } from './docker-errors.js';
 import { dataVolumeName, dataVolumesOf } from './docker-volumes.js';
 
@@ -32,10 +31,9 @@ export class DockerDataRestores implements BotDataRestores {
     return new Map((await dataVolumesOf(this.docker, botId)).map((volume) => [volume.path, volume.sizeMb]));
   }
 
-  async scratch(botId: string, archives: readonly FolderArchive[], { startAfter, signal }: { startAfter: boolean; signal: AbortSignal }): Promise<ScratchRestore> {
+  async scratch(botId: string, archives: readonly FolderArchive[], { tag, startAfter, signal }: { tag: string; startAfter: boolean; signal: AbortSignal }): Promise<ScratchRestore> {
     const image = await this.imageOf(botId);
-    const tag = randomBytes(4).toString('hex');
-    const labels = { [RESTORE_OF_LABEL]: botId, [RESTORE_TAG_LABEL]: tag, [RESTORE_START_LABEL]: startAfter ? 'true' : 'false' };
+    const labels = { [RESTORE_OF_LABEL]: botId, [RESTORE_TAG_LABEL]: tag, [RESTORE_BEGUN_LABEL]: new Date().toISOString(), [RESTORE_START_LABEL]: startAfter ? 'true' : 'false' };
     const scratchVolumes = archives.map((_archive, index) => `${botId}-restore-${tag}-${index}`);
     const made = new Restore(this.docker, botId, tag, image, labels, archives, scratchVolumes);
     try {
@@ -60,30 +58,26 @@ export class DockerDataRestores implements BotDataRestores {
     }
   }
 
-  async leftovers(inCare: (botId: string) => boolean): Promise<{ toStart: string[]; failures: string[] }> {
+  async leftovers(): Promise<LeftRestore[]> {
     const containers = await this.docker.listContainers({ all: true, filters: { label: [RESTORE_TAG_LABEL] }, abortSignal: AbortSignal.timeout(DEADLINE_MS) });
     const volumes = (await this.docker.listVolumes({ filters: { label: [RESTORE_TAG_LABEL] }, abortSignal: AbortSignal.timeout(DEADLINE_MS) })).Volumes ?? [];
-    const tags = new Map<string, { botId: string; start: boolean }>();
+    const found = new Map<string, LeftRestore>();
     for (const { Labels: labels } of [...containers, ...volumes]) {
       const botId = labels?.[RESTORE_OF_LABEL];
       const tag = labels?.[RESTORE_TAG_LABEL];
-      if (botId !== undefined && tag !== undefined && inCare(botId)) tags.set(tag, { botId, start: labels?.[RESTORE_START_LABEL] === 'true' });
+      if (botId === undefined || tag === undefined || found.has(tag)) continue;
+      const begun = Date.parse(labels?.[RESTORE_BEGUN_LABEL] ?? '');
+      found.set(tag, { botId, tag, begunAt: Number.isNaN(begun) ? undefined : new Date(begun), startAfter: labels?.[RESTORE_START_LABEL] === 'true' });
     }
-    const toStart: string[] = [];
-    const failures: string[] = [];
-    for (const [tag, { botId, start }] of tags) {
-      const swap = containers.find((container) => container.Labels[RESTORE_TAG_LABEL] === tag && container.Labels[RESTORE_STEP_LABEL] === 'swap');
-      try {
-        // A swap begun is carried to its end: the engine runs it on (or runs it again, from its scratch copies); one not begun leaves the data as it was.
-        if (swap) await new Restore(this.docker, botId, tag, swap.Image, {}, [], []).finish(swap.Id);
-        await removeTagged(this.docker, tag);
-        if (start) toStart.push(botId);
-      } catch (err) {
-        // Its scratch copies stay, and the bot stopped: its data may be half swapped.
-        failures.push(`bot ${botId}: ${(err as Error).message}`);
-      }
-    }
-    return { toStart, failures };
+    return [...found.values()];
+  }
+
+  async settle({ botId, tag }: LeftRestore): Promise<void> {
+    const filters = { label: [`${RESTORE_TAG_LABEL}=${tag}`, `${RESTORE_STEP_LABEL}=swap`] };
+    const [swap] = await this.docker.listContainers({ all: true, filters, abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+    // A swap begun is carried to its end: the engine runs it on (or runs it again, from its scratch copies); one not begun leaves the data as it was.
+    if (swap) await new Restore(this.docker, botId, tag, swap.Image, {}, [], []).finish(swap.Id);
+    await removeTagged(this.docker, tag);
   }
 
   private async imageOf(botId: string): Promise<string> {
