@@ -269,3 +269,18 @@ test("a new bot is made from another's backup: restored into it, the other untou
   t.regex(String(refused.body?.msg), new RegExp(`bot ${elsewhere} has no data folder /data now`));
   t.is((await call(agent.server, `/api/admin/bots/${from}/backups/${backup.id}/restore`, { body: { into: '../x' } })).status, 400);
 });
+
+test("a swap whose scratch volume is gone is refused before it is made: the bot's data untouched, not emptied", async (t) => {
+  const id = await madeWithData(t);
+  const backup = await backUp(t, id);
+  const restores = new DockerDataRestores(fixture.docker);
+  const archive = { path: '/data', open: () => Readable.from(readFileSync(join(backupDir, id, backup.id, backup.folders[0]!.file))) };
+  const scratch = await restores.scratch(id, [archive], { tag: '0000dddd', startAfter: false, signal: AbortSignal.timeout(60_000) });
+  const filters = { label: [`${RESTORE_OF_LABEL}=${id}`] };
+  for (const container of await fixture.docker.listContainers({ all: true, filters })) await fixture.docker.getContainer(container.Id).remove({ force: true });
+  for (const volume of (await fixture.docker.listVolumes({ filters })).Volumes ?? []) await fixture.docker.getVolume(volume.Name).remove();
+  await sh(id, 'echo kept > /data/which');
+  await t.throwsAsync(scratch.swap(AbortSignal.timeout(60_000)), { message: /scratch volume .* is gone/ });
+  t.is(await restoreLeftovers(id), 0, 'no swap made, no empty volume made for it');
+  t.is(await sh(id, 'cat /data/which'), 'kept');
+});

@@ -2,7 +2,7 @@ import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import type { BotDataRestores, FolderArchive, LeftRestore, ScratchRestore } from '../../backups/data-restores.js';
-import { messages, NotFound, Unprocessable } from '../../errors.js';
+import { messages, NotFound, RuntimeUnavailable, Unprocessable } from '../../errors.js';
 import { BOT_LABEL, RESTORE_BEGUN_LABEL, RESTORE_OF_LABEL, RESTORE_START_LABEL, RESTORE_STEP_LABEL, RESTORE_TAG_LABEL } from '../labels.js';
 import { engineStatus, translateDockerError } from './docker-errors.js';
 import { dataVolumeName, dataVolumesOf } from './docker-volumes.js';
@@ -129,6 +129,14 @@ class Restore implements ScratchRestore {
       HostConfig: { NetworkMode: 'none', Mounts: mounts },
       abortSignal: signal,
     } as Docker.ContainerCreateOptions;
+    // A scratch volume gone (removed by hand) would be made anew, empty, by the create: the bot's data emptied.
+    for (const name of this.scratchVolumes) {
+      const labels = await this.docker
+        .getVolume(name)
+        .inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) })
+        .then((volume) => volume.Labels, (err: unknown) => (engineStatus(err) === 404 ? undefined : Promise.reject(translateDockerError(err, this.botId))));
+      if (labels?.[RESTORE_TAG_LABEL] !== this.tag) throw new RuntimeUnavailable(`the restore's scratch volume ${name} is gone from the engine (removed by hand?): nothing of bot ${this.botId}'s data was touched; restore again`);
+    }
     const swap = await this.docker.createContainer(options).catch((err: unknown) => Promise.reject(translateDockerError(err, this.botId)));
     try {
       await swap.start({ abortSignal: signal });
