@@ -6,6 +6,7 @@ import { Transform } from 'node:stream';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
+import { dataPathProblem } from '../data/bot-data.js';
 import { retainedIds } from './retention.js';
 import type { RetentionPolicy } from './retention.js';
 
@@ -62,6 +63,18 @@ const PARTIAL = '.partial-';
 export const BACKUP_ID = /^bak_[0-9]{8}T[0-9]{6}Z_[0-9a-f]{8}$/;
 /** A backup store's name (AGENT_BACKUP_STORES). */
 export const STORE_NAME = /^[a-z0-9][a-z0-9-]{0,31}$/;
+
+/**
+ * A manifest read from elsewhere (a store, another node) as the agent's own, unlocked and unverified here; undefined
+ * for one naming another bot, another id, or files not as the agent writes them.
+ */
+export function manifestOf(read: unknown, botId: string, id: string): Backup | undefined {
+  const backup = read as Backup | null;
+  const ours = (folder: Backup['folders'][number], index: number) =>
+    folder.file === `folder-${index}.tar.gz` && typeof folder.path === 'string' && dataPathProblem(folder.path) === undefined && /^[0-9a-f]{64}$/.test(String(folder.sha256)) && Number.isSafeInteger(folder.size_bytes);
+  if (typeof backup !== 'object' || backup === null || backup.bot_id !== botId || backup.id !== id || !Array.isArray(backup.folders) || !backup.folders.every(ours)) return undefined;
+  return { ...backup, locked: false, verification: null };
+}
 
 /** The id of a backup made at `at`: its time first, so ids sort as the backups were made. */
 function newBackupId(at: Date): string {
@@ -239,7 +252,8 @@ export class BackupFolder {
     await rm(partial, { recursive: true, force: true });
     await mkdir(partial, { mode: 0o700 });
     try {
-      for (const folder of backup.folders) await pipeline(await open(folder.file), createWriteStream(join(partial, folder.file), { flags: 'wx', mode: 0o600, flush: true }));
+      // Read to at most the size its manifest says: a source cannot make the folder hold more.
+      for (const folder of backup.folders) await pipeline(await open(folder.file), atMost(folder.size_bytes, folder.file), createWriteStream(join(partial, folder.file), { flags: 'wx', mode: 0o600, flush: true }));
       const adopted: Backup = { ...backup, locked: false, verification: null };
       await writeDurably(join(partial, MANIFEST), `${JSON.stringify(adopted)}\n`);
       await syncDir(partial);
@@ -323,4 +337,15 @@ async function syncDir(path: string): Promise<void> {
   } finally {
     await handle.close();
   }
+}
+
+/** Passes at most `limit` bytes on, and fails once more come. */
+function atMost(limit: number, what: string): Transform {
+  let seen = 0;
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      seen += chunk.length;
+      done(seen > limit ? new Error(`${what} is longer than the ${limit} bytes its manifest says`) : null, chunk);
+    },
+  });
 }

@@ -4,9 +4,8 @@ import { DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, PutObject
 import { Upload } from '@aws-sdk/lib-storage';
 import { array, boolean, object, string, ValidationError } from 'yup';
 import { ConfigError } from '../config.js';
-import { dataPathProblem } from '../data/bot-data.js';
 import { wholeNumber } from '../whole-number.js';
-import { BACKUP_ID, STORE_NAME } from './backup-folder.js';
+import { BACKUP_ID, manifestOf, STORE_NAME } from './backup-folder.js';
 import type { Backup } from './backup-folder.js';
 
 /** How long a store may be silent on one request before the copy or read fails, unless its `timeout_s` says (docs/api.md §20). */
@@ -117,12 +116,7 @@ export class BackupStores {
     if (!BACKUP_ID.test(id)) return undefined;
     try {
       const text = await (await this.object(name, `${botId}/${id}/backup.json`)).transformToString();
-      const backup = JSON.parse(text) as Backup;
-      // A manifest is the agent's own; one naming another bot, another id or files not its own is not taken.
-      const ours = (folder: Backup['folders'][number], index: number) =>
-        folder.file === `folder-${index}.tar.gz` && typeof folder.path === 'string' && dataPathProblem(folder.path) === undefined && /^[0-9a-f]{64}$/.test(String(folder.sha256));
-      if (backup.bot_id !== botId || backup.id !== id || !Array.isArray(backup.folders) || !backup.folders.every(ours)) return undefined;
-      return { ...backup, locked: false, verification: null };
+      return manifestOf(JSON.parse(text), botId, id);
     } catch (err) {
       if ((err as { name?: string }).name === 'NoSuchKey') return undefined;
       throw err;

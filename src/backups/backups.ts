@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import { AgentError, AlreadyExists, NotFound, NotImplemented, RuntimeUnavailable, StorageFull, StoreFailed, Unprocessable } from '../errors.js';
 import { ArchiveRefused, readArchive } from './archive-check.js';
 import type { ArchiveReading } from './archive-check.js';
@@ -195,9 +196,25 @@ export class Backups {
    * own, the scratch folders swapped in, and the bot started again if it ran.
    */
   async restore(from: string, backupId: string, store?: string, botId = from): Promise<{ backup: Backup; before: Backup }> {
+    const { backup, before } = await this.restoreInto(botId, () => this.local(from, backupId, store), true);
+    await this.note(botId, 'restored', { backup_id: backup.id, before_backup_id: before!.id, ...(from === botId ? {} : { from_bot_id: from }) });
+    return { backup, before: before! };
+  }
+
+  /**
+   * A bot moved here from another node (docs/api.md §17): its backup there, fetched whole into this agent's folder
+   * (`open` reads each archive from that node) and restored into the bot made here, stopped, as any restore is
+   * (checked, unpacked, read back, swapped). Its folders were made empty here: nothing is kept of them first.
+   */
+  async takeIn(backup: Backup, open: (file: string) => Promise<Readable>): Promise<Backup> {
+    const here: Backup = (await this.folder.get(backup.bot_id, backup.id)) ?? (await this.folder.adopt(backup, open).catch((err: unknown) => Promise.reject(diskFull(err, `the data of bot ${backup.bot_id} was not taken in`))));
+    return (await this.restoreInto(backup.bot_id, async () => here, false)).backup;
+  }
+
+  private async restoreInto(botId: string, backupOf: () => Promise<Backup>, keepBefore: boolean): Promise<{ backup: Backup; before: Backup | undefined }> {
     const restores = this.restoresHere();
     return this.alone(botId, async () => {
-      const backup = await this.local(from, backupId, store);
+      const backup = await backupOf();
       const signal = AbortSignal.timeout(RESTORE_DEADLINE_MS);
       const readings = await this.checked(backup, restores, botId);
       const wasRunning = await this.power.running(botId);
@@ -209,14 +226,16 @@ export class Backups {
           // Stopped whatever it was found as (a stop of a stopped bot changes nothing): the swap never runs under a
           // running bot, and the copy before it never starts the bot.
           await this.power.stop(botId);
-          const before = await this.folder
-            .write(botId, await this.archives.folders(botId), (path) => this.archives.read(botId, path, AbortSignal.timeout(READ_DEADLINE_MS)), async () => ({ mode: 'stop', downtime_ms: 0 }))
-            .catch((err: unknown) => Promise.reject(diskFull(err, `the restore of backup ${backup.id} into bot ${botId} was not begun: its data as it is could not be kept first`)));
+          const before = keepBefore
+            ? await this.folder
+                .write(botId, await this.archives.folders(botId), (path) => this.archives.read(botId, path, AbortSignal.timeout(READ_DEADLINE_MS)), async () => ({ mode: 'stop', downtime_ms: 0 }))
+                .catch((err: unknown) => Promise.reject(diskFull(err, `the restore of backup ${backup.id} into bot ${botId} was not begun: its data as it is could not be kept first`)))
+            : undefined;
           await scratch.swap(signal).catch((err: unknown) => {
             if (err instanceof AgentError) throw err;
-            throw new RuntimeUnavailable(`the restore of backup ${backup.id} into bot ${botId} failed as its data was swapped (${(err as Error).message}); its data as it was before is backup ${before.id}: restore that`, { cause: err });
+            const kept = before ? `; its data as it was before is backup ${before.id}: restore that` : '';
+            throw new RuntimeUnavailable(`the restore of backup ${backup.id} into bot ${botId} failed as its data was swapped (${(err as Error).message})${kept}`, { cause: err });
           });
-          await this.note(botId, 'restored', { backup_id: backup.id, before_backup_id: before.id, ...(from === botId ? {} : { from_bot_id: from }) });
           return { backup, before };
         } finally {
           await this.discarded(scratch, tag);

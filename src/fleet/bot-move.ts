@@ -4,6 +4,8 @@ import type { BotSpec } from '../provisioning/bot-spec.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { BotHistory } from '../history/bot-history.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
+import type { Backups } from '../backups/backups.js';
+import { DATA_CARRY_MS } from './data-carry.js';
 import { boundedJson, fleetRequest, reasonOf } from './fleet-client.js';
 import { addressToCall, NODE_RENEW_MS, urlOnNode } from './node-beacon.js';
 import type { NodeBeacon } from './node-beacon.js';
@@ -31,6 +33,8 @@ export interface BotMoveDeps {
   /** Keeps the bot's `moved` event. */
   readonly history: Pick<BotHistory, 'note'>;
   readonly report: (what: string, err: unknown) => void;
+  /** Where this agent keeps backups: a bot's data moves as one of its backups, taken here and restored there. */
+  readonly backups: Pick<Backups, 'take' | 'takeIn'> | undefined;
 }
 
 /** What a move did: where the bot was and is, and whether its new node started it (a bot that ran). */
@@ -59,10 +63,8 @@ export async function moveBot(deps: BotMoveDeps, botId: string, to: string): Pro
   const address = addressToCall(target, `bot ${botId} stays on node ${node}`);
   const here = await placedHere(placements, botId, node);
   const { spec, running, imageId } = await provisioner.exportBot(botId);
-  // Made again on the other node without its files, the bot would lose them: it stays until a move carries them.
-  if ((spec.data ?? []).length > 0) {
-    throw new Unprocessable(`bot ${botId} keeps data (${(spec.data ?? []).map((folder) => folder.path).join(', ')}), and a move does not carry data yet: it stays on node ${node} (docs/api.md §19)`);
-  }
+  const keepsData = (spec.data ?? []).length > 0;
+  if (keepsData && !deps.backups) throw new Unprocessable(`bot ${botId} keeps data, and this agent keeps no backups to carry it in (AGENT_DATA_DIR=:memory:): it stays on node ${node} (docs/api.md §19)`);
   if (running) await lifecycle.stop(botId);
   // Only while the fleet still places the bot here: once placed elsewhere, this copy never runs again.
   const runAgain = async (): Promise<void> => {
@@ -88,8 +90,17 @@ export async function moveBot(deps: BotMoveDeps, botId: string, to: string): Pro
   }
   if (status !== 201) {
     await runAgain();
-    const why = typeof answer.msg === 'string' ? answer.msg.slice(0, 1_000) : `it answered ${status}`;
-    throw new RefusedByNode(status >= 400 && status < 600 ? status : 502, `bot ${botId} was not moved to node ${to}, which said: ${why}; it stays on node ${node}`);
+    throw refused(status, answer, `bot ${botId} was not moved to node ${to}`, node);
+  }
+  if (keepsData) {
+    // Its data, as the stopped bot left it: a backup here, restored there into the copy made stopped. Cut off
+    // before the placement, the bot runs here again with its data as it was; the copy there is never placed.
+    try {
+      await carryData(deps, botId, address, to);
+    } catch (err) {
+      await runAgain();
+      throw err;
+    }
   }
   let there: Placement | undefined;
   try {
@@ -108,6 +119,32 @@ export async function moveBot(deps: BotMoveDeps, botId: string, to: string): Pro
   await deps.history.note(botId, 'moved', { from_node: node, to_node: to, by: 'platform' });
   await settled(nodes, botId, to);
   return { from: node, to, started };
+}
+
+/** The bot's data folders backed up here, stopped as it is, and taken in by node `to`'s agent. */
+async function carryData(deps: BotMoveDeps, botId: string, address: string, to: string): Promise<void> {
+  const { backup } = await deps.backups!.take(botId, 'live');
+  let status: number;
+  let answer: { msg?: unknown };
+  try {
+    const taken = await fleetRequest(urlOnNode(address, `/api/fleet/bots/${botId}/data`), deps.fleetKey!, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ from: deps.node, backup_id: backup.id }),
+      signal: AbortSignal.timeout(DATA_CARRY_MS),
+    });
+    status = taken.statusCode;
+    answer = ((await boundedJson(taken.body, ANSWER_MAX_BYTES).catch(() => ({}))) ?? {}) as { msg?: unknown };
+  } catch (err) {
+    throw new NodeAway(`node ${to} does not answer as it takes in bot ${botId}'s data: ${reasonOf(err)}; bot ${botId} stays on node ${deps.node}, its data as it was`, { cause: err });
+  }
+  if (status !== 200) throw refused(status, answer, `bot ${botId}'s data was not taken in by node ${to}`, deps.node);
+}
+
+/** Another node's refusal, in its words, with what became of the bot. */
+function refused(status: number, answer: { msg?: unknown }, what: string, node: string): RefusedByNode {
+  const why = typeof answer.msg === 'string' ? answer.msg.slice(0, 1_000) : `it answered ${status}`;
+  return new RefusedByNode(status >= 400 && status < 600 ? status : 502, `${what}, which said: ${why}; it stays on node ${node}`);
 }
 
 /** The bot's placement, on this node: read, or made where no move took it yet. AlreadyExists when the fleet places it elsewhere. */
@@ -171,6 +208,7 @@ function createBodyOf(spec: BotSpec & { readonly revision: number }, imageId: st
       backoff_s: restartPolicy.backoffS,
       backoff_max_s: restartPolicy.backoffMaxS,
     },
+    data: spec.data?.map((folder) => ({ path: folder.path, size_mb: folder.sizeMb })),
     revision: spec.revision,
     image_id: imageId,
   };

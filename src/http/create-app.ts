@@ -181,6 +181,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
         createDeadlineMs: (config.pullTimeoutMs ?? DEFAULT_PULL_TIMEOUT_MS) + MOVE_MARGIN_MS,
         history,
         report: (what, err) => logger.warn({ err: String(err) }, what),
+        backups,
       },
       access: checks,
       audit,

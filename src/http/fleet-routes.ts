@@ -3,6 +3,7 @@ import type { Context } from 'koa';
 import { Forbidden, messages, NodeAway, NotFound, NotImplemented, Unprocessable } from '../errors.js';
 import { boundedJson, fleetRequest, reasonOf } from '../fleet/fleet-client.js';
 import { addressToCall, urlOnNode } from '../fleet/node-beacon.js';
+import { takeInData } from '../fleet/data-carry.js';
 import { drainNode } from '../fleet/node-drain.js';
 import { moveBot } from '../fleet/bot-move.js';
 import type { BotMoveDeps } from '../fleet/bot-move.js';
@@ -10,7 +11,7 @@ import type { Access } from './access.js';
 import { specOfCreate } from './admin-routes.js';
 import { askerOf } from './audit.js';
 import type { Audit } from './audit.js';
-import { botIdInPath, drainRequest, fleetCreateRequest, moveRequest, pathNode, validate } from './schemas.js';
+import { botIdInPath, drainRequest, fleetCreateRequest, fleetDataRequest, moveRequest, pathNode, validate } from './schemas.js';
 
 export interface FleetRoutesDeps {
   readonly move: BotMoveDeps;
@@ -54,6 +55,17 @@ export function fleetRoutes({ move, access, audit, provisioning }: FleetRoutesDe
     await audit(askerOf(ctx), 'create', body.bot_id, () => provisioner.createStopped!({ ...specOfCreate(body), revision: body.revision }, body.image_id));
     ctx.status = 201;
     ctx.body = { ok: true, message: `Bot ${body.bot_id} made on node ${node} at revision ${body.revision}, stopped until the fleet places it here` };
+  });
+
+  // The agent that moves a bot here with its data: its backup there, taken in and restored into the copy made here, stopped.
+  router.post('/api/fleet/bots/:bot_id/data', async (ctx) => {
+    const botId = botIdInPath(ctx.params.bot_id);
+    await fleetOnly(ctx);
+    const { from, backup_id: backupId } = validate(fleetDataRequest, ctx.request.body);
+    if (!provisioning) throw new Forbidden(messages.provisioningOff);
+    ctx.state.botId = botId;
+    const backup = await audit(askerOf(ctx), 'restore', botId, () => takeInData({ fleetKey: move.fleetKey, nodes: move.nodes, backups: move.backups }, botId, from, backupId));
+    ctx.body = { ok: true, backup };
   });
 
   // The agent that moved a bot here, once the fleet places it here: its copy starts (docs/fleet.md).

@@ -6,7 +6,7 @@ import { ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_TIMEOUT_MAX_S,
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
 import { NODE_NAME } from '../config.js';
 import { STORE_NAME } from '../backups/backup-folder.js';
-import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, backupStoreQuery, moveRequest, restoreRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
+import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, fleetDataRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, backupStoreQuery, moveRequest, restoreRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -458,6 +458,7 @@ export const openApiDocument = {
         },
       },
       FleetCreateRequest: jsonSchemaOf(fleetCreateRequest),
+      FleetDataRequest: jsonSchemaOf(fleetDataRequest),
       Moved: {
         type: 'object',
         required: ['ok', 'message', 'node'],
@@ -841,7 +842,7 @@ export const openApiDocument = {
         responses: {
           ...responses(ok('Moved', ref('Moved')), 400, 403, 404, 413, 415, 500, 501),
           '409': { description: 'The bot is on that node already; or the other node holds a bot of that id', content: json(ref('Failure')) },
-          '422': { description: 'No fleet (AGENT_FLEET_KEY), a node the fleet lacks, a bot no agent made; or the other node cannot make it as it is (its image there: docs/api.md §14)', content: json(ref('Failure')) },
+          '422': { description: 'No fleet (AGENT_FLEET_KEY), a node the fleet lacks, a bot no agent made; or the other node cannot make it as it is (its image there: docs/api.md §14), or take in its data (docs/api.md §20)', content: json(ref('Failure')) },
           '502': { description: "The other node's agent failed to make it (its words passed on); the bot stays where it was", content: json(ref('Failure')) },
           '503': { description: 'The other node is away or does not answer: the bot stays where it was', content: json(ref('Failure')) },
         },
@@ -870,6 +871,17 @@ export const openApiDocument = {
           '422': { description: `${failureText[422]}; or its image (or tag) is not in its registry (docs/api.md §14); or this node's image of that name is not the one the bot runs (\`image_id\`)`, content: json(ref('Failure')) },
           '502': { description: "The image's registry cannot be reached, or failed the pull (docs/api.md §14)", content: json(ref('Failure')) },
           '504': { description: 'The pull of the image took longer than AGENT_PULL_TIMEOUT_S (docs/api.md §14)', content: json(ref('Failure')) },
+        },
+      },
+    },
+    '/api/fleet/bots/{bot_id}/data': {
+      post: {
+        summary: "The agent that moves a bot here with its data: its backup on that node, taken in and restored into the copy made here (Authorization: Fleet <AGENT_FLEET_KEY> only; docs/api.md §17)",
+        parameters: [{ name: 'bot_id', in: 'path', required: true, schema: ref('BotId') }],
+        requestBody: { required: true, content: json(ref('FleetDataRequest')) },
+        responses: {
+          ...responses(ok('Taken in', ref('Backup')), 400, 403, 404, 409, 413, 415, 500, 501, 503, 507),
+          '422': { description: 'A node the fleet lacks; this agent keeps no backups; or the backup is refused as any restore refuses it (docs/api.md §20)', content: json(ref('Failure')) },
         },
       },
     },

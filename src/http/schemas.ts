@@ -7,7 +7,7 @@ import { BadRequest, Unprocessable } from '../errors.js';
 import { DEFAULT_HEARTBEAT_TTL_S, HEARTBEAT_TTL_MAX_S, HEARTBEAT_TTL_MIN_S } from '../health/heartbeats.js';
 import { DEFAULT_GRACE_S, GRACE_MAX_S, GRACE_MIN_S } from '../health/watchdog.js';
 import { wholeNumber } from '../whole-number.js';
-import { STORE_NAME } from '../backups/backup-folder.js';
+import { BACKUP_ID, STORE_NAME } from '../backups/backup-folder.js';
 import { dataPathProblem, MAX_DATA_FOLDERS, MAX_DATA_SIZE_MB, overlappingFolders } from '../data/bot-data.js';
 import { NODE_NAME } from '../config.js';
 import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../runtime/labels.js';
@@ -319,6 +319,12 @@ export const fleetCreateRequest = createBotRequest.omit(['node']).shape({
   // The image the bot runs on its old node, which its copy here must run too (docs/fleet.md).
   image_id: string().strict().typeError('image_id must be a string').matches(/^sha256:[0-9a-f]{64}$/, 'image_id must be an image id, sha256:<64 hex digits>'),
 });
+
+/** Body of POST /api/fleet/bots/{bot_id}/data: the node a moved bot comes from, and its backup there (docs/api.md §17). */
+export const fleetDataRequest = object({
+  from: string().strict().typeError('from must be a string').required('from is required').matches(NODE_NAME, 'from must be a node name'),
+  backup_id: string().strict().typeError('backup_id must be a string').required('backup_id is required').matches(BACKUP_ID, 'backup_id must be a backup id, bak_<time>_<8 hex digits>'),
+}).typeError(jsonObject);
 
 /** Body of PATCH /api/admin/bots/{bot_id}: what a new revision changes, and how it is judged (docs/api.md §15). */
 export const deployRequest = object({

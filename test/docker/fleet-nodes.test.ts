@@ -258,6 +258,8 @@ test.serial("a bot moved from node-b to node-c by a call to node-a: the same id,
   t.regex(String(already.body?.msg), /is on node node-b already/);
   const notAgents = await call(nodeC.server, '/api/fleet/bots', { body: { ...spec, node: undefined, bot_id: `${id}x`, revision: 1 } });
   t.is(notAgents.status, 403, notAgents.text);
+  const notAgentsData = await call(nodeC.server, `/api/fleet/bots/${id}/data`, { body: { from: 'node-b', backup_id: 'bak_20261203T000000Z_00000000' } });
+  t.is(notAgentsData.status, 403, notAgentsData.text);
 
   const moved = await call(nodeA.server, `/api/admin/bots/${id}/move`, { body: { node: 'node-c' } });
   t.is(moved.status, 200, moved.text);
@@ -312,6 +314,24 @@ test.serial("a move the other node refuses (an image only this node has): its wo
   t.not(onC.State.StartedAt, before, 'it was not stopped for the move');
   t.is((await engine.docker().listContainers({ all: true, filters: { label: [`${BOT_LABEL}=${id}`] } })).length, 0, 'left on node-b');
   t.like((await call(nodeA.server, `/api/bots/${id}`)).body?.bot, { node: 'node-c', state: 'running' });
+  t.is((await call(nodeA.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
+});
+
+test.serial("a bot that keeps data is not moved by an agent that keeps no backups: 422 before anything stops, and it runs on where it was", async (t) => {
+  const id = `bot_${process.pid}_6_fleetdata`;
+  const made = await call(nodeA.server, '/api/admin/bots', {
+    body: { bot_id: id, user_id: 'user_6', image: TEST_IMAGE, template: 'n8n', token: 'tok-data', command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 1 & wait $!; done'], node: 'node-c', data: [{ path: '/data' }] },
+  });
+  t.is(made.status, 201, made.text);
+  t.true(await eventually(async () => (await call(nodeA.server, `/api/bots/${id}`)).status === 200, 20_000, 250));
+  const before = (await engineC.docker().getContainer(id).inspect()).State.StartedAt;
+  const refused = await call(nodeA.server, `/api/admin/bots/${id}/move`, { body: { node: 'node-b' } });
+  t.is(refused.status, 422, refused.text);
+  t.is(refused.body?.msg, `bot ${id} keeps data, and this agent keeps no backups to carry it in (AGENT_DATA_DIR=:memory:): it stays on node node-c (docs/api.md §19)`);
+  const onC = await engineC.docker().getContainer(id).inspect();
+  t.true(onC.State.Running);
+  t.is(onC.State.StartedAt, before, 'never stopped');
+  t.is((await engine.docker().listContainers({ all: true, filters: { label: [`${BOT_LABEL}=${id}`] } })).length, 0, 'nothing made on node-b');
   t.is((await call(nodeA.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
 });
 

@@ -1,9 +1,9 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
-import { BOT_LABEL } from '../../src/runtime/labels.js';
+import { BOT_LABEL, DATA_PATH_LABEL, DATA_SIZE_LABEL, RESTORE_OF_LABEL, RESTORE_STEP_LABEL } from '../../src/runtime/labels.js';
 import { runAgentProcess } from '../helpers/agent-process.js';
 import { DockerFixture, IDLE_BOT, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
@@ -237,15 +237,72 @@ test.serial("a move runs the very image the bot ran: a new node whose image of t
   await exactlyOneOn(t, id, 'node-b');
 });
 
-test.serial('a bot that keeps data is not moved while a move cannot carry it: 422 before anything stops, and it runs on where it was', async (t) => {
+/** Each start of the bot adds one to the count in its data folder, then it idles. */
+const COUNTER = `n=$(cat /data/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > /data/count; ${IDLE_BOT}`;
+
+async function shOn(name: NodeName, id: string, script: string): Promise<string> {
+  return (await fixture.exec({ id, container: engines[name].docker().getContainer(id) }, script)).trim();
+}
+
+async function createWithDataOnB(t: ExecutionContext, id: string): Promise<void> {
+  await createOnB(t, id, TEST_IMAGE, { data: [{ path: '/data', size_mb: 64 }], command: ['sh', '-c', COUNTER] });
+  t.true(await eventually(async () => (await shOn('node-b', id, 'cat /data/count 2>/dev/null').catch(() => '')) === '1', 30_000, 200), 'the bot counted its first start');
+  await shOn('node-b', id, 'echo workflows > /data/n8n.sqlite; mkdir -p /data/sub; echo deep > /data/sub/file');
+}
+
+const restoreHelpersOn = async (name: NodeName, id: string): Promise<number> => {
+  const filters = { label: [`${RESTORE_OF_LABEL}=${id}`] };
+  const docker = engines[name].docker();
+  return (await docker.listContainers({ all: true, filters })).length + ((await docker.listVolumes({ filters })).Volumes ?? []).length;
+};
+
+test.serial('a bot that keeps data moves with it: the same files on its new node, its old volumes gone, a backup of them kept where it was; a drain carries them back', async (t) => {
   const id = fixture.newBotId();
-  await createOnB(t, id, TEST_IMAGE, { data: [{ path: '/data' }] });
-  const startedAt = (await engines['node-b'].docker().getContainer(id).inspect()).State.StartedAt;
-  const refused = await api('node-b', `/api/admin/bots/${id}/move`, { body: { node: 'node-c' } });
-  t.is(refused.status, 422, JSON.stringify(refused.body));
-  t.is(refused.body?.msg, `bot ${id} keeps data (/data), and a move does not carry data yet: it stays on node node-b (docs/api.md §19)`);
-  const now = await engines['node-b'].docker().getContainer(id).inspect();
-  t.true(now.State.Running);
-  t.is(now.State.StartedAt, startedAt, 'never stopped');
-  t.deepEqual(await engines['node-c'].docker().listContainers({ all: true, filters: { label: [`${BOT_LABEL}=${id}`] } }), []);
+  await createWithDataOnB(t, id);
+  const moved = await api('node-b', `/api/admin/bots/${id}/move`, { body: { node: 'node-c' } });
+  t.is(moved.status, 200, JSON.stringify(moved.body));
+  await exactlyOneOn(t, id, 'node-c');
+  t.is(await shOn('node-c', id, 'cat /data/count'), '2', 'its count carried, and one more start: on node-c');
+  t.is(await shOn('node-c', id, 'cat /data/n8n.sqlite /data/sub/file'), 'workflows\ndeep');
+  t.deepEqual((await engines['node-b'].docker().listVolumes({ filters: { label: [`${BOT_LABEL}=${id}`] } })).Volumes ?? [], [], 'its volumes on node-b removed with its old copy');
+  t.is(await restoreHelpersOn('node-c', id), 0, 'no scratch volume or helper left on node-c');
+  t.like((await api('node-b', `/api/bots/${id}`)).body?.bot, { node: 'node-c', data: [{ path: '/data' }] });
+  const volumes = (await engines['node-c'].docker().listVolumes({ filters: { label: [`${BOT_LABEL}=${id}`] } })).Volumes ?? [];
+  t.deepEqual(volumes.map((volume) => [volume.Labels[DATA_PATH_LABEL], volume.Labels[DATA_SIZE_LABEL]]), [['/data', '64']], 'its folder made on node-c as its create asked');
+  // The backup the move carried is listed on its new node, as any backup of the bot.
+  const listed = (await api('node-c', `/api/admin/bots/${id}/backups`)).body?.backups as { id: string }[];
+  t.is(listed.length, 1);
+  // And in node-b's own folder, the same backup: its data as it left.
+  t.deepEqual(await readdir(join(agents['node-b'].env.AGENT_DATA_DIR!, 'backups', id)), [listed[0]!.id]);
+
+  // A drain of node-c back to node-b carries it as a move does.
+  const drained = await api('node-b', '/api/admin/nodes/node-c/drain', { body: { to: 'node-b' } });
+  t.is(drained.status, 200, JSON.stringify(drained.body));
+  t.deepEqual((drained.body?.bots as { bot_id: string; outcome: string }[]).find((bot) => bot.bot_id === id), { bot_id: id, outcome: 'moved' });
+  await exactlyOneOn(t, id, 'node-b');
+  t.is(await shOn('node-b', id, 'cat /data/count /data/n8n.sqlite /data/sub/file'), '3\nworkflows\ndeep');
+});
+
+test.serial("a move whose new node's agent is killed as it swaps the data in: the bot runs on where it was, its data whole; the new node settles what it left once back", async (t) => {
+  const id = fixture.newBotId();
+  await createWithDataOnB(t, id);
+  const since = Math.floor(Date.now() / 1_000) - 1;
+  const events = (await engines['node-c'].docker().getEvents({ since, filters: { type: ['container'], event: ['start'], label: [`${RESTORE_OF_LABEL}=${id}`, `${RESTORE_STEP_LABEL}=swap`] } })) as NodeJS.ReadableStream & { destroy(): void };
+  t.teardown(() => events.destroy());
+  const killed = new Promise<void>((resolve) => {
+    events.once('data', () => {
+      agents['node-c'].agent.process.kill('SIGKILL');
+      resolve();
+    });
+  });
+  const moved = await api('node-b', `/api/admin/bots/${id}/move`, { body: { node: 'node-c' } });
+  await killed;
+  t.is(moved.status, 503, JSON.stringify(moved.body));
+  t.regex(String(moved.body?.msg), new RegExp(`bot ${id} stays on node node-b, its data as it was`));
+  await exactlyOneOn(t, id, 'node-b');
+  t.is(await shOn('node-b', id, 'cat /data/count /data/n8n.sqlite'), '2\nworkflows', 'its data as it was, and started again once');
+  await restart('node-c');
+  t.true(await eventually(async () => (await restoreHelpersOn('node-c', id)) === 0, 60_000, 500), 'the restore node-c was killed in: settled once its agent is back');
+  t.false((await engines['node-c'].docker().getContainer(id).inspect()).State.Running, 'its copy there, never placed, stays stopped');
+  await exactlyOneOn(t, id, 'node-b');
 });

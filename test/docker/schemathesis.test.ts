@@ -439,6 +439,9 @@ warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !=
 [[operations]]
 include-name = "POST /api/fleet/bots/{bot_id}/start"
 warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !== 'missing_auth'))}, fail-on = true }
+[[operations]]
+include-name = "POST /api/fleet/bots/{bot_id}/data"
+warnings = { display = ${tomlList(CREATE_WARNINGS.filter((warning) => warning !== 'missing_auth'))}, fail-on = true }
 # Drains name a node the fleet lacks, each the 404 that says so, most of the time (the route's checks before it are
 # fuzzed all the same; the stateful phase also drains this agent's own node, of this file's bots alone). That 404
 # is the missing-test-data warning, left out for this operation alone; drains that move bots are tested in
@@ -543,7 +546,7 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
       'POST /api/admin/bots/{bot_id}/backups/{backup_id}/restore',
       'POST /api/admin/bots/{bot_id}/backups/{backup_id}/verify',
     ],
-    'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots', 'POST /api/fleet/bots', 'POST /api/fleet/bots/{bot_id}/start'],
+    'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots', 'POST /api/fleet/bots', 'POST /api/fleet/bots/{bot_id}/start', 'POST /api/fleet/bots/{bot_id}/data'],
     // A backup's POST names the keeper bot 8 times in 10; a seed whose coverage phase sends its own ids (no bot's) reads its 404s as missing data (ci3 of 2026-12-03).
     'Missing test data': ['POST /api/admin/bots/{bot_id}/rollback', 'POST /api/admin/nodes/{node}/drain', 'POST /api/bots/self/restart', 'POST /api/bots/restart', 'POST /api/admin/bots/{bot_id}/backups', ...SCHEDULE_OPERATIONS, ...BACKUP_OPERATIONS],
   });
