@@ -37,7 +37,7 @@ export class DockerDataRestores implements BotDataRestores {
     const scratchVolumes = archives.map((_archive, index) => `${botId}-restore-${tag}-${index}`);
     const made = new Restore(this.docker, botId, tag, image, labels, archives, scratchVolumes);
     try {
-      for (const name of scratchVolumes) await this.docker.createVolume({ Name: name, Labels: labels, abortSignal: signal });
+      for (const name of scratchVolumes) await this.docker.createVolume({ Name: name, Labels: labels, abortSignal: quick(signal) });
       const fill = await this.docker.createContainer({
         name: `${botId}-restore-${tag}`,
         Image: image,
@@ -45,7 +45,7 @@ export class DockerDataRestores implements BotDataRestores {
         Labels: { ...labels, [RESTORE_STEP_LABEL]: 'fill' },
         NetworkDisabled: true,
         HostConfig: { NetworkMode: 'none', Mounts: archives.map((archive, index) => ({ Type: 'volume', Source: scratchVolumes[index], Target: archive.path })) },
-        abortSignal: signal,
+        abortSignal: quick(signal),
       } as Docker.ContainerCreateOptions);
       for (const archive of archives) {
         await fill.putArchive(archive.open(), { path: posix.dirname(archive.path), abortSignal: signal });
@@ -127,7 +127,7 @@ class Restore implements ScratchRestore {
       Labels: { ...this.labels, [RESTORE_STEP_LABEL]: 'swap' },
       NetworkDisabled: true,
       HostConfig: { NetworkMode: 'none', Mounts: mounts },
-      abortSignal: signal,
+      abortSignal: quick(signal),
     } as Docker.ContainerCreateOptions;
     // A scratch volume gone (removed by hand) would be made anew, empty, by the create: the bot's data emptied.
     for (const name of this.scratchVolumes) {
@@ -139,7 +139,7 @@ class Restore implements ScratchRestore {
     }
     const swap = await this.docker.createContainer(options).catch((err: unknown) => Promise.reject(translateDockerError(err, this.botId)));
     try {
-      await swap.start({ abortSignal: signal });
+      await swap.start({ abortSignal: quick(signal) });
     } catch (err) {
       // A start that failed as the engine began it (a deadline, a busy engine) is carried to its end, never cut.
       const begun = await swap.inspect({ abortSignal: AbortSignal.timeout(DEADLINE_MS) }).then((info) => !info.State.StartedAt.startsWith('0001'), () => false);
@@ -179,6 +179,11 @@ class Restore implements ScratchRestore {
   async discard(): Promise<void> {
     await removeTagged(this.docker, this.tag);
   }
+}
+
+/** The restore's signal, and the engine's deadline for a call that moves no data: a silent engine holds no restore for its hour. */
+function quick(signal: AbortSignal): AbortSignal {
+  return AbortSignal.any([signal, AbortSignal.timeout(DEADLINE_MS)]);
 }
 
 /** Removes the restore's helper containers, then its scratch volumes; those gone already, or going (another agent, or the engine, removing them), are no failure. */
