@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import test from 'ava';
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import { botNamespace } from '../../src/runtime/kubernetes/kube-connection.js';
+import { RuntimeUnavailable } from '../../src/errors.js';
 import { jsonBytes } from '../../src/json-text.js';
 import { MAX_LOG_BYTES } from '../../src/runtime/log-tail.js';
 import { startAgent } from '../helpers/agent.js';
@@ -189,8 +190,19 @@ test('a pod without the bot label is no bot, whatever address it holds', async (
   const { api, driver } = await setUp(t);
   api.addBot({ id: 'bot_1_1_a', podIP: '10.0.0.5', labelled: false });
   api.addBot({ id: 'bot_1_1_b', podIP: '10.0.0.6' });
-  t.is(await driver.botAtAddress('10.0.0.5'), undefined);
-  t.is(await driver.botAtAddress('10.0.0.6'), 'bot_1_1_b');
+  // Before the watch holds the pods the driver lists them, which a fake API server on busy cores may answer past the
+  // 1.5 s deadline (ci6): such a refusal is asked again; an answer is judged as it is.
+  const answered = async (address: string): Promise<string | undefined> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await driver.botAtAddress(address);
+      } catch (err) {
+        if (!(err instanceof RuntimeUnavailable) || attempt === 10) throw err;
+      }
+    }
+  };
+  t.is(await answered('10.0.0.5'), undefined);
+  t.is(await answered('10.0.0.6'), 'bot_1_1_b');
 });
 
 test('the namespace is the configured one, else the pod\'s own, else default', (t) => {
