@@ -74,8 +74,7 @@ test.serial('a busy bot shows clearly more CPU than an idle one', async (t) => {
   const idleCpu = (idleReply.body?.stats as { cpu_percent: number }).cpu_percent;
   const busyCpu = (busyReply.body?.stats as { cpu_percent: number }).cpu_percent;
   // Clearly more, not a share of a core: on a machine whose cores are busy with other work a spinning bot gets a
-  // fifth of one (21.5% was measured beside two busy loops), and an idle one still none.
-  t.true(busyCpu > 10, `busy ${busyCpu}%`);
+  // little of one (21.5% was measured beside two busy loops, 8.8% beside them and the whole suite), an idle one none.
   t.true(busyCpu > 4 * Math.max(idleCpu, 1), `busy ${busyCpu}%, idle ${idleCpu}%`);
   t.true(idleCpu < 5, `idle ${idleCpu}%`);
 });
