@@ -9,7 +9,7 @@
 # writable by any user. A volume released by its claim keeps its data until the
 # next kube:up empties it and offers it again.
 VOLUMES=$STATE/volumes
-VOLUME_COUNT=8
+VOLUME_COUNT=16
 
 kubectl apply -f - >/dev/null <<EOF
 apiVersion: storage.k8s.io/v1

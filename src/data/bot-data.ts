@@ -1,9 +1,16 @@
+import { createHash } from 'node:crypto';
+
 /** A folder of a bot whose files outlive its container (docs/api.md §19). */
 export interface BotDataFolder {
   /** Absolute, inside the container. */
   readonly path: string;
   /** What the bot may use, in MiB; undefined: no bound but the disk's. */
   readonly sizeMb?: number | undefined;
+}
+
+/** A folder's short name on the runtime (a Docker volume's suffix, a Kubernetes claim's subPath): 12 hex digits of its path's SHA-256. */
+export function dataFolderKey(path: string): string {
+  return createHash('sha256').update(path).digest('hex').slice(0, 12);
 }
 
 /** Folders one bot may keep: each is a volume of its own. */

@@ -268,7 +268,8 @@ test('deploys on the real cluster: a good revision keeps the bot\'s token; a cra
   t.is(good.status, 202, good.text);
   t.like(await revision(2), { outcome: 'succeeded' });
   // Asked for as soon as the outcome can be read: the bot is free again by then (it was a 409 for a moment).
-  const crashing = await deploy({ command: ['sh', '-c', 'echo boom before the crash; exit 3'], min_ready_s: 2, deadline_s: 60 });
+  // min_ready_s well past the kubelet's lag: on busy cores its status said "running" for 2 s after the exit (CI).
+  const crashing = await deploy({ command: ['sh', '-c', 'echo boom before the crash; exit 3'], min_ready_s: 10, deadline_s: 60 });
   t.is(crashing.status, 202, crashing.text);
   t.like(await revision(3), { outcome: 'failed', reason: 'its run exited with code 3' });
   t.regex(String(events.find((e) => e.type === 'deploy-failed')?.data.logs), /boom before the crash/);
@@ -314,4 +315,76 @@ test('deploys on the real cluster: a good revision keeps the bot\'s token; a cra
   });
   t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
   t.deepEqual((await core.listNamespacedSecret({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items, [], 'its token and every login went with it');
+});
+
+// A bot's data on the real cluster (docs/api.md §19): a claim of the bot's own, bound to one of the node's
+// folders (scripts/kube/volumes.sh). Each run adds one to a counter in it: every restart, deploy, undone deploy,
+// rollback and create again after a removal with keep_data finds what the run before it wrote.
+test("a bot's data folder is a claim of its own: its counter outlives a restart, a deploy, a failed deploy undone, a rollback and a removal with keep_data", async (t) => {
+  t.timeout(600_000);
+  const { harness, namespace, agent } = await provisioningAgent(t);
+  const id = harness.newBotId();
+  const core = adminKubeConfig().makeApiClient(CoreV1Api);
+  const claim = `${objectName(id)}-data`;
+  const counting = ['sh', '-c', 'n=$(cat /data/count 2>/dev/null || echo 0); echo $((n + 1)) > /data/count; trap "exit 0" TERM; while :; do sleep 1; done'];
+  const body = { bot_id: id, user_id: 'user_9', image: IMAGE, template: 'n8n', token: `secret-${id}`, command: counting, data: [{ path: '/data', size_mb: 64 }] };
+  const created = await call(agent.server, '/api/admin/bots', { body });
+  t.is(created.status, 201, created.text);
+  /** The counter as the bot's one running pod reads it, once it is `count`; what it was last read otherwise. */
+  const counter = async (count: number): Promise<string> => {
+    let seen = 'no running pod';
+    await eventually(async () => {
+      const pod = (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.find(
+        (p) => p.status?.containerStatuses?.[0]?.state?.running && !p.metadata?.deletionTimestamp,
+      );
+      if (!pod) return false;
+      seen = (await execInPod(adminKubeConfig(), namespace, pod.metadata!.name!, ['cat', '/data/count']).catch((err: Error) => err.message)).trim();
+      return seen === String(count);
+    }, 120_000, 500);
+    return seen;
+  };
+  t.is(await counter(1), '1');
+  const made = await core.readNamespacedPersistentVolumeClaim({ name: claim, namespace });
+  t.like(made, { metadata: { labels: { [BOT_LABEL]: id } }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '64Mi' } } }, status: { phase: 'Bound' } });
+  t.like((await call(agent.server, `/api/bots/${id}`)).body?.bot, { data: [{ path: '/data', used_bytes: null }] });
+
+  t.is((await call(agent.server, '/api/bots/restart', { body: { bot_id: id, user_id: 'user_9' } })).status, 200);
+  t.is(await counter(2), '2', 'a restart');
+  const revision = async (n: number) => {
+    let found: Record<string, unknown> | undefined;
+    await eventually(async () => {
+      found = (((await call(agent.server, `/api/bots/${id}/revisions`)).body?.revisions ?? []) as Record<string, unknown>[]).find((r) => r.revision === n);
+      return found !== undefined && found.outcome !== 'deploying';
+    }, 120_000, 500);
+    return found;
+  };
+  const deploy = (change: Record<string, unknown>) => call(agent.server, `/api/admin/bots/${id}`, { method: 'PATCH', body: { min_ready_s: 2, deadline_s: 90, ...change } });
+  t.is((await deploy({ env: { MODE: 'two' } })).status, 202);
+  t.like(await revision(2), { outcome: 'succeeded' });
+  t.is(await counter(3), '3', 'a deploy');
+  t.is((await deploy({ command: ['sh', '-c', 'exit 3'], min_ready_s: 10 })).status, 202); // past the kubelet's lag
+  t.like(await revision(3), { outcome: 'failed' });
+  t.is(await counter(4), '4', 'a failed deploy undone');
+  const back = await call(agent.server, `/api/admin/bots/${id}/rollback`, { method: 'POST' });
+  t.is(back.status, 200, back.text);
+  t.is(await counter(5), '5', 'a rollback');
+
+  const kept = await call(agent.server, `/api/admin/bots/${id}?keep_data=true`, { method: 'DELETE' });
+  t.is(kept.status, 200, kept.text);
+  t.regex(String(kept.body?.message), /its data \(\/data\) is kept/);
+  t.true(await eventually(async () => (await core.listNamespacedPod({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.length === 0, 60_000, 500));
+  t.like(await core.readNamespacedPersistentVolumeClaim({ name: claim, namespace }), { metadata: { labels: { [BOT_LABEL]: id } } });
+  t.is((await call(agent.server, '/api/admin/bots', { body })).status, 201);
+  t.is(await counter(6), '6', 'a create again takes up the kept claim');
+
+  const removed = await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' });
+  t.regex(String(removed.body?.message), /with its data \(\/data\)/);
+  t.true(await eventually(async () => (await core.listNamespacedPersistentVolumeClaim({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.length === 0, 60_000, 500), 'the claim outlived the removal');
+  // A claim of that name that is not the bot's is never taken over.
+  await core.createNamespacedPersistentVolumeClaim({ namespace, body: { metadata: { name: claim }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Mi' } } } } });
+  const foreign = await call(agent.server, '/api/admin/bots', { body });
+  t.is(foreign.status, 422, foreign.text);
+  t.regex(String(foreign.body?.msg), /is not bot .*'s data: it is not taken over/);
+  t.deepEqual((await adminKubeConfig().makeApiClient(AppsV1Api).listNamespacedDeployment({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items, []);
+  t.deepEqual((await core.listNamespacedSecret({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items, [], 'the refused create left no Secret');
 });

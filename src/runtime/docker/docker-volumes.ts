@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import type Docker from 'dockerode';
+import { dataFolderKey } from '../../data/bot-data.js';
 import type { BotDataFolder } from '../../data/bot-data.js';
 import type { DataUse } from '../../data/data-usage.js';
 import { Unprocessable } from '../../errors.js';
@@ -13,7 +13,7 @@ const DEADLINE_MS = 30_000;
  * path, so a create of the bot with that folder again finds it, and no two folders share one.
  */
 export function dataVolumeName(botId: string, path: string): string {
-  return `${botId}-data-${createHash('sha256').update(path).digest('hex').slice(0, 12)}`;
+  return `${botId}-data-${dataFolderKey(path)}`;
 }
 
 /** The bot's data folders among a container's mounts: those of its own data volumes, by path. */

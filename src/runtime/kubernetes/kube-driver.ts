@@ -9,6 +9,7 @@ import { AgentError, messages, NotFound, NotRunning, OperationFailed, RuntimeUna
 import type { BotSummary } from '../../provisioning/bot-spec.js';
 import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunningHealth, RunObserver, RuntimeDriver } from '../driver.js';
 import { healthPolicyOf } from '../health-policy.js';
+import { dataFoldersOf } from './kube-data.js';
 import { podHealth } from './kube-health.js';
 import { lastProbeFailure, livenessKill } from './kube-probe-events.js';
 import { podEventsOf } from './kube-pull-state.js';
@@ -217,6 +218,7 @@ class KubernetesDriver implements RuntimeDriver {
       health: { status, output },
       healthPolicy: healthPolicyOf(deployment.metadata?.annotations),
       createdAt: createdAtOf(deployment),
+      dataFolders: dataFoldersOf(deployment.spec?.template),
     };
   }
 

@@ -1,11 +1,11 @@
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { CoreV1Event, KubeConfig, V1Container, V1Deployment, V1EnvVar, V1Pod, V1PodSpec, V1PodTemplateSpec, V1Probe, V1ResourceRequirements } from '@kubernetes/client-node';
-import { AlreadyExists, messages, NotFound, NotImplemented, OperationFailed, PullTooSlow, RegistryRefused, Unprocessable } from '../../errors.js';
+import { AlreadyExists, messages, NotFound, OperationFailed, PullTooSlow, RegistryRefused, Unprocessable } from '../../errors.js';
 import type { AgentError } from '../../errors.js';
 import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import { healthPolicyLabels, restartPolicyLabels } from '../health-policy.js';
-import type { Provisioner, RemovedBot } from '../../provisioning/provisioner.js';
+import type { Provisioner, RemovedBot, RemoveOptions } from '../../provisioning/provisioner.js';
 import { DOCKER_HUB, registryOf } from '../../provisioning/registry-credentials.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { BOT_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
@@ -17,6 +17,7 @@ import { checkRegistry } from '../../provisioning/registry-policy.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { objectName } from './kube-names.js';
+import { claimData, claimNameOf, dataFoldersOf, dataMounts, removeClaim } from './kube-data.js';
 import { TOKEN_AUDIENCE, TOKEN_MOUNT, TOKEN_PATH } from './kube-token-review.js';
 
 export interface KubernetesProvisionerOptions {
@@ -52,10 +53,10 @@ function dockerConfigJson(image: string, login: RegistryLogin): string {
 const failedTo = (verb: string, botId: string) => (detail: string) => new OperationFailed(`Failed to ${verb} bot ${botId}: ${detail}`);
 
 
-/** Bots as a Deployment of one replica each, their token in a Secret read through secretKeyRef. */
-/** A Kubernetes bot keeps no data yet (docs/api.md §19). */
-const NO_DATA: RemovedBot = { dataFolders: [] };
-
+/**
+ * Bots as a Deployment of one replica each, their token in a Secret read through secretKeyRef, their data folders
+ * in a claim of their own (docs/api.md §19).
+ */
 class KubernetesProvisioner implements Provisioner {
   private readonly apps: AppsV1Api;
   private readonly core: CoreV1Api;
@@ -114,15 +115,20 @@ class KubernetesProvisioner implements Provisioner {
   }
 
   async create(spec: BotSpec): Promise<void> {
-    if ((spec.data ?? []).length > 0) throw new NotImplemented(`data folders are not available on the kubernetes runtime yet: a bot there keeps no files (docs/api.md §19)`);
     checkRegistry(spec.image, this.options.registries, 'is not made into a bot:');
     const namespace = this.options.namespace;
     const name = objectName(spec.id);
     const failed = failedTo('create', spec.id);
-    // The Secrets this create made: a failed create removes them, and nothing it did not make.
+    // The Secrets (and the claim) this create made: a failed create removes them, and nothing it did not make.
     const made: string[] = [];
+    let claimMade = false;
+    const removeMade = async () => {
+      await this.removeSecrets(made);
+      if (claimMade) await removeClaim(this.core, namespace, claimNameOf(name)).catch(() => undefined);
+    };
     try {
       if ((await this.deployments(spec.id)).length > 0) throw new AlreadyExists(`bot ${spec.id} exists already`);
+      if ((spec.data ?? []).length > 0) claimMade = await claimData(this.core, namespace, spec.id, claimNameOf(name), spec.data ?? []);
       await this.core.createNamespacedSecret(
         {
           namespace,
@@ -150,15 +156,15 @@ class KubernetesProvisioner implements Provisioner {
         made.push(pullSecretOf(name));
       }
     } catch (err) {
-      await this.removeSecrets(made);
+      await removeMade();
       if (apiStatus(err) === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
       throw translateKubeError(err, undefined, failed);
     }
     try {
       await this.apps.createNamespacedDeployment({ namespace, body: this.deploymentFor(spec, name) }, withDeadline());
     } catch (err) {
-      // Leave nothing half-made: the Secrets go with the failed create.
-      await this.removeSecrets(made);
+      // Leave nothing half-made: the Secrets and the claim go with the failed create.
+      await removeMade();
       if (apiStatus(err) === 409) throw new AlreadyExists(`bot ${spec.id} exists already`);
       // Invalid (422) or malformed (400): the cluster refused what the request asked for.
       const status = apiStatus(err);
@@ -172,7 +178,7 @@ class KubernetesProvisioner implements Provisioner {
     if (refused === undefined) return;
     // As on Docker, a create whose image cannot be pulled leaves nothing behind (docs/api.md §14).
     await this.apps.deleteNamespacedDeployment({ name, namespace }, withDeadline()).catch(() => undefined);
-    await this.removeSecrets(made);
+    await removeMade();
     throw refused;
   }
 
@@ -229,26 +235,32 @@ class KubernetesProvisioner implements Provisioner {
     }
   }
 
-  async remove(botId: string): Promise<RemovedBot> {
+  async remove(botId: string, options: RemoveOptions = {}): Promise<RemovedBot> {
     const namespace = this.options.namespace;
     try {
       const [deployment] = await this.deployments(botId);
       const name = deployment?.metadata?.name;
       if (!name) {
-        // A removal cut short after its Deployment went: what it left of the bot goes now.
+        // A removal cut short after its Deployment went: what it left of the bot goes now, with data kept before
+        // unless it is kept again.
         await this.removeLabelledSecrets(botId).catch(() => undefined);
+        if (options.keepData !== true) await removeClaim(this.core, namespace, claimNameOf(objectName(botId)));
         throw new NotFound(messages.botNotFound(botId));
       }
+      const dataFolders = dataFoldersOf(deployment.spec?.template);
       await this.apps.deleteNamespacedDeployment({ name, namespace }, withDeadline());
       // Every Secret made for it (its token, its revisions' logins, one an agent killed mid-deploy left) in one call;
       // under a Role of an older chart, only those its pod templates (the one it ran, the one kept) name.
-      if (await this.removeLabelledSecrets(botId)) return NO_DATA;
-      for (const secret of new Set([`${name}-token`, pullSecretOf(name), ...ownPullSecrets(deployment, pullSecretOf(name))])) {
-        await this.core.deleteNamespacedSecret({ name: secret, namespace }, withDeadline()).catch((err: unknown) => {
-          if (apiStatus(err) !== 404) throw err;
-        });
+      if (!(await this.removeLabelledSecrets(botId))) {
+        for (const secret of new Set([`${name}-token`, pullSecretOf(name), ...ownPullSecrets(deployment, pullSecretOf(name))])) {
+          await this.core.deleteNamespacedSecret({ name: secret, namespace }, withDeadline()).catch((err: unknown) => {
+            if (apiStatus(err) !== 404) throw err;
+          });
+        }
       }
-      return NO_DATA;
+      // The claim is in use until the pod is gone: the cluster removes it then (its protection finalizer).
+      if (dataFolders.length > 0 && options.keepData !== true) await removeClaim(this.core, namespace, claimNameOf(name));
+      return { dataFolders };
     } catch (err) {
       throw translateKubeError(err, botId, failedTo('remove', botId));
     }
@@ -279,6 +291,7 @@ class KubernetesProvisioner implements Provisioner {
 
   private deploymentFor(spec: BotSpec, name: string): V1Deployment {
     const labels = { [BOT_LABEL]: spec.id, [TEMPLATE_LABEL]: spec.template };
+    const data = dataMounts(claimNameOf(name), spec.data ?? []);
     const plain: V1EnvVar[] = Object.entries(botEnvironment(spec, this.options.agentUrl)).map(([key, value]) => ({ name: key, value }));
     const secret: V1EnvVar[] = TOKEN_VARIABLES.map((variable) => ({
       name: variable,
@@ -290,6 +303,8 @@ class KubernetesProvisioner implements Provisioner {
       metadata: { name, labels, annotations: { [OWNER_LABEL]: spec.ownerId, ...healthPolicyLabels(spec.health ?? {}), ...restartPolicyLabels(spec.restartPolicy) } },
       spec: {
         replicas: 1,
+        // The old pod gone before a new one starts: never two runs, nor two writers of the bot's claim.
+        strategy: { type: 'Recreate' },
         selector: { matchLabels: { [BOT_LABEL]: spec.id } },
         template: {
           metadata: { labels },
@@ -302,6 +317,8 @@ class KubernetesProvisioner implements Provisioner {
               runAsNonRoot: true,
               runAsUser: BOT_KUBE_USER,
               runAsGroup: BOT_KUBE_USER,
+              // The claim's files the bot's group's, where its storage honours fsGroup.
+              ...(data.volumes.length > 0 ? { fsGroup: BOT_KUBE_USER } : {}),
               seccompProfile: { type: 'RuntimeDefault' },
             },
             // `init`: the pod's pause process is PID 1 and reaps, so a shell that runs the bot is not PID 1 and ends at SIGTERM.
@@ -313,6 +330,7 @@ class KubernetesProvisioner implements Provisioner {
                 name: 'bot-agent-token',
                 projected: { sources: [{ serviceAccountToken: { audience: TOKEN_AUDIENCE, expirationSeconds: 3600, path: 'token' } }] },
               },
+              ...data.volumes,
             ],
             containers: [
               {
@@ -320,7 +338,7 @@ class KubernetesProvisioner implements Provisioner {
                 image: spec.image,
                 command: spec.command ? [...spec.command] : undefined,
                 env: [...plain, ...secret, { name: 'PLATFORM_AGENT_TOKEN_FILE', value: TOKEN_PATH }],
-                volumeMounts: [{ name: 'bot-agent-token', mountPath: TOKEN_MOUNT, readOnly: true }],
+                volumeMounts: [{ name: 'bot-agent-token', mountPath: TOKEN_MOUNT, readOnly: true }, ...data.mounts],
                 resources: botResources(spec),
                 ...probesOf(spec.health),
                 securityContext: { allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] } },
