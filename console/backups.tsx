@@ -6,7 +6,7 @@ import { api, ApiError, clock, megabytes, plainWords } from './api.js';
 import type { Backup, BotEvent, DataFolderUse } from './api.js';
 
 /** The events that change a bot's backups: each reloads the list. */
-const BACKUP_EVENTS = new Set(['restored', 'backup-verified', 'backup-verify-failed']);
+const BACKUP_EVENTS = new Set(['restored', 'restore-failed', 'backup-verified', 'backup-verify-failed']);
 
 type Asked = { what: 'backup' } | { what: 'restore'; backup: Backup };
 

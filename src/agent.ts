@@ -5,6 +5,7 @@ import { pullEvents } from './http/pull-events.js';
 import { deployRequest, validate } from './http/schemas.js';
 import { agentActions } from './schedules/agent-actions.js';
 import { BackupFolder } from './backups/backup-folder.js';
+import { runJudge } from './deploys/run-verdict.js';
 import { Backups } from './backups/backups.js';
 import { DataUsage } from './data/data-usage.js';
 import { BackupStores, readBackupStores } from './backups/backup-stores.js';
@@ -223,6 +224,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
             running: async (botId) => (await driver.findBot(botId)).running,
             stop: (botId) => lifecycle.stop(botId),
             start: (botId) => lifecycle.start(botId),
+            ...(provisioner.revisions ? { judge: runJudge(provisioner.revisions, history) } : {}),
           },
           provisioner.dataRestores,
           (botId, type, fields) => history.note(botId, type, fields),

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { array, boolean, object, string, ValidationError } from 'yup';
 import { ConfigError } from '../config.js';
@@ -121,6 +121,15 @@ export class BackupStores {
       if ((err as { name?: string }).name === 'NoSuchKey') return undefined;
       throw err;
     }
+  }
+
+  /** Removes the backup from the store: its manifest first, so that a removal cut short leaves nothing listed; then its archives. */
+  async remove(name: string, backup: Backup): Promise<void> {
+    const store = this.store(name);
+    const dir = `${store.prefix}${backup.bot_id}/${backup.id}/`;
+    await store.client.send(new DeleteObjectCommand({ Bucket: store.bucket, Key: `${dir}backup.json` }));
+    const keys = backup.folders.map((folder) => ({ Key: `${dir}${folder.file}` }));
+    if (keys.length > 0) await store.client.send(new DeleteObjectsCommand({ Bucket: store.bucket, Delete: { Objects: keys, Quiet: true } }));
   }
 
   /** One archive of a backup in the store, streamed. */

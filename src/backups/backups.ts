@@ -8,6 +8,7 @@ import type { BackupStores } from './backup-stores.js';
 import type { BackupFolder } from './backup-folder.js';
 import type { BotDataArchives } from './data-archives.js';
 import type { BotDataRestores, FolderArchive, LeftRestore, ScratchRestore } from './data-restores.js';
+import { retainedIds } from './retention.js';
 import type { RetentionPolicy } from './retention.js';
 
 /** How long one folder's archive may take to read, at most; and a whole restore or verification. */
@@ -28,7 +29,17 @@ export interface BackupPower {
   running(botId: string): Promise<boolean>;
   stop(botId: string): Promise<unknown>;
   start(botId: string): Promise<unknown>;
+  /** A restored bot's run judged as a deploy's is (docs/api.md §15); undefined where the runtime cannot say. */
+  judge?(botId: string, ask: RunAsk): Promise<RunVerdict>;
 }
+
+/** How long a restored bot must be up (healthy, where it has a check), and how long it may take (docs/api.md §20). */
+export interface RunAsk {
+  readonly minReadyS: number;
+  readonly deadlineS: number;
+}
+/** Whether the run stayed up as asked, and why not (as src/deploys/run-verdict.ts judges it). */
+export type RunVerdict = { readonly ok: true } | { readonly ok: false; readonly reason: string };
 
 /**
  * Backups of bots' data to the agent's backup folder (docs/api.md §20): one at a time per bot, each made
@@ -69,12 +80,51 @@ export class Backups {
       }
     }
     if (copies.length > 0) backup = await this.folder.setCopies(backup, copies);
-    const removed = keep ? await this.folder.prune(botId, keep) : [];
+    const removed = new Set(keep ? await this.folder.prune(botId, keep) : []);
+    // Each store the copy reached is kept by the same policy; one that failed now is left as it was.
+    for (const copy of keep ? copies.filter((made) => made.ok) : []) {
+      for (const id of await this.pruneStore(copy.store, botId, keep!)) removed.add(id);
+    }
     const failed = copies.filter((copy) => !copy.ok);
     if (failed.length > 0) {
       throw new StoreFailed(`backup ${backup.id} of bot ${botId} was kept in the agent's folder, but its copy to ${failed.map((copy) => `store ${copy.store} failed: ${copy.message}`).join('; ')}`);
     }
-    return { backup, removed };
+    return { backup, removed: [...removed] };
+  }
+
+  /** Removes the store's backups of the bot the policy does not keep, never a locked one (there, or in the agent's folder); answers their ids. */
+  private async pruneStore(store: string, botId: string, keep: RetentionPolicy, nowMs = Date.now()): Promise<string[]> {
+    return this.fromStore(store, async () => {
+      const listed = await this.stores!.list(store, botId);
+      const kept = retainedIds(await this.withFolderLocks(listed), keep, nowMs);
+      const removed: string[] = [];
+      for (const backup of listed) {
+        if (kept.has(backup.id) || (await this.lockedAnywhere(backup))) continue;
+        await this.stores!.remove(store, backup);
+        removed.push(backup.id);
+      }
+      return removed;
+    });
+  }
+
+  /** A store's backups, locked where the agent's folder holds the same backup locked (a lock made after the copy). */
+  private async withFolderLocks(listed: readonly Backup[]): Promise<Backup[]> {
+    return Promise.all(listed.map(async (backup) => ((await this.lockedAnywhere(backup)) ? { ...backup, locked: true } : backup)));
+  }
+
+  private async lockedAnywhere(backup: Backup): Promise<boolean> {
+    return backup.locked === true || (await this.folder.get(backup.bot_id, backup.id))?.locked === true;
+  }
+
+  /**
+   * Removes the backup from the agent's folder, or from the store named (docs/api.md §20). AlreadyExists (409) for a
+   * locked one (in the store, a copy locked in either place), NotFound for none.
+   */
+  async remove(botId: string, backupId: string, store?: string): Promise<void> {
+    const backup = await this.one(botId, backupId, store);
+    if (await this.lockedAnywhere(backup)) throw new AlreadyExists(`backup ${backup.id} of bot ${botId} is locked: unlock it first (POST .../backups/${backup.id}/unlock)`);
+    if (store !== undefined) return this.fromStore(store, () => this.stores!.remove(store, backup));
+    if (!(await this.folder.remove(botId, backup.id))) throw new NotFound(`no backup ${backup.id} of bot ${botId}`);
   }
 
   /** The bot's backups in the agent's folder, or in the store named. */
@@ -193,10 +243,16 @@ export class Backups {
   /**
    * Restores the backup into its bot (docs/api.md §20): every archive checked and unpacked into scratch folders and
    * read back the same before the bot is touched; then the bot stopped, its data as it was kept as a backup of its
-   * own, the scratch folders swapped in, and the bot started again if it ran.
+   * own, the scratch folders swapped in, and the bot started again if it ran; with `judged`, its run then judged as
+   * a deploy's is, and a run that fails it has the restore undone (Unprocessable).
    */
-  async restore(from: string, backupId: string, store?: string, botId = from): Promise<{ backup: Backup; before: Backup }> {
-    const { backup, before } = await this.restoreInto(botId, () => this.local(from, backupId, store), true);
+  async restore(from: string, backupId: string, store?: string, botId = from, judged?: RunAsk): Promise<{ backup: Backup; before: Backup }> {
+    const { backup, before } = await this.alone(botId, async () => {
+      const done = await this.swappedIn(botId, await this.local(from, backupId, store), true);
+      const verdict = done.started && judged !== undefined ? await this.judgedRun(botId, judged) : { ok: true as const };
+      if (!verdict.ok) await this.undone(botId, done.backup, done.before!, verdict.reason);
+      return done;
+    });
     await this.note(botId, 'restored', { backup_id: backup.id, before_backup_id: before!.id, ...(from === botId ? {} : { from_bot_id: from }) });
     return { backup, before: before! };
   }
@@ -208,40 +264,61 @@ export class Backups {
    */
   async takeIn(backup: Backup, open: (file: string) => Promise<Readable>): Promise<Backup> {
     const here: Backup = (await this.folder.get(backup.bot_id, backup.id)) ?? (await this.folder.adopt(backup, open).catch((err: unknown) => Promise.reject(diskFull(err, `the data of bot ${backup.bot_id} was not taken in`))));
-    return (await this.restoreInto(backup.bot_id, async () => here, false)).backup;
+    return (await this.alone(backup.bot_id, () => this.swappedIn(backup.bot_id, here, false))).backup;
   }
 
-  private async restoreInto(botId: string, backupOf: () => Promise<Backup>, keepBefore: boolean): Promise<{ backup: Backup; before: Backup | undefined }> {
+  /** The restored bot's run, judged as a deploy's is (docs/api.md §20); where the runtime cannot say, it passes. */
+  private async judgedRun(botId: string, ask: RunAsk): Promise<RunVerdict> {
+    if (!this.power.judge) return { ok: true };
+    return this.power.judge(botId, ask).catch((err: unknown) => ({ ok: false as const, reason: `its run could not be read: ${(err as Error).message}` }));
+  }
+
+  /** A restore whose run failed: the data as it was before swapped back in as any restore is, the bot started again; told, and Unprocessable. */
+  private async undone(botId: string, backup: Backup, before: Backup, reason: string): Promise<never> {
+    let back = `its data as it was (backup ${before.id}) is back`;
+    try {
+      // Found stopped where its failed run ended: started again all the same, as it ran before the restore.
+      if (!(await this.swappedIn(botId, before, false)).started) await this.power.start(botId);
+    } catch (err) {
+      back = `and its data as it was (backup ${before.id}) could not be put back: ${(err as Error).message}`;
+    }
+    await this.note(botId, 'restore-failed', { backup_id: backup.id, before_backup_id: before.id, reason });
+    throw new Unprocessable(`the restore of backup ${backup.id} into bot ${botId} was undone: ${reason}; ${back}`);
+  }
+
+  /**
+   * Puts the backup's data into the bot (docs/api.md §20): checked, unpacked beside it and read back before it is
+   * touched, then the bot stopped, its data as it is kept as a backup first where `keepBefore`, the scratch
+   * folders swapped in, and the bot started again if it ran (`started`). The caller holds the bot alone.
+   */
+  private async swappedIn(botId: string, backup: Backup, keepBefore: boolean): Promise<{ backup: Backup; before: Backup | undefined; started: boolean }> {
     const restores = this.restoresHere();
-    return this.alone(botId, async () => {
-      const backup = await backupOf();
-      const signal = AbortSignal.timeout(RESTORE_DEADLINE_MS);
-      const readings = await this.checked(backup, restores, botId);
-      const wasRunning = await this.power.running(botId);
-      return this.marked(botId, async (tag) => {
-        // Made before the bot is stopped, and marked with whether it ran: an agent killed from here on leaves a restore the next one settles.
-        const scratch = await restores.scratch(botId, this.archivesOf(backup), { tag, startAfter: wasRunning, signal });
-        try {
-          await this.proven(backup, scratch, readings, signal);
-          // Stopped whatever it was found as (a stop of a stopped bot changes nothing): the swap never runs under a
-          // running bot, and the copy before it never starts the bot.
-          await this.power.stop(botId);
-          const before = keepBefore
-            ? await this.folder
-                .write(botId, await this.archives.folders(botId), (path) => this.archives.read(botId, path, AbortSignal.timeout(READ_DEADLINE_MS)), async () => ({ mode: 'stop', downtime_ms: 0 }))
-                .catch((err: unknown) => Promise.reject(diskFull(err, `the restore of backup ${backup.id} into bot ${botId} was not begun: its data as it is could not be kept first`)))
-            : undefined;
-          await scratch.swap(signal).catch((err: unknown) => {
-            if (err instanceof AgentError) throw err;
-            const kept = before ? `; its data as it was before is backup ${before.id}: restore that` : '';
-            throw new RuntimeUnavailable(`the restore of backup ${backup.id} into bot ${botId} failed as its data was swapped (${(err as Error).message})${kept}`, { cause: err });
-          });
-          return { backup, before };
-        } finally {
-          await this.discarded(scratch, tag);
-          if (wasRunning) await this.power.start(botId);
-        }
-      });
+    const signal = AbortSignal.timeout(RESTORE_DEADLINE_MS);
+    const readings = await this.checked(backup, restores, botId);
+    const wasRunning = await this.power.running(botId);
+    return this.marked(botId, async (tag) => {
+      // Made before the bot is stopped, and marked with whether it ran: an agent killed from here on leaves a restore the next one settles.
+      const scratch = await restores.scratch(botId, this.archivesOf(backup), { tag, startAfter: wasRunning, signal });
+      try {
+        await this.proven(backup, scratch, readings, signal);
+        // Stopped whatever it was found as (a stop of a stopped bot changes nothing): the swap never runs under a
+        // running bot, and the copy before it never starts the bot.
+        await this.power.stop(botId);
+        const before = keepBefore
+          ? await this.folder
+              .write(botId, await this.archives.folders(botId), (path) => this.archives.read(botId, path, AbortSignal.timeout(READ_DEADLINE_MS)), async () => ({ mode: 'stop', downtime_ms: 0 }))
+              .catch((err: unknown) => Promise.reject(diskFull(err, `the restore of backup ${backup.id} into bot ${botId} was not begun: its data as it is could not be kept first`)))
+          : undefined;
+        await scratch.swap(signal).catch((err: unknown) => {
+          if (err instanceof AgentError) throw err;
+          const kept = before ? `; its data as it was before is backup ${before.id}: restore that` : '';
+          throw new RuntimeUnavailable(`the restore of backup ${backup.id} into bot ${botId} failed as its data was swapped (${(err as Error).message})${kept}`, { cause: err });
+        });
+        return { backup, before, started: wasRunning };
+      } finally {
+        await this.discarded(scratch, tag);
+        if (wasRunning) await this.power.start(botId);
+      }
     });
   }
 

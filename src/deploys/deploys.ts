@@ -1,12 +1,14 @@
 import { OperationInProgress } from '../errors.js';
 import type { DeployMarks } from '../lifecycle/deploy-marks.js';
 import { InFlightDeploys } from './in-flight.js';
+import { endReasonOf, judgeRun } from './run-verdict.js';
+import type { RunVerdict } from './run-verdict.js';
 import type { BotHistory } from '../history/bot-history.js';
 import { EXIT_LOG_BYTES } from '../history/history-store.js';
-import type { ExitRecord, RevisionOutcome, RevisionRecord } from '../history/history-store.js';
+import type { RevisionOutcome, RevisionRecord } from '../history/history-store.js';
 import { fitJson } from '../json-text.js';
 import type { PullReport } from '../provisioning/provisioner.js';
-import type { BotChange, CandidateState, LeftDeploy, RevisionRuntime, RevisionSpec } from '../provisioning/revisions.js';
+import type { BotChange, LeftDeploy, RevisionRuntime, RevisionSpec } from '../provisioning/revisions.js';
 import type { FaultReporter } from '../runtime/driver.js';
 
 /** A deploy as the platform asks for it (docs/api.md §15). */
@@ -177,7 +179,7 @@ export class Deploys {
     /** The bot is one run again: its operations, and a next deploy, may go on before the outcome is written. */
     settled: () => void,
   ): Promise<void> {
-    let verdict: { ok: true } | { ok: false; reason: string };
+    let verdict: RunVerdict;
     try {
       verdict = await this.verdict(botId, request, deadlineAtMs);
     } catch (err) {
@@ -210,43 +212,18 @@ export class Deploys {
     }
   }
 
-  private async verdict(botId: string, request: DeployRequest, deadlineAtMs: number): Promise<{ ok: true } | { ok: false; reason: string }> {
-    let first: CandidateState | undefined;
-    for (;;) {
-      if (this.closed) return { ok: false, reason: 'the agent stopped' };
-      const state = await this.runtime.candidate(botId);
-      first ??= state;
-      if (!state.exists) return { ok: false, reason: 'its run was removed' };
-      if (!state.running || state.restarts > first.restarts || state.startedAtMs !== first.startedAtMs) {
-        // Its end recorded first (not on request, with its lines), before an undo stops or removes what is left of it.
-        const ended = await this.recordOfRun(botId, first.startedAtMs);
-        const exitCode = ended?.exit_code ?? (state.running ? null : state.exitCode);
-        return { ok: false, reason: exitCode !== null ? `its run exited with code ${exitCode}` : ended !== undefined ? 'its run ended' : 'its run restarted' };
-      }
-      if (state.health === 'unhealthy') return { ok: false, reason: 'its health check failed' };
-      const upMs = this.now() - (state.startedAtMs ?? this.now());
-      if (upMs >= request.minReadyS * 1000 && (state.health === 'healthy' || state.health === 'none')) return { ok: true };
-      if (this.now() >= deadlineAtMs) {
-        return { ok: false, reason: `it was not up${state.health === 'starting' ? ' and healthy' : ''} for ${request.minReadyS} s within ${request.deadlineS} s (deadline_s)` };
-      }
-      await new Promise((resolve) => setTimeout(resolve, this.options.watchEveryMs ?? WATCH_EVERY_MS));
-    }
-  }
-
-  /**
-   * The exit record of the new run that began at `startedAtMs`, once the history keeps it: a moment after the
-   * run ends, up to 10 s on a busy host, where the record waits for the run's last lines (a run that wrote 800 KB
-   * took more than 2 s); undefined past that.
-   */
-  private async recordOfRun(botId: string, startedAtMs: number | undefined): Promise<ExitRecord | undefined> {
-    if (startedAtMs === undefined) return undefined;
-    for (let tries = 0; tries < 50; tries += 1) {
-      // Not the newest alone: the run it replaced (stopped as `<id>.undo`) may be recorded after it.
-      const ended = (await this.history.exits(botId, 5).catch(() => [])).filter((exit) => exit.started_at !== null && Date.parse(exit.started_at) >= startedAtMs);
-      if (ended.length > 0) return ended.at(-1);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-    return undefined;
+  private verdict(botId: string, request: DeployRequest, deadlineAtMs: number): Promise<RunVerdict> {
+    return judgeRun({
+      read: () => this.runtime.candidate(botId),
+      // Its end recorded first (not on request, with its lines), before an undo stops or removes what is left of it.
+      endReason: (first, state) => endReasonOf(this.history, botId, first, state),
+      minReadyS: request.minReadyS,
+      deadlineS: request.deadlineS,
+      deadlineAtMs,
+      now: () => this.now(),
+      everyMs: this.options.watchEveryMs ?? WATCH_EVERY_MS,
+      stopped: () => this.closed,
+    });
   }
 
   /** A revision's new outcome, with its event; a record never kept (its agent died first) is kept with what is known. */

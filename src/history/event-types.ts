@@ -23,6 +23,7 @@ export const BOT_EVENT_TYPES = [
   'schedule-failed',
   'schedule-skipped',
   'restored',
+  'restore-failed',
   'backup-verified',
   'backup-verify-failed',
   'data-over-size',

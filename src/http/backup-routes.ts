@@ -1,8 +1,9 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { AlreadyExists, messages, NotFound, NotImplemented, Unprocessable } from '../errors.js';
+import { messages, NotFound, NotImplemented, Unprocessable } from '../errors.js';
 import type { Backup } from '../backups/backup-folder.js';
 import { backupMade } from '../backups/backups.js';
+import { DEFAULT_DEADLINE_S, DEFAULT_MIN_READY_S } from '../deploys/deploys.js';
 import type { Backups } from '../backups/backups.js';
 import type { Access } from './access.js';
 import { backupArchiveQuery, backupRequest, backupStoreQuery, botIdInPath, restoreRequest, validate, validateQuery } from './schemas.js';
@@ -79,8 +80,10 @@ export function backupRoutes({ backups: available, access, runtime }: BackupRout
   router.post('/api/admin/bots/:bot_id/backups/:backup_id/restore', async (ctx) => {
     const { botId, backups } = await botOf(ctx);
     const store = storeOf(ctx);
-    const into = validate(restoreRequest, ctx.request.body ?? {}).into ?? botId;
-    const { backup, before } = await backups.restore(botId, ctx.params.backup_id ?? '', store, into);
+    const asked = validate(restoreRequest, ctx.request.body ?? {});
+    const into = asked.into ?? botId;
+    const judged = { minReadyS: asked.min_ready_s ?? DEFAULT_MIN_READY_S, deadlineS: asked.deadline_s ?? DEFAULT_DEADLINE_S };
+    const { backup, before } = await backups.restore(botId, ctx.params.backup_id ?? '', store, into, judged);
     ctx.body = { ok: true, message: `backup ${backup.id} of bot ${botId} restored into bot ${into}; its data as it was is backup ${before.id} of bot ${into}`, backup, before };
   });
 
@@ -94,10 +97,10 @@ export function backupRoutes({ backups: available, access, runtime }: BackupRout
 
   router.delete('/api/admin/bots/:bot_id/backups/:backup_id', async (ctx) => {
     const { botId, backups } = await botOf(ctx);
-    const backup = await backupOf(ctx, { botId, backups });
-    if (backup.locked) throw new AlreadyExists(`backup ${backup.id} of bot ${botId} is locked: unlock it first (POST .../backups/${backup.id}/unlock)`);
-    if (!(await backups.folder.remove(botId, backup.id))) throw new NotFound(`no backup ${backup.id} of bot ${botId}`);
-    ctx.body = { ok: true, message: `Backup ${backup.id} of bot ${botId} removed` };
+    const store = storeOf(ctx);
+    const backupId = ctx.params.backup_id ?? '';
+    await backups.remove(botId, backupId, store);
+    ctx.body = { ok: true, message: `Backup ${backupId} of bot ${botId} removed${store === undefined ? '' : ` from store ${store}`}` };
   });
 
   return router;

@@ -941,9 +941,9 @@ export const openApiDocument = {
         responses: { ...responses(ok('The backup', ref('Backup')), ...backupFailures), ...storeFailures },
       },
       delete: {
-        summary: 'Remove a backup (docs/api.md §20; the platform only)',
-        parameters: [botIdParameter, backupIdParameter],
-        responses: { ...responses(ok('Removed'), ...backupFailures), '409': { description: 'The backup is locked', content: json(ref('Failure')) } },
+        summary: 'Remove a backup from the agent\'s folder, or from the store `store` names (docs/api.md §20; the platform only)',
+        parameters: [botIdParameter, backupIdParameter, ...queryParameters(backupStoreQuery)],
+        responses: { ...responses(ok('Removed'), ...backupFailures), '409': { description: 'The backup is locked (in the folder or in a store)', content: json(ref('Failure')) }, ...storeFailures },
       },
     },
     '/api/admin/bots/{bot_id}/backups/{backup_id}/lock': {
@@ -962,14 +962,14 @@ export const openApiDocument = {
     },
     '/api/admin/bots/{bot_id}/backups/{backup_id}/restore': {
       post: {
-        summary: "Restore a backup into its bot: checked, unpacked and read back first, the bot's data as it was kept as a backup, the bot stopped for the swap and started again if it ran (docs/api.md §20; the platform only)",
+        summary: "Restore a backup into its bot: checked, unpacked and read back first, the bot's data as it was kept as a backup, the bot stopped for the swap and started again if it ran, and judged as a deploy's run is (docs/api.md §20; the platform only)",
         parameters: [botIdParameter, backupIdParameter, ...queryParameters(backupStoreQuery)],
         requestBody: { required: false, content: json(ref('RestoreRequest')) },
         responses: {
           ...responses(ok('Restored', ref('Restored')), ...backupFailures, 413, 415, 500, 503, 507),
           '409': { description: 'A backup, restore or verification of the bot is under way, or its stop or start waited behind another operation', content: json(ref('Failure')) },
           ...storeFailures,
-          '422': { description: 'The archive is refused (its checksum, an entry that climbs or links out, a device, a tar bomb), or the bot lacks a folder of the backup: nothing was written', content: json(ref('Failure')) },
+          '422': { description: 'The archive is refused (its checksum, an entry that climbs or links out, a device, a tar bomb), or the bot lacks a folder of the backup: nothing was written; or the bot started again did not stay up min_ready_s within deadline_s: the restore was undone, its data as it was put back', content: json(ref('Failure')) },
         },
       },
     },

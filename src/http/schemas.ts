@@ -327,6 +327,10 @@ export const fleetDataRequest = object({
 }).typeError(jsonObject);
 
 /** Body of PATCH /api/admin/bots/{bot_id}: what a new revision changes, and how it is judged (docs/api.md §15). */
+/** How long a new run must be up, and may take to get there (a deploy's, a restored bot's: docs/api.md §15, §20). */
+const minReadyField = wholeNumber('min_ready_s', 0, 3_600).strict().meta({ jsonSchema: { default: DEFAULT_MIN_READY_S } });
+const deadlineField = wholeNumber('deadline_s', 5, 3_600).strict().meta({ jsonSchema: { default: DEFAULT_DEADLINE_S } });
+
 export const deployRequest = object({
   image: imageField.optional(),
   env: envField,
@@ -335,8 +339,8 @@ export const deployRequest = object({
   cpu_limit: cpuLimitField,
   health: healthSpec,
   registry_auth: registryAuthField,
-  min_ready_s: wholeNumber('min_ready_s', 0, 3_600).strict().meta({ jsonSchema: { default: DEFAULT_MIN_READY_S } }),
-  deadline_s: wholeNumber('deadline_s', 5, 3_600).strict().meta({ jsonSchema: { default: DEFAULT_DEADLINE_S } }),
+  min_ready_s: minReadyField,
+  deadline_s: deadlineField,
   rollback: boolean().strict().typeError('rollback must be true or false').meta({ jsonSchema: { default: true } }),
 }).typeError(jsonObject);
 
@@ -431,6 +435,8 @@ export const backupRequest = object({
 /** Body of a restore: the bot it goes into, where not the backup's own (a new bot made from another's backup). */
 export const restoreRequest = object({
   into: botIdSchema('into').optional(),
+  min_ready_s: minReadyField,
+  deadline_s: deadlineField,
 }).typeError(jsonObject);
 
 /** Query of a backup's reads, restore and verification: the store it is in, where not the agent's folder. */

@@ -47,6 +47,7 @@ const WHAT: Record<string, { readonly text: string; readonly severity: ChatNote[
   'schedule-failed': { text: 'failed a scheduled run', severity: 'bad' },
   'schedule-skipped': { text: 'skipped a scheduled run', severity: 'info' },
   restored: { text: 'had its data restored from a backup', severity: 'info' },
+  'restore-failed': { text: 'did not run on a restored backup, and has its data as it was again', severity: 'bad' },
   'backup-verified': { text: 'had a backup verified', severity: 'good' },
   'backup-verify-failed': { text: 'has a backup that cannot be restored', severity: 'bad' },
   'data-over-size': { text: 'uses more data than its size_mb', severity: 'bad' },

@@ -155,3 +155,37 @@ test("a schedule backs up to a store and then verifies the store's newest backup
   t.is(bad.status, 422, bad.text);
   t.regex(String(bad.body?.msg), /actions\[0\].store must be a store name/);
 });
+
+test("a backup's keep prunes each store it reached as the agent's folder, never a locked one; a store's copy is removed on its own, the folder's kept", async (t) => {
+  const id = await madeWithData(t);
+  const take = async (body: Record<string, unknown>) => {
+    const made = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { mode: 'live', stores: ['offsite'], ...body } });
+    t.is(made.status, 201, made.text);
+    return made.body as { backup: BackupAnswer; removed: string[] };
+  };
+  const ids = async (store?: string) => ((await call(agent.server, `/api/admin/bots/${id}/backups${store ? `?store=${store}` : ''}`)).body?.backups as BackupAnswer[]).map((kept) => kept.id);
+  const keys = async (backupId: string) => ((await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `agent-1/${id}/${backupId}/` }))).Contents ?? []).map((object) => object.Key);
+  const first = (await take({})).backup.id;
+  const second = (await take({})).backup.id;
+  const third = (await take({})).backup.id;
+  // Locked in the agent's folder after its copy was made: the store's copy is kept for it too.
+  t.is((await call(agent.server, `/api/admin/bots/${id}/backups/${first}/lock`, { method: 'POST' })).status, 200);
+  const newest = await take({ keep: { last: 1 } });
+  t.deepEqual([...newest.removed].sort(), [second, third].sort());
+  t.deepEqual(await ids('offsite'), [newest.backup.id, first]);
+  t.deepEqual(await ids(), [newest.backup.id, first]);
+  t.deepEqual(await keys(second), [], "a pruned backup's archives left the store too");
+
+  const locked = await call(agent.server, `/api/admin/bots/${id}/backups/${first}?store=offsite`, { method: 'DELETE' });
+  t.is(locked.status, 409, locked.text);
+  t.regex(String(locked.body?.msg), /is locked: unlock it first/);
+  t.is((await call(agent.server, `/api/admin/bots/${id}/backups/${first}/unlock`, { method: 'POST' })).status, 200);
+  const removed = await call(agent.server, `/api/admin/bots/${id}/backups/${first}?store=offsite`, { method: 'DELETE' });
+  t.is(removed.status, 200, removed.text);
+  t.regex(String(removed.body?.msg ?? removed.body?.message), new RegExp(`${first} of bot ${id} removed from store offsite`));
+  t.deepEqual(await ids('offsite'), [newest.backup.id]);
+  t.deepEqual(await keys(first), []);
+  t.deepEqual(await ids(), [newest.backup.id, first], "the agent's folder keeps its own");
+  t.is((await call(agent.server, `/api/admin/bots/${id}/backups/${first}?store=offsite`, { method: 'DELETE' })).status, 404);
+  t.is((await call(agent.server, `/api/admin/bots/${id}/backups/${first}?store=nowhere`, { method: 'DELETE' })).status, 422);
+});

@@ -48,7 +48,7 @@ interface BackupAnswer {
   folders: { path: string; file: string; size_bytes: number; sha256: string }[];
 }
 
-async function madeWithData(t: ExecutionContext, sizeMb?: number): Promise<string> {
+async function madeWithData(t: ExecutionContext, sizeMb?: number, script = COUNTER): Promise<string> {
   const id = fixture.newBotId();
   mine.add(id);
   t.teardown(async () => {
@@ -57,7 +57,7 @@ async function madeWithData(t: ExecutionContext, sizeMb?: number): Promise<strin
     for (const volume of listed.Volumes ?? []) await fixture.docker.getVolume(volume.Name).remove().catch(() => undefined);
   });
   const data = [{ path: '/data', ...(sizeMb === undefined ? {} : { size_mb: sizeMb }) }];
-  const made = await call(agent.server, '/api/admin/bots', { body: { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'n8n', token: 'tok-data', command: ['sh', '-c', COUNTER], data } });
+  const made = await call(agent.server, '/api/admin/bots', { body: { bot_id: id, user_id: 'user_9', image: TEST_IMAGE, template: 'n8n', token: 'tok-data', command: ['sh', '-c', script], data } });
   t.is(made.status, 201, made.text);
   t.true(await eventually(async () => (await sh(id, 'cat /data/count 2>/dev/null').catch(() => '')) === '1', 30_000, 200), 'the bot counted its first start');
   return id;
@@ -133,6 +133,31 @@ test('a restore puts the backup back: files gone since are gone, owners, modes a
   t.is(undo.status, 200, undo.text);
   t.is(await sh(id, 'cat /data/extra'), 'later', 'the backup made before the restore restores what it replaced');
   t.is(await restoreLeftovers(id), 0, 'no helper or scratch volume is left');
+});
+
+// A restore is judged as a deploy is (docs/api.md §20): a bot that will not run on the restored data has it undone.
+test('a restored bot that does not stay up has the restore undone: its data as it was back, the bot running, told as restore-failed, 422', async (t) => {
+  const id = await madeWithData(t, undefined, `test -e /data/poison && { echo poisoned; exit 3; }; ${COUNTER}`);
+  await sh(id, 'echo 1 > /data/poison');
+  const poisoned = await backUp(t, id);
+  await sh(id, 'rm /data/poison && echo now > /data/note');
+  const events = await openStream(agent.server, `/api/bots/${id}/events`);
+  t.teardown(() => events.close());
+
+  const restored = await call(agent.server, `/api/admin/bots/${id}/backups/${poisoned.id}/restore`, { body: { min_ready_s: 3, deadline_s: 30 } });
+  t.is(restored.status, 422, restored.text);
+  t.regex(String(restored.body?.msg), new RegExp(`^the restore of backup ${poisoned.id} into bot ${id} was undone: its run exited with code 3; its data as it was \\(backup bak_\\w+\\) is back$`));
+  t.true((await fixture.docker.getContainer(id).inspect()).State.Running, 'the bot runs again on its data as it was');
+  t.is(await sh(id, 'cat /data/note; test -e /data/poison && echo poisoned || echo clean'), 'now\nclean');
+  const event = await events.next((received) => received.event === 'restore-failed', 10_000);
+  t.like(event.data, { backup_id: poisoned.id, reason: 'its run exited with code 3' });
+  t.false(events.events.some((received) => received.event === 'restored'), 'an undone restore is no restore');
+  t.is(await restoreLeftovers(id), 0, 'no helper or scratch volume is left');
+  for (const body of [{ min_ready_s: -1 }, { deadline_s: 4 }, { min_ready_s: 'soon' }]) {
+    const refused = await call(agent.server, `/api/admin/bots/${id}/backups/${poisoned.id}/restore`, { body });
+    t.true(refused.status === 400 || refused.status === 422, refused.text);
+    t.regex(String(refused.body?.msg), /min_ready_s|deadline_s/);
+  }
 });
 
 test('a verification reads the backup back whole and keeps the outcome; a changed archive fails it, is told, and is never restored', async (t) => {
