@@ -545,6 +545,7 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
       'GET /api/admin/bots/{bot_id}/backups/{backup_id}',
       'POST /api/admin/bots/{bot_id}/backups/{backup_id}/restore',
       'POST /api/admin/bots/{bot_id}/backups/{backup_id}/verify',
+      'DELETE /api/admin/bots/{bot_id}/backups/{backup_id}',
     ],
     'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots', 'POST /api/fleet/bots', 'POST /api/fleet/bots/{bot_id}/start', 'POST /api/fleet/bots/{bot_id}/data'],
     // A backup's POST names the keeper bot 8 times in 10; a seed whose coverage phase sends its own ids (no bot's) reads its 404s as missing data (ci3 of 2026-12-03).
