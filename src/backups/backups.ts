@@ -95,11 +95,12 @@ export class Backups {
   /** Removes the store's backups of the bot the policy does not keep, never a locked one (there, or in the agent's folder); answers their ids. */
   private async pruneStore(store: string, botId: string, keep: RetentionPolicy, nowMs = Date.now()): Promise<string[]> {
     return this.fromStore(store, async () => {
-      const listed = await this.stores!.list(store, botId);
-      const kept = retainedIds(await this.withFolderLocks(listed), keep, nowMs);
+      // Locked where the agent's folder holds the same backup locked (a lock made after the copy): retention keeps those.
+      const listed = await this.withFolderLocks(await this.stores!.list(store, botId));
+      const kept = retainedIds(listed, keep, nowMs);
       const removed: string[] = [];
       for (const backup of listed) {
-        if (kept.has(backup.id) || (await this.lockedAnywhere(backup))) continue;
+        if (kept.has(backup.id)) continue;
         await this.stores!.remove(store, backup);
         removed.push(backup.id);
       }
@@ -107,7 +108,6 @@ export class Backups {
     });
   }
 
-  /** A store's backups, locked where the agent's folder holds the same backup locked (a lock made after the copy). */
   private async withFolderLocks(listed: readonly Backup[]): Promise<Backup[]> {
     return Promise.all(listed.map(async (backup) => ((await this.lockedAnywhere(backup)) ? { ...backup, locked: true } : backup)));
   }

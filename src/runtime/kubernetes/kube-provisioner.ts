@@ -244,7 +244,8 @@ class KubernetesProvisioner implements Provisioner {
         // A removal cut short after its Deployment went: what it left of the bot goes now, with data kept before
         // unless it is kept again.
         await this.removeLabelledSecrets(botId).catch(() => undefined);
-        if (options.keepData !== true) await removeClaim(this.core, namespace, claimNameOf(objectName(botId)));
+        // As the Secrets: a Role without claims (an older chart, or claims off) still answers the 404.
+        if (options.keepData !== true) await removeClaim(this.core, namespace, claimNameOf(objectName(botId))).catch(() => undefined);
         throw new NotFound(messages.botNotFound(botId));
       }
       const dataFolders = dataFoldersOf(deployment.spec?.template);
