@@ -225,6 +225,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
             stop: (botId) => lifecycle.stop(botId),
             start: (botId) => lifecycle.start(botId),
             ...(provisioner.revisions ? { judge: runJudge(provisioner.revisions, history) } : {}),
+            ...(driver.exec ? { command: driver.exec.bind(driver) } : {}),
           },
           provisioner.dataRestores,
           (botId, type, fields) => history.note(botId, type, fields),

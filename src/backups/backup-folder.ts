@@ -11,7 +11,19 @@ import { retainedIds } from './retention.js';
 import type { RetentionPolicy } from './retention.js';
 
 /** How a backup was made consistent (docs/api.md §20). */
-export type BackupMode = 'stop' | 'live';
+export type BackupMode = 'stop' | 'live' | 'pre';
+
+/** What a backup's `pre` command did in the bot before its folders were copied (docs/api.md §20). */
+export interface PreCommandRun {
+  readonly command: readonly string[];
+  readonly exit_code: number | null;
+  /** Its standard output and error, at most PRE_OUTPUT_BYTES as answered in JSON. */
+  readonly output: string;
+  readonly output_truncated: boolean;
+}
+
+/** The most of a pre command's output a backup keeps. */
+export const PRE_OUTPUT_BYTES = 4_096;
 
 /** One data folder of a backup: its archive's size and SHA-256 (of the compressed bytes, as stored). */
 export interface BackedUpFolder {
@@ -44,6 +56,8 @@ export interface Backup {
   readonly mode: BackupMode;
   /** How long the bot was stopped for it (stop mode), ms; null for a live one. */
   readonly downtime_ms: number | null;
+  /** Mode `pre`: what its command did. */
+  readonly pre?: PreCommandRun;
   readonly size_bytes: number;
   readonly folders: readonly BackedUpFolder[];
   /** A locked backup is never removed, by retention or by hand, until it is unlocked. */
@@ -73,7 +87,17 @@ export function manifestOf(read: unknown, botId: string, id: string): Backup | u
   const ours = (folder: Backup['folders'][number], index: number) =>
     folder.file === `folder-${index}.tar.gz` && typeof folder.path === 'string' && dataPathProblem(folder.path) === undefined && /^[0-9a-f]{64}$/.test(String(folder.sha256)) && Number.isSafeInteger(folder.size_bytes);
   if (typeof backup !== 'object' || backup === null || backup.bot_id !== botId || backup.id !== id || !Array.isArray(backup.folders) || !backup.folders.every(ours)) return undefined;
-  return { ...backup, locked: false, verification: null };
+  const { pre, ...rest } = backup;
+  return { ...rest, ...(preRunOf(pre) ? { pre: preRunOf(pre) } : {}), locked: false, verification: null };
+}
+
+/** A pre command's record as read from elsewhere, only when it has the shape the agent writes (and its bound). */
+function preRunOf(read: unknown): PreCommandRun | undefined {
+  const pre = read as PreCommandRun | undefined;
+  if (typeof pre !== 'object' || pre === null || !Array.isArray(pre.command) || !pre.command.every((arg) => typeof arg === 'string')) return undefined;
+  if (typeof pre.output !== 'string' || pre.output.length > PRE_OUTPUT_BYTES || typeof pre.output_truncated !== 'boolean') return undefined;
+  if (pre.exit_code !== null && !Number.isSafeInteger(pre.exit_code)) return undefined;
+  return { command: pre.command, exit_code: pre.exit_code, output: pre.output, output_truncated: pre.output_truncated };
 }
 
 /** The id of a backup made at `at`: its time first, so ids sort as the backups were made. */
@@ -103,7 +127,7 @@ export class BackupFolder {
     folders: readonly string[],
     read: (path: string) => Promise<Readable>,
     /** Called once every folder is copied, before the manifest: how the backup was made. */
-    copied: () => Promise<Pick<Backup, 'mode' | 'downtime_ms'>>,
+    copied: () => Promise<Pick<Backup, 'mode' | 'downtime_ms' | 'pre'>>,
     at = new Date(),
   ): Promise<Backup> {
     const id = newBackupId(at);

@@ -3,7 +3,8 @@ import type { Readable } from 'node:stream';
 import { AgentError, AlreadyExists, NotFound, NotImplemented, RuntimeUnavailable, StorageFull, StoreFailed, Unprocessable } from '../errors.js';
 import { ArchiveRefused, readArchive } from './archive-check.js';
 import type { ArchiveReading } from './archive-check.js';
-import type { Backup, BackupMode, StoreCopy, Verification } from './backup-folder.js';
+import { PRE_OUTPUT_BYTES } from './backup-folder.js';
+import type { Backup, BackupMode, PreCommandRun, StoreCopy, Verification } from './backup-folder.js';
 import type { BackupStores } from './backup-stores.js';
 import type { BackupFolder } from './backup-folder.js';
 import type { BotDataArchives } from './data-archives.js';
@@ -31,6 +32,31 @@ export interface BackupPower {
   start(botId: string): Promise<unknown>;
   /** A restored bot's run judged as a deploy's is (docs/api.md §15); undefined where the runtime cannot say. */
   judge?(botId: string, ask: RunAsk): Promise<RunVerdict>;
+  /** A command run in the bot (a backup's `pre`), as the runtime's exec runs it; undefined where the runtime runs none. */
+  command?(botId: string, argv: readonly string[], bounds: { timeoutMs: number; maxBytes: number }): Promise<PreCommandEnd>;
+}
+
+/** How a pre command ended, as the runtime tells it (its output bounded as asked, measured as answered in JSON). */
+export interface PreCommandEnd {
+  readonly exitCode: number | null;
+  readonly output: string;
+  readonly truncated: boolean;
+  readonly timedOut: boolean;
+}
+
+/** How a backup is made consistent (docs/api.md §20): `pre` runs its command in the bot first, then copies it live. */
+export interface BackupHow {
+  readonly mode: BackupMode;
+  readonly pre?: { readonly command: readonly string[]; readonly timeoutS: number };
+}
+
+/** The longest a backup's pre command may take, and its default (docs/api.md §20). */
+export const PRE_TIMEOUT_MAX_S = 600;
+export const PRE_TIMEOUT_DEFAULT_S = 60;
+
+/** How a backup is made, as a body or a schedule's action says it: `stop` unless told. */
+export function backupHow(mode: BackupMode | undefined, pre?: readonly string[], preTimeoutS?: number): BackupHow {
+  return mode === 'pre' ? { mode, pre: { command: pre ?? [], timeoutS: preTimeoutS ?? PRE_TIMEOUT_DEFAULT_S } } : { mode: mode ?? 'stop' };
 }
 
 /** How long a restored bot must be up (healthy, where it has a check), and how long it may take (docs/api.md §20). */
@@ -67,9 +93,9 @@ export class Backups {
    * A backup of the bot now, copied to each of `stores` once made; with `keep`, the bot's backups that policy does
    * not keep are removed from the folder. A copy that fails is kept in the backup's `copies` and is StoreFailed.
    */
-  async take(botId: string, mode: BackupMode, keep?: RetentionPolicy, stores: readonly string[] = []): Promise<{ backup: Backup; removed: string[] }> {
+  async take(botId: string, how: BackupHow, keep?: RetentionPolicy, stores: readonly string[] = []): Promise<{ backup: Backup; removed: string[] }> {
     for (const name of stores) this.storeNamed(name);
-    let backup = await this.make(botId, mode);
+    let backup = await this.make(botId, how);
     const copies: StoreCopy[] = [];
     for (const name of stores) {
       try {
@@ -166,10 +192,26 @@ export class Backups {
     }
   }
 
-  private async make(botId: string, mode: BackupMode): Promise<Backup> {
+  private async make(botId: string, how: BackupHow): Promise<Backup> {
     const folders = await this.archives.folders(botId);
     if (folders.length === 0) throw new Unprocessable(`bot ${botId} has no data folders to back up: a bot's data folders are named on its create (docs/api.md §19)`);
-    return this.alone(botId, () => this.copy(botId, folders, mode));
+    return this.alone(botId, async () => {
+      const pre = how.mode === 'pre' ? await this.runPre(botId, how.pre!) : undefined;
+      return this.copy(botId, folders, how.mode, pre);
+    });
+  }
+
+  /** Runs a backup's pre command in the bot (docs/api.md §20); a command that fails or outlasts its time-out makes no backup (422). */
+  private async runPre(botId: string, pre: NonNullable<BackupHow['pre']>): Promise<PreCommandRun> {
+    if (!this.power.command) throw new NotImplemented('a backup\'s pre command is not available on this runtime: make it in mode stop or live');
+    if (!(await this.power.running(botId))) throw new Unprocessable(`bot ${botId} is not running: a backup's pre command runs in the bot; start it first, or make the backup in mode stop or live`);
+    const result = await this.power.command(botId, pre.command, { timeoutMs: pre.timeoutS * 1000, maxBytes: PRE_OUTPUT_BYTES });
+    const said = result.output.trim().slice(-500);
+    if (result.timedOut) throw new Unprocessable(`the pre command of bot ${botId}'s backup did not end within ${pre.timeoutS} s and was killed; no backup was made${said ? `: ${said}` : ''}`);
+    if (result.exitCode !== 0) {
+      throw new Unprocessable(`the pre command of bot ${botId}'s backup ${result.exitCode === null ? 'ended with no exit code' : `exited with code ${result.exitCode}`}; no backup was made${said ? `: ${said}` : ''}`);
+    }
+    return { command: pre.command, exit_code: result.exitCode, output: result.output, output_truncated: result.truncated };
   }
 
   /** `work` on the bot, no other backup, restore or verification of it under way meanwhile (409). */
@@ -183,7 +225,7 @@ export class Backups {
     }
   }
 
-  private async copy(botId: string, folders: readonly string[], mode: BackupMode): Promise<Backup> {
+  private async copy(botId: string, folders: readonly string[], mode: BackupMode, pre?: PreCommandRun): Promise<Backup> {
     const stopped = mode === 'stop' && (await this.power.running(botId));
     let stoppedAt: number | undefined;
     let downtimeMs: number | null = null;
@@ -209,7 +251,7 @@ export class Backups {
         // Started again once copied, before the manifest is written: its downtime is the copy's, not the disk's flush.
         async () => {
           await startAgain();
-          return { mode, downtime_ms: mode === 'stop' ? (downtimeMs ?? 0) : null };
+          return { mode, downtime_ms: mode === 'stop' ? (downtimeMs ?? 0) : null, ...(pre ? { pre } : {}) };
         },
       );
     } catch (err) {

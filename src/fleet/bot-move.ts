@@ -123,7 +123,7 @@ export async function moveBot(deps: BotMoveDeps, botId: string, to: string): Pro
 
 /** The bot's data folders backed up here, stopped as it is, and taken in by node `to`'s agent. */
 async function carryData(deps: BotMoveDeps, botId: string, address: string, to: string): Promise<void> {
-  const { backup } = await deps.backups!.take(botId, 'live');
+  const { backup } = await deps.backups!.take(botId, { mode: 'live' });
   let status: number;
   let answer: { msg?: unknown };
   try {

@@ -1,8 +1,8 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { messages, NotFound, NotImplemented, Unprocessable } from '../errors.js';
-import type { Backup } from '../backups/backup-folder.js';
-import { backupMade } from '../backups/backups.js';
+import type { Backup, BackupMode } from '../backups/backup-folder.js';
+import { backupHow, backupMade } from '../backups/backups.js';
 import { DEFAULT_DEADLINE_S, DEFAULT_MIN_READY_S } from '../deploys/deploys.js';
 import type { Backups } from '../backups/backups.js';
 import type { Access } from './access.js';
@@ -37,8 +37,8 @@ export function backupRoutes({ backups: available, access, runtime }: BackupRout
 
   router.post('/api/admin/bots/:bot_id/backups', async (ctx) => {
     const { botId, backups } = await botOf(ctx);
-    const { mode, keep, stores } = validate(backupRequest, ctx.request.body ?? {});
-    const { backup, removed } = await backups.take(botId, mode === 'live' ? 'live' : 'stop', keep, stores);
+    const body = validate(backupRequest, ctx.request.body ?? {});
+    const { backup, removed } = await backups.take(botId, backupHow(body.mode as BackupMode | undefined, body.pre, body.pre_timeout_s), body.keep, body.stores);
     ctx.status = 201;
     ctx.body = { ok: true, message: backupMade(backup, removed), backup, removed };
   });

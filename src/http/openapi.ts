@@ -106,6 +106,12 @@ const actionCommon = {
   offset_s: { type: 'integer', minimum: 0, maximum: OFFSET_MAX_S, default: 0, description: 'seconds it waits after the action before it' },
   continue_on_failure: { type: 'boolean', default: false },
 };
+/** Mode `pre` takes `pre` (and `pre_timeout_s`), and only it does (docs/api.md §20). */
+const PRE_RULE = {
+  if: { required: ['mode'], properties: { mode: { const: 'pre' } } },
+  then: { required: ['pre'] },
+  else: { not: { anyOf: [{ required: ['pre'] }, { required: ['pre_timeout_s'] }] } },
+};
 const plainAction = (type: string) => ({ type: 'object', required: ['type'], additionalProperties: false, properties: { type: { const: type }, ...actionCommon } });
 const scheduleAction = {
   oneOf: [
@@ -119,10 +125,13 @@ const scheduleAction = {
       properties: {
         type: { const: 'backup' },
         ...actionCommon,
-        mode: { enum: ['stop', 'live'], default: 'stop' },
+        mode: { enum: ['stop', 'live', 'pre'], default: 'stop' },
+        pre: { type: 'array', minItems: 1, maxItems: 64, items: { type: 'string', minLength: 1, maxLength: 4096 }, description: 'mode pre: the command run in the bot before its folders are copied' },
+        pre_timeout_s: { type: 'integer', minimum: 1, maximum: 600, default: 60 },
         keep: ref('RetentionPolicy'),
         stores: { type: 'array', maxItems: 16, items: { type: 'string', pattern: STORE_NAME.source }, description: 'the stores it is copied to (AGENT_BACKUP_STORES)' },
       },
+      ...PRE_RULE,
       description: "a backup of the bot's data folders (docs/api.md §20); refused (422) where backups are not made",
     },
     {
@@ -225,8 +234,15 @@ const backupAnswer = {
     id: { type: 'string' },
     bot_id: ref('BotId'),
     created_at: { type: 'string' },
-    mode: { enum: ['stop', 'live'] },
+    mode: { enum: ['stop', 'live', 'pre'] },
     downtime_ms: { type: ['integer', 'null'], minimum: 0, description: 'how long the bot was stopped for it (stop mode)' },
+    pre: {
+      type: 'object',
+      description: 'mode pre: what its command did in the bot before the copy',
+      required: ['command', 'exit_code', 'output', 'output_truncated'],
+      additionalProperties: false,
+      properties: { command: { type: 'array', items: { type: 'string' } }, exit_code: { type: ['integer', 'null'] }, output: { type: 'string' }, output_truncated: { type: 'boolean' } },
+    },
     size_bytes: { type: 'integer', minimum: 0 },
     locked: { type: 'boolean', description: 'never removed, by retention or by hand, while locked' },
     verification: {
@@ -396,7 +412,7 @@ export const openApiDocument = {
           uptime_s: { type: 'integer', minimum: 0, description: "the current run's uptime in whole seconds (what uptime says in hours and minutes)" },
         },
       }),
-      BackupRequest: closedKeep(jsonSchemaOf(backupRequest)),
+      BackupRequest: { ...closedKeep(jsonSchemaOf(backupRequest)), ...PRE_RULE },
       RetentionPolicy: (closedKeep(jsonSchemaOf(backupRequest)).properties as Record<string, JsonSchema>).keep!,
       Backup: answer('backup', backupAnswer),
       Backups: answer('backups', { type: 'array', items: backupAnswer }),

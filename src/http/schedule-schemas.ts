@@ -5,7 +5,9 @@ import { ACTION_TYPES, ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_
 import type { ActionType, ScheduleAction, ScheduleSpec } from '../schedules/schedule-spec.js';
 import { wholeNumber } from '../whole-number.js';
 import type { RetentionPolicy } from '../backups/retention.js';
-import { backupMode, backupStoreQuery, backupStores, deployRequest, retentionPolicy } from './schemas.js';
+import type { BackupMode } from '../backups/backup-folder.js';
+import { backupHowFields, backupStoreQuery, backupStores, commandArgs, deployRequest, preMatchesMode, retentionPolicy } from './schemas.js';
+import { PRE_TIMEOUT_DEFAULT_S } from '../backups/backups.js';
 
 // What a schedule's body must be (docs/api.md §18): a 422 naming the field for anything else.
 
@@ -43,16 +45,13 @@ const actionSchemas: Record<ActionType, ObjectSchema<object>> = {
   restart: plainAction('restart'),
   stop: plainAction('stop'),
   start: plainAction('start'),
-  backup: plainAction('backup').shape({ mode: backupMode(), keep: retentionPolicy('keep'), stores: backupStores() }),
+  backup: plainAction('backup')
+    .shape({ ...backupHowFields(), keep: retentionPolicy('keep'), stores: backupStores() })
+    .test('pre', preMatchesMode),
   verify: plainAction('verify').shape({ store: backupStoreQuery.fields.store }),
   deploy: plainAction('deploy').shape({ deploy: deployRequest.required('deploy is required: the PATCH body it deploys (docs/api.md §15)') }),
   command: plainAction('command').shape({
-    command: array(string().strict().typeError('command must be a list of strings').required('command must not hold empty strings').max(4096, 'command arguments must be at most 4096 characters'))
-      .strict()
-      .typeError('command must be a list of strings')
-      .required('command is required: the argument list to run in the bot, e.g. ["sh", "-c", "echo hi"]')
-      .min(1, 'command must name a program')
-      .max(64, 'command must have at most 64 arguments'),
+    command: commandArgs('command', 'command is required: the argument list to run in the bot, e.g. ["sh", "-c", "echo hi"]'),
     timeout_s: wholeNumber('timeout_s', 1, COMMAND_TIMEOUT_MAX_S).strict(),
   }),
 };
@@ -170,7 +169,12 @@ function actionOf(action: Record<string, unknown>): ScheduleAction {
     ...(type === 'deploy' ? { deploy: action.deploy as Readonly<Record<string, unknown>> } : {}),
     ...(type === 'command' ? { command: action.command as string[], timeout_s: (action.timeout_s as number | undefined) ?? COMMAND_TIMEOUT_DEFAULT_S } : {}),
     ...(type === 'backup'
-      ? { mode: (action.mode as 'stop' | 'live' | undefined) ?? 'stop', ...(action.keep ? { keep: action.keep as RetentionPolicy } : {}), ...(action.stores ? { stores: action.stores as string[] } : {}) }
+      ? {
+          mode: (action.mode as BackupMode | undefined) ?? 'stop',
+          ...(action.pre ? { pre: action.pre as string[], pre_timeout_s: (action.pre_timeout_s as number | undefined) ?? PRE_TIMEOUT_DEFAULT_S } : {}),
+          ...(action.keep ? { keep: action.keep as RetentionPolicy } : {}),
+          ...(action.stores ? { stores: action.stores as string[] } : {}),
+        }
       : {}),
     ...(type === 'verify' && action.store !== undefined ? { store: action.store as string } : {}),
   };

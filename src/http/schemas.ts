@@ -8,6 +8,7 @@ import { DEFAULT_HEARTBEAT_TTL_S, HEARTBEAT_TTL_MAX_S, HEARTBEAT_TTL_MIN_S } fro
 import { DEFAULT_GRACE_S, GRACE_MAX_S, GRACE_MIN_S } from '../health/watchdog.js';
 import { wholeNumber } from '../whole-number.js';
 import { BACKUP_ID, STORE_NAME } from '../backups/backup-folder.js';
+import { PRE_TIMEOUT_MAX_S } from '../backups/backups.js';
 import { dataPathProblem, MAX_DATA_FOLDERS, MAX_DATA_SIZE_MB, overlappingFolders } from '../data/bot-data.js';
 import { NODE_NAME } from '../config.js';
 import { BOT_ID_MAX_LENGTH, BOT_ID_PATTERN } from '../runtime/labels.js';
@@ -415,9 +416,33 @@ export function retentionPolicy(name: string) {
     .default(undefined);
 }
 
-/** Body of POST /api/admin/bots/{bot_id}/backups (docs/api.md §20); an empty body is a backup in stop mode. */
 /** How a backup is made consistent (docs/api.md §20): in a backup's body and a schedule's backup action. */
-export const backupMode = () => string().strict().typeError('mode must be stop or live').oneOf(['stop', 'live'], 'mode must be stop or live');
+export const backupMode = () => string().strict().typeError('mode must be stop, live or pre').oneOf(['stop', 'live', 'pre'], 'mode must be stop, live or pre');
+
+/** An argument list run in a bot (a schedule's command, a backup's pre command): no shell unless it names one. */
+export const commandArgs = (field: string, required: string) =>
+  array(string().strict().typeError(`${field} must be a list of strings`).required(`${field} must not hold empty strings`).max(4096, `${field} arguments must be at most 4096 characters`))
+    .strict()
+    .typeError(`${field} must be a list of strings`)
+    .required(required)
+    .min(1, `${field} must name a program`)
+    .max(64, `${field} must have at most 64 arguments`);
+
+/** The fields of how a backup is made (docs/api.md §20), a backup's body's and a schedule's backup action's. */
+export const backupHowFields = () => ({
+  mode: backupMode(),
+  pre: commandArgs('pre', 'pre must name a command').optional(),
+  pre_timeout_s: wholeNumber('pre_timeout_s', 1, PRE_TIMEOUT_MAX_S).strict(),
+});
+
+/** Mode `pre` takes `pre` (and `pre_timeout_s`), and only it does. */
+export function preMatchesMode(value: { mode?: unknown; pre?: unknown; pre_timeout_s?: unknown } | undefined, context: { createError(params: { message: string }): ValidationError }): true | ValidationError {
+  if (!value) return true;
+  if (value.mode === 'pre' && value.pre === undefined) return context.createError({ message: 'pre is required in mode pre: the command run in the bot before its folders are copied, e.g. ["sqlite3", "/data/bot.db", ".backup /data/bot.db.bak"]' });
+  if (value.mode !== 'pre' && (value.pre !== undefined || value.pre_timeout_s !== undefined)) return context.createError({ message: 'pre and pre_timeout_s are taken only in mode pre' });
+  return true;
+}
+
 
 /** The stores a backup is copied to (docs/api.md §20), by name. */
 export const backupStores = () =>
@@ -426,11 +451,14 @@ export const backupStores = () =>
     .typeError('stores must be a list of store names')
     .max(16, 'stores names at most 16 stores');
 
+/** Body of POST /api/admin/bots/{bot_id}/backups (docs/api.md §20); an empty body is a backup in stop mode. */
 export const backupRequest = object({
-  mode: backupMode(),
+  ...backupHowFields(),
   keep: retentionPolicy('keep'),
   stores: backupStores(),
-}).typeError(jsonObject);
+})
+  .typeError(jsonObject)
+  .test('pre', preMatchesMode);
 
 /** Body of a restore: the bot it goes into, where not the backup's own (a new bot made from another's backup). */
 export const restoreRequest = object({

@@ -62,9 +62,9 @@ export function agentActions({ driver, lifecycle, history, deploys, deployOf, pu
       }
       throw new Error(`revision ${revision} was not judged in time`);
     },
-    backup: async (botId, mode, keep, stores) => {
+    backup: async (botId, how, keep, stores) => {
       if (!backups) throw new NotImplemented(`backups are not available on this agent (docs/api.md §20)`);
-      const { backup, removed } = await backups.take(botId, mode, keep, stores);
+      const { backup, removed } = await backups.take(botId, how, keep, stores);
       return backupMade(backup, removed);
     },
     verify: async (botId, store) => {

@@ -3,6 +3,8 @@ import type { CommandBounds, CommandResult } from '../runtime/command-output.js'
 import type { FaultReporter } from '../runtime/driver.js';
 import type { ActionSlots } from './action-slots.js';
 import type { RetentionPolicy } from '../backups/retention.js';
+import { backupHow } from '../backups/backups.js';
+import type { BackupHow } from '../backups/backups.js';
 import { COMMAND_OUTPUT_BYTES, COMMAND_TIMEOUT_DEFAULT_S } from './schedule-spec.js';
 import type { ScheduleAction, ScheduleSpec } from './schedule-spec.js';
 import type { ActionOutcome, RunState, StoredRun } from './schedule-store.js';
@@ -15,7 +17,7 @@ export interface ScheduleActions {
   /** A deploy of `body`, once judged (docs/api.md §15): answers how it ended; throws when it failed. */
   deploy(botId: string, body: Readonly<Record<string, unknown>>): Promise<string>;
   /** A backup of the bot's data (docs/api.md §20): answers what was made; throws where backups are not made. */
-  backup(botId: string, mode: 'stop' | 'live', keep: RetentionPolicy | undefined, stores: readonly string[] | undefined): Promise<string>;
+  backup(botId: string, how: BackupHow, keep: RetentionPolicy | undefined, stores: readonly string[] | undefined): Promise<string>;
   /** Verifies the bot's newest backup (docs/api.md §20); throws when it fails. */
   verify(botId: string, store: string | undefined): Promise<string>;
   /** The command, in the bot's container; throws where the runtime cannot run one. */
@@ -104,7 +106,7 @@ async function perform(action: ScheduleAction, botId: string, actions: ScheduleA
       case 'deploy':
         return { outcome: 'succeeded', message: await actions.deploy(botId, action.deploy!) };
       case 'backup':
-        return { outcome: 'succeeded', message: await actions.backup(botId, action.mode ?? 'stop', action.keep, action.stores) };
+        return { outcome: 'succeeded', message: await actions.backup(botId, backupHow(action.mode, action.pre, action.pre_timeout_s), action.keep, action.stores) };
       case 'verify':
         return { outcome: 'succeeded', message: await actions.verify(botId, action.store) };
       case 'command': {

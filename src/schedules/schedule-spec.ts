@@ -33,7 +33,10 @@ export interface ScheduleAction {
   readonly command?: readonly string[];
   readonly timeout_s?: number;
   /** `backup`: how it is made consistent (docs/api.md §20); `stop` when not given. */
-  readonly mode?: 'stop' | 'live';
+  readonly mode?: 'stop' | 'live' | 'pre';
+  /** `backup` in mode `pre`: the command run in the bot before its folders are copied, and its time-out. */
+  readonly pre?: readonly string[];
+  readonly pre_timeout_s?: number;
   /** `backup`: the retention applied to the bot's backups once it is made. */
   readonly keep?: RetentionPolicy;
   /** `backup`: the stores it is copied to (AGENT_BACKUP_STORES). */

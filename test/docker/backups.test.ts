@@ -135,9 +135,51 @@ test('a live backup copies the running bot without stopping it; a bot without da
   t.regex(String(none.body?.msg), /no data folders/);
   const badMode = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { mode: 'snapshot' } });
   t.is(badMode.status, 400, badMode.text);
-  t.is(badMode.body?.msg, 'mode must be stop or live');
+  t.is(badMode.body?.msg, 'mode must be stop, live or pre');
   t.is((await call(agent.server, `/api/admin/bots/${id}/backups/bak_nope`)).status, 404);
   t.is((await call(agent.server, '/api/admin/bots/bot_9_9_nobody/backups', { body: {} })).status, 404);
+});
+
+test("a backup in pre mode runs its command in the running bot first and copies what it made, live; a command that fails or hangs makes no backup", async (t) => {
+  const id = await madeWithData(t);
+  const container = fixture.docker.getContainer(id);
+  const startedBefore = (await container.inspect()).State.StartedAt;
+  const backups = `/api/admin/bots/${id}/backups`;
+  // As `sqlite3 db .backup` makes a consistent copy beside the live file: here, a snapshot of the counter.
+  const made = await call(agent.server, backups, { body: { mode: 'pre', pre: ['sh', '-c', 'cp /data/count /data/count.snapshot && echo snapshot made'] } });
+  t.is(made.status, 201, made.text);
+  const backup = made.body?.backup as BackupAnswer & { pre?: Record<string, unknown> };
+  t.like(backup, { mode: 'pre', downtime_ms: null });
+  t.deepEqual(backup.pre, { command: ['sh', '-c', 'cp /data/count /data/count.snapshot && echo snapshot made'], exit_code: 0, output: 'snapshot made\n', output_truncated: false });
+  t.is((await container.inspect()).State.StartedAt, startedBefore, 'not stopped or restarted');
+  const bytes = Buffer.from(await (await fetch(archiveUrl(id, backup.id, '/data'))).arrayBuffer());
+  t.is(fileInArchive(bytes, 'data/count.snapshot'), '1\n', "the pre command's snapshot is in the backup");
+  t.like((await call(agent.server, `${backups}/${backup.id}`)).body?.backup, { mode: 'pre', pre: { exit_code: 0 } });
+
+  const listed = async () => ((await call(agent.server, backups)).body?.backups as BackupAnswer[]).length;
+  const failing = await call(agent.server, backups, { body: { mode: 'pre', pre: ['sh', '-c', 'echo database is locked >&2; exit 5'] } });
+  t.is(failing.status, 422, failing.text);
+  t.regex(String(failing.body?.msg), /pre command .* exited with code 5; no backup was made: database is locked/);
+  const hanging = await call(agent.server, backups, { body: { mode: 'pre', pre: ['sleep', '300'], pre_timeout_s: 1 } });
+  t.is(hanging.status, 422, hanging.text);
+  t.regex(String(hanging.body?.msg), /did not end within 1 s and was killed; no backup was made/);
+  t.is(await listed(), 1, 'neither made a backup');
+  t.true((await container.inspect()).State.Running);
+
+  for (const [body, msg] of [
+    [{ mode: 'pre' }, /^pre is required in mode pre/],
+    [{ mode: 'live', pre: ['true'] }, /^pre and pre_timeout_s are taken only in mode pre$/],
+    [{ mode: 'pre', pre: [] }, /^pre must name a program$/],
+    [{ mode: 'pre', pre: ['true'], pre_timeout_s: 601 }, /^pre_timeout_s must be a whole number from 1 to 600$/],
+  ] as const) {
+    const refused = await call(agent.server, backups, { body });
+    t.is(refused.status, 400, refused.text);
+    t.regex(String(refused.body?.msg), msg);
+  }
+  await fixture.docker.getContainer(id).stop({ t: 1 });
+  const stopped = await call(agent.server, backups, { body: { mode: 'pre', pre: ['true'] } });
+  t.is(stopped.status, 422, stopped.text);
+  t.regex(String(stopped.body?.msg), /is not running: a backup's pre command runs in the bot/);
 });
 
 test('a backup a SIGKILL cut short (its partial folder) is never listed, and is removed when the list is next read', async (t) => {
@@ -154,7 +196,10 @@ test('a backup a SIGKILL cut short (its partial folder) is never listed, and is 
 
 test("a schedule's backup action makes a backup of the bot, listed with the others, its run naming it", async (t) => {
   const id = await madeWithData(t);
-  const made = await call(agent.server, `/api/admin/bots/${id}/schedules`, { body: { cron: '@yearly', actions: [{ type: 'backup', mode: 'live' }] } });
+  const wrong = await call(agent.server, `/api/admin/bots/${id}/schedules`, { body: { cron: '@yearly', actions: [{ type: 'backup', mode: 'pre' }] } });
+  t.is(wrong.status, 422, wrong.text);
+  t.regex(String(wrong.body?.msg), /pre is required in mode pre/);
+  const made = await call(agent.server, `/api/admin/bots/${id}/schedules`, { body: { cron: '@yearly', actions: [{ type: 'backup', mode: 'pre', pre: ['sh', '-c', 'date > /data/stamp'], pre_timeout_s: 20 }] } });
   t.is(made.status, 201, made.text);
   const scheduleId = (made.body?.schedule as { id: string }).id;
   const ran = await call(agent.server, `/api/admin/bots/${id}/schedules/${scheduleId}/run`, { method: 'POST' });
@@ -170,7 +215,7 @@ test("a schedule's backup action makes a backup of the bot, listed with the othe
   t.is(run?.state, 'succeeded', JSON.stringify(run));
   const listed = (await call(agent.server, `/api/admin/bots/${id}/backups`)).body?.backups as BackupAnswer[];
   t.is(listed.length, 1);
-  t.like(listed[0], { mode: 'live' });
+  t.like(listed[0], { mode: 'pre', pre: { command: ['sh', '-c', 'date > /data/stamp'], exit_code: 0 } });
   t.regex(String(run?.actions?.[0]?.message), new RegExp(`^backup ${listed[0]!.id} of bot ${id} made`));
 });
 

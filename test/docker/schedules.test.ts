@@ -161,7 +161,7 @@ test('bad schedules are 422s naming their field; a bot may have 20; a backup wai
   await refused({ cron: '* * * * *', actions: [{ type: 'reboot' }] }, /type must be one of restart, stop, start, deploy, backup, verify, command/);
   // This agent keeps its history in memory, with no backup folder (docs/api.md §20).
   await refused({ cron: '* * * * *', actions: [{ type: 'backup' }] }, /actions\[0\]\.type backup is not available on this agent/);
-  await refused({ cron: '* * * * *', actions: [{ type: 'backup', mode: 'snapshot' }] }, /^actions\[0\]\.mode must be stop or live/);
+  await refused({ cron: '* * * * *', actions: [{ type: 'backup', mode: 'snapshot' }] }, /^actions\[0\]\.mode must be stop, live or pre/);
   await refused({ cron: '* * * * *', actions: [{ type: 'deploy', deploy: { min_ready_s: -1 } }] }, /actions\[0\]\.deploy\.min_ready_s must be a whole number/);
   for (let n = 0; n < 20; n += 1) {
     const reply = await call(agent.server, schedules(botId), { body: { cron: '@yearly', enabled: false, actions: [{ type: 'start' }] } });

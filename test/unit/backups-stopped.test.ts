@@ -31,11 +31,11 @@ test('a bot a backup stopped and started again is not marked; one whose start fa
   const { folder, calls, backups } = made(t, async () => {
     if (failing) throw new Error('the engine went away');
   });
-  await backups.take('bot_1_1_a', 'stop');
+  await backups.take('bot_1_1_a', { mode: 'stop' });
   t.deepEqual(calls, ['stop bot_1_1_a', 'start bot_1_1_a']);
   t.deepEqual(await folder.stoppedForBackups(), []);
   failing = true;
-  await t.throwsAsync(backups.take('bot_1_1_a', 'stop'), { message: 'the engine went away' });
+  await t.throwsAsync(backups.take('bot_1_1_a', { mode: 'stop' }), { message: 'the engine went away' });
   t.deepEqual(await folder.stoppedForBackups(), ['bot_1_1_a'], 'left stopped: marked');
   failing = false;
   // The next agent, sharing the folder.

@@ -285,9 +285,12 @@ export class BotAgentClient {
     return (await this.call<{ revision: number }>('POST', `/api/admin/bots/${encodeURIComponent(this.botId)}/rollback`)).revision;
   }
 
-  /** A backup of the bot's data folders now, `stop` or `live`, copied to `stores` (docs/api.md §20; the platform's, as deploy). */
-  async backup(mode: 'stop' | 'live' = 'stop', stores?: readonly string[]): Promise<Backup> {
-    return (await this.call<{ backup: Backup }>('POST', `${this.adminPath}/backups`, { mode, ...(stores && stores.length > 0 ? { stores } : {}) })).backup;
+  /**
+   * A backup of the bot's data folders now, `stop`, `live` or `pre` (`pre`: the command run in the bot first, then copied
+   * live), copied to `stores` (docs/api.md §20; the platform's, as deploy).
+   */
+  async backup(mode: 'stop' | 'live' | 'pre' = 'stop', stores?: readonly string[], pre?: readonly string[]): Promise<Backup> {
+    return (await this.call<{ backup: Backup }>('POST', `${this.adminPath}/backups`, { mode, ...(stores && stores.length > 0 ? { stores } : {}), ...(pre ? { pre } : {}) })).backup;
   }
 
   /** The bot's backups, newest first: the agent's folder's, or the store's named. */

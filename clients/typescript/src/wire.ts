@@ -119,8 +119,10 @@ export interface Backup {
   id: string;
   bot_id: string;
   created_at: string;
-  mode: 'stop' | 'live';
+  mode: 'stop' | 'live' | 'pre';
   downtime_ms: number | null;
+  /** Mode `pre`: what its command did in the bot before the copy. */
+  pre?: { command: string[]; exit_code: number | null; output: string; output_truncated: boolean };
   size_bytes: number;
   locked: boolean;
   verification: { at: string; ok: boolean; message?: string } | null;

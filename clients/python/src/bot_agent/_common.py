@@ -323,8 +323,8 @@ class Calls:
     def rollback(self) -> Call:
         return Call("POST", f"/api/admin/bots/{self._quoted}/rollback", "revision")
 
-    def backup(self, mode: str, stores: Optional[List[str]]) -> Call:
-        return Call("POST", f"/api/admin/bots/{self._quoted}/backups", "backup", {"mode": mode, **({"stores": stores} if stores else {})})
+    def backup(self, mode: str, stores: Optional[List[str]], pre: Optional[List[str]] = None) -> Call:
+        return Call("POST", f"/api/admin/bots/{self._quoted}/backups", "backup", {"mode": mode, **({"stores": stores} if stores else {}), **({"pre": pre} if pre else {})})
 
     def backups(self, store: Optional[str]) -> Call:
         return Call("GET", f"/api/admin/bots/{self._quoted}/backups{_store_query(store)}", "backups")

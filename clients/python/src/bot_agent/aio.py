@@ -161,9 +161,9 @@ class AsyncBotAgentClient:
         """Back to the previous revision; answers the revision that runs now."""
         return int(await self._ask(self._calls.rollback()))
 
-    async def backup(self, mode: str = "stop", stores: Optional[List[str]] = None) -> Dict[str, Any]:
-        """A backup of the bot's data folders now (docs/api.md §20); answers the backup."""
-        return cast(Dict[str, Any], await self._ask(self._calls.backup(mode, stores)))
+    async def backup(self, mode: str = "stop", stores: Optional[List[str]] = None, pre: Optional[List[str]] = None) -> Dict[str, Any]:
+        """A backup of the bot's data folders now, mode stop, live or pre (with pre, the command run in the bot first; docs/api.md §20); answers the backup."""
+        return cast(Dict[str, Any], await self._ask(self._calls.backup(mode, stores, pre)))
 
     async def backups(self, store: Optional[str] = None) -> List[Dict[str, Any]]:
         """The bot's backups, newest first: the agent's folder's, or the store's named."""

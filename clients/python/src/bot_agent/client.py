@@ -193,10 +193,10 @@ class BotAgentClient:
         """Back to the previous revision (the platform's, as deploy); answers the revision that runs now."""
         return int(self._ask(self._calls.rollback()))
 
-    def backup(self, mode: str = "stop", stores: Optional[List[str]] = None) -> Dict[str, Any]:
+    def backup(self, mode: str = "stop", stores: Optional[List[str]] = None, pre: Optional[List[str]] = None) -> Dict[str, Any]:
         """A backup of the bot's data folders now, ``stop`` or ``live``, copied to ``stores`` (docs/api.md §20;
         the platform's, as deploy). Answers the backup."""
-        return cast(Dict[str, Any], self._ask(self._calls.backup(mode, stores)))
+        return cast(Dict[str, Any], self._ask(self._calls.backup(mode, stores, pre)))
 
     def backups(self, store: Optional[str] = None) -> List[Dict[str, Any]]:
         """The bot's backups, newest first: the agent's folder's, or the store's named."""
