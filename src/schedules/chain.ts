@@ -72,10 +72,14 @@ export async function runChain(spec: ScheduleSpec, run: StoredRun, parts: ChainP
     for (const [index, action] of spec.actions.entries()) {
       if (action.offset_s > 0) await sleep(action.offset_s * 1000, undefined, { signal: parts.signal }).catch(() => undefined);
       if (parts.signal.aborted || lost) return undefined;
-      const startedAt = iso(parts.now());
-      outcomes[index] = { type: action.type, outcome: 'running', started_at: startedAt, ended_at: null, message: null };
-      await keep();
-      if (lost) return undefined;
+      // A first action with no offset is marked running by the claim that wrote the run (src/schedules/scheduler.ts).
+      const marked = outcomes[index]?.outcome === 'running' ? outcomes[index].started_at : null;
+      const startedAt = marked ?? iso(parts.now());
+      if (marked === null) {
+        outcomes[index] = { type: action.type, outcome: 'running', started_at: startedAt, ended_at: null, message: null };
+        await keep();
+        if (lost) return undefined;
+      }
       const outcome = action.type === 'deploy' || action.type === 'backup' || action.type === 'verify' || !parts.slots ? await perform(action, run.botId, parts.actions) : await parts.slots.run(() => perform(action, run.botId, parts.actions));
       outcomes[index] = { type: action.type, started_at: startedAt, ended_at: iso(parts.now()), ...outcome };
       if (parts.signal.aborted) return undefined;
@@ -83,6 +87,8 @@ export async function runChain(spec: ScheduleSpec, run: StoredRun, parts: ChainP
         failure ??= `action ${index + 1} (${action.type}) failed: ${outcome.message ?? 'no reason given'}`;
         if (!action.continue_on_failure) break;
       }
+      // The last action's outcome is kept with the run's end, below.
+      if (index === spec.actions.length - 1) break;
       await keep();
       if (lost) return undefined;
     }

@@ -79,14 +79,16 @@ const DUES_READ_MS = 24 * 3_600_000;
 
 /**
  * The due times after `afterMs` up to `untilMs`, oldest first, within the last day of that stretch; `earlier`:
- * some fell before that day (a schedule missed for longer).
+ * some fell before that day (a schedule missed for longer); `next`: the first after `untilMs`. `firstDueMs`, the
+ * first after `afterMs` when the caller knows it, spares a reading of the expression (about 20 µs each).
  */
-export function duesBetween(cron: Cron, afterMs: number, untilMs: number): { dues: number[]; earlier: boolean } {
+export function duesBetween(cron: Cron, afterMs: number, untilMs: number, firstDueMs?: number): { dues: number[]; earlier: boolean; next: number | undefined } {
   const from = Math.max(afterMs, untilMs - DUES_READ_MS);
   const dues: number[] = [];
-  for (let at = cron.nextRun(new Date(from)); at !== null && at.getTime() <= untilMs; at = cron.nextRun(at)) dues.push(at.getTime());
-  const first = from > afterMs ? cron.nextRun(new Date(afterMs)) : null;
-  return { dues, earlier: first !== null && first.getTime() <= from };
+  let at = firstDueMs !== undefined && firstDueMs > from ? new Date(firstDueMs) : cron.nextRun(new Date(from));
+  for (; at !== null && at.getTime() <= untilMs; at = cron.nextRun(at)) dues.push(at.getTime());
+  const first = from > afterMs ? (firstDueMs ?? cron.nextRun(new Date(afterMs))?.getTime()) : undefined;
+  return { dues, earlier: first !== undefined && first <= from, next: at?.getTime() };
 }
 
 /** The next `count` due times after `afterMs`. */

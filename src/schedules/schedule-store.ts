@@ -105,6 +105,13 @@ function runOf(row: Record<string, unknown>): StoredRun {
 
 const runValues = (run: StoredRun): unknown[] => [run.scheduleId, run.dueMs, run.botId, run.state, run.agent, run.leaseUntilMs, run.startedMs, run.endedMs, JSON.stringify(run.actions), run.reason];
 
+/** One schedule's due times claimed through `throughMs`, from `from` as read, with the runs they make. */
+export interface Claim {
+  readonly from: StoredSchedule;
+  readonly throughMs: number;
+  readonly runs: readonly StoredRun[];
+}
+
 /** A bot already has as many schedules as it may. */
 export class TooManySchedules extends Error {}
 
@@ -205,22 +212,36 @@ export class ScheduleStore {
    * schedule changed since it was read: then nothing is written.
    */
   async claim(from: StoredSchedule, throughMs: number, runs: readonly StoredRun[]): Promise<boolean> {
+    return (await this.claimAll([{ from, throughMs, runs }])).has(from.id);
+  }
+
+  /**
+   * Each claim as `claim` makes it, all in one transaction (one commit for a minute's worth of schedules);
+   * answers the ids of the schedules claimed. Taken in the order of their ids, so two agents claiming
+   * overlapping sets lock the rows in one order and never wait on each other in a circle.
+   */
+  async claimAll(claims: readonly Claim[]): Promise<Set<string>> {
+    const ordered = [...claims].sort((a, b) => (a.from.id < b.from.id ? -1 : a.from.id > b.from.id ? 1 : 0));
     return this.sql.transaction(async (query) => {
-      const moved = await query('UPDATE schedules SET handled_through_ms = $3 WHERE id = $1 AND version = $2 AND handled_through_ms = $4 AND enabled = 1 RETURNING id', [
-        from.id,
-        from.version,
-        throughMs,
-        from.handledThroughMs,
-      ]);
-      if (moved.length === 0) return false;
-      for (const run of runs) {
-        await query(`INSERT INTO schedule_runs (${RUN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (schedule_id, due_ms) DO NOTHING`, runValues(run));
+      const won = new Set<string>();
+      for (const { from, throughMs, runs } of ordered) {
+        const moved = await query('UPDATE schedules SET handled_through_ms = $3 WHERE id = $1 AND version = $2 AND handled_through_ms = $4 AND enabled = 1 RETURNING id', [
+          from.id,
+          from.version,
+          throughMs,
+          from.handledThroughMs,
+        ]);
+        if (moved.length === 0) continue;
+        for (const run of runs) {
+          await query(`INSERT INTO schedule_runs (${RUN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (schedule_id, due_ms) DO NOTHING`, runValues(run));
+        }
+        await query(
+          `DELETE FROM schedule_runs WHERE schedule_id = $1 AND state != 'running' AND due_ms < (SELECT due_ms FROM schedule_runs WHERE schedule_id = $1 ORDER BY due_ms DESC LIMIT 1 OFFSET ${RUNS_KEPT - 1})`,
+          [from.id],
+        );
+        won.add(from.id);
       }
-      await query(
-        `DELETE FROM schedule_runs WHERE schedule_id = $1 AND state != 'running' AND due_ms < (SELECT due_ms FROM schedule_runs WHERE schedule_id = $1 ORDER BY due_ms DESC LIMIT 1 OFFSET ${RUNS_KEPT - 1})`,
-        [from.id],
-      );
-      return true;
+      return won;
     });
   }
 
@@ -236,8 +257,21 @@ export class ScheduleStore {
 
   /** The schedule's run still going at `nowMs` (its holder's lease not lapsed); undefined when none is. */
   async going(scheduleId: string, nowMs: number): Promise<StoredRun | undefined> {
-    const [row] = await this.sql.query(`SELECT ${RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = $1 AND state = 'running' AND lease_until_ms >= $2 LIMIT 1`, [scheduleId, nowMs]);
-    return row && runOf(row);
+    return (await this.goingOf([scheduleId], nowMs)).get(scheduleId);
+  }
+
+  /** The runs still going at `nowMs` of the schedules `ids`, by schedule, read a few hundred at a time. */
+  async goingOf(ids: readonly string[], nowMs: number): Promise<Map<string, StoredRun>> {
+    const going = new Map<string, StoredRun>();
+    for (let from = 0; from < ids.length; from += 500) {
+      const some = ids.slice(from, from + 500);
+      const rows = await this.sql.query(
+        `SELECT ${RUN_COLUMNS} FROM schedule_runs WHERE state = 'running' AND lease_until_ms >= $1 AND schedule_id IN (${some.map((_, n) => `$${n + 2}`).join(', ')})`,
+        [nowMs, ...some],
+      );
+      for (const run of rows.map(runOf)) going.set(run.scheduleId, run);
+    }
+    return going;
   }
 
   /**

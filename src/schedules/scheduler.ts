@@ -11,6 +11,8 @@ const TICK_MS = 250;
 const RELOAD_MS = 5_000;
 /** How long a run's claim holds without its agent renewing it: past it, any agent marks the run cut. */
 export const LEASE_MS = 15_000;
+/** How many due schedules one transaction claims: a minute of a fleet's schedules is a few commits, not thousands. */
+const CLAIMS_AT_ONCE = 250;
 /** How often runs whose agent died are looked for. */
 const SWEEP_MS = 5_000;
 /** How many restarts, stops, starts and commands of its schedules an agent runs at once (docs/api.md §18). */
@@ -33,6 +35,17 @@ interface Watched {
   readonly schedule: StoredSchedule;
   /** The first due time after the handled ones. */
   nextDueMs: number | undefined;
+}
+
+/** What a due schedule's claim will write, worked out before the store is asked. */
+interface Plan {
+  readonly watched: Watched;
+  readonly through: number;
+  /** The first due time after `through`. */
+  readonly next: number | undefined;
+  readonly toRun: number | undefined;
+  readonly note: string;
+  readonly skipped: readonly StoredRun[];
 }
 
 /** A run refused because one of the schedule's is under way. */
@@ -132,12 +145,13 @@ export class Scheduler {
       const cut = await this.store.cutLapsed(now, 'its agent stopped answering in the middle of the chain; it was not run again');
       await Promise.allSettled(cut.map((run) => this.noteCut(run)));
     }
-    for (const watched of this.watched.values()) {
+    const due = [...this.watched.values()].filter((watched) => watched.nextDueMs !== undefined && watched.nextDueMs <= now && this.holds(watched.schedule.botId));
+    for (let from = 0; from < due.length; from += CLAIMS_AT_ONCE) {
       if (this.closed) return;
-      if (watched.nextDueMs === undefined || watched.nextDueMs > now || !this.holds(watched.schedule.botId)) continue;
-      await this.claimDue(watched, now).catch((err: unknown) => {
+      const some = due.slice(from, from + CLAIMS_AT_ONCE);
+      await this.claimDue(some, now).catch((err: unknown) => {
         this.loadedAt = -Infinity;
-        this.report(`schedule ${watched.schedule.id} of bot ${watched.schedule.botId} could not be claimed`, err);
+        this.report(`${some.length} schedule(s) due, of bots ${[...new Set(some.map(({ schedule }) => schedule.botId))].slice(0, 5).join(', ')}, could not be claimed`, err);
       });
     }
   }
@@ -163,20 +177,20 @@ export class Scheduler {
     this.loadedAt = now;
   }
 
-  /** Claims the schedule's due times up to now: one runs (or is skipped), the older ones are missed. */
-  private async claimDue(watched: Watched, now: number): Promise<void> {
+  /** What claiming the schedule's due times up to now makes: one runs (or is skipped), the older ones are missed. */
+  private planOf(watched: Watched, now: number): Plan | undefined {
     const { schedule } = watched;
     const cron = cronOf(schedule.spec.cron, schedule.spec.time_zone);
     const { spec } = schedule;
-    const { dues, earlier } = duesBetween(cron, schedule.handledThroughMs, now);
+    const { dues, earlier, next } = duesBetween(cron, schedule.handledThroughMs, now, watched.nextDueMs);
     const through = dues.at(-1);
-    if (through === undefined) return;
+    if (through === undefined) return undefined;
     const deadlineMs = spec.starting_deadline_s * 1000;
     const onTime = dues.filter((due) => now - due <= deadlineMs);
     const missed = dues.filter((due) => now - due > deadlineMs);
     let toRun = onTime.at(-1);
     let note = '';
-    const runs: StoredRun[] = [];
+    const skipped: StoredRun[] = [];
     if (toRun === undefined && spec.missed === 'run-once') {
       toRun = missed.pop();
       note = 'missed while no agent ran it: run once on return';
@@ -185,30 +199,64 @@ export class Scheduler {
       const first = missed[0] ?? toRun ?? through;
       const last = missed.at(-1) ?? first;
       const count = `${missed.length}${earlier ? ' or more' : ''}`;
-      runs.push(this.skippedRun(schedule, last, now, `missed: ${count} due time(s) from ${iso(first)} to ${iso(last)} passed their starting deadline of ${spec.starting_deadline_s} s with no agent to run them`));
+      skipped.push(this.skippedRun(schedule, last, now, `missed: ${count} due time(s) from ${iso(first)} to ${iso(last)} passed their starting deadline of ${spec.starting_deadline_s} s with no agent to run them`));
     }
-    for (const due of onTime.slice(0, -1)) runs.push(this.skippedRun(schedule, due, now, `a later due time (${iso(toRun ?? due)}) came before it started`));
-    let run: StoredRun | undefined;
-    if (toRun !== undefined) {
-      const going = await this.store.going(schedule.id, now);
-      if (going) runs.push(this.skippedRun(schedule, toRun, now, `the run due at ${iso(going.dueMs)} was still going`));
-      else if (spec.only_when_running && !(await this.actions.running(schedule.botId))) runs.push(this.skippedRun(schedule, toRun, now, 'the bot was not running, and the schedule runs only while it runs'));
-      // Its lease from now, not from the tick's start: a tick claims many schedules, one after the other.
-      else runs.push((run = this.runningRun(schedule, toRun, this.now(), note)));
+    for (const due of onTime.slice(0, -1)) skipped.push(this.skippedRun(schedule, due, now, `a later due time (${iso(toRun ?? due)}) came before it started`));
+    return { watched, through, next, toRun, note, skipped };
+  }
+
+  /** Claims the due times of `due` in one transaction, then tells what was skipped and runs what was claimed. */
+  private async claimDue(due: readonly Watched[], now: number): Promise<void> {
+    const plans: Plan[] = [];
+    for (const watched of due) {
+      try {
+        const plan = this.planOf(watched, now);
+        if (plan) plans.push(plan);
+      } catch (err) {
+        watched.nextDueMs = undefined;
+        this.report(`schedule ${watched.schedule.id} of bot ${watched.schedule.botId} cannot be read`, err);
+      }
     }
-    const won = await this.store.claim(schedule, through, runs);
-    if (!won) {
-      // Another agent claimed it first, or the schedule changed: read it again.
-      this.loadedAt = -Infinity;
-      watched.nextDueMs = undefined;
-      return;
+    const going = await this.store.goingOf(
+      plans.filter((plan) => plan.toRun !== undefined).map((plan) => plan.watched.schedule.id),
+      now,
+    );
+    const decided: { readonly plan: Plan; readonly skipped: StoredRun[]; runsDue: number | undefined }[] = [];
+    for (const plan of plans) {
+      const { schedule } = plan.watched;
+      const one = { plan, skipped: [...plan.skipped], runsDue: undefined as number | undefined };
+      if (plan.toRun !== undefined) {
+        const goingRun = going.get(schedule.id);
+        if (goingRun) one.skipped.push(this.skippedRun(schedule, plan.toRun, now, `the run due at ${iso(goingRun.dueMs)} was still going`));
+        else if (schedule.spec.only_when_running && !(await this.actions.running(schedule.botId))) one.skipped.push(this.skippedRun(schedule, plan.toRun, now, 'the bot was not running, and the schedule runs only while it runs'));
+        else one.runsDue = plan.toRun;
+      }
+      decided.push(one);
     }
-    const claimed = { ...schedule, handledThroughMs: through };
-    this.watched.set(schedule.id, { schedule: claimed, nextDueMs: cron.nextRun(new Date(through))?.getTime() });
-    for (const skipped of runs.filter((one) => one.state === 'skipped')) {
-      await this.note(schedule.botId, 'schedule-skipped', { ...this.named(schedule, skipped.dueMs), reason: skipped.reason }).catch((err: unknown) => this.report('a skipped run could not be told', err));
+    // Each lease from the claim's own time, not the tick's: the running checks above may have taken a while.
+    const claimedAt = this.now();
+    const claims = decided.map(({ plan, skipped, runsDue }) => {
+      const run = runsDue === undefined ? undefined : this.runningRun(plan.watched.schedule, runsDue, claimedAt, plan.note);
+      return { from: plan.watched.schedule, throughMs: plan.through, runs: run ? [...skipped, run] : skipped, plan, run, skipped };
+    });
+    const won = await this.store.claimAll(claims);
+    for (const { from: schedule, plan, run } of claims) {
+      if (!won.has(schedule.id)) {
+        // Another agent claimed it first, or the schedule changed: read it again.
+        this.loadedAt = -Infinity;
+        plan.watched.nextDueMs = undefined;
+        continue;
+      }
+      const claimed = { ...schedule, handledThroughMs: plan.through };
+      this.watched.set(schedule.id, { schedule: claimed, nextDueMs: plan.next });
+      if (run) this.launch(claimed, run);
     }
-    if (run) this.launch(claimed, run);
+    for (const { from: schedule, skipped } of claims) {
+      if (!won.has(schedule.id)) continue;
+      for (const one of skipped) {
+        await this.note(schedule.botId, 'schedule-skipped', { ...this.named(schedule, one.dueMs), reason: one.reason }).catch((err: unknown) => this.report('a skipped run could not be told', err));
+      }
+    }
   }
 
   private named(schedule: StoredSchedule, dueMs: number): Record<string, unknown> {
@@ -220,8 +268,14 @@ export class Scheduler {
     return { scheduleId: schedule.id, dueMs, botId: schedule.botId, state: 'skipped', agent: this.options.agent, leaseUntilMs: null, startedMs: null, endedMs: now, actions, reason };
   }
 
+  /** A run as its claim writes it: a first action with no offset is under way from the claim on, so the chain need not write again before it. */
   private runningRun(schedule: StoredSchedule, dueMs: number, now: number, note: string): StoredRun {
-    const actions = schedule.spec.actions.map((action): ActionOutcome => ({ type: action.type, outcome: 'not-run', started_at: null, ended_at: null, message: null }));
+    const actions = schedule.spec.actions.map(
+      (action, index): ActionOutcome =>
+        index === 0 && action.offset_s === 0
+          ? { type: action.type, outcome: 'running', started_at: iso(now), ended_at: null, message: null }
+          : { type: action.type, outcome: 'not-run', started_at: null, ended_at: null, message: null },
+    );
     return { scheduleId: schedule.id, dueMs, botId: schedule.botId, state: 'running', agent: this.options.agent, leaseUntilMs: now + this.leaseMs, startedMs: now, endedMs: null, actions, reason: note === '' ? null : note };
   }
 

@@ -4,7 +4,7 @@ import type { ExitRecord, RevisionRecord, StoredEvent } from '../../src/history/
 import type { AgentStore } from '../../src/history/open-store.js';
 import type { ScheduleSpec } from '../../src/schedules/schedule-spec.js';
 import { ScheduleStore } from '../../src/schedules/schedule-store.js';
-import type { StoredRun } from '../../src/schedules/schedule-store.js';
+import type { StoredRun, StoredSchedule } from '../../src/schedules/schedule-store.js';
 
 /** Opens a store of the backend under test: empty, or with `shared` another store over the same data as one opened before. */
 export type OpenStore = (shared?: AgentStore) => Promise<AgentStore>;
@@ -329,6 +329,29 @@ export function storeSuite(backend: string, open: OpenStore): void {
     await second.forget(botId, 100_000);
     t.deepEqual(await a.ofBot(botId), []);
     t.deepEqual(await a.runs(made.id, 10), []);
+  });
+
+  test(`${backend}: two agents claiming overlapping sets of due schedules in one transaction each take every due time once between them, neither waiting on the other for ever`, async (t) => {
+    const first = await opened(t);
+    const second = backend === 'SQLite' ? first : await opened(t, first);
+    const [a, b] = [new ScheduleStore(first.sql()), new ScheduleStore(second.sql())];
+    const spec: ScheduleSpec = { name: null, cron: '* * * * *', time_zone: 'UTC', enabled: true, only_when_running: false, missed: 'skip', starting_deadline_s: 60, actions: [{ type: 'restart', offset_s: 0, continue_on_failure: false }] };
+    const made: StoredSchedule[] = [];
+    for (let i = 0; i < 60; i += 1) made.push(await a.create(`sch_${i.toString(16).padStart(16, '0')}`, `bot_1_${i}_batch`, spec, 0));
+    const claimOf = (agent: string) => (from: StoredSchedule) => ({
+      from,
+      throughMs: 60_000,
+      runs: [{ scheduleId: from.id, dueMs: 60_000, botId: from.botId, state: 'running' as const, agent, leaseUntilMs: 75_000, startedMs: 60_000, endedMs: null, actions: [], reason: null }],
+    });
+    // a: the first 40 from the last down; b: the last 40 from the first up. 20 in both, asked in opposite orders.
+    const [wonA, wonB] = await Promise.all([a.claimAll(made.slice(0, 40).reverse().map(claimOf('a'))), b.claimAll(made.slice(20).map(claimOf('b')))]);
+    t.is(wonA.size + wonB.size, 60, 'every schedule claimed');
+    t.deepEqual([...wonA].filter((id) => wonB.has(id)), [], 'none by both');
+    for (const schedule of made) {
+      const runs = await a.runs(schedule.id, 10);
+      t.deepEqual(runs.map((run) => [run.dueMs, run.agent]), [[60_000, wonA.has(schedule.id) ? 'a' : 'b']], `${schedule.id}: one run, its claimant's`);
+    }
+    t.deepEqual((await b.claimAll(made.map(claimOf('b')))).size, 0, 'a claim from what was read before is refused');
   });
 }
 
