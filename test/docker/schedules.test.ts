@@ -1,5 +1,3 @@
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import test from 'ava';
 import { jsonBytes } from '../../src/json-text.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
@@ -9,31 +7,23 @@ import { createdIdleBot } from '../helpers/idle-bot.js';
 import { provisioningAgent } from '../helpers/provisioning-agent.js';
 import type { ProvisioningAgent } from '../helpers/provisioning-agent.js';
 import { openStream } from '../helpers/sse-client.js';
+import { webhookReceiver } from '../helpers/webhook-receiver.js';
 
 // Schedules on the real engine (docs/api.md §18): a chain every minute restarts the bot, runs a command in it and
 // deploys it; commands are bounded in time and output; bad bodies are 422s that name their field.
 const fixture = new DockerFixture();
 let agent: ProvisioningAgent;
-const hooks: { type: string; schedule_id?: string }[] = [];
-const receiver = createServer((req, res) => {
-  let body = '';
-  req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-  req.on('end', () => {
-    hooks.push(JSON.parse(body) as { type: string });
-    res.writeHead(204).end();
-  });
-});
+let receiver: Awaited<ReturnType<typeof webhookReceiver>>;
 
 test.before(async () => {
   await fixture.ready();
-  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
-  agent = await provisioningAgent(fixture, 'address', { config: { webhook: { url, secret: 'schedules-webhook-secret-0123456789' } } });
+  receiver = await webhookReceiver();
+  agent = await provisioningAgent(fixture, 'address', { config: { webhook: { url: receiver.url, secret: 'schedules-webhook-secret-0123456789' } } });
 });
 
 test.after.always(async () => {
   await agent?.close();
-  receiver.close();
+  receiver?.close();
   await fixture.cleanup();
 });
 
@@ -99,7 +89,7 @@ test('a schedule every minute restarts the bot, runs a command in it and deploys
   t.truthy(await events.next((event) => event.event === 'schedule-succeeded', 10_000));
   t.true(events.events.some((event) => event.event === 'schedule-started'));
   t.true(events.events.some((event) => event.event === 'operation' && event.data.operation === 'restart'));
-  t.true(await eventually(() => hooks.some((hook) => hook.type === 'schedule-succeeded' && hook.schedule_id === schedule.id), 15_000), 'the webhook was told');
+  t.true(await eventually(() => receiver.received.some((hook) => hook.type === 'schedule-succeeded' && hook.schedule_id === schedule.id), 15_000), 'the webhook was told');
   // Turned off, it has no next due time, and runs no more.
   const off = await call(agent.server, `${schedules(botId)}/${schedule.id}/disable`, { method: 'POST' });
   t.is(off.status, 200, off.text);

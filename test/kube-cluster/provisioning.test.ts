@@ -8,6 +8,10 @@ import { createKubernetesProvisioner } from '../../src/runtime/kubernetes/kube-p
 import { BOT_LABEL } from '../../src/runtime/labels.js';
 import { objectName } from '../../src/runtime/kubernetes/kube-names.js';
 import { startAgent } from '../helpers/agent.js';
+import type { TestAgentOptions } from '../helpers/agent.js';
+import { chatReceiver } from '../helpers/chat-receiver.js';
+import { CHAT_EVENTS } from '../../src/config.js';
+import { webhookReceiver } from '../helpers/webhook-receiver.js';
 import { TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
@@ -19,12 +23,12 @@ const run = promisify(execFile);
 const IMAGE = 'bot-agent-testbot:provisioning';
 
 /** An agent that provisions on the real cluster, as the chart's ServiceAccount, with the test image on the node. */
-async function provisioningAgent(t: { teardown(fn: () => Promise<void>): void }) {
+async function provisioningAgent(t: { teardown(fn: () => Promise<void>): void }, options: TestAgentOptions = {}) {
   // This agent alone restarts the namespace's bots (crash back-offs, docs/api.md §13): another with a store of its own would act too.
   const { harness, namespace, agentConfig } = await clusterHarness({}, 'off');
   // Its loopback registries listed, as an operator lists a local registry (AGENT_REGISTRIES).
   const provisioner = createKubernetesProvisioner({ kubeConfig: agentConfig, namespace, agentUrl: 'http://agent:8000', registries: [testRegistry(), '127.0.0.1:1', 'docker.io'] });
-  const agent = await startAgent(createKubernetesDriver({ kubeConfig: agentConfig, namespace }), { watchdog: {} }, '127.0.0.1', provisioner);
+  const agent = await startAgent(createKubernetesDriver({ kubeConfig: agentConfig, namespace }), { watchdog: {}, ...options }, '127.0.0.1', provisioner);
   t.teardown(async () => {
     await agent.close();
     await harness.close();
@@ -315,6 +319,79 @@ test('deploys on the real cluster: a good revision keeps the bot\'s token; a cra
   });
   t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
   t.deepEqual((await core.listNamespacedSecret({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items, [], 'its token and every login went with it');
+});
+
+// A schedule on the real cluster (docs/api.md §18): every minute, a restart (a rollout), a command in the bot's pod
+// (Kubernetes exec) and a deploy, each seen from the cluster's side; the run listed, and told to the bot's event
+// stream, a webhook and a chat.
+test('a schedule every minute restarts the bot, runs a command in its pod and deploys it, once, told to the events, a webhook and a chat', async (t) => {
+  t.timeout(5 * 60_000);
+  const receiver = await webhookReceiver();
+  const hooks = receiver.received;
+  const chats = await chatReceiver();
+  t.teardown(() => {
+    receiver.close();
+    chats.close();
+  });
+  const { harness, namespace, agent } = await provisioningAgent(t, {
+    webhook: { url: receiver.url, secret: 'kube-schedules-webhook-secret-0123' },
+    chats: { ntfy: { url: `${chats.url}/bot-alerts`, token: 'tk_kube-schedules' }, events: [...CHAT_EVENTS] },
+  });
+  const id = harness.newBotId();
+  const events: string[] = [];
+  agent.history.follow((event) => {
+    if (event.botId === id) events.push(event.type);
+  });
+  const created = await call(agent.server, '/api/admin/bots', {
+    body: { bot_id: id, user_id: 'user_9', image: IMAGE, template: 'discord', token: `secret-${id}`, command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 1; done'], env: { MODE: 'one' } },
+  });
+  t.is(created.status, 201, created.text);
+  const apps = adminKubeConfig().makeApiClient(AppsV1Api);
+  const replicaSets = async () => (await apps.listNamespacedReplicaSet({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items.length;
+  t.true(await eventually(async () => ((await call(agent.server, `/api/bots/${id}`)).body?.bot as { state?: string } | undefined)?.state === 'running', 90_000, 500), 'the bot never ran');
+  const setsBefore = await replicaSets();
+  const made = await call(agent.server, `/api/admin/bots/${id}/schedules`, {
+    body: {
+      name: 'every minute',
+      cron: '* * * * *',
+      actions: [
+        { type: 'restart' },
+        { type: 'command', command: ['sh', '-c', 'echo mark-from-$(hostname)'], timeout_s: 20 },
+        { type: 'deploy', deploy: { env: { MODE: 'two' }, min_ready_s: 2, deadline_s: 90 } },
+      ],
+    },
+  });
+  t.is(made.status, 201, made.text);
+  const scheduleId = (made.body?.schedule as { id: string }).id;
+  interface Run {
+    due_at: string;
+    state: string;
+    actions: { outcome: string; message: string | null; output?: string }[];
+  }
+  let run: Run | undefined;
+  t.true(
+    await eventually(async () => {
+      run = ((await call(agent.server, `/api/bots/${id}/schedules/${scheduleId}/runs`)).body?.runs as Run[]).find((one) => one.state !== 'running');
+      return run !== undefined;
+    }, 4 * 60_000, 1_000),
+    'no run ended',
+  );
+  // Off at once: the next minute's run is not this test's.
+  t.is((await call(agent.server, `/api/admin/bots/${id}/schedules/${scheduleId}/disable`, { method: 'POST' })).status, 200);
+  t.is(run?.state, 'succeeded', JSON.stringify(run));
+  t.is(new Date(run!.due_at).getUTCSeconds(), 0, 'due at a whole minute');
+  // The cluster's side: the restart and the deploy each rolled out a ReplicaSet; the command ran in the bot's pod.
+  t.true((await replicaSets()) >= setsBefore + 2, `${await replicaSets()} ReplicaSets, ${setsBefore} before`);
+  const deployment = await apps.readNamespacedDeployment({ name: objectName(id), namespace });
+  t.true(JSON.stringify(deployment.spec?.template.spec?.containers[0]?.env).includes('"MODE","value":"two"'), JSON.stringify(deployment.spec?.template.spec?.containers[0]?.env));
+  t.regex(run!.actions[1]?.output ?? '', new RegExp(`mark-from-${objectName(id)}-`));
+  const revisions = (await call(agent.server, `/api/bots/${id}/revisions`)).body?.revisions as { revision: number; outcome: string }[];
+  t.deepEqual(revisions.slice(0, 2).map((one) => [one.revision, one.outcome]), [[2, 'succeeded'], [1, 'succeeded']]);
+  t.true(await eventually(() => events.includes('schedule-succeeded'), 15_000), events.join(', '));
+  t.true(events.includes('schedule-started') && events.includes('operation'), events.join(', '));
+  t.true(await eventually(() => hooks.some((hook) => hook.type === 'schedule-succeeded' && hook.schedule_id === scheduleId), 30_000), 'the webhook was told');
+  t.true(await eventually(() => chats.received.some((one) => one.chat === 'ntfy' && JSON.stringify(one.body).includes(id) && /scheduled run/.test(JSON.stringify(one.body))), 30_000), 'the chat was told');
+  t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
 });
 
 // A bot's data on the real cluster (docs/api.md §19): a claim of the bot's own, bound to one of the node's
