@@ -335,7 +335,8 @@ test('a schedule every minute restarts the bot, runs a command in its pod and de
   });
   const { harness, namespace, agent } = await provisioningAgent(t, {
     webhook: { url: receiver.url, secret: 'kube-schedules-webhook-secret-0123' },
-    chats: { ntfy: { url: `${chats.url}/bot-alerts`, token: 'tk_kube-schedules' }, events: [...CHAT_EVENTS] },
+    // A success is told in the chats once asked for (AGENT_NOTIFY_EVENTS): by default only failures are.
+    chats: { ntfy: { url: `${chats.url}/bot-alerts`, token: 'tk_kube-schedules' }, events: [...CHAT_EVENTS, 'schedule-succeeded'] },
   });
   const id = harness.newBotId();
   const events: string[] = [];
