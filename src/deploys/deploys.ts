@@ -72,6 +72,8 @@ export class Deploys {
     const release = this.marks.hold(botId);
     try {
       await this.idle(botId);
+      // A pull that fails takes no revision number: nothing of the bot changed (its pull-failed event tells it).
+      await this.runtime.prepare?.(botId, request.change, pulls);
       const { from, revision } = await this.nextRevision(botId);
       const at = new Date(this.now()).toISOString();
       const deadlineAtMs = this.now() + request.deadlineS * 1000;

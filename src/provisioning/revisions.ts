@@ -59,6 +59,11 @@ export interface RevisionRuntime {
   /** Whether the bot has a previous revision kept to roll back to, and its number. */
   previous(botId: string): Promise<number | undefined>;
   /**
+   * What may fail before anything of the bot changes, done before a revision number is taken (Docker pulls the
+   * change's image when the engine lacks it): a deploy refused here is no revision (docs/api.md §15).
+   */
+  prepare?(botId: string, change: BotChange, pulls?: PullReport): Promise<void>;
+  /**
    * Puts `change` in place as `revision`: pulls its image when missing, stops the run, starts the new one,
    * keeping the old one stopped. Throws OperationInProgress while another deploy holds the bot.
    */

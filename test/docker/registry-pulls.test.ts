@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import test from 'ava';
 import { pino } from 'pino';
 import { readRegistryLogins } from '../../src/provisioning/registry-credentials.js';
-import { DockerFixture } from '../helpers/docker-fixture.js';
+import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { call } from '../helpers/http-client.js';
 import { lineSink } from '../helpers/log-sink.js';
 import { provisioningAgent } from '../helpers/provisioning-agent.js';
@@ -154,6 +154,28 @@ test('each way a pull fails has its own status and words, leaves no container, a
   }
   t.false(await imageOnEngine(refused), 'no refused pull left the image behind');
   t.false(logLines.some((line) => line.includes(WRONG.password)), 'the login is never logged');
+});
+
+test('a deploy whose pull fails takes no revision number: the bot runs on as it was, and the next deploy is revision 2', async (t) => {
+  const events = await openStream(agent.server, '/api/events');
+  t.teardown(() => events.close());
+  const { id, reply } = await create(t, agent, { image: TEST_IMAGE });
+  t.is(reply.status, 201, reply.text);
+  const before = (await fixture.docker.getContainer(id).inspect()).Id;
+  const [repo] = image.split(':v1');
+  for (const missing of [`${repo}:no-such-tag`, `${repo}:nor-this-one`]) {
+    const deploy = await call(agent.server, `/api/admin/bots/${id}`, { method: 'PATCH', body: { image: missing, registry_auth: REGISTRY_LOGIN } });
+    t.is(deploy.status, 422, deploy.text);
+    await events.next((e) => e.event === 'pull-failed' && e.data.bot_id === id);
+  }
+  const revisions = async () => (await call(agent.server, `/api/bots/${id}/revisions`)).body as { revisions: { revision: number; outcome: string }[]; current: number };
+  t.deepEqual((await revisions()).revisions.map((one) => one.revision), [1], 'no revision for either');
+  const container = await fixture.docker.getContainer(id).inspect();
+  t.is(container.Id, before, 'the same run');
+  t.true(container.State.Running);
+  const good = await call(agent.server, `/api/admin/bots/${id}`, { method: 'PATCH', body: { env: { MODE: 'two' }, min_ready_s: 0 } });
+  t.is(good.status, 202, good.text);
+  t.is(good.body?.revision, 2);
 });
 
 test('a configured login file that cannot be read stops the agent, naming the variable', (t) => {

@@ -49,6 +49,11 @@ export class DockerRevisions implements RevisionRuntime {
     return info === undefined ? undefined : revisionOf(info);
   }
 
+  async prepare(botId: string, change: BotChange, pulls?: PullReport): Promise<void> {
+    await this.botContainer(botId);
+    if (change.image !== undefined) await this.ensureImage(change.image, change.registryLogin, pulls);
+  }
+
   async switchTo(botId: string, revision: number, change: BotChange, deadlineAtMs: number, pulls?: PullReport): Promise<RevisionSpec> {
     const info = await this.botContainer(botId);
     const image = change.image ?? info.Config.Image;
