@@ -76,7 +76,7 @@ export const eventsQuery = object({
 const pathPart = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
 const hostPart = '[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?';
 const registry = `(?:(?:${hostPart}(?:\\.${hostPart})+|localhost)(?::[0-9]{1,5})?|${hostPart}:[0-9]{1,5})`;
-const IMAGE_REFERENCE = new RegExp(
+export const IMAGE_REFERENCE = new RegExp(
   `^(?:${registry}/)?${pathPart}(?:/${pathPart})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`,
 );
 

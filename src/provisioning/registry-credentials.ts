@@ -1,24 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError } from '../config.js';
+import { DOCKER_HUB } from './image-reference.js';
 
 /** A login to an image registry: the platform's, per request or from AGENT_REGISTRY_AUTH (docs/api.md §14). Never logged, never answered back. */
 export interface RegistryLogin {
   readonly username: string;
   readonly password: string;
-}
-
-/** Docker Hub's host, as Docker names it for images without a registry of their own. */
-export const DOCKER_HUB = 'docker.io';
-
-/**
- * The registry host an image reference pulls from, as Docker reads it: the first part of the name when it
- * has a dot, a port or is `localhost`; Docker Hub otherwise (`python:3` and `library/python:3` alike).
- */
-export function registryOf(image: string): string {
-  const slash = image.indexOf('/');
-  if (slash < 0) return DOCKER_HUB;
-  const first = image.slice(0, slash);
-  return first.includes('.') || first.includes(':') || first === 'localhost' ? first : DOCKER_HUB;
 }
 
 /** A Docker config.json key (`https://index.docker.io/v1/`, `registry.example.com`, `https://host:5000`) as a registry host. */

@@ -1,6 +1,6 @@
 import { BlockList, isIP } from 'node:net';
 import { Unprocessable } from '../errors.js';
-import { registryOf } from './registry-credentials.js';
+import { registryOf } from './image-reference.js';
 
 /** Addresses that are the host's own or its private networks': a pull from one is the agent's host calling itself. */
 const INTERNAL = new BlockList();

@@ -8,6 +8,9 @@ test('an image with a registry digest of its repository is named by it, whatever
   t.is(pinnedImage('127.0.0.1:5000/bots/echo:v1', [`127.0.0.1:5000/bots/echo@${digest}`]), `127.0.0.1:5000/bots/echo@${digest}`);
   t.is(pinnedImage('127.0.0.1:5000/bots/echo', [`127.0.0.1:5000/bots/echo@${digest}`]), `127.0.0.1:5000/bots/echo@${digest}`);
   t.is(pinnedImage('busybox:1.36', [`other@${digest}`, `busybox@${digest}`]), `busybox@${digest}`);
+  // The engine writes Docker Hub's digests by their familiar name, whatever name the bot was made with.
+  t.is(pinnedImage('index.docker.io/library/busybox:1.36', [`busybox@${digest}`]), `busybox@${digest}`);
+  t.is(pinnedImage('docker.io/library/busybox', [`library/busybox@${digest}`]), `library/busybox@${digest}`);
 });
 
 test('an image without one of its repository, or named by digest already, is named as it was', (t) => {

@@ -8,7 +8,7 @@ import { BOT_CAPABILITIES, BOT_PIDS_LIMIT, botEnvironment, PLATFORM_VARIABLES, T
 import type { BotHealthSpec, BotSpec, BotSummary, RestartPolicySpec } from '../../provisioning/bot-spec.js';
 import { healthPolicyLabels, NO_HEALTH_POLICY, NO_RESTART_POLICY, restartPolicyLabels } from '../health-policy.js';
 import type { MovableBot, Provisioner, PullReport, RemovedBot, RemoveOptions } from '../../provisioning/provisioner.js';
-import { registryOf } from '../../provisioning/registry-credentials.js';
+import { imageReference, registryOf } from '../../provisioning/image-reference.js';
 import { checkRegistry } from '../../provisioning/registry-policy.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { pullImage } from './docker-pull.js';
@@ -316,11 +316,10 @@ class DockerProvisioner implements Provisioner {
  * repository (`registry/name@sha256:...`), so that another node pulls that very image; else as it was named.
  */
 export function pinnedImage(named: string, repoDigests: readonly string[]): string {
-  if (named.includes('@')) return named;
-  const slash = named.lastIndexOf('/');
-  const colon = named.lastIndexOf(':');
-  const repository = colon > slash ? named.slice(0, colon) : named;
-  return repoDigests.find((digest) => digest.startsWith(`${repository}@sha256:`)) ?? named;
+  const reference = imageReference(named);
+  if (reference === undefined || reference.digest !== undefined) return named;
+  // The engine writes its digests as familiar names (`busybox@sha256:...`): compared as parsed, one name for each spelling.
+  return repoDigests.find((digest) => imageReference(digest)?.repository === reference.repository && digest.includes('@sha256:')) ?? named;
 }
 
 /** A number of whole seconds a label holds; undefined when it holds none. */

@@ -2,7 +2,7 @@ import type Docker from 'dockerode';
 import { PullTooSlow } from '../../errors.js';
 import type { AgentError } from '../../errors.js';
 import { pullFailure } from '../pull-failure.js';
-import { registryOf } from '../../provisioning/registry-credentials.js';
+import { registryOf } from '../../provisioning/image-reference.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import type { PullProgress } from '../../provisioning/provisioner.js';
 import { engineDetail, engineStatus, translateDockerError } from './docker-errors.js';

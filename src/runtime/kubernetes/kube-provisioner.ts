@@ -6,7 +6,7 @@ import { BOT_KUBE_USER, botEnvironment, TEMPLATE_LABEL, TOKEN_VARIABLES } from '
 import type { BotHealthSpec, BotSpec, BotSummary } from '../../provisioning/bot-spec.js';
 import { healthPolicyLabels, restartPolicyLabels } from '../health-policy.js';
 import type { Provisioner, RemovedBot, RemoveOptions } from '../../provisioning/provisioner.js';
-import { DOCKER_HUB, registryOf } from '../../provisioning/registry-credentials.js';
+import { DOCKER_HUB, registryOf } from '../../provisioning/image-reference.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { BOT_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
 import type { BotChange } from '../../provisioning/revisions.js';
