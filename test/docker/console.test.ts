@@ -250,7 +250,11 @@ test.serial("a deploy from a bot's page: its progress live, the new revision's o
   await page.getByRole('button', { name: 'Deploy' }).click();
   await page.getByRole('button', { name: 'Yes, deploy' }).click();
   await page.getByTestId('deploy-answer').getByText(/was not found in its registry/).waitFor({ timeout: 30_000 });
-  await revisions.locator('tr[data-revision="3"] td.outcome').getByText(/failed: image .* was not found/).waitFor();
+  // Told as the pull's failure, live; a pull that failed takes no revision (docs/api.md §15).
+  await page.locator('ol.events').getByText(/^pull failed: image .* was not found/).waitFor({ timeout: 10_000 });
+  const listed = (await call(agents[0]!.server, `/api/bots/${id}/revisions`)).body?.revisions as { revision: number }[];
+  t.deepEqual(listed.map((one) => one.revision), [2, 1]);
+  t.is(await revisions.locator('tr[data-revision="3"]').count(), 0);
   t.true((await fixture.docker.getContainer(id).inspect()).State.Running, 'the bot runs on');
   t.deepEqual(problems, []);
   await page.close();
