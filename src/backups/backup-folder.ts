@@ -100,6 +100,11 @@ function preRunOf(read: unknown): PreCommandRun | undefined {
   return { command: pre.command, exit_code: pre.exit_code, output: pre.output, output_truncated: pre.output_truncated };
 }
 
+/** Backups newest first by when each began, to the millisecond: two ids of one second sort by their random part. */
+export function newestFirst(a: Backup, b: Backup): number {
+  return Date.parse(b.created_at) - Date.parse(a.created_at) || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+}
+
 /** The id of a backup made at `at`: its time first, so ids sort as the backups were made. */
 function newBackupId(at: Date): string {
   return `bak_${at.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '')}_${randomBytes(4).toString('hex')}`;
@@ -227,8 +232,7 @@ export class BackupFolder {
       const backup = await this.get(botId, name);
       if (backup) backups.push(backup);
     }
-    // By when each began, to the millisecond: two ids of one second sort by their random part.
-    return backups.sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at) || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+    return backups.sort(newestFirst);
   }
 
   /** The backup, or undefined when the bot has none of that id. */

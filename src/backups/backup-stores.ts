@@ -5,7 +5,7 @@ import { Upload } from '@aws-sdk/lib-storage';
 import { array, boolean, object, string, ValidationError } from 'yup';
 import { ConfigError } from '../config.js';
 import { wholeNumber } from '../whole-number.js';
-import { BACKUP_ID, manifestOf, STORE_NAME } from './backup-folder.js';
+import { BACKUP_ID, manifestOf, newestFirst, STORE_NAME } from './backup-folder.js';
 import type { Backup } from './backup-folder.js';
 
 /** How long a store may be silent on one request before the copy or read fails, unless its `timeout_s` says (docs/api.md §20). */
@@ -108,7 +108,7 @@ export class BackupStores {
       const backup = await this.manifest(name, botId, id);
       if (backup) backups.push(backup);
     }
-    return backups;
+    return backups.sort(newestFirst);
   }
 
   /** The backup's manifest in the store, or undefined when it holds none (a copy cut short, or none made). */
