@@ -11,8 +11,13 @@ const TICK_MS = 250;
 const RELOAD_MS = 5_000;
 /** How long a run's claim holds without its agent renewing it: past it, any agent marks the run cut. */
 export const LEASE_MS = 15_000;
-/** How many due schedules one transaction claims: a minute of a fleet's schedules is a few commits, not thousands. */
+/** How many due schedules one transaction claims at most: a minute of a fleet's schedules is a few commits, not thousands. */
 const CLAIMS_AT_ONCE = 250;
+/**
+ * In how many transactions at least a tick's due schedules are claimed, each agent in an order of its own: agents
+ * sharing a store each win a share of a minute's chains, where one transaction of them all would give one agent every chain.
+ */
+const CLAIM_ROUNDS = 8;
 /** How often runs whose agent died are looked for. */
 const SWEEP_MS = 5_000;
 /** How many restarts, stops, starts and commands of its schedules an agent runs at once (docs/api.md §18). */
@@ -145,10 +150,11 @@ export class Scheduler {
       const cut = await this.store.cutLapsed(now, 'its agent stopped answering in the middle of the chain; it was not run again');
       await Promise.allSettled(cut.map((run) => this.noteCut(run)));
     }
-    const due = [...this.watched.values()].filter((watched) => watched.nextDueMs !== undefined && watched.nextDueMs <= now && this.holds(watched.schedule.botId));
-    for (let from = 0; from < due.length; from += CLAIMS_AT_ONCE) {
+    const due = shuffled([...this.watched.values()].filter((watched) => watched.nextDueMs !== undefined && watched.nextDueMs <= now && this.holds(watched.schedule.botId)));
+    const atOnce = Math.min(CLAIMS_AT_ONCE, Math.ceil(due.length / CLAIM_ROUNDS));
+    for (let from = 0; from < due.length; from += atOnce) {
       if (this.closed) return;
-      const some = due.slice(from, from + CLAIMS_AT_ONCE);
+      const some = due.slice(from, from + atOnce);
       await this.claimDue(some, now).catch((err: unknown) => {
         this.loadedAt = -Infinity;
         this.report(`${some.length} schedule(s) due, of bots ${[...new Set(some.map(({ schedule }) => schedule.botId))].slice(0, 5).join(', ')}, could not be claimed`, err);
@@ -311,4 +317,13 @@ export class Scheduler {
   private async noteCut(run: StoredRun): Promise<void> {
     await this.note(run.botId, 'schedule-failed', { schedule_id: run.scheduleId, due_at: iso(run.dueMs), reason: run.reason, cut: true }).catch((err: unknown) => this.report('a cut run could not be told', err));
   }
+}
+
+/** `items` in a random order (Fisher-Yates), in place. */
+function shuffled<T>(items: T[]): T[] {
+  for (let i = items.length - 1; i > 0; i -= 1) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [items[i], items[j]] = [items[j]!, items[i]!];
+  }
+  return items;
 }
