@@ -5,7 +5,7 @@ import { BadRequest, Forbidden, messages } from '../errors.js';
 import type { Heartbeats } from '../health/heartbeats.js';
 import type { BotLifecycle } from '../lifecycle/bot-lifecycle.js';
 import type { RateLimiter } from '../lifecycle/rate-limiter.js';
-import type { PowerOutcome, RuntimeDriver } from '../runtime/driver.js';
+import type { LogWindow, PowerOutcome, RuntimeDriver } from '../runtime/driver.js';
 import { askerOf } from './audit.js';
 import type { Audit } from './audit.js';
 import type { Access } from './access.js';
@@ -14,7 +14,7 @@ import type { Caller } from './caller.js';
 import type { LogFollowing } from './log-follow.js';
 import type { LogReads } from './log-reads.js';
 import { logReadCost } from './read-limiter.js';
-import { botIdInPath, DEFAULT_LOG_LINES, heartbeatRequest, logsBody, logsQuery, ownerRequest, selfRestartHeader, validate, validateQuery } from './schemas.js';
+import { botIdInPath, DEFAULT_LOG_LINES, heartbeatRequest, logsBody, logsQuery, logWindowOf, ownerRequest, selfRestartHeader, validate, validateQuery } from './schemas.js';
 import { statsView } from './stats-view.js';
 
 /** One of the lifecycle operations a route offers: what it does (its answer's message), and what a bot asking it of itself gets. */
@@ -45,10 +45,10 @@ export function botRoutes({ driver, lifecycle, limiter, heartbeats, access, audi
   const { callerFor, readerFor } = access;
 
   /** The bot's last `lines` log lines, within the bound on reads at once; none costs no runtime call. */
-  async function logsOf(ctx: Context, caller: Caller, botId: string, lines: number): Promise<string> {
+  async function logsOf(ctx: Context, caller: Caller, botId: string, lines: number, window: LogWindow): Promise<string> {
     if (lines === 0) return '';
     await logReads.enter(ctx, botId, caller.kind === 'bot');
-    return driver.logs(botId, lines);
+    return driver.logs(botId, lines, window);
   }
 
   /** Throws NotFound for no such bot, Forbidden when `userId` does not own it. */
@@ -132,20 +132,20 @@ export function botRoutes({ driver, lifecycle, limiter, heartbeats, access, audi
   }
 
   router.post('/logs', async (ctx) => {
-    const { bot_id, lines = DEFAULT_LOG_LINES } = logsBody(ctx.request.body);
+    const { bot_id, lines = DEFAULT_LOG_LINES, since, until } = logsBody(ctx.request.body);
     const caller = await readerFor(ctx, bot_id, logReadCost(lines));
-    ctx.body = { ok: true, logs: await logsOf(ctx, caller, bot_id, lines) };
+    ctx.body = { ok: true, logs: await logsOf(ctx, caller, bot_id, lines, logWindowOf({ since, until })) };
   });
 
   router.get('/:bot_id/logs', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
-    const { lines = DEFAULT_LOG_LINES, follow } = validateQuery(logsQuery, ctx.query);
+    const { lines = DEFAULT_LOG_LINES, follow, since, until } = validateQuery(logsQuery, ctx.query);
     const caller = await readerFor(ctx, botId, logReadCost(lines));
     if (follow === 'true') {
       await logFollowing.follow(ctx, botId, lines, caller.kind === 'bot');
       return;
     }
-    ctx.body = { ok: true, logs: await logsOf(ctx, caller, botId, lines) };
+    ctx.body = { ok: true, logs: await logsOf(ctx, caller, botId, lines, logWindowOf({ since, until })) };
   });
 
   router.get('/:bot_id/stats', async (ctx) => {

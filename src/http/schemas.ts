@@ -42,20 +42,53 @@ export const DEFAULT_LOG_LINES = 100;
 /** The most log lines one call may ask for. */
 export const MAX_LOG_LINES = 10_000;
 
+/** An ISO 8601 time with its zone (docs/api.md §2), as a logs read's `since` and `until` take it. */
+const ISO_TIME = /^\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d{1,9})?)?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)$/;
+
+/** A logs read's `since` or `until`. */
+const logTime = (field: string) =>
+  string()
+    .strict()
+    .typeError(`${field} must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z`)
+    .matches(ISO_TIME, `${field} must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z`)
+    .test(field, `${field} must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z`, (value) => value === undefined || !ISO_TIME.test(value) || !Number.isNaN(Date.parse(value)))
+    .meta({ jsonSchema: { format: 'date-time' } });
+
+/** A window's `since` must come before its `until`. */
+function sinceBeforeUntil(value: { since?: string | undefined; until?: string | undefined } | undefined, context: { createError(params: { message: string }): ValidationError }): true | ValidationError {
+  if (value?.since === undefined || value.until === undefined || Date.parse(value.since) < Date.parse(value.until)) return true;
+  return context.createError({ message: 'since must be before until' });
+}
+
+/** A logs read's window, where it names one: after `since`, up to `until` (docs/api.md §2). */
+export function logWindowOf(value: { since?: string | undefined; until?: string | undefined }): { since?: Date; until?: Date } {
+  return { ...(value.since === undefined ? {} : { since: new Date(value.since) }), ...(value.until === undefined ? {} : { until: new Date(value.until) }) };
+}
+
 /** Body of logs; `lines` defaults to DEFAULT_LOG_LINES. */
 export const logsRequest = object({
   bot_id: botIdSchema('bot_id'),
   lines: wholeNumber('lines', 1, MAX_LOG_LINES).strict().meta({ jsonSchema: { default: DEFAULT_LOG_LINES } }),
-}).typeError(jsonObject);
+  since: logTime('since'),
+  until: logTime('until'),
+})
+  .typeError(jsonObject)
+  .test('window', sinceBeforeUntil);
 
 /** A query value of digits only, as a number; anything else fails as not a number. */
 export const digits = (_value: unknown, original: unknown) => (typeof original === 'string' && /^\d{1,9}$/.test(original) ? Number(original) : NaN);
 
-/** Query of GET logs: `lines` from 0 (none) to MAX_LOG_LINES, `follow` true or false. */
+/** Query of GET logs: `lines` from 0 (none) to MAX_LOG_LINES, `follow` true or false, a window of `since` and `until`. */
 export const logsQuery = object({
   lines: wholeNumber('lines', 0, MAX_LOG_LINES).transform(digits).meta({ jsonSchema: { default: DEFAULT_LOG_LINES } }),
   follow: string().strict().typeError('follow must be true or false').oneOf(['true', 'false'], 'follow must be true or false'),
-});
+  since: logTime('since'),
+  until: logTime('until'),
+})
+  .test('window', sinceBeforeUntil)
+  .test('follow', (value, context) =>
+    value?.follow === 'true' && (value.since !== undefined || value.until !== undefined) ? context.createError({ message: 'since and until are not taken with follow=true' }) : true,
+  );
 
 /** How many exit records GET exits answers when it names no limit, and at most. */
 export const DEFAULT_EXITS = 20;
@@ -508,9 +541,12 @@ function remembered<S extends Schema>(schema: S, keyOf: (value: unknown) => stri
 /** The bot id in a request's path, validated as `pathBotId`. */
 export const botIdInPath: (value: unknown) => string = remembered(pathBotId, (value) => (typeof value === 'string' ? value : undefined));
 
-/** A logs call's body, validated as `logsRequest`; remembered when it names a bot id and, if any, a whole number of lines. */
+/**
+ * A logs call's body, validated as `logsRequest`; remembered when it names a bot id and, if any, a whole number of
+ * lines, and no window (a window's times are checked each time).
+ */
 export const logsBody = remembered(logsRequest, (value) => {
-  if (typeof value !== 'object' || value === null) return undefined;
+  if (typeof value !== 'object' || value === null || Object.hasOwn(value, 'since') || Object.hasOwn(value, 'until')) return undefined;
   const { bot_id, lines } = value as { bot_id?: unknown; lines?: unknown };
   const own = Object.hasOwn(value, 'bot_id') && (lines === undefined || Object.hasOwn(value, 'lines'));
   return own && typeof bot_id === 'string' && (lines === undefined || Number.isInteger(lines)) ? `${String(lines)} ${bot_id}` : undefined;

@@ -107,6 +107,12 @@ export interface RunObserver {
   lastEnd(botId: string): Promise<Date | undefined>;
 }
 
+/** Only the lines written within a time window (docs/api.md §2): after `since`, up to `until`. */
+export interface LogWindow {
+  readonly since?: Date | undefined;
+  readonly until?: Date | undefined;
+}
+
 /** Where following a bot's logs begins: its last lines, or every line since a time. */
 export type LogsFrom = { readonly lines: number } | { readonly since: Date };
 
@@ -222,9 +228,10 @@ export interface RuntimeDriver {
 
   /**
    * The last `lines` lines of the bot's stdout and stderr, interleaved in
-   * time order, as plain text; works for a stopped bot too.
+   * time order, as plain text; works for a stopped bot too. With `window`,
+   * the last of those written within it.
    */
-  logs(botId: string, lines: number): Promise<string>;
+  logs(botId: string, lines: number, window?: LogWindow): Promise<string>;
 
   /**
    * Runs `argv` in the bot's running container as its own user (no shell unless `argv` names one), for a

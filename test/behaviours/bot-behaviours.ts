@@ -67,6 +67,30 @@ export function botBehaviours(test: TestFn, harness: () => RuntimeHarness): void
     t.is(all[0], 'line 51');
   });
 
+  test('logs within a window: since keeps the lines written after it, until those up to it, lines the last of them', async (t) => {
+    const h = harness();
+    const bot = await h.createBot({ logLines: ['early', 'middle', 'late'], paced: true });
+    const ask = async (query: string) => {
+      const reply = await call(h.agent, `/api/bots/${bot.id}/logs?${query}`);
+      t.is(reply.status, 200, reply.text);
+      return String(reply.body?.logs);
+    };
+    let all = '';
+    t.true(await eventually(async () => /^late \d+$/m.test((all = await ask('lines=10'))), 60_000, 250), `the bot never printed its last line: ${all}`);
+    // Each line was printed in the second it names, and the next two seconds later: half past the second after
+    // one line's own lies after its runtime stamp and before the next line's.
+    const secondOf = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(all)?.[1]);
+    const after = (name: string) => new Date((secondOf(name) + 1.5) * 1000).toISOString();
+    const names = (text: string) => text.split('\n').filter(Boolean).map((line) => line.split(' ')[0]);
+    t.deepEqual(names(await ask(`since=${after('early')}`)), ['middle', 'late']);
+    t.deepEqual(names(await ask(`until=${after('early')}`)), ['early']);
+    t.deepEqual(names(await ask(`since=${after('early')}&until=${after('middle')}`)), ['middle']);
+    t.deepEqual(names(await ask(`since=${after('early')}&lines=1`)), ['late']);
+    t.deepEqual(names(await ask(`since=${after('late')}`)), []);
+    const posted = await call(h.agent, '/api/bots/logs', { body: { bot_id: bot.id, until: after('middle'), lines: 1 } });
+    t.deepEqual(names(String(posted.body?.logs)), ['middle']);
+  });
+
   test('stats have the seed fields and types', async (t) => {
     const h = harness();
     const bot = await h.createBot();

@@ -12,6 +12,8 @@ export interface BotOptions {
   running?: boolean;
   /** What the bot has printed, one entry a line. */
   logLines?: string[];
+  /** The lines printed two seconds apart, each with the second it was printed in (PACED_BOT). */
+  paced?: boolean;
   /** The bot's restart takes about this long. */
   slowRestartMs?: number;
   /** False: a unit named like a bot that does not carry the bot label. */

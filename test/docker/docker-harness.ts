@@ -4,7 +4,7 @@ import type { BotOptions, HarnessBot, RuntimeHarness } from '../behaviours/runti
 import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
-import { STUBBORN_BOT, TALKING_BOT } from '../behaviours/bot-scripts.js';
+import { PACED_BOT, STUBBORN_BOT, TALKING_BOT } from '../behaviours/bot-scripts.js';
 import type { TestBot } from '../helpers/docker-fixture.js';
 
 
@@ -32,7 +32,7 @@ export async function dockerHarness(): Promise<RuntimeHarness> {
         owner: options.owner,
         start: options.running !== false,
         labelled: options.labelled,
-        script: options.slowRestartMs ? STUBBORN_BOT : TALKING_BOT,
+        script: options.slowRestartMs ? STUBBORN_BOT : options.paced ? PACED_BOT : TALKING_BOT,
         args: options.logLines,
         stopTimeout: options.slowRestartMs ? Math.ceil(options.slowRestartMs / 1000) : undefined,
       });

@@ -151,4 +151,30 @@ test('a logs body that passed is remembered by its bot id and lines alone: any o
   for (const body of [{ bot_id: 'bot_1_1_b', lines: '3' }, { bot_id: 'bot_1_1_b', lines: 3.5 }, { bot_id: 'bot_1_1_b', lines: 30_000 }, { bot_id: 'bot_1_1_b ', lines: 3 }, ['bot_1_1_b', 3]]) {
     t.is((await logs(body)).status, 400, JSON.stringify(body));
   }
+  // A window is checked each time: the remembered body of the same bot and lines is not taken for it.
+  const windowed = await logs({ bot_id: 'bot_1_1_b', lines: 3, since: 'yesterday' });
+  t.is(windowed.status, 400, windowed.text);
+  t.is(windowed.body?.msg, 'since must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z');
+});
+
+test("a logs read's window: since and until are ISO 8601 times with their zone, since before until, neither with follow=true", async (t) => {
+  const { driver, server } = await setUp(t);
+  driver.add({ id: 'bot_1_1_w', logLines: ['one'] });
+  const cases: [string, string][] = [
+    ['since=2026-12-06', 'since must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z'],
+    ['until=2026-12-06T10:00:00', 'until must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z'],
+    ['since=2026-13-45T10:00:00Z', 'since must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z'],
+    ['since=2026-12-06T11:00:00Z&until=2026-12-06T10:00:00Z', 'since must be before until'],
+    ['follow=true&since=2026-12-06T10:00:00Z', 'since and until are not taken with follow=true'],
+  ];
+  for (const [query, msg] of cases) {
+    const reply = await call(server, `/api/bots/bot_1_1_w/logs?${query}`);
+    t.is(reply.status, 400, query);
+    t.is(reply.body?.msg, msg, query);
+  }
+  const body = await call(server, '/api/bots/logs', { method: 'POST', body: { bot_id: 'bot_1_1_w', since: '2026-12-06T11:00:00+01:00', until: '2026-12-06T10:00:00Z' } });
+  t.is(body.status, 400);
+  t.is(body.body?.msg, 'since must be before until');
+  const good = await call(server, '/api/bots/bot_1_1_w/logs?since=2026-12-06T10:00:00.5Z&until=2026-12-06T12:00:00%2B01:00');
+  t.is(good.status, 200, good.text);
 });

@@ -8,7 +8,7 @@ import { PooledKubeConfig } from '../../src/runtime/kubernetes/kube-connection.j
 import { createKubernetesDriver } from '../../src/runtime/kubernetes/kube-driver.js';
 import { objectName } from '../../src/runtime/kubernetes/kube-names.js';
 import { BOT_LABEL, OWNER_LABEL } from '../../src/runtime/labels.js';
-import { STUBBORN_BOT, TALKING_BOT } from '../behaviours/bot-scripts.js';
+import { PACED_BOT, STUBBORN_BOT, TALKING_BOT } from '../behaviours/bot-scripts.js';
 import type { BotOptions, HarnessBot, RuntimeHarness } from '../behaviours/runtime-harness.js';
 import { startAgent } from '../helpers/agent.js';
 import type { TestAgent, TestAgentOptions } from '../helpers/agent.js';
@@ -177,7 +177,7 @@ export async function clusterHarness(
         // A rollout ends once the new pod is available, not once the old one is gone: a slow restart is one whose
         // new pod counts as available only after this long (as on Docker, where the old run's grace holds it).
         minReadyS: options.slowRestartMs ? Math.ceil(options.slowRestartMs / 1000) : undefined,
-        script: options.slowRestartMs ? STUBBORN_BOT : TALKING_BOT,
+        script: options.slowRestartMs ? STUBBORN_BOT : options.paced ? PACED_BOT : TALKING_BOT,
         args: options.logLines,
       });
       await apps.createNamespacedDeployment({ namespace, body: deployment });

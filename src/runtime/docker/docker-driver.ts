@@ -5,7 +5,7 @@ import { LRUCache } from 'lru-cache';
 import type { ContainerInfo, ContainerInspectInfo } from 'dockerode';
 import { messages, NotFound, NotRunning, OperationFailed } from '../../errors.js';
 import type { BotSummary } from '../../provisioning/bot-spec.js';
-import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunningHealth, RunObserver, RuntimeDriver, RuntimeHealth } from '../driver.js';
+import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, LogWindow, PowerOutcome, RunningHealth, RunObserver, RuntimeDriver, RuntimeHealth } from '../driver.js';
 import { boundedOutput, healthStatusOf } from '../health-policy.js';
 import { generationIn } from '../../bot-id.js';
 import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL } from '../labels.js';
@@ -284,14 +284,15 @@ class DockerDriver implements RuntimeDriver {
     );
   }
 
-  async logs(botId: string, lines: number): Promise<string> {
+  async logs(botId: string, lines: number, window: LogWindow = {}): Promise<string> {
     const { containerId, tty, logPath } = await this.logTarget(botId);
-    // Where the agent may read the engine's log file, it answers alone (docs/docker.md).
-    const fromFile = logPath && this.logFiles ? await readLogFile(logPath, tty, lines) : undefined;
+    const windowed = window.since !== undefined || window.until !== undefined;
+    // Where the agent may read the engine's log file, it answers alone (docs/docker.md); a window is the engine's to read.
+    const fromFile = logPath && this.logFiles && !windowed ? await readLogFile(logPath, tty, lines) : undefined;
     if (fromFile !== undefined) return fromFile;
     // readLogs keeps its own deadline: a large log may take longer to send than a quick call, but never stalls.
     // No quick call's deadline signal, unused, whose timer would fire seconds after each read.
-    return this.translated(botId, () => readLogs(this.docker, containerId, tty, lines));
+    return this.translated(botId, () => readLogs(this.docker, containerId, tty, lines, window));
   }
 
   async exec(botId: string, argv: readonly string[], bounds: CommandBounds): Promise<CommandResult> {

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { finished } from 'node:stream/promises';
 import type Docker from 'dockerode';
 import type DockerModem from 'docker-modem';
-import type { LogLine, LogsFrom } from '../driver.js';
+import type { LogLine, LogsFrom, LogWindow } from '../driver.js';
 import { TimestampedLines } from '../log-lines.js';
 import { countLines, countNewlines, lastLines, MAX_LOG_BYTES, TailBuffer } from '../log-tail.js';
 import { DockerLogDemuxer } from './docker-log-frames.js';
@@ -57,11 +57,6 @@ interface LogsQuery {
 /** A time as the engine's logs query takes it. */
 const engineTime = (time: Date): string => (time.getTime() / 1000).toFixed(3);
 
-/** Only the entries written within a time window. */
-export interface LogWindow {
-  readonly since?: Date | undefined;
-  readonly until?: Date | undefined;
-}
 
 /** Hands the payload of the last `tail` log entries within `window` to `sink`; answers how many entries a framed stream sent. */
 async function stream(docker: Docker, containerId: string, tty: boolean, tail: number, window: LogWindow, sink: Sink): Promise<number | undefined> {

@@ -7,7 +7,7 @@ import { withDeadline } from './kube-deadline.js';
 import type { CallOptions } from './kube-deadline.js';
 import { AgentError, messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../errors.js';
 import type { BotSummary } from '../../provisioning/bot-spec.js';
-import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, PowerOutcome, RunningHealth, RunObserver, RuntimeDriver } from '../driver.js';
+import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, LogWindow, PowerOutcome, RunningHealth, RunObserver, RuntimeDriver } from '../driver.js';
 import { healthPolicyOf } from '../health-policy.js';
 import { dataFoldersOf } from './kube-data.js';
 import { podHealth } from './kube-health.js';
@@ -326,7 +326,7 @@ class KubernetesDriver implements RuntimeDriver {
     return 'done';
   }
 
-  async logs(botId: string, lines: number): Promise<string> {
+  async logs(botId: string, lines: number, window: LogWindow = {}): Promise<string> {
     await this.knownDeployment(botId);
     // Scaling to 0 deletes the pod and its logs with it: a stopped bot has none to show.
     const pod = (await this.runningPod(botId)) ?? newest(await this.pods(botId));
@@ -335,7 +335,7 @@ class KubernetesDriver implements RuntimeDriver {
     // Not `previous`: the kubelet answers a container that ended, or that waits to start
     // again, with its last run; `previous` is the run before that, which it may have removed.
     return this.api(botId, () =>
-      readPodLogs(this.core, this.kubeConfig, { namespace: this.namespace, pod: nameOf(pod), container, previous: false }, lines),
+      readPodLogs(this.core, this.kubeConfig, { namespace: this.namespace, pod: nameOf(pod), container, previous: false }, lines, window),
     );
   }
 

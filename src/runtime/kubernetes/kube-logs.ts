@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import { Log } from '@kubernetes/client-node';
 import type { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import type { LogLine, LogsFrom } from '../driver.js';
+import type { LogLine, LogsFrom, LogWindow } from '../driver.js';
 import { TimestampedLines } from '../log-lines.js';
 import { lastLines, MAX_LOG_BYTES, TailBuffer } from '../log-tail.js';
 import { withDeadline } from './kube-deadline.js';
@@ -26,7 +26,12 @@ const SILENCE_DEADLINE_MS = 1_500;
  * oldest bytes of the tail, so when the answer reaches it, the tail is
  * streamed instead, keeping only its newest bytes.
  */
-export async function readPodLogs(core: CoreV1Api, kubeConfig: KubeConfig, target: LogTarget, lines: number): Promise<string> {
+export async function readPodLogs(core: CoreV1Api, kubeConfig: KubeConfig, target: LogTarget, lines: number, window: LogWindow = {}): Promise<string> {
+  // The kubelet reads from a time (to the second), never up to one: a window is found in its lines' own timestamps.
+  if (window.since !== undefined || window.until !== undefined) {
+    const kept = await streamWindow(kubeConfig, target, window);
+    return lastLines(kept.bytes(), lines, { cut: kept.cut });
+  }
   const text = await core.readNamespacedPodLog(
     {
       name: target.pod,
@@ -43,8 +48,26 @@ export async function readPodLogs(core: CoreV1Api, kubeConfig: KubeConfig, targe
   if (/^unable to retrieve container logs for \S+$/.test(text) || /^failed to try resolving symlinks in path "[^"\n]+": lstat [^\n]*no such file or directory\n?$/.test(text)) return '';
   const bytes = Buffer.from(text);
   if (bytes.length < MAX_LOG_BYTES) return lastLines(bytes, lines);
-  const kept = await streamTail(kubeConfig, target, lines);
+  const kept = await streamTail(kubeConfig, target, { tailLines: lines }, (chunk, into) => into.push(chunk));
   return lastLines(kept.bytes(), lines, { cut: kept.cut });
+}
+
+/** The container's lines written after `window.since` and up to `window.until`, kept through a TailBuffer: their newest bytes. */
+async function streamWindow(kubeConfig: KubeConfig, target: LogTarget, window: LogWindow): Promise<TailBuffer> {
+  const after = window.since?.getTime() ?? -Infinity;
+  const until = window.until?.getTime() ?? Infinity;
+  // sinceTime is read to the second: its lines from the second before are left out here.
+  const asked = { timestamps: true, ...(window.since === undefined ? {} : { sinceTime: new Date(Math.floor(after / 1000) * 1000).toISOString() }) };
+  let lines: TimestampedLines | undefined;
+  const kept = await streamTail(kubeConfig, target, asked, (chunk, into) => {
+    lines ??= new TimestampedLines('stdout', (line) => {
+      const at = line.at.getTime();
+      if (at > after && at <= until) into.push(Buffer.from(`${line.line}\n`));
+    });
+    lines.pushLines(chunk);
+  });
+  lines?.end();
+  return kept;
 }
 
 /**
@@ -70,8 +93,13 @@ function logSink(onChunk: (chunk: Buffer) => void): { sink: Writable; finished: 
   return { sink, finished };
 }
 
-/** Streams the last `lines` lines through a TailBuffer, so that no size of log is held whole. */
-async function streamTail(kubeConfig: KubeConfig, target: LogTarget, lines: number): Promise<TailBuffer> {
+/** Streams the log asked for through a TailBuffer (each chunk as `take` puts it there), so that no size of log is held whole. */
+async function streamTail(
+  kubeConfig: KubeConfig,
+  target: LogTarget,
+  asked: { tailLines?: number; sinceTime?: string; timestamps?: boolean },
+  take: (chunk: Buffer, into: TailBuffer) => void,
+): Promise<TailBuffer> {
   const kept = new TailBuffer();
   let silence: NodeJS.Timeout | undefined;
   let aborted = false;
@@ -84,14 +112,11 @@ async function streamTail(kubeConfig: KubeConfig, target: LogTarget, lines: numb
   const { sink, finished } = logSink((chunk) => {
     clearTimeout(silence);
     silence = setTimeout(stall, SILENCE_DEADLINE_MS);
-    kept.push(chunk);
+    take(chunk, kept);
   });
   silence = setTimeout(stall, SILENCE_DEADLINE_MS);
   try {
-    controller = await new Log(kubeConfig).log(target.namespace, target.pod, target.container ?? '', sink, {
-      tailLines: lines,
-      previous: target.previous,
-    });
+    controller = await new Log(kubeConfig).log(target.namespace, target.pod, target.container ?? '', sink, { ...asked, previous: target.previous });
     if (aborted) controller.abort();
     await finished;
     return kept;
