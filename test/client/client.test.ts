@@ -270,7 +270,7 @@ test('the command line explains a wrong use', async (t) => {
   for (const args of [[], ['reboot'], ['logs', 'many'], ['exits', '--follow'], ['events', '7']]) {
     const error = await t.throwsAsync(cli(process.execPath, ['--import=tsx', 'clients/typescript/src/cli.ts', ...args], { env: { ...process.env, BOT_ID: BOT } }));
     t.is((error as { code?: number }).code, 2, args.join(' '));
-    t.regex(String((error as { stderr?: string }).stderr), /^bot-agent: .+\nusage: bot-agent <command>/);
+    t.regex(String((error as { stderr?: string }).stderr), /^bot-agent: .+\nusage: bot-agent \[--bot <bot_id>\] <command>/);
   }
 });
 

@@ -62,3 +62,51 @@ for (const [language, [program, ...first]] of Object.entries(CLIS)) {
     t.regex((stranger as { stderr: string }).stderr, /forbidden/);
   });
 }
+
+// The operator's command line (docs/clients.md): no BOT_ID, the bot named by --bot, the agent's address and admin
+// token from the environment; the list, the nodes, a move refused, and each bot command on the real container.
+for (const [language, [program, ...first]] of Object.entries(CLIS)) {
+  test(`the ${language} command line is the operator's with --bot: list, status, logs, stop, start, restart, revisions, nodes, a move refused`, async (t) => {
+    const id = await createdIdleBot(t, fixture, agent.server, {}, asPlatform);
+    const env: Record<string, string | undefined> = {
+      ...process.env,
+      BOT_AGENT_URL: `http://127.0.0.1:${(agent.server.address() as AddressInfo).port}`,
+      BOT_AGENT_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+      PYTHONPATH: 'clients/python/src',
+    };
+    delete env.BOT_ID;
+    delete env.USER_ID;
+    delete env.PLATFORM_AGENT_URL;
+    const cli = (...args: string[]) => run(program, [...first, ...args], { env, timeout: 60_000 }).catch((err: { code: number; stdout: string; stderr: string }) => err);
+    const ok = async (...args: string[]) => {
+      const done = await cli(...args);
+      t.is((done as { code?: number }).code ?? 0, 0, `${args.join(' ')}: ${done.stdout}${done.stderr}`);
+      return done.stdout;
+    };
+    const help = await ok('--help');
+    t.regex(help, /^usage: bot-agent \[--bot <bot_id>\] <command>|^bot-agent \[--bot <bot_id>\] <command>/);
+    const listed = JSON.parse(await ok('list', '--limit', '1000')) as { total: number; bots: { bot_id: string }[] };
+    t.true(listed.bots.some((bot) => bot.bot_id === id), JSON.stringify(listed));
+    t.true(listed.total >= 1);
+    t.like(JSON.parse(await ok('status', '--bot', id)), { bot_id: id, state: 'running' });
+    const container = fixture.docker.getContainer(id);
+    t.regex(await ok('stop', '--bot', id), new RegExp(id));
+    t.false((await container.inspect()).State.Running, 'stopped');
+    t.regex(await ok('start', '--bot', id), new RegExp(id));
+    t.true((await container.inspect()).State.Running, 'started');
+    const before = (await container.inspect()).State.StartedAt;
+    t.regex(await ok('restart', '--bot', id), new RegExp(id));
+    t.not((await container.inspect()).State.StartedAt, before, 'restarted');
+    t.deepEqual((JSON.parse(await ok('revisions', '--bot', id)) as { revision: number }[]).map((one) => one.revision), [1]);
+    await ok('logs', '--bot', id, '5');
+    t.true(Array.isArray((JSON.parse(await ok('nodes')) as { nodes: unknown[] }).nodes));
+    const move = await cli('move', 'node-nowhere', '--bot', id);
+    t.is((move as { code?: number }).code, 1, `${move.stdout}${move.stderr}`);
+    t.regex(move.stderr, /^bot-agent: /);
+    t.is(((await cli('move', 'node-b')) as { code?: number }).code, 2, 'a move names its bot');
+    // Without the admin token, from a host that is no platform: refused.
+    const stranger = await run(program, [...first, 'list'], { env: { ...env, BOT_AGENT_ADMIN_TOKEN: '' } }).catch((err: { code: number; stderr: string }) => err);
+    t.is((stranger as { code?: number }).code, 1);
+    t.regex((stranger as { stderr: string }).stderr, /forbidden/);
+  });
+}

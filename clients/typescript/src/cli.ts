@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { BotAgentClient, BotAgentError } from './index.js';
+import { BotAgentClient, BotAgentError, PlatformClient } from './index.js';
 import type { BotEvent, DeployChange, LogLine } from './index.js';
 
-const usage = `usage: bot-agent <command>   (as the bot named by BOT_ID)
+const usage = `usage: bot-agent [--bot <bot_id>] <command>
+  As the bot named by BOT_ID; with --bot, as the platform (BOT_AGENT_ADMIN_TOKEN, or from the agent's host) on any
+  bot, at BOT_AGENT_URL (else PLATFORM_AGENT_URL, else http://127.0.0.1:8000).
   restart | stop | start       a lifecycle operation (stop and start name the owner from USER_ID)
   logs [lines] [--follow]      the last lines (100); with --follow, then each new line until Ctrl-C
   stats                        CPU, memory and uptime
@@ -21,7 +23,13 @@ const usage = `usage: bot-agent <command>   (as the bot named by BOT_ID)
   restore <backup_id> [--store <name>]
                                the backup put back into the bot (its data as it was kept as a backup first)
   verify <backup_id> [--store <name>]
-                               the backup unpacked beside the bot and read back (exit 1 if it fails)`;
+                               the backup unpacked beside the bot and read back (exit 1 if it fails)
+ the platform's, of no one bot:
+  list [--user <user_id>] [--limit <n>] [--after <bot_id>]
+                               the bots, in the order of their ids, with their total (a page with --limit)
+  nodes                        the fleet's nodes, alive or away, their bots counted
+  move <node> --bot <bot_id>   the bot moved to that node (docs/api.md §17)
+  events                       every bot's events, as they happen (without --bot and BOT_ID)`;
 
 /** A number argument, or a usage error naming it. */
 function countOf(name: string, value: string | undefined): number | undefined {
@@ -76,16 +84,45 @@ async function main(argv: string[]): Promise<number> {
         wait: { type: 'boolean' },
         live: { type: 'boolean' },
         store: { type: 'string', multiple: true },
+        bot: { type: 'string' },
+        user: { type: 'string' },
+        limit: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
       },
     });
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
   const [command, argument, extra] = parsed.positionals;
-  const { follow, after, image, env, 'min-ready': minReady, deadline, 'no-rollback': noRollback, wait, live, store } = parsed.values;
+  const { follow, after, image, env, 'min-ready': minReady, deadline, 'no-rollback': noRollback, wait, live, store, bot, user, limit, help } = parsed.values;
+  if (help) {
+    console.log(usage);
+    return 0;
+  }
   const deployOptions = [image, env, minReady, deadline, noRollback, wait].some((value) => value !== undefined);
-  if (extra !== undefined || (follow && command !== 'logs') || (after !== undefined && command !== 'events') || (deployOptions && command !== 'deploy')) {
+  if (extra !== undefined || (follow && command !== 'logs') || (after !== undefined && command !== 'events' && command !== 'list') || (deployOptions && command !== 'deploy')) {
     throw new UsageError(`unexpected arguments for ${command ?? 'no command'}`);
+  }
+  if ((user !== undefined || limit !== undefined) && command !== 'list') throw new UsageError(`unexpected arguments for ${command ?? 'no command'}`);
+  const platform = PlatformClient.create();
+  switch (command) {
+    case 'list':
+      if (argument !== undefined || bot !== undefined) throw new UsageError('list takes no bot');
+      console.log(JSON.stringify(await platform.bots({ userId: user, limit: countOf('--limit', limit), after }), null, 2));
+      return 0;
+    case 'nodes':
+      if (argument !== undefined || bot !== undefined) throw new UsageError('nodes takes no bot');
+      console.log(JSON.stringify(await platform.nodes(), null, 2));
+      return 0;
+    case 'move':
+      if (argument === undefined || bot === undefined) throw new UsageError('move takes the node, and the bot as --bot, e.g. move node-b --bot bot_1_2_a');
+      console.log(`bot-agent: ${await platform.move(bot, argument)}`);
+      return 0;
+    case 'events':
+      if (bot === undefined && !process.env.BOT_ID) {
+        for await (const event of platform.events({ after, signal: untilInterrupted() })) console.log(JSON.stringify(event));
+        return 0;
+      }
   }
   const backupCommands = ['backup', 'backups', 'restore', 'verify'];
   if ((live && command !== 'backup') || (store !== undefined && (!backupCommands.includes(command ?? '') || (store.length > 1 && command !== 'backup')))) {
@@ -97,10 +134,11 @@ async function main(argv: string[]): Promise<number> {
   if (takesBackup && argument === undefined) throw new UsageError(`${command} takes the backup's id, e.g. bak_20261203T120000Z_0123abcd`);
   if (argument !== undefined && command !== 'logs' && command !== 'exits' && !takesBackup) throw new UsageError(`${command} takes no argument`);
   const count = takesBackup ? undefined : countOf(command === 'exits' ? 'limit' : 'lines', argument);
-  const client = await BotAgentClient.create();
+  const client = bot === undefined ? await BotAgentClient.create() : await platform.bot(bot);
   switch (command) {
     case 'restart':
-      console.log(await client.selfRestart());
+      // The bot restarts itself; the platform restarts it as its owner's call.
+      console.log(bot === undefined ? await client.selfRestart() : await client.restart());
       return 0;
     case 'stop':
       console.log(await client.stop());

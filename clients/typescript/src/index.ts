@@ -1,9 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { streamMessages } from './sse.js';
+import { AgentCalls, BotAgentError } from './agent-calls.js';
+export { BotAgentError } from './agent-calls.js';
+export { PlatformClient } from './platform.js';
+export type { BotPage, PlatformClientOptions } from './platform.js';
 export { STREAM_LINE_MAX, StreamLineTooLong } from './sse.js';
-import type { StreamMessage } from './sse.js';
 import type { Backup, BotEvent, BotStats, BotStatus, DeployChange, ExitRecord, Revision } from './wire.js';
 
 // The bot's side of bot-agent, with nothing but the platform (fetch, web streams, node:net for the probe):
@@ -19,38 +21,9 @@ export interface LogLine {
   at: string;
 }
 
-/** The agent sends ': ping' at least every 15 s; this long without a byte means the connection is gone. */
-const STREAM_SILENCE_MS = 45_000;
-/** Reconnection delays of an event stream: from 1 s, doubling, to at most 30 s. */
-const RECONNECT_FIRST_MS = 1_000;
-const RECONNECT_MAX_MS = 30_000;
-/**
- * While one agent replaces another, a connection may be refused, or get neither an answer nor a refusal
- * (docs/api.md §7): a call whose connection never opened (refused at once, or given up by the platform's
- * fetch, Node's after 10 s) tries again, from 250 ms apart doubling to 2 s, for up to 60 s within its own
- * deadline (one agent replaced under the chart's Recreate was away 21 s once: docs/operating.md). Only a
- * connection that never opened is tried again: no request is sent twice.
- */
-const CONNECT_RETRY_FIRST_MS = 250;
-const CONNECT_RETRY_MAX_MS = 2_000;
-/** How long a call keeps trying to connect at most, within its deadline: a replacement takes seconds, an agent that is gone does not come back. */
-const CONNECT_RETRY_FOR_MS = 60_000;
 /** How often `beatWhile` beats unless told, and the ttl it asks for: three beats to a ttl (docs/api.md §13). */
 const HEARTBEAT_EVERY_MS = 10_000;
 const HEARTBEAT_TTL_S = 30;
-/** Failures of opening a connection that a moment may mend. */
-const NOT_CONNECTED = new Set(['UND_ERR_CONNECT_TIMEOUT', 'ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
-
-/** A failed call: the agent's `msg` and HTTP status, or no status when the agent could not be reached. */
-export class BotAgentError extends Error {
-  constructor(
-    readonly msg: string,
-    readonly status: number | undefined,
-  ) {
-    super(status === undefined ? msg : `${status}: ${msg}`);
-    this.name = 'BotAgentError';
-  }
-}
 
 export interface FindAgentOptions {
   /** Where to probe first; BOT_AGENT_PROBE (`host:port`), else `agent:8000`, unless given. */
@@ -101,6 +74,8 @@ export async function findAgent(options: FindAgentOptions = {}): Promise<string>
 export interface BotAgentClientOptions extends FindAgentOptions {
   /** The agent's address; found with findAgent unless given. */
   agentUrl?: string;
+  /** The bot called for: the platform names any (PlatformClient.bot); BOT_ID unless given. */
+  botId?: string;
   /** How long one call may take; 90 s unless given, as a restart waits for the bot. */
   timeoutMs?: number;
 }
@@ -123,17 +98,19 @@ function tokenOf(env: Record<string, string | undefined>): () => Promise<string 
 }
 
 /** Calls the agent as the bot named by BOT_ID (and, for stop, start and restart, its owner USER_ID). */
-export class BotAgentClient {
+export class BotAgentClient extends AgentCalls {
   private constructor(
-    readonly agentUrl: string,
+    agentUrl: string,
     readonly botId: string,
     private readonly userId: string | undefined,
-    private readonly timeoutMs: number,
-    /** The bot's token, sent as `Authorization: Bot <token>` where the agent names bots by token (docs/api.md §4). */
-    private readonly token: () => Promise<string | undefined>,
-    /** The platform's admin token (BOT_AGENT_ADMIN_TOKEN): when set, every call is the platform's, sent as `Authorization: Bearer`. */
-    private readonly adminToken: string | undefined,
-  ) {}
+    timeoutMs: number,
+    token: () => Promise<string | undefined>,
+    adminToken: string | undefined,
+    /** The platform named the bot (`botId`): its owner is read from the agent where USER_ID is not set. */
+    private readonly platformNamed: boolean,
+  ) {
+    super(agentUrl, timeoutMs, token, adminToken);
+  }
 
   /**
    * A client for this bot; fails clearly when BOT_ID is not set. A bot that holds a token sends it only
@@ -143,7 +120,7 @@ export class BotAgentClient {
    */
   static async create(options: BotAgentClientOptions = {}): Promise<BotAgentClient> {
     const env = options.env ?? process.env;
-    const botId = env.BOT_ID;
+    const botId = options.botId ?? env.BOT_ID;
     if (!botId) throw new BotAgentError('BOT_ID is not set: the agent manages only the bot that names itself', undefined);
     const holdsToken = Boolean(env.PLATFORM_AGENT_TOKEN || env.PLATFORM_AGENT_TOKEN_FILE || env.BOT_AGENT_ADMIN_TOKEN);
     const given = probeFrom(env.BOT_AGENT_PROBE);
@@ -154,7 +131,8 @@ export class BotAgentClient {
     // Tokens, the bot's and the platform's, go only to an agent the client was configured for.
     const trusted = configured.includes(agentUrl);
     const token = trusted ? tokenOf(env) : async () => undefined;
-    return new BotAgentClient(agentUrl, botId, env.USER_ID, options.timeoutMs ?? 90_000, token, (trusted && env.BOT_AGENT_ADMIN_TOKEN) || undefined);
+    const adminToken = (trusted && env.BOT_AGENT_ADMIN_TOKEN) || undefined;
+    return new BotAgentClient(agentUrl, botId, env.USER_ID, options.timeoutMs ?? 90_000, token, adminToken, options.botId !== undefined);
   }
 
   /** Restarts this bot; the answer comes before the restart, which then ends this process. */
@@ -191,15 +169,15 @@ export class BotAgentClient {
   }
 
   async restart(): Promise<string> {
-    return (await this.call<{ message: string }>('POST', '/api/bots/restart', this.owned())).message;
+    return (await this.call<{ message: string }>('POST', '/api/bots/restart', await this.owned())).message;
   }
 
   async stop(): Promise<string> {
-    return (await this.call<{ message: string }>('POST', '/api/bots/stop', this.owned())).message;
+    return (await this.call<{ message: string }>('POST', '/api/bots/stop', await this.owned())).message;
   }
 
   async start(): Promise<string> {
-    return (await this.call<{ message: string }>('POST', '/api/bots/start', this.owned())).message;
+    return (await this.call<{ message: string }>('POST', '/api/bots/start', await this.owned())).message;
   }
 
   /** The last `lines` lines of this bot's output (100 unless given). */
@@ -240,31 +218,8 @@ export class BotAgentClient {
    * kept event after it. A lost connection is opened again, resuming after the
    * last event received, so none is missed. Ends when `signal` aborts.
    */
-  async *events(options: { after?: string; signal?: AbortSignal } = {}): AsyncGenerator<BotEvent> {
-    let after = options.after;
-    let delayMs = RECONNECT_FIRST_MS;
-    let opened = false;
-    for (;;) {
-      try {
-        const headers: Record<string, string> = after === undefined ? {} : { 'Last-Event-ID': after };
-        for await (const message of this.stream(`${this.botPath}/events`, headers, options.signal, () => (opened = true))) {
-          delayMs = RECONNECT_FIRST_MS;
-          after = message.id ?? after;
-          yield JSON.parse(message.data) as BotEvent;
-        }
-      } catch (err) {
-        // Refusals, and failures before the stream ever opened, are the caller's to see.
-        const refused = err instanceof BotAgentError && err.status !== undefined && err.status < 500;
-        if (options.signal?.aborted || refused || !opened) throw err;
-      }
-      if (options.signal?.aborted) return;
-      try {
-        await sleep(delayMs, undefined, { signal: options.signal });
-      } catch {
-        return;
-      }
-      delayMs = Math.min(delayMs * 2, RECONNECT_MAX_MS);
-    }
+  events(options: { after?: string; signal?: AbortSignal } = {}): AsyncGenerator<BotEvent> {
+    return this.eventsAt(`${this.botPath}/events`, options);
   }
 
   /** The bot's revisions, newest first (docs/api.md §15). */
@@ -325,96 +280,12 @@ export class BotAgentClient {
     return `/api/bots/${encodeURIComponent(this.botId)}`;
   }
 
-  private owned(): { bot_id: string; user_id: string } {
-    if (!this.userId) throw new BotAgentError('USER_ID is not set: stop, start and restart name the owner', undefined);
-    return { bot_id: this.botId, user_id: this.userId };
+  /** The bot and its owner, as stop, start and restart name them: USER_ID, else (the platform's) the owner the agent knows. */
+  private async owned(): Promise<{ bot_id: string; user_id: string }> {
+    const userId = this.userId || (this.platformNamed ? (await this.status()).user_id : null);
+    if (!userId) throw new BotAgentError('USER_ID is not set: stop, start and restart name the owner', undefined);
+    return { bot_id: this.botId, user_id: userId };
   }
-
-  private async call<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
-    const reply = await this.send(path, Date.now() + this.timeoutMs, {
-      method,
-      headers: { ...headers, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(this.timeoutMs),
-    });
-    return envelopeOf<T>(reply);
-  }
-
-  /** The events of an event stream, ended quietly when `signal` aborts. */
-  private async *stream(
-    path: string,
-    headers: Record<string, string>,
-    signal: AbortSignal | undefined,
-    onOpen?: () => void,
-  ): AsyncGenerator<StreamMessage> {
-    // One controller ends the request: the caller's signal, no answer within the
-    // call's time-out, or a connection silent for longer than the agent's pings allow.
-    const controller = new AbortController();
-    const abort = (): void => controller.abort();
-    const giveUp = (ms: number) => () => controller.abort(new Error(`nothing heard for ${ms / 1000} s`));
-    signal?.addEventListener('abort', abort, { once: true });
-    let silence = setTimeout(giveUp(this.timeoutMs), this.timeoutMs);
-    const heard = (): void => {
-      clearTimeout(silence);
-      silence = setTimeout(giveUp(STREAM_SILENCE_MS), STREAM_SILENCE_MS);
-    };
-    try {
-      const reply = await this.send(path, Date.now() + this.timeoutMs, { headers: { ...headers, Accept: 'text/event-stream' }, signal: controller.signal });
-      if (!reply.headers.get('content-type')?.startsWith('text/event-stream') || !reply.body) {
-        await envelopeOf(reply);
-        throw new BotAgentError('the agent answered without an event stream', reply.status);
-      }
-      onOpen?.();
-      heard();
-      for await (const message of streamMessages(reply.body, heard)) {
-        heard();
-        yield message;
-      }
-    } catch (err) {
-      if (signal?.aborted) return;
-      if (err instanceof BotAgentError) throw err;
-      throw new BotAgentError(`the agent's stream at ${this.agentUrl} broke off (${(err as Error).message})`, undefined);
-    } finally {
-      clearTimeout(silence);
-      signal?.removeEventListener('abort', abort);
-      controller.abort();
-    }
-  }
-
-  /** Sends the request, trying again until `deadlineMs` while no connection could be opened. */
-  private async send(path: string, deadlineMs: number, init: RequestInit): Promise<Response> {
-    const given = init.headers as Record<string, string>;
-    const token = this.adminToken === undefined ? await this.token() : undefined;
-    const authorization = this.adminToken !== undefined ? `Bearer ${this.adminToken}` : token !== undefined ? `Bot ${token}` : undefined;
-    const headers = authorization === undefined ? given : { ...given, Authorization: authorization };
-    const retryUntil = Math.min(deadlineMs, Date.now() + CONNECT_RETRY_FOR_MS);
-    for (let pauseMs = CONNECT_RETRY_FIRST_MS; ; pauseMs = Math.min(pauseMs * 2, CONNECT_RETRY_MAX_MS)) {
-      try {
-        return await fetch(`${this.agentUrl}${path}`, { ...init, headers });
-      } catch (err) {
-        const code = ((err as Error).cause as { code?: string } | undefined)?.code;
-        const again = code !== undefined && NOT_CONNECTED.has(code) && !init.signal?.aborted && Date.now() + pauseMs < retryUntil;
-        if (!again) throw unreachable(this.agentUrl, err);
-        await sleep(pauseMs, undefined, { signal: init.signal ?? undefined }).catch(() => undefined);
-      }
-    }
-  }
-}
-
-function unreachable(agentUrl: string, err: unknown): BotAgentError {
-  const cause = (err as Error).cause as Error | undefined;
-  return new BotAgentError(
-    `cannot reach the agent at ${agentUrl} (${cause?.message ?? (err as Error).message}): check that the agent is running, ` +
-      "the address used, and that this container is on the agent's network",
-    undefined,
-  );
-}
-
-/** The answer's envelope when it says ok, else its `msg` and status as the one error type. */
-async function envelopeOf<T>(reply: Response): Promise<T> {
-  const answer = (await reply.json().catch(() => ({}))) as { ok?: boolean; msg?: string } & T;
-  if (!reply.ok || answer.ok !== true) throw new BotAgentError(answer.msg ?? `HTTP ${reply.status}`, reply.status);
-  return answer;
 }
 
 function storeQuery(store: string | undefined): string {

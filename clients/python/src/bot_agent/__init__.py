@@ -7,7 +7,7 @@ Every failure is a :class:`BotAgentError` carrying the agent's ``msg`` and HTTP 
 """
 
 from ._common import BotAgentError, BotEvent, BotStats, BotStatus, ExitRecord, LogLine, Revision
-from .client import BotAgentClient, Heartbeat, find_agent
+from .client import BotAgentClient, Heartbeat, PlatformClient, find_agent
 
-__all__ = ["BotAgentClient", "BotAgentError", "Heartbeat", "BotEvent", "BotStats", "BotStatus", "ExitRecord", "LogLine", "Revision", "find_agent"]
+__all__ = ["BotAgentClient", "BotAgentError", "Heartbeat", "PlatformClient", "BotEvent", "BotStats", "BotStatus", "ExitRecord", "LogLine", "Revision", "find_agent"]
 __version__ = "0.1.0"

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Dict, List, Optional, cast
 
 from ._common import BotAgentError, BotEvent
-from .client import BotAgentClient
+from .client import BotAgentClient, PlatformClient
 
-USAGE = """bot-agent <command>   (as the bot named by BOT_ID)
+USAGE = """bot-agent [--bot <bot_id>] <command>
+  As the bot named by BOT_ID; with --bot, as the platform (BOT_AGENT_ADMIN_TOKEN, or from the agent's host) on any
+  bot, at BOT_AGENT_URL (else PLATFORM_AGENT_URL, else http://127.0.0.1:8000).
   restart | stop | start       a lifecycle operation (stop and start name the owner from USER_ID)
   logs [lines] [--follow]      the last lines (100); with --follow, then each new line until Ctrl-C
   stats                        CPU, memory and uptime
@@ -30,9 +33,16 @@ USAGE = """bot-agent <command>   (as the bot named by BOT_ID)
   restore <backup_id> [--store <name>]
                                the backup put back into the bot (its data as it was kept as a backup first)
   verify <backup_id> [--store <name>]
-                               the backup unpacked beside the bot and read back (exit 1 if it fails)"""
+                               the backup unpacked beside the bot and read back (exit 1 if it fails)
+ the platform's, of no one bot:
+  list [--user <user_id>] [--limit <n>] [--after <bot_id>]
+                               the bots, in the order of their ids, with their total (a page with --limit)
+  nodes                        the fleet's nodes, alive or away, their bots counted
+  move <node> --bot <bot_id>   the bot moved to that node (docs/api.md §17)
+  events                       every bot's events, as they happen (without --bot and BOT_ID)"""
 
-COMMANDS = ("restart", "stop", "start", "logs", "stats", "status", "exits", "events", "revisions", "deploy", "rollback", "backup", "backups", "restore", "verify")
+PLATFORM_COMMANDS = ("list", "nodes", "move")
+COMMANDS = PLATFORM_COMMANDS + ("restart", "stop", "start", "logs", "stats", "status", "exits", "events", "revisions", "deploy", "rollback", "backup", "backups", "restore", "verify")
 BACKUP_COMMANDS = ("backup", "backups", "restore", "verify")
 DEPLOY_OPTIONS = ("image", "env", "min_ready", "deadline", "no_rollback", "wait")
 
@@ -60,14 +70,31 @@ def _parse(argv: List[str]) -> argparse.Namespace:
     parser.add_argument("--wait", action="store_true")
     parser.add_argument("--live", action="store_true")
     parser.add_argument("--store", action="append")
-    args = parser.parse_args(argv)
+    parser.add_argument("--bot")
+    parser.add_argument("--user")
+    parser.add_argument("--limit")
+    parser.add_argument("-h", "--help", action="store_true")
+    # Options may stand between the command and its argument (`logs --bot <id> 50`).
+    args = parser.parse_intermixed_args(argv)
+    if args.help:
+        return args
     if args.command is None:
         raise UsageError("no command")
     if args.command not in COMMANDS:
         raise UsageError(f'unknown command "{args.command}"')
     deploying = any(getattr(args, name) not in (None, False) for name in DEPLOY_OPTIONS)
-    if (args.follow and args.command != "logs") or (args.after is not None and args.command != "events") or (deploying and args.command != "deploy"):
+    if (args.follow and args.command != "logs") or (args.after is not None and args.command not in ("events", "list")) or (deploying and args.command != "deploy"):
         raise UsageError(f"unexpected arguments for {args.command}")
+    if (args.user is not None or args.limit is not None) and args.command != "list":
+        raise UsageError(f"unexpected arguments for {args.command}")
+    if args.command in PLATFORM_COMMANDS:
+        if args.command == "move" and (args.argument is None or args.bot is None):
+            raise UsageError("move takes the node, and the bot as --bot, e.g. move node-b --bot bot_1_2_a")
+        if args.command != "move" and (args.argument is not None or args.bot is not None):
+            raise UsageError(f"{args.command} takes no bot")
+        if args.limit is not None and not args.limit.isdigit():
+            raise UsageError(f'--limit must be a whole number, got "{args.limit}"')
+        return args
     if (args.live and args.command != "backup") or (args.store and args.command not in BACKUP_COMMANDS) or (args.store and len(args.store) > 1 and args.command != "backup"):
         raise UsageError(f"unexpected arguments for {args.command}")
     if args.command in ("restore", "verify"):
@@ -121,12 +148,33 @@ def _deploy(client: BotAgentClient, args: argparse.Namespace) -> int:
     return 0 if judged["outcome"] == "succeeded" else 1
 
 
+def _platform(platform: PlatformClient, args: argparse.Namespace) -> int:
+    if args.command == "list":
+        print(json.dumps(platform.bots(args.user, None if args.limit is None else int(args.limit), args.after), indent=2))
+    elif args.command == "nodes":
+        print(json.dumps(platform.nodes(), indent=2))
+    elif args.command == "move":
+        print(f"bot-agent: {platform.move(args.bot, args.argument)}")
+    else:
+        for event in platform.events(after=args.after):
+            print(json.dumps(event), flush=True)
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
-    client = BotAgentClient.from_env()
+    if args.help:
+        print(USAGE)
+        return 0
+    platform = PlatformClient.from_env()
+    if args.command in PLATFORM_COMMANDS or (args.command == "events" and args.bot is None and not os.environ.get("BOT_ID")):
+        return _platform(platform, args)
+    client = BotAgentClient.from_env() if args.bot is None else platform.bot(args.bot)
     count = None if args.argument is None or args.command not in ("logs", "exits") else int(args.argument)
     command = args.command
-    if command in ("restart", "stop", "start"):
-        print(client.self_restart() if command == "restart" else client.stop() if command == "stop" else client.start())
+    if command == "restart" and args.bot is None:
+        print(client.self_restart())
+    elif command in ("restart", "stop", "start"):
+        print(client.restart() if command == "restart" else client.stop() if command == "stop" else client.start())
     elif command == "logs" and not args.follow:
         sys.stdout.write(client.logs(count))
     elif command == "logs":

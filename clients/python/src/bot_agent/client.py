@@ -11,7 +11,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Union, cast
+from dataclasses import replace
+from typing import Any, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Union, cast
 
 from ._common import (
     CONNECT_TIMEOUT_S,
@@ -120,6 +121,7 @@ class BotAgentClient:
         self._calls = Calls(settings)
         self._timeout = timeout
         self._opener = urllib.request.build_opener(_QuickHTTP, _QuickHTTPS)
+        self._platform_named = False
 
     @classmethod
     def from_env(
@@ -153,15 +155,22 @@ class BotAgentClient:
 
     def restart(self) -> str:
         """Restarts this bot (as its owner USER_ID); from inside the bot, answered before it happens."""
-        return str(self._ask(self._calls.lifecycle("restart")))
+        return self._lifecycle("restart")
 
     def stop(self) -> str:
         """Stops this bot (as its owner USER_ID)."""
-        return str(self._ask(self._calls.lifecycle("stop")))
+        return self._lifecycle("stop")
 
     def start(self) -> str:
         """Starts this bot (as its owner USER_ID); a running bot answers that it already runs."""
-        return str(self._ask(self._calls.lifecycle("start")))
+        return self._lifecycle("start")
+
+    def _lifecycle(self, operation: Literal["restart", "stop", "start"]) -> str:
+        # A bot the platform named (PlatformClient.bot) is called as its owner the agent knows, where USER_ID is not set.
+        if self._platform_named and not self._settings.user_id:
+            self._settings = replace(self._settings, user_id=self.status().get("user_id"))
+            self._calls = Calls(self._settings)
+        return str(self._ask(self._calls.lifecycle(operation)))
 
     def logs(self, lines: Optional[int] = None) -> str:
         """The last ``lines`` lines of this bot's output (100 unless given)."""
@@ -228,10 +237,13 @@ class BotAgentClient:
         """The bot's events as they happen; with ``after`` (an event's id), first every kept event after it.
         A lost connection is opened again, resuming after the last event received (``Last-Event-ID``),
         so none is missed. Refusals, and failures before the stream ever opened, raise BotAgentError."""
+        return self._events_at(self._calls.events(), after)
+
+    def _events_at(self, path: str, after: Optional[str]) -> Iterator[BotEvent]:
         resume = Resumption(after)
         while True:
             try:
-                for message in self._stream(self._calls.events(), resume.headers(), resume.opened):
+                for message in self._stream(path, resume.headers(), resume.opened):
                     yield resume.received(message)
             except BotAgentError as err:
                 resume.broke(err)
@@ -312,3 +324,59 @@ class Heartbeat:
         """Stops beating; the agent sees the bot go unhealthy once its last beat's ttl has passed."""
         self._stopped.set()
         self._thread.join()
+
+
+class PlatformClient:
+    """The platform's side of bot-agent (docs/clients.md): any bot, the list of bots, the fleet's nodes, moves and
+    every bot's events, with the admin token BOT_AGENT_ADMIN_TOKEN (or from the agent's own host, which needs none),
+    at BOT_AGENT_URL, else PLATFORM_AGENT_URL, else ``http://127.0.0.1:8000`` (npm start's).
+
+    >>> platform = PlatformClient.from_env()
+    >>> platform.bot("bot_1_2_a").restart()
+    """
+
+    def __init__(self, agent_url: str, admin_token: Optional[str], user_id: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        self.agent_url = agent_url.rstrip("/")
+        self._admin_token = admin_token
+        self._user_id = user_id
+        self._timeout = timeout
+        # The transport of a bot's client, for calls that name no bot.
+        self._transport = self.bot("-")
+
+    @classmethod
+    def from_env(cls, env: Optional[Mapping[str, str]] = None, timeout: float = DEFAULT_TIMEOUT_S) -> "PlatformClient":
+        env = os.environ if env is None else env
+        url = env.get("BOT_AGENT_URL") or env.get("PLATFORM_AGENT_URL") or "http://127.0.0.1:8000"
+        return cls(url, env.get("BOT_AGENT_ADMIN_TOKEN") or None, env.get("USER_ID") or None, timeout)
+
+    def bot(self, bot_id: str) -> BotAgentClient:
+        """A client of one bot, called as the platform: its owner is read from the agent for stop, start and restart."""
+        settings = Settings(
+            bot_id=bot_id, user_id=self._user_id, token=None, token_file=None, probe=("", 0), probe_given=False, agent_url=self.agent_url, admin_token=self._admin_token
+        )
+        client = BotAgentClient(self.agent_url, settings, self._timeout)
+        client._platform_named = True
+        return client
+
+    def bots(self, user_id: Optional[str] = None, limit: Optional[int] = None, after: Optional[str] = None) -> Dict[str, Any]:
+        """The bots in the order of their ids, ``{total, bots, next?}``: a page of at most ``limit`` after ``after``, or all."""
+        from urllib.parse import urlencode
+
+        query = urlencode({key: value for key, value in (("user_id", user_id), ("limit", limit), ("after", after)) if value is not None})
+        answer = self._transport._call("GET", f"/api/admin/bots{'?' + query if query else ''}")
+        return {key: answer[key] for key in ("total", "bots", "next") if key in answer}
+
+    def nodes(self) -> Dict[str, Any]:
+        """The fleet's nodes, each alive or away with its bots counted (docs/api.md §17)."""
+        answer = self._transport._call("GET", "/api/admin/nodes")
+        return {"node": answer.get("node"), "nodes": answer.get("nodes")}
+
+    def move(self, bot_id: str, node: str) -> str:
+        """Moves the bot to ``node`` (docs/api.md §17); answers the agent's message once it runs there."""
+        from urllib.parse import quote
+
+        return str(self._transport._call("POST", f"/api/admin/bots/{quote(bot_id, safe='')}/move", {"node": node})["message"])
+
+    def events(self, after: Optional[str] = None) -> Iterator[BotEvent]:
+        """Every bot's events as they happen, resumed as a bot's are (BotAgentClient.events)."""
+        return self._transport._events_at("/api/events", after)
