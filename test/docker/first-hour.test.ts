@@ -69,6 +69,30 @@ test.serial('a bot on the default bridge: the Python client inside it reaches th
   t.is(report.logs, 'first line\nsecond line\n', output);
 });
 
+test.serial('npm run example-bot makes a bot that writes its lines and beats its heartbeat through http://agent:8000: healthy, stopped at once', async (t) => {
+  const id = fixture.newBotId();
+  const container = fixture.docker.getContainer(id);
+  t.teardown(() => container.remove({ force: true }).catch(() => undefined));
+  const env = { ...process.env, BOT_AGENT_URL: 'http://127.0.0.1:8000', EXAMPLE_BOT_ID: id };
+  const { stdout } = await run(process.execPath, ['--import=tsx', 'scripts/example-bot.ts'], { env });
+  t.regex(stdout, new RegExp(`^example-bot: Bot ${id} created and started\\n`));
+  t.regex(stdout, new RegExp(`curl 'http://127.0.0.1:8000/api/bots/${id}/logs\\?lines=5'`));
+  const status = async () => (await (await fetch(`http://127.0.0.1:8000/api/bots/${id}`)).json()) as { bot: { state: string; health: { status: string; check: string | null } } };
+  // Its heartbeats reach the agent from the default bridge, named agent:8000 as every bot's PLATFORM_AGENT_URL.
+  t.true(await eventually(async () => (await status()).bot.health.status === 'healthy', 30_000, 500), JSON.stringify(await status()));
+  t.is((await status()).bot.health.check, 'heartbeat');
+  const logs = (await (await fetch(`http://127.0.0.1:8000/api/bots/${id}/logs?lines=5`)).json()) as { logs: string };
+  t.regex(logs.logs, /^example bot: tick 1$/m);
+  t.notRegex(logs.logs, /did not answer/);
+  const again = await run(process.execPath, ['--import=tsx', 'scripts/example-bot.ts'], { env });
+  t.regex(again.stdout, /it is used as it is/);
+  const began = Date.now();
+  const stopped = await fetch('http://127.0.0.1:8000/api/bots/stop', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ bot_id: id, user_id: 'user_1' }) });
+  t.is(stopped.status, 200);
+  t.log(`stopped in ${Date.now() - began} ms`);
+  t.is((await container.inspect()).State.ExitCode, 0, 'it ended on its SIGTERM, not killed after the grace');
+});
+
 /** One curl of docs/endpoints.md sent to the host's agent, with the answer its comment shows. */
 interface Example {
   readonly command: string;
