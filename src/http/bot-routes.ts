@@ -133,19 +133,21 @@ export function botRoutes({ driver, lifecycle, limiter, heartbeats, access, audi
 
   router.post('/logs', async (ctx) => {
     const { bot_id, lines = DEFAULT_LOG_LINES, since, until } = logsBody(ctx.request.body);
+    const window = logWindowOf({ since, until });
     const caller = await readerFor(ctx, bot_id, logReadCost(lines));
-    ctx.body = { ok: true, logs: await logsOf(ctx, caller, bot_id, lines, logWindowOf({ since, until })) };
+    ctx.body = { ok: true, logs: await logsOf(ctx, caller, bot_id, lines, window) };
   });
 
   router.get('/:bot_id/logs', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);
     const { lines = DEFAULT_LOG_LINES, follow, since, until } = validateQuery(logsQuery, ctx.query);
+    const window = logWindowOf({ since, until, follow });
     const caller = await readerFor(ctx, botId, logReadCost(lines));
     if (follow === 'true') {
       await logFollowing.follow(ctx, botId, lines, caller.kind === 'bot');
       return;
     }
-    ctx.body = { ok: true, logs: await logsOf(ctx, caller, botId, lines, logWindowOf({ since, until })) };
+    ctx.body = { ok: true, logs: await logsOf(ctx, caller, botId, lines, window) };
   });
 
   router.get('/:bot_id/stats', async (ctx) => {

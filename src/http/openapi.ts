@@ -708,9 +708,10 @@ export const openApiDocument = {
     '/api/bots/logs': {
       post: {
         operationId: 'readBotLogs',
-        summary: "The last `lines` lines of a bot's stdout and stderr, at most 4 MiB (the newest whole lines)",
+        summary: "The last `lines` lines of a bot's stdout and stderr, at most 4 MiB (the newest whole lines); within since and until where given",
         requestBody: { required: true, content: json(ref('LogsRequest')) },
-        responses: responses(ok('The log text', ref('Logs')), ...readFailures),
+        // 422: since not before until.
+        responses: responses(ok('The log text', ref('Logs')), ...readFailures, 422),
       },
     },
     '/api/bots/{bot_id}/logs': {
@@ -726,6 +727,8 @@ export const openApiDocument = {
           403,
           404,
           409,
+          // since not before until, or either with follow=true.
+          422,
           429,
           500,
           503,

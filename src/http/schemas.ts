@@ -43,7 +43,16 @@ export const DEFAULT_LOG_LINES = 100;
 export const MAX_LOG_LINES = 10_000;
 
 /** An ISO 8601 time with its zone (docs/api.md §2), as a logs read's `since` and `until` take it. */
-const ISO_TIME = /^\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d{1,9})?)?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)$/;
+const ISO_TIME = /^\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)$/;
+
+/** Whether the date a time begins with is a day of the calendar (no 31 June, 29 February only in a leap year). */
+function isCalendarDay(time: string): boolean {
+  const [year, month, day] = time.slice(0, 10).split('-').map(Number) as [number, number, number];
+  // setUTCFullYear, not Date.UTC: the latter reads years 0 to 99 as 1900 to 1999.
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day);
+  return date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+}
 
 /** A logs read's `since` or `until`. */
 const logTime = (field: string) =>
@@ -51,18 +60,18 @@ const logTime = (field: string) =>
     .strict()
     .typeError(`${field} must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z`)
     .matches(ISO_TIME, `${field} must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z`)
-    .test(field, `${field} must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z`, (value) => value === undefined || !ISO_TIME.test(value) || !Number.isNaN(Date.parse(value)))
+    .test(field, `${field} must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z`, (value) => value === undefined || !ISO_TIME.test(value) || isCalendarDay(value))
     .meta({ jsonSchema: { format: 'date-time' } });
 
-/** A window's `since` must come before its `until`. */
-function sinceBeforeUntil(value: { since?: string | undefined; until?: string | undefined } | undefined, context: { createError(params: { message: string }): ValidationError }): true | ValidationError {
-  if (value?.since === undefined || value.until === undefined || Date.parse(value.since) < Date.parse(value.until)) return true;
-  return context.createError({ message: 'since must be before until' });
-}
-
-/** A logs read's window, where it names one: after `since`, up to `until` (docs/api.md §2). */
-export function logWindowOf(value: { since?: string | undefined; until?: string | undefined }): { since?: Date; until?: Date } {
-  return { ...(value.since === undefined ? {} : { since: new Date(value.since) }), ...(value.until === undefined ? {} : { until: new Date(value.until) }) };
+/**
+ * A logs read's window, where it names one: after `since`, up to `until` (docs/api.md §2). Well-formed times that
+ * make no window (since not before until), or a window with follow=true, are 422: no schema states either.
+ */
+export function logWindowOf(value: { since?: string | undefined; until?: string | undefined; follow?: string | undefined }): { since?: Date; until?: Date } {
+  const window = { ...(value.since === undefined ? {} : { since: new Date(value.since) }), ...(value.until === undefined ? {} : { until: new Date(value.until) }) };
+  if (window.since !== undefined && window.until !== undefined && window.since.getTime() >= window.until.getTime()) throw new Unprocessable('since must be before until');
+  if (value.follow === 'true' && (window.since !== undefined || window.until !== undefined)) throw new Unprocessable('since and until are not taken with follow=true');
+  return window;
 }
 
 /** Body of logs; `lines` defaults to DEFAULT_LOG_LINES. */
@@ -71,9 +80,7 @@ export const logsRequest = object({
   lines: wholeNumber('lines', 1, MAX_LOG_LINES).strict().meta({ jsonSchema: { default: DEFAULT_LOG_LINES } }),
   since: logTime('since'),
   until: logTime('until'),
-})
-  .typeError(jsonObject)
-  .test('window', sinceBeforeUntil);
+}).typeError(jsonObject);
 
 /** A query value of digits only, as a number; anything else fails as not a number. */
 export const digits = (_value: unknown, original: unknown) => (typeof original === 'string' && /^\d{1,9}$/.test(original) ? Number(original) : NaN);
@@ -84,11 +91,7 @@ export const logsQuery = object({
   follow: string().strict().typeError('follow must be true or false').oneOf(['true', 'false'], 'follow must be true or false'),
   since: logTime('since'),
   until: logTime('until'),
-})
-  .test('window', sinceBeforeUntil)
-  .test('follow', (value, context) =>
-    value?.follow === 'true' && (value.since !== undefined || value.until !== undefined) ? context.createError({ message: 'since and until are not taken with follow=true' }) : true,
-  );
+});
 
 /** How many exit records GET exits answers when it names no limit, and at most. */
 export const DEFAULT_EXITS = 20;

@@ -157,24 +157,29 @@ test('a logs body that passed is remembered by its bot id and lines alone: any o
   t.is(windowed.body?.msg, 'since must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z');
 });
 
-test("a logs read's window: since and until are ISO 8601 times with their zone, since before until, neither with follow=true", async (t) => {
+test("a logs read's window: since and until are ISO 8601 times with their zone (400), since before until and neither with follow=true (422)", async (t) => {
   const { driver, server } = await setUp(t);
   driver.add({ id: 'bot_1_1_w', logLines: ['one'] });
-  const cases: [string, string][] = [
-    ['since=2026-12-06', 'since must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z'],
-    ['until=2026-12-06T10:00:00', 'until must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z'],
-    ['since=2026-13-45T10:00:00Z', 'since must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z'],
-    ['since=2026-12-06T11:00:00Z&until=2026-12-06T10:00:00Z', 'since must be before until'],
-    ['follow=true&since=2026-12-06T10:00:00Z', 'since and until are not taken with follow=true'],
+  const cases: [string, number, string][] = [
+    ['since=2026-12-06', 400, 'since must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z'],
+    ['until=2026-12-06T10:00:00', 400, 'until must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z'],
+    ['since=2026-12-06T10:00Z', 400, 'since must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z'],
+    ['since=2026-13-45T10:00:00Z', 400, 'since must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z'],
+    ['until=7102-06-31T20:58:03.7-17:26', 400, 'until must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z'],
+    ['until=2026-02-29T10:00:00Z', 400, 'until must be a time in ISO 8601 with its zone, e.g. 2026-12-06T10:00:00Z'],
+    // Well-formed times that make no window: no schema states it, so 422.
+    ['since=2026-12-06T11:00:00Z&until=2026-12-06T10:00:00Z', 422, 'since must be before until'],
+    ['follow=true&since=2026-12-06T10:00:00Z', 422, 'since and until are not taken with follow=true'],
   ];
-  for (const [query, msg] of cases) {
+  for (const [query, status, msg] of cases) {
     const reply = await call(server, `/api/bots/bot_1_1_w/logs?${query}`);
-    t.is(reply.status, 400, query);
+    t.is(reply.status, status, query);
     t.is(reply.body?.msg, msg, query);
   }
   const body = await call(server, '/api/bots/logs', { method: 'POST', body: { bot_id: 'bot_1_1_w', since: '2026-12-06T11:00:00+01:00', until: '2026-12-06T10:00:00Z' } });
-  t.is(body.status, 400);
+  t.is(body.status, 422);
   t.is(body.body?.msg, 'since must be before until');
   const good = await call(server, '/api/bots/bot_1_1_w/logs?since=2026-12-06T10:00:00.5Z&until=2026-12-06T12:00:00%2B01:00');
   t.is(good.status, 200, good.text);
+  t.is((await call(server, '/api/bots/bot_1_1_w/logs?since=0004-02-29T00:00:00Z&until=2028-02-29T00:00:00-23:59')).status, 200, 'leap days, in year 4 as in 2028');
 });
