@@ -14,8 +14,9 @@ const SCRIPT = [
   'while :; do',
   '  n=$((n + 1))',
   '  echo "example bot: tick $n"',
-  '  wget -qO /dev/null --header "Content-Type: application/json" --header "X-Bot-ID: $BOT_ID" --post-data "{\\"ttl_s\\": 30}" "$PLATFORM_AGENT_URL/api/bots/self/heartbeat" || echo "example bot: the agent at $PLATFORM_AGENT_URL did not answer" >&2',
+  // Its first beat once it has run a moment: the agent knows a bot by its address from the engine's events.
   '  sleep 5 & wait $!',
+  '  wget -qO /dev/null --header "Content-Type: application/json" --header "X-Bot-ID: $BOT_ID" --post-data "{\\"ttl_s\\": 30}" "$PLATFORM_AGENT_URL/api/bots/self/heartbeat" || echo "example bot: the agent at $PLATFORM_AGENT_URL refused or did not answer its heartbeat" >&2',
   'done',
 ].join('\n');
 
