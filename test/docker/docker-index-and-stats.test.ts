@@ -207,6 +207,27 @@ test('a bot started just before its first call is identified', async (t) => {
   t.is(await driver.botAtAddress(await addressOf(bot.id)), bot.id);
 });
 
+test('a bot started while a look-up begun before it is under way is identified, not called a stranger', async (t) => {
+  const proxy = new SocketProxy();
+  await proxy.start();
+  t.teardown(() => proxy.close());
+  // Every list and inspect answer arrives 4 s late (within the engine's 5 s deadline): the index learns nothing of the bot before the ask.
+  proxy.delayAnswers(/^GET \S*\/containers\/\S*json/, 4_000);
+  const driver = createDockerDriver({ dockerHost: `unix://${proxy.path}` });
+  t.teardown(() => driver.close());
+  const bot = await fixture.runBot({ start: false });
+  let strangerAnswered = false;
+  const stranger = driver.botAtAddress('10.255.255.1').finally(() => (strangerAnswered = true));
+  await eventually(() => proxy.requests.some((line) => line.includes('/containers/json')));
+  // The engine answers a list in milliseconds: the answer is on its way, and does not hold the bot.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await fixture.docker.getContainer(bot.id).start();
+  const address = await addressOf(bot.id);
+  t.false(strangerAnswered, 'the bot started before the look-up begun before it answered');
+  t.is(await driver.botAtAddress(address), bot.id);
+  t.is(await stranger, undefined);
+});
+
 /** What `docker stats --no-stream` shows: CPU % and memory in MiB. */
 async function dockerStats(id: string): Promise<{ cpu: number; memoryMiB: number }> {
   const { stdout } = await run(dockerCli, ['stats', '--no-stream', '--format', '{{.CPUPerc}} {{.MemUsage}}', id]);

@@ -25,6 +25,7 @@ export class SocketProxy {
   /** The request lines each client connection has carried. */
   private readonly carried = new Map<Socket, string[]>();
   private readonly delays: Array<{ pattern: RegExp; ms: number }> = [];
+  private readonly answerDelays: Array<{ pattern: RegExp; ms: number }> = [];
   private readonly drops: RegExp[] = [];
   private readonly awaited: Array<{ text: string; found: () => void }> = [];
   private readonly holds: Array<{ text: string[]; until: string[] }> = [];
@@ -69,6 +70,14 @@ export class SocketProxy {
   /** Holds each request whose request line matches `pattern` for `ms` before passing it on. */
   delay(pattern: RegExp, ms: number): void {
     this.delays.push({ pattern, ms });
+  }
+
+  /**
+   * Holds back the answer of each request whose request line matches `pattern` for `ms` after the engine
+   * sent it (an answer that grows stale on its way: what it says may no longer be so when it arrives).
+   */
+  delayAnswers(pattern: RegExp, ms: number): void {
+    this.answerDelays.push({ pattern, ms });
   }
 
   /** Holds nothing back any more. */
@@ -176,7 +185,19 @@ export class SocketProxy {
         waiter.found();
       }
     });
-    engine.pipe(this.reorder()).pipe(client);
+    engine.pipe(this.reorder()).pipe(this.answersDelayed(client)).pipe(client);
+  }
+
+  /** Passes an answer on after the delay `delayAnswers` gives the connection's latest request, in order. */
+  private answersDelayed(client: Socket): Transform {
+    return new Transform({
+      transform: (chunk: Buffer, _encoding, done) => {
+        const latest = this.carried.get(client)?.at(-1) ?? '';
+        const ms = this.answerDelays.find(({ pattern }) => pattern.test(latest))?.ms ?? 0;
+        if (ms === 0) done(null, chunk);
+        else setTimeout(() => done(null, chunk), ms);
+      },
+    });
   }
 
   /** The answers of one connection, with the pieces `holdAnswers` names moved after their `until`. */

@@ -39,6 +39,13 @@ const STRANGER_MS = 5_000;
 type Failed = (detail: string) => OperationFailed;
 const engineFailed: Failed = (detail) => new OperationFailed(`Docker engine error: ${detail}`);
 
+/** The bot whose running container holds the address: the container named by its id that carries the bot label with that id. */
+function botHolding(running: readonly ContainerInfo[], address: string): string | undefined {
+  const holder = running.find((container) => holdsAddress(container, address));
+  const botId = holder?.Labels[BOT_LABEL];
+  return botId !== undefined && holder?.Names.includes(`/${botId}`) ? botId : undefined;
+}
+
 /** A bot is the container named by its id that carries the bot label with that id. */
 class DockerDriver implements RuntimeDriver {
   readonly runtime = 'docker';
@@ -48,7 +55,7 @@ class DockerDriver implements RuntimeDriver {
   /** Addresses no running bot held at the last look (docs/api.md §4: a stranger is refused) ... */
   private readonly strangers = new LRUCache<string, true>({ max: 10_000, ttl: STRANGER_MS });
   /** ... and the look-up under way, which every address that misses the index meanwhile shares. */
-  private runningListing: Promise<ContainerInfo[]> | undefined;
+  private runningListing: { readonly listed: Promise<ContainerInfo[]>; readonly begunAtMs: number } | undefined;
   /** The runs of bots, once observeRuns began: it hears of the agent's stops. */
   private runWatcher: DockerRunWatcher | undefined;
   /** The bots whose crashes the agent restarts, the engine not (docs/api.md §13), as far as this agent knows ... */
@@ -228,14 +235,32 @@ class DockerDriver implements RuntimeDriver {
     if (indexed) return indexed.botId;
     // No container holds a loopback address.
     if (isLoopback(address) || this.strangers.has(address)) return undefined;
-    this.runningListing ??= this.engine(undefined, (abortSignal) =>
-      this.docker.listContainers({ filters: { label: [BOT_LABEL], status: ['running'] }, abortSignal }),
-    ).finally(() => (this.runningListing = undefined));
-    const holder = (await this.runningListing).find((container) => holdsAddress(container, address));
-    const botId = holder?.Labels[BOT_LABEL];
-    if (botId !== undefined && holder?.Names.includes(`/${botId}`)) return botId;
+    const askedAtMs = performance.now();
+    let listing = this.sharedRunningListing();
+    let botId = botHolding(await listing.listed, address);
+    // A listing begun before the ask may predate the bot's start: only one begun after it may call the address a stranger's.
+    if (botId === undefined && listing.begunAtMs < askedAtMs) {
+      listing = this.sharedRunningListing(askedAtMs);
+      botId = botHolding(await listing.listed, address);
+    }
+    if (botId !== undefined) return botId;
     this.strangers.set(address, true);
     return undefined;
+  }
+
+  /** The listing of running bots under way, or a new one when none is, or the one under way began before notBeforeMs. */
+  private sharedRunningListing(notBeforeMs = -Infinity): { readonly listed: Promise<ContainerInfo[]>; readonly begunAtMs: number } {
+    if (this.runningListing !== undefined && this.runningListing.begunAtMs >= notBeforeMs) return this.runningListing;
+    const listing = {
+      begunAtMs: performance.now(),
+      listed: this.engine(undefined, (abortSignal) =>
+        this.docker.listContainers({ filters: { label: [BOT_LABEL], status: ['running'] }, abortSignal }),
+      ).finally(() => {
+        if (this.runningListing === listing) this.runningListing = undefined;
+      }),
+    };
+    this.runningListing = listing;
+    return listing;
   }
 
   async botGeneration(botId: string): Promise<string | null | undefined> {
