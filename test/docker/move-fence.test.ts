@@ -10,6 +10,7 @@ import { eventually } from '../helpers/eventually.js';
 import { freePort } from '../helpers/free-port.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { PrivateEngine } from '../helpers/private-engine.js';
+import { SocketProxy } from '../helpers/socket-proxy.js';
 import { openStream } from '../helpers/sse-client.js';
 
 // A move fenced by the fleet's placement (docs/api.md §17, docs/fleet.md): two nodes, each an agent as operators
@@ -18,6 +19,8 @@ import { openStream } from '../helpers/sse-client.js';
 const fixture = new DockerFixture();
 const engines = { 'node-b': new PrivateEngine('fence-b'), 'node-c': new PrivateEngine('fence-c') };
 type NodeName = keyof typeof engines;
+/** node-c's agent reaches its engine through this proxy, which can hold the engine's answers back from it. */
+const nodeCEngine = new SocketProxy(engines['node-c'].socket);
 const FLEET_KEY = 'fence-key-0123456789abcdef0123456789abcdef';
 /** Under identity by token, the platform is who holds the admin token (docs/api.md §4). */
 const ADMIN_TOKEN = 'fence-admin-0123456789abcdef0123456789ab';
@@ -37,7 +40,7 @@ async function startNode(name: NodeName, port: number, databaseUrl: string): Pro
   const dataDir = await mkdtemp(join(tmpdir(), `bot-agent-fence-${name}-`));
   dataDirs.push(dataDir);
   const env = {
-    DOCKER_HOST: engines[name].dockerHost,
+    DOCKER_HOST: name === 'node-c' ? nodeCEngine.dockerHost : engines[name].dockerHost,
     AGENT_PORT: String(port),
     AGENT_DATA_DIR: dataDir,
     AGENT_DATABASE_URL: databaseUrl,
@@ -104,11 +107,22 @@ function onNodeCEvents(t: ExecutionContext, id: string, action: 'create' | 'star
   });
 }
 
-/** Kills node-c's agent the moment its engine reports `action` for the bot's container. */
+/**
+ * Kills node-c's agent the moment its engine reports `action` for the bot's container. The engine's answer to
+ * that call is held back from the agent meanwhile, so the agent never learns the call succeeded before it dies.
+ * Whatever the test's end, node-c's agent runs again for the next test.
+ */
 function killNodeCAt(t: ExecutionContext, id: string, action: 'create' | 'start'): Promise<void> {
+  nodeCEngine.delayAnswers(action === 'create' ? new RegExp(`^POST \\S*/containers/create\\?name=${id}\\b`) : /^POST \S*\/containers\/\S+\/start\b/, 10_000);
+  t.teardown(async () => {
+    nodeCEngine.undelay();
+    const { process } = agents['node-c'].agent;
+    if (process.exitCode !== null || process.signalCode !== null) await restart('node-c');
+  });
   return new Promise<void>((resolve) => {
     onNodeCEvents(t, id, action, () => {
       agents['node-c'].agent.process.kill('SIGKILL');
+      nodeCEngine.undelay();
       resolve();
     });
   });
@@ -127,6 +141,7 @@ const envOf = async (name: NodeName, id: string): Promise<Map<string, string>> =
 test.before(async () => {
   await fixture.ready();
   await Promise.all(Object.values(engines).map((engine) => engine.start()));
+  await nodeCEngine.start();
   await Promise.all(Object.values(engines).map((engine) => engine.withTestImage(fixture.docker)));
   await engines['node-b'].docker().getImage(TEST_IMAGE).tag({ repo: PINNED_REPO, tag: 'v1' });
   const databaseUrl = await freshDatabase();
@@ -136,6 +151,7 @@ test.before(async () => {
 
 test.after.always(async () => {
   for (const { agent } of Object.values(agents)) agent.process.kill('SIGKILL');
+  await nodeCEngine.close();
   await Promise.all(Object.values(engines).map((engine) => engine.destroy()));
   await Promise.all(dataDirs.map((dir) => rm(dir, { recursive: true, force: true })));
   await fixture.cleanup();

@@ -83,6 +83,7 @@ export class SocketProxy {
   /** Holds nothing back any more. */
   undelay(): void {
     this.delays.length = 0;
+    this.answerDelays.length = 0;
   }
 
   /** Drops the connection of the next request whose request line matches `pattern`, once. */
