@@ -5,6 +5,8 @@ import { pullEvents } from './http/pull-events.js';
 import { deployRequest, validate } from './http/schemas.js';
 import { agentActions } from './schedules/agent-actions.js';
 import { BackupFolder } from './backups/backup-folder.js';
+import { LogCollector } from './log-history/log-collector.js';
+import { LogStore } from './log-history/log-store.js';
 import { runJudge } from './deploys/run-verdict.js';
 import { Backups } from './backups/backups.js';
 import { DataUsage } from './data/data-usage.js';
@@ -59,7 +61,7 @@ export type AgentConfig = Pick<
   Config,
   'restartTimeoutMs' | 'adminToken' | 'rateLimit' | 'rateWindowMs' | 'readRate' | 'dataDir' | 'databaseUrl' | 'webhook' | 'trustedHosts' | 'provisioning' | 'loopbackPlatform' | 'identity' | 'proxyAddresses' | 'readyGraceMs'
 > &
-  Partial<Pick<Config, 'chats' | 'botChatBase' | 'node' | 'nodeUrl' | 'fleetKey' | 'backupDir' | 'backupStoresFile'>>;
+  Partial<Pick<Config, 'chats' | 'botChatBase' | 'node' | 'nodeUrl' | 'fleetKey' | 'backupDir' | 'backupStoresFile' | 'logHistory'>>;
 
 /** A runtime already made (tests hand their own driver), and what the agent is to do with it. */
 export interface AgentParts {
@@ -311,6 +313,19 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   if (watchdogOptions !== 'off') watchdog.start();
   closers.push(async () => watchdog.close());
   metrics.health(watchdog, heartbeats);
+  // Every bot's output, kept across its runs in a store of the agent's own (docs/api.md §21).
+  const logHistory = config.logHistory ? new LogCollector(driver, new LogStore(config.dataDir, report), config.logHistory, report) : undefined;
+  if (logHistory) {
+    // Each run's start, as the history hears of it, names the run of the lines written from then on.
+    const unfollow = history.follow((event) => {
+      if (event.type === 'started') logHistory.runStarted(event.botId, Date.parse((JSON.parse(event.data) as { at: string }).at));
+    });
+    logHistory.start();
+    closers.push(async () => {
+      unfollow();
+      await logHistory.close();
+    });
+  }
   const readiness = new Readiness(driver, config.readyGraceMs);
   const { app, routes } = createApp({
     driver,
@@ -335,6 +350,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     schedules: { store: schedules, scheduler },
     backups,
     dataUsage,
+    logHistory,
   });
   return {
     app,

@@ -3,6 +3,12 @@ import { object, string, ValidationError } from 'yup';
 import { isHostItself } from './loopback.js';
 import { wholeNumber } from './whole-number.js';
 
+/** What the log history keeps (docs/api.md §21): a bot's share of lines a second, and the retention in days and bytes. */
+export interface LogHistoryConfig {
+  readonly ratePerSecond: number;
+  readonly retention: { readonly days: number; readonly botBytes: number; readonly totalBytes: number };
+}
+
 /** The agent's configuration, read once at start (docs/api.md §5). */
 export interface Config {
   readonly runtime: 'docker' | 'kubernetes';
@@ -24,6 +30,8 @@ export interface Config {
   readonly botsAgentUrl: string;
   /** Where exit records, events and pending webhook deliveries are kept. */
   readonly dataDir: string;
+  /** Every bot's log history (docs/api.md §21): its share of lines a second and its retention; undefined: none kept. */
+  readonly logHistory?: LogHistoryConfig | undefined;
   /** The agent's backup folder (docs/api.md §20); `<dataDir>/backups` when unset. */
   readonly backupDir?: string | undefined;
   /** A JSON file of the S3-compatible stores backups may be copied to (docs/api.md §20). */
@@ -190,6 +198,11 @@ const env = object({
   // No default here: it follows AGENT_IDENTITY (loopbackPlatformOf).
   AGENT_LOOPBACK_PLATFORM: string().oneOf(['on', 'off'] as const, 'AGENT_LOOPBACK_PLATFORM must be on or off'),
   AGENT_WATCHDOG: string().oneOf(['on', 'off'] as const, 'AGENT_WATCHDOG must be on or off').default('on'),
+  AGENT_LOG_HISTORY: string().oneOf(['on', 'off'] as const, 'AGENT_LOG_HISTORY must be on or off').default('on'),
+  AGENT_LOG_HISTORY_DAYS: wholeNumber('AGENT_LOG_HISTORY_DAYS', 1, 3_650, 'days').default(7),
+  AGENT_LOG_HISTORY_BOT_MB: wholeNumber('AGENT_LOG_HISTORY_BOT_MB', 1, 1_000_000, 'MB').default(100),
+  AGENT_LOG_HISTORY_MB: wholeNumber('AGENT_LOG_HISTORY_MB', 1, 10_000_000, 'MB').default(2_048),
+  AGENT_LOG_HISTORY_RATE: wholeNumber('AGENT_LOG_HISTORY_RATE', 1, 100_000, 'lines a second').default(200),
   AGENT_LOG_LEVEL: string().oneOf(LOG_LEVELS, `AGENT_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`).default('info'),
   AGENT_NODE: string().matches(NODE_NAME, 'AGENT_NODE must be a node name: lower-case letters, digits, dots and dashes, at most 63, e.g. host-2'),
   AGENT_NODE_URL: httpUrl('AGENT_NODE_URL'),
@@ -315,6 +328,13 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       readyGraceMs: values.AGENT_READY_GRACE_MS,
       shutdownDelayMs: values.AGENT_SHUTDOWN_DELAY_MS,
       watchdog: values.AGENT_WATCHDOG === 'on',
+      logHistory:
+        values.AGENT_LOG_HISTORY === 'on'
+          ? Object.freeze({
+              ratePerSecond: values.AGENT_LOG_HISTORY_RATE,
+              retention: Object.freeze({ days: values.AGENT_LOG_HISTORY_DAYS, botBytes: values.AGENT_LOG_HISTORY_BOT_MB * 1_000_000, totalBytes: values.AGENT_LOG_HISTORY_MB * 1_000_000 }),
+            })
+          : undefined,
       logLevel: values.AGENT_LOG_LEVEL,
       // On Kubernetes the cluster is one node, whichever pod answers.
       node: values.AGENT_NODE ?? (values.AGENT_RUNTIME === 'kubernetes' ? KUBERNETES_NODE : defaultNode()),

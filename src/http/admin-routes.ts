@@ -12,6 +12,7 @@ import { askerOf } from './audit.js';
 import { pullEvents } from './pull-events.js';
 import type { Audit } from './audit.js';
 import type { Access } from './access.js';
+import type { LogCollector } from '../log-history/log-collector.js';
 import type { PlacementFence } from '../fleet/placement-fence.js';
 import { botIdInPath, createBotRequest, deployRequest, listBotsQuery, removeBotQuery, validate, validateQuery } from './schemas.js';
 import type { CreateBotBody, DeployBody, HealthRequest } from './schemas.js';
@@ -33,10 +34,12 @@ export interface AdminRoutesDeps {
   readonly node: string;
   /** Where the fleet places moved bots: a leftover copy's removal is of that copy alone (docs/fleet.md). */
   readonly fence?: Pick<PlacementFence, 'placedElsewhereNow'> | undefined;
+  /** Forgets a removed bot's log history (docs/api.md §21). */
+  readonly logHistory?: Pick<LogCollector, 'forget'> | undefined;
 }
 
 /** Creating, listing and removing bots: the platform's alone (loopback or the admin token), never a bot's. */
-export function adminRoutes({ driver, provisioner, deploys, access, audit, history, botTokens, provisioning: provisioningOn, node, fence }: AdminRoutesDeps): Router {
+export function adminRoutes({ driver, provisioner, deploys, access, audit, history, botTokens, provisioning: provisioningOn, node, fence, logHistory }: AdminRoutesDeps): Router {
   const router = new Router({ prefix: '/api/admin/bots' });
 
   async function platformOnly(ctx: Context): Promise<Provisioner> {
@@ -139,9 +142,13 @@ export function adminRoutes({ driver, provisioner, deploys, access, audit, histo
       removed = await audit(askerOf(ctx), 'remove', botId, () => provisioning.remove(botId, { keepData }));
     } catch (err) {
       // Its container gone already (a removal cut short before): what the history keeps of it still goes.
-      if (err instanceof NotFound) await history.forget(botId);
+      if (err instanceof NotFound) {
+        logHistory?.forget(botId);
+        await history.forget(botId);
+      }
       throw err;
     }
+    logHistory?.forget(botId);
     // Kept like any write: while the database is away it waits in the spool (docs/api.md §11).
     await history.forget(botId);
     ctx.body = { ok: true, message: `Bot ${botId} removed${dataSaid(removed.dataFolders, keepData)}` };

@@ -20,6 +20,8 @@ import { chatRoutes } from './chat-routes.js';
 import { nodeRoutes } from './node-routes.js';
 import { scheduleRoutes } from './schedule-routes.js';
 import { backupRoutes } from './backup-routes.js';
+import { logHistoryRoutes } from './log-history-routes.js';
+import type { LogCollector } from '../log-history/log-collector.js';
 import type { DataUsage } from '../data/data-usage.js';
 import type { Backups } from '../backups/backups.js';
 import type { Scheduler } from '../schedules/scheduler.js';
@@ -89,6 +91,8 @@ export interface AppDeps {
   readonly backups?: Backups | undefined;
   /** The bytes bots' data folders use, as last measured (docs/api.md §19). */
   readonly dataUsage?: DataUsage | undefined;
+  /** Every bot's log history (docs/api.md §21), where the agent keeps one. */
+  readonly logHistory?: LogCollector | undefined;
   /** Told of each operation asked for a bot through the API (lifecycle, deploy, removal) before it runs. */
   readonly onAsked?: ((botId: string) => void) | undefined;
 }
@@ -145,7 +149,7 @@ export type RouteEntry = `${string} ${string}`;
  * Who may call what, read and stream limits, and the audit of lifecycle
  * operations live here; what they act on is built in src/agent.ts.
  */
-export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger, nodes, fence, onAsked, schedules, backups, dataUsage }: AppDeps): App {
+export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger, nodes, fence, onAsked, schedules, backups, dataUsage, logHistory }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
@@ -164,10 +168,11 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
     healthRoutes(readiness, metrics).routes(),
     botRoutes({ driver, lifecycle, limiter, heartbeats, access: checks, audit, logFollowing: new LogFollowing(driver, history, streams), logReads: new LogReads() }).routes(),
     historyRoutes({ driver, history, watchdog, access: checks, streams, revisions: provisioner?.revisions, node: nodes.node, dataUsage }).routes(),
-    adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning, node: nodes.node, fence }).routes(),
+    adminRoutes({ driver, provisioner, deploys, access: checks, audit, history, botTokens, provisioning: config.provisioning, node: nodes.node, fence, logHistory }).routes(),
     chatRoutes({ driver, history, access: checks, chats: config.chats, botChatBase: config.botChatBase ?? DEFAULT_BOT_CHAT_BASE }).routes(),
     nodeRoutes({ nodes, access: checks }).routes(),
     backupRoutes({ backups, access: checks, runtime: driver.runtime }).routes(),
+    logHistoryRoutes({ driver, logHistory, access: checks }).routes(),
     ...(schedules ? [scheduleRoutes({ driver, store: schedules.store, scheduler: schedules.scheduler, access: checks, deploys: deploys !== undefined, backups: backups !== undefined }).routes()] : []),
     fleetRoutes({
       move: {

@@ -6,7 +6,7 @@ import { ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_TIMEOUT_MAX_S,
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
 import { NODE_NAME } from '../config.js';
 import { STORE_NAME } from '../backups/backup-folder.js';
-import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, fleetDataRequest, heartbeatRequest, listBotsQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, backupStoreQuery, moveRequest, restoreRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
+import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, fleetDataRequest, heartbeatRequest, listBotsQuery, logHistoryQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, backupStoreQuery, moveRequest, restoreRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -398,6 +398,31 @@ export const openApiDocument = {
       LogsRequest: jsonSchemaOf(logsRequest),
       Message: answer('message', { type: 'string' }),
       Logs: answer('logs', { type: 'string' }),
+      LogHistory: {
+        type: 'object',
+        required: ['ok', 'bot_id', 'lines', 'next', 'partial'],
+        additionalProperties: false,
+        properties: {
+          ok: { const: true },
+          bot_id: ref('BotId'),
+          lines: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['at', 'run', 'stream', 'line'],
+              additionalProperties: false,
+              properties: {
+                at: { type: 'string', format: 'date-time' },
+                run: { type: ['string', 'null'], format: 'date-time', description: "The start of the run that wrote it; null where not known" },
+                stream: { enum: ['stdout', 'stderr', 'agent'] },
+                line: { type: 'string' },
+              },
+            },
+          },
+          next: { type: ['string', 'null'], description: 'The cursor of the next page; null when no line is left' },
+          partial: { type: 'boolean', description: 'The search stopped at its time budget: more lines may be found from `next`' },
+        },
+      },
       Stats: answer('stats', {
         type: 'object',
         required: ['cpu_percent', 'memory_usage', 'memory_percent', 'uptime', 'memory_bytes', 'memory_limit_bytes', 'uptime_s'],
@@ -733,6 +758,15 @@ export const openApiDocument = {
           500,
           503,
         ),
+      },
+    },
+    '/api/bots/{bot_id}/logs/history': {
+      get: {
+        summary:
+          "A bot's kept output across its runs (docs/api.md §21), searched by time, run, substring, RE2 regular expression and " +
+          'stream, newest or oldest first, a page at a time: the bot itself, or the platform',
+        parameters: [botIdParameter, ...queryParameters(logHistoryQuery)],
+        responses: responses(ok('The lines found', ref('LogHistory')), 400, 403, 404, 409, 429, 500, 501, 503),
       },
     },
     '/api/bots/{bot_id}': {

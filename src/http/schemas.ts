@@ -6,6 +6,7 @@ import { DEFAULT_DEADLINE_S, DEFAULT_MIN_READY_S } from '../deploys/deploys.js';
 import { BadRequest, Unprocessable } from '../errors.js';
 import { DEFAULT_HEARTBEAT_TTL_S, HEARTBEAT_TTL_MAX_S, HEARTBEAT_TTL_MIN_S } from '../health/heartbeats.js';
 import { DEFAULT_GRACE_S, GRACE_MAX_S, GRACE_MIN_S } from '../health/watchdog.js';
+import { PATTERN_MAX } from '../log-history/line-match.js';
 import { wholeNumber } from '../whole-number.js';
 import { BACKUP_ID, STORE_NAME } from '../backups/backup-folder.js';
 import { PRE_TIMEOUT_MAX_S } from '../backups/backups.js';
@@ -91,6 +92,25 @@ export const logsQuery = object({
   follow: string().strict().typeError('follow must be true or false').oneOf(['true', 'false'], 'follow must be true or false'),
   since: logTime('since'),
   until: logTime('until'),
+});
+
+/** How many lines a search of the log history answers when it names no limit, and at most (docs/api.md §21). */
+export const DEFAULT_HISTORY_LINES = 100;
+export const MAX_HISTORY_LINES = 1_000;
+/** The longest substring a search may give. */
+export const HISTORY_Q_MAX = 1_024;
+
+/** Query of GET logs/history (docs/api.md §21). */
+export const logHistoryQuery = object({
+  since: logTime('since'),
+  until: logTime('until'),
+  run: logTime('run'),
+  q: string().strict().max(HISTORY_Q_MAX, `q must be at most ${HISTORY_Q_MAX} characters`).min(1, 'q must not be empty'),
+  regex: string().strict().max(PATTERN_MAX, `regex must be at most ${PATTERN_MAX} characters`).min(1, 'regex must not be empty'),
+  stream: string().strict().oneOf(['stdout', 'stderr', 'agent'] as const, 'stream must be stdout, stderr or agent'),
+  order: string().strict().oneOf(['newest', 'oldest'] as const, 'order must be newest or oldest').meta({ jsonSchema: { default: 'newest' } }),
+  limit: wholeNumber('limit', 1, MAX_HISTORY_LINES).transform(digits).meta({ jsonSchema: { default: DEFAULT_HISTORY_LINES } }),
+  cursor: string().strict().matches(/^\d{1,16}-\d{1,16}$/, 'cursor must be a `next` a search answered, e.g. 1733479200000-42'),
 });
 
 /** How many exit records GET exits answers when it names no limit, and at most. */

@@ -240,6 +240,12 @@ export interface RuntimeDriver {
    */
   exec?(botId: string, argv: readonly string[], bounds: CommandBounds): Promise<CommandResult>;
 
+  /**
+   * The secrets the agent gave the bot (its token under each of its names, its PLATFORM_AGENT_TOKEN), which its
+   * log history masks (docs/api.md §21). Throws NotFound.
+   */
+  botSecrets?(botId: string): Promise<string[]>;
+
   /** Resource use of a running bot. Throws NotRunning. */
   stats(botId: string): Promise<BotStats>;
 

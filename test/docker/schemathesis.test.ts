@@ -108,6 +108,8 @@ test.before(async () => {
       // A fleet of one: a move reaches past its 422 to the node it names (docs/api.md §17).
       fleetKey: FLEET_KEY,
       backupDir: await mkdtemp(join(tmpdir(), 'bot-agent-schemathesis-backups-')),
+      // The log history kept (in memory here): its search answers, not 501.
+      logHistory: { ratePerSecond: 200, retention: { days: 7, botBytes: 100_000_000, totalBytes: 1_000_000_000 } },
       botChatBase: { ...DEFAULT_BOT_CHAT_BASE, telegramApi: chatsAt, hosts: [new URL(chatsAt).host] },
     },
     logger: pino({ level: 'silent' }),

@@ -86,8 +86,8 @@ export async function runAgentProcess(
   { captureStderr = false }: { captureStderr?: boolean } = {},
 ): Promise<{ process: ChildProcess; port: number; output(): string }> {
   const child = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
-    // On an engine other test files share, its watchdog restarts none of their bots (unless a test asks).
-    env: { ...process.env, AGENT_HOST: '127.0.0.1', AGENT_PORT: '0', AGENT_WATCHDOG: 'off', ...env },
+    // On an engine other test files share, its watchdog restarts none of their bots, nor does it keep their lines (unless a test asks).
+    env: { ...process.env, AGENT_HOST: '127.0.0.1', AGENT_PORT: '0', AGENT_WATCHDOG: 'off', AGENT_LOG_HISTORY: 'off', ...env },
     // Never this process's own stderr: that is ava's pipe, and an agent left running by a test file ava ended
     // (its timeout) would hold it open, and ava's run with it, for ever.
     stdio: ['ignore', 'pipe', 'pipe'],

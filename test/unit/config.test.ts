@@ -31,6 +31,7 @@ test('defaults follow docs/api.md §5', (t) => {
     readyGraceMs: 0,
     shutdownDelayMs: 0,
     watchdog: true,
+    logHistory: { ratePerSecond: 200, retention: { days: 7, botBytes: 100_000_000, totalBytes: 2_048_000_000 } },
     logLevel: 'info',
     node: defaultNode(hostname()),
     nodeUrl: undefined,

@@ -18,6 +18,7 @@ import { signalled } from './docker-signals.js';
 import { engineStatus, translateDockerError } from './docker-errors.js';
 import { readLogFile } from './docker-log-file.js';
 import { followLogs, readLogs } from './docker-logs.js';
+import { TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import { DockerRunWatcher, EXIT_LOG_LINES } from './docker-runs.js';
 import { agentRestartable, dockerHealthPolicy } from './docker-policy.js';
 import { ContainerStopped, DockerStatsFeed } from './docker-stats-feed.js';
@@ -261,6 +262,12 @@ class DockerDriver implements RuntimeDriver {
     };
     this.runningListing = listing;
     return listing;
+  }
+
+  async botSecrets(botId: string): Promise<string[]> {
+    const env = (await this.inspectBot(botId)).Config.Env ?? [];
+    const named = new Set<string>([...TOKEN_VARIABLES, 'PLATFORM_AGENT_TOKEN']);
+    return env.filter((entry) => named.has(entry.slice(0, entry.indexOf('=')))).map((entry) => entry.slice(entry.indexOf('=') + 1));
   }
 
   async botGeneration(botId: string): Promise<string | null | undefined> {
