@@ -6,6 +6,8 @@ import { deployRequest, validate } from './http/schemas.js';
 import { agentActions } from './schedules/agent-actions.js';
 import { BackupFolder } from './backups/backup-folder.js';
 import { LogCollector } from './log-history/log-collector.js';
+import { Alerting } from './alerts/alerting.js';
+import { AlertStore } from './alerts/alert-store.js';
 import { LogStore } from './log-history/log-store.js';
 import { runJudge } from './deploys/run-verdict.js';
 import { Backups } from './backups/backups.js';
@@ -315,6 +317,12 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   metrics.health(watchdog, heartbeats);
   // Every bot's output, kept across its runs in a store of the agent's own (docs/api.md §21).
   const logHistory = config.logHistory ? new LogCollector(driver, new LogStore(config.dataDir, report), config.logHistory, report) : undefined;
+  // Alert rules (docs/api.md §22): told as `alert` events, and so to the webhook and the chats.
+  const alertStore = new AlertStore(store.sql());
+  const alerting = new Alerting(alertStore, driver, (botId, fields) => history.note(botId, 'alert', fields), report);
+  alerting.start();
+  closers.push(async () => alerting.close());
+  logHistory?.listen((botId, line) => alerting.onLine(botId, line));
   if (logHistory) {
     // Each run's start, as the history hears of it, names the run of the lines written from then on.
     const unfollow = history.follow((event) => {
@@ -351,6 +359,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     backups,
     dataUsage,
     logHistory,
+    alerts: { store: alertStore, alerting },
   });
   return {
     app,

@@ -97,7 +97,7 @@ export const BOT_CHAT_HOSTS = ['discord.com', 'discordapp.com', 'hooks.slack.com
 export const LOG_LEVELS = ['silent', 'fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-export const CHAT_EVENTS = ['crash-looping', 'unhealthy', 'restarted', 'deploy-failed', 'rolled-back', 'deploy-succeeded', 'pull-failed', 'given-up', 'schedule-failed', 'restore-failed', 'backup-verify-failed', 'data-over-size'] as const;
+export const CHAT_EVENTS = ['crash-looping', 'unhealthy', 'restarted', 'deploy-failed', 'rolled-back', 'deploy-succeeded', 'pull-failed', 'given-up', 'schedule-failed', 'restore-failed', 'backup-verify-failed', 'data-over-size', 'alert'] as const;
 
 /** A bot's chats' base with nothing of AGENT_NOTIFY_* set. */
 export const DEFAULT_BOT_CHAT_BASE: BotChatBase = Object.freeze({

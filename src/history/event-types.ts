@@ -27,4 +27,5 @@ export const BOT_EVENT_TYPES = [
   'backup-verified',
   'backup-verify-failed',
   'data-over-size',
+  'alert',
 ] as const;

@@ -21,6 +21,9 @@ import { nodeRoutes } from './node-routes.js';
 import { scheduleRoutes } from './schedule-routes.js';
 import { backupRoutes } from './backup-routes.js';
 import { logHistoryRoutes } from './log-history-routes.js';
+import { alertRoutes } from './alert-routes.js';
+import type { AlertStore } from '../alerts/alert-store.js';
+import type { Alerting } from '../alerts/alerting.js';
 import type { LogCollector } from '../log-history/log-collector.js';
 import type { DataUsage } from '../data/data-usage.js';
 import type { Backups } from '../backups/backups.js';
@@ -93,6 +96,8 @@ export interface AppDeps {
   readonly dataUsage?: DataUsage | undefined;
   /** Every bot's log history (docs/api.md §21), where the agent keeps one. */
   readonly logHistory?: LogCollector | undefined;
+  /** Alert rules and what fires them (docs/api.md §22). */
+  readonly alerts?: { readonly store: AlertStore; readonly alerting: Alerting } | undefined;
   /** Told of each operation asked for a bot through the API (lifecycle, deploy, removal) before it runs. */
   readonly onAsked?: ((botId: string) => void) | undefined;
 }
@@ -149,7 +154,7 @@ export type RouteEntry = `${string} ${string}`;
  * Who may call what, read and stream limits, and the audit of lifecycle
  * operations live here; what they act on is built in src/agent.ts.
  */
-export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger, nodes, fence, onAsked, schedules, backups, dataUsage, logHistory }: AppDeps): App {
+export function createApp({ driver, provisioner, deploys, lifecycle, limiter, history, metrics, samples, watchdog, heartbeats, readiness, botTokens, console: files, config, logger, nodes, fence, onAsked, schedules, backups, dataUsage, logHistory, alerts }: AppDeps): App {
   const app = new Koa();
   // Every error is answered by `envelope`; none reaches koa's own handler.
   app.silent = true;
@@ -173,6 +178,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
     nodeRoutes({ nodes, access: checks }).routes(),
     backupRoutes({ backups, access: checks, runtime: driver.runtime }).routes(),
     logHistoryRoutes({ driver, logHistory, access: checks }).routes(),
+    ...(alerts ? [alertRoutes({ driver, alerts, linesKept: logHistory !== undefined, access: checks }).routes()] : []),
     ...(schedules ? [scheduleRoutes({ driver, store: schedules.store, scheduler: schedules.scheduler, access: checks, deploys: deploys !== undefined, backups: backups !== undefined }).routes()] : []),
     fleetRoutes({
       move: {

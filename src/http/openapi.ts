@@ -6,7 +6,7 @@ import { ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_TIMEOUT_MAX_S,
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
 import { NODE_NAME } from '../config.js';
 import { STORE_NAME } from '../backups/backup-folder.js';
-import { botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, fleetDataRequest, heartbeatRequest, listBotsQuery, logHistoryQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, backupStoreQuery, moveRequest, restoreRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
+import { alertRequest, botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, fleetDataRequest, heartbeatRequest, listBotsQuery, logHistoryQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, backupStoreQuery, moveRequest, restoreRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -213,6 +213,28 @@ const scheduleAnswer = {
 };
 const scheduleIdParameter = { name: 'schedule_id', in: 'path', required: true, schema: { type: 'string', pattern: '^sch_[0-9a-f]{16}$' } };
 const scheduleFailures = [400, 403, 404, 503];
+/** A rule's body, one shape per kind (docs/api.md §22): what alertSpecOf checks beyond the fields' own schemas. */
+function alertRequestSchema(): JsonSchema {
+  const fields = (jsonSchemaOf(alertRequest) as { properties: Record<string, JsonSchema> }).properties;
+  const pick = (...names: string[]) => Object.fromEntries(names.map((name) => [name, fields[name]!]));
+  const common = ['name', 'bot_id', 'cooldown_s'];
+  const kind = (name: string, required: string[], own: string[], extra: Record<string, JsonSchema> = {}): JsonSchema => ({
+    type: 'object',
+    required: ['name', 'kind', ...required],
+    additionalProperties: false,
+    properties: { ...pick(...common, ...own), kind: { const: name }, ...extra },
+  });
+  return {
+    oneOf: [
+      { ...kind('line', [], ['q', 'regex', 'stream']), anyOf: [{ required: ['q'] }, { required: ['regex'] }] },
+      kind('cpu', ['above_percent'], ['above_percent', 'window_s']),
+      kind('memory', ['above_percent'], ['window_s'], { above_percent: { type: 'number', minimum: 1, maximum: 100 } }),
+      kind('silence', ['silent_s'], ['silent_s']),
+    ],
+  } as JsonSchema;
+}
+
+const alertIdParameter = { name: 'alert_id', in: 'path', required: true, schema: { type: 'string', pattern: '^alr_[0-9a-f]{16}$' } };
 const backupIdParameter = { name: 'backup_id', in: 'path', required: true, schema: { type: 'string', pattern: '^bak_[0-9]{8}T[0-9]{6}Z_[0-9a-f]{8}$' } };
 const backupFailures = [400, 403, 404, 501];
 /** A read of a store: one not configured, or one that failed. */
@@ -437,6 +459,26 @@ export const openApiDocument = {
           uptime_s: { type: 'integer', minimum: 0, description: "the current run's uptime in whole seconds (what uptime says in hours and minutes)" },
         },
       }),
+      AlertRequest: alertRequestSchema(),
+      Alert: {
+        type: 'object',
+        required: ['id', 'name', 'bot_id', 'kind', 'cooldown_s', 'created_at'],
+        additionalProperties: false,
+        properties: {
+          id: { type: 'string', pattern: '^alr_[0-9a-f]{16}$' },
+          name: { type: 'string' },
+          bot_id: { anyOf: [ref('BotId'), { type: 'null' }] },
+          kind: { enum: ['line', 'cpu', 'memory', 'silence'] },
+          q: { type: 'string' },
+          regex: { type: 'string' },
+          stream: { enum: ['stdout', 'stderr'] },
+          above_percent: { type: 'number' },
+          window_s: { type: 'integer' },
+          silent_s: { type: 'integer' },
+          cooldown_s: { type: 'integer' },
+          created_at: { type: 'string', format: 'date-time' },
+        },
+      },
       BackupRequest: { ...closedKeep(jsonSchemaOf(backupRequest)), ...PRE_RULE },
       RetentionPolicy: (closedKeep(jsonSchemaOf(backupRequest)).properties as Record<string, JsonSchema>).keep!,
       Backup: answer('backup', backupAnswer),
@@ -967,6 +1009,42 @@ export const openApiDocument = {
           '409': { description: '`no chat is configured`', content: json(ref('Failure')) },
           '502': { description: 'A chat did not take it: `msg` names which and why', content: json(ref('Failure')) },
         },
+      },
+    },
+    '/api/admin/alerts': {
+      get: {
+        summary: 'Every alert rule (docs/api.md §22; the platform only)',
+        responses: responses({ description: 'The rules', content: json(answer('alerts', { type: 'array', items: ref('Alert') })) }, 403, 500, 503),
+      },
+      post: {
+        summary: 'An alert rule: a line that matches, CPU or memory above a threshold for a window, or no line for a while, of one bot or every bot (docs/api.md §22; the platform only)',
+        requestBody: { required: true, content: json(ref('AlertRequest')) },
+        responses: {
+          ...responsesWith(
+            '201',
+            { description: 'Made', content: json({ type: 'object', required: ['ok', 'message', 'alert'], additionalProperties: false, properties: { ok: { const: true }, message: { type: 'string' }, alert: ref('Alert') } }) },
+            400,
+            403,
+            404,
+            413,
+            415,
+            500,
+            503,
+          ),
+          '422': { description: 'A line or silence rule where the agent keeps no log history (AGENT_LOG_HISTORY=off)', content: json(ref('Failure')) },
+        },
+      },
+    },
+    '/api/admin/alerts/{alert_id}': {
+      get: {
+        summary: 'One alert rule (docs/api.md §22; the platform only)',
+        parameters: [alertIdParameter],
+        responses: responses({ description: 'The rule', content: json(answer('alert', ref('Alert'))) }, 400, 403, 404, 500, 503),
+      },
+      delete: {
+        summary: 'Removes an alert rule (docs/api.md §22; the platform only)',
+        parameters: [alertIdParameter],
+        responses: responses(ok('Removed'), 400, 403, 404, 500, 503),
       },
     },
     '/api/admin/bots/{bot_id}/backups': {

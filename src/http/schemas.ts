@@ -113,6 +113,26 @@ export const logHistoryQuery = object({
   cursor: string().strict().matches(/^\d{1,16}-\d{1,16}$/, 'cursor must be a `next` a search answered, e.g. 1733479200000-42'),
 });
 
+/** The body of POST /api/admin/alerts (docs/api.md §22); which fields a kind takes is checked by alertSpecOf. */
+export const alertRequest = object({
+  name: string().strict().typeError('name must be text').required('name is required').min(1, 'name must not be empty').max(100, 'name must be at most 100 characters'),
+  bot_id: botIdSchema('bot_id').optional(),
+  kind: string().strict().required('kind is required').oneOf(['line', 'cpu', 'memory', 'silence'] as const, 'kind must be line, cpu, memory or silence'),
+  q: string().strict().typeError('q must be text').min(1, 'q must not be empty').max(HISTORY_Q_MAX, `q must be at most ${HISTORY_Q_MAX} characters`),
+  regex: string().strict().typeError('regex must be text').min(1, 'regex must not be empty').max(PATTERN_MAX, `regex must be at most ${PATTERN_MAX} characters`),
+  stream: string().strict().oneOf(['stdout', 'stderr'] as const, 'stream must be stdout or stderr'),
+  above_percent: number()
+    .strict()
+    .typeError('above_percent must be a number of percent from 1 to 10000')
+    .min(1, 'above_percent must be a number of percent from 1 to 10000')
+    .max(10_000, 'above_percent must be a number of percent from 1 to 10000'),
+  window_s: wholeNumber('window_s', 0, 86_400, 'seconds').strict(),
+  silent_s: wholeNumber('silent_s', 10, 604_800, 'seconds').strict(),
+  cooldown_s: wholeNumber('cooldown_s', 0, 604_800, 'seconds').strict().meta({ jsonSchema: { default: 300 } }),
+})
+  .typeError(jsonObject)
+  .required(jsonObject);
+
 /** How many exit records GET exits answers when it names no limit, and at most. */
 export const DEFAULT_EXITS = 20;
 export const MAX_EXITS = 50;

@@ -1,7 +1,7 @@
 import { NotFound } from '../errors.js';
 import type { LogLine, RuntimeDriver } from '../runtime/driver.js';
 import type { LogHistoryConfig } from '../config.js';
-import type { LogStore } from './log-store.js';
+import type { LogStore, NewLine } from './log-store.js';
 
 /** How often the running bots are looked at for one whose lines are not followed yet (a run that began). */
 const SWEEP_MS = 2_000;
@@ -62,6 +62,8 @@ export class LogCollector {
   private readonly starts = new Map<string, number[]>();
   private readonly timers: NodeJS.Timeout[] = [];
   private closed = false;
+  /** Told of each line kept, as kept (the alerts: docs/api.md §22). */
+  private listener: ((botId: string, line: NewLine) => void) | undefined;
 
   constructor(
     private readonly driver: RuntimeDriver,
@@ -160,7 +162,9 @@ export class LogCollector {
           }
         }
         if (!this.admit(botId, at, Date.now())) return;
-        this.store.append(botId, [{ at, run: runOf(starts, at), stream: line.stream, text }]);
+        const kept: NewLine = { at, run: runOf(starts, at), stream: line.stream, text };
+        this.store.append(botId, [kept]);
+        this.listener?.(botId, kept);
       };
       // A millisecond before: the runtime's times are finer than the history's, and the newest one's other lines come too.
       await this.driver.followLogs(botId, { since: new Date(since - 1) }, onLine, abort.signal);
@@ -188,6 +192,11 @@ export class LogCollector {
       starts.push(startedAtMs);
       starts.sort((a, b) => a - b);
     }
+  }
+
+  /** Tells `listener` of each bot's line as it is kept. */
+  listen(listener: (botId: string, line: NewLine) => void): void {
+    this.listener = listener;
   }
 
   /** The bot is removed: its lines are no longer followed, and its history goes. */

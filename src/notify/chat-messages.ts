@@ -51,6 +51,7 @@ const WHAT: Record<string, { readonly text: string; readonly severity: ChatNote[
   'backup-verified': { text: 'had a backup verified', severity: 'good' },
   'backup-verify-failed': { text: 'has a backup that cannot be restored', severity: 'bad' },
   'data-over-size': { text: 'uses more data than its size_mb', severity: 'bad' },
+  alert: { text: 'raised an alert', severity: 'bad' },
 };
 
 /** The chat note of an event's JSON (docs/api.md §9), linking to `consoleUrl` where there is one. */
