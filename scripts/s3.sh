@@ -23,18 +23,8 @@ if [ "${1:-}" = --stop ]; then
   exit 0
 fi
 
-if [ ! -x "$CACHE/versitygw" ]; then
-  command -v go >/dev/null 2>&1 || fail "needs Go (1.24 or newer) on PATH"
-  export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
-  mkdir -p "$(dirname "$CACHE")"
-  work=$(mktemp -d "$(dirname "$CACHE")/.versitygw-build-XXXXXX")
-  trap 'rm -rf "$work"' EXIT
-  started=$(date +%s)
-  echo "s3.sh: building versitygw v$VERSITYGW_VERSION into $CACHE" >&2
-  GOBIN="$work/out" go install -trimpath -ldflags="-s -w" "github.com/versity/versitygw/cmd/versitygw@v$VERSITYGW_VERSION"
-  mv -T "$work/out" "$CACHE" 2>/dev/null || [ -x "$CACHE/versitygw" ]
-  echo "s3.sh: built in $(( $(date +%s) - started )) s" >&2
-fi
+source scripts/go-install.sh
+go_install_cached s3.sh "$CACHE" versitygw "github.com/versity/versitygw/cmd/versitygw@v$VERSITYGW_VERSION" || exit 1
 
 # Any answer over HTTP (an unsigned request is refused with 403): the server is up.
 answers() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/" 2>/dev/null | grep -q '^[1-5]'; }

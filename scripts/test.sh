@@ -31,6 +31,9 @@ export BOT_AGENT_REGISTRY
 # A real S3-compatible server on loopback, for backups' stores (versitygw, built once from Go modules, about 2 to 6 minutes, then cached).
 BOT_AGENT_S3=$(bash scripts/s3.sh | tail -n 1)
 export BOT_AGENT_S3
+# A real log database on loopback, for the log history's shipping (VictoriaLogs, built once from Go modules, about 1 to 5 minutes, then cached).
+BOT_AGENT_VICTORIALOGS=$(bash scripts/victorialogs.sh | tail -n 1)
+export BOT_AGENT_VICTORIALOGS
 # Prometheus' own checker of /metrics (built once from Go modules, about 8 minutes cold, then cached).
 BOT_AGENT_PROMTOOL=$(bash scripts/promtool.sh | tail -n 1)
 export BOT_AGENT_PROMTOOL

@@ -6,6 +6,7 @@ import { deployRequest, validate } from './http/schemas.js';
 import { agentActions } from './schedules/agent-actions.js';
 import { BackupFolder } from './backups/backup-folder.js';
 import { LogCollector } from './log-history/log-collector.js';
+import { LokiShipper, shippingGapLine } from './log-history/log-shipping.js';
 import { Alerting } from './alerts/alerting.js';
 import { AlertStore } from './alerts/alert-store.js';
 import { LogStore } from './log-history/log-store.js';
@@ -317,6 +318,14 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   metrics.health(watchdog, heartbeats);
   // Every bot's output, kept across its runs in a store of the agent's own (docs/api.md §21).
   const logHistory = config.logHistory ? new LogCollector(driver, new LogStore(config.dataDir, report), config.logHistory, report) : undefined;
+  // Every kept line shipped to the log database, where one is configured (docs/api.md §21); its gaps kept as lines.
+  const logDatabase = config.logHistory?.databaseUrl;
+  if (logHistory && logDatabase !== undefined) {
+    const shipper = new LokiShipper(new URL('/insert/loki/api/v1/push', logDatabase).href, node, (gap) => logHistory.store.append(gap.botId, [shippingGapLine(gap)]), report, config.logHistory?.shipping);
+    logHistory.store.onWritten = (lines) => shipper.ship(lines);
+    shipper.start();
+    closers.push(() => shipper.close());
+  }
   // Alert rules (docs/api.md §22): told as `alert` events, and so to the webhook and the chats.
   const alertStore = new AlertStore(store.sql());
   const alerting = new Alerting(alertStore, driver, (botId, fields) => history.note(botId, 'alert', fields), report);

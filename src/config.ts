@@ -6,6 +6,10 @@ import { wholeNumber } from './whole-number.js';
 /** What the log history keeps (docs/api.md §21): a bot's share of lines a second, and the retention in days and bytes. */
 export interface LogHistoryConfig {
   readonly ratePerSecond: number;
+  /** A VictoriaLogs every line is shipped to (Loki's push API) and searched in (LogsQL): AGENT_LOG_DATABASE_URL. */
+  readonly databaseUrl?: string | undefined;
+  /** The shipping's bounds where they are not the defaults (tests): lines held at most, and how long a gap goes unsaid. */
+  readonly shipping?: { readonly maxPending?: number; readonly gapMs?: number } | undefined;
   readonly retention: { readonly days: number; readonly botBytes: number; readonly totalBytes: number };
 }
 
@@ -203,6 +207,7 @@ const env = object({
   AGENT_LOG_HISTORY_BOT_MB: wholeNumber('AGENT_LOG_HISTORY_BOT_MB', 1, 1_000_000, 'MB').default(100),
   AGENT_LOG_HISTORY_MB: wholeNumber('AGENT_LOG_HISTORY_MB', 1, 10_000_000, 'MB').default(2_048),
   AGENT_LOG_HISTORY_RATE: wholeNumber('AGENT_LOG_HISTORY_RATE', 1, 100_000, 'lines a second').default(200),
+  AGENT_LOG_DATABASE_URL: httpUrl('AGENT_LOG_DATABASE_URL'),
   AGENT_LOG_LEVEL: string().oneOf(LOG_LEVELS, `AGENT_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`).default('info'),
   AGENT_NODE: string().matches(NODE_NAME, 'AGENT_NODE must be a node name: lower-case letters, digits, dots and dashes, at most 63, e.g. host-2'),
   AGENT_NODE_URL: httpUrl('AGENT_NODE_URL'),
@@ -295,6 +300,9 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
         .map((address) => address.trim().toLowerCase())
         .filter((address) => address !== ''),
     );
+    if (values.AGENT_LOG_DATABASE_URL !== undefined && values.AGENT_LOG_HISTORY === 'off') {
+      throw new ConfigError('AGENT_LOG_DATABASE_URL needs AGENT_LOG_HISTORY=on: the lines shipped there are those the history keeps');
+    }
     return Object.freeze({
       runtime: values.AGENT_RUNTIME,
       host: values.AGENT_HOST,
@@ -333,6 +341,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
           ? Object.freeze({
               ratePerSecond: values.AGENT_LOG_HISTORY_RATE,
               retention: Object.freeze({ days: values.AGENT_LOG_HISTORY_DAYS, botBytes: values.AGENT_LOG_HISTORY_BOT_MB * 1_000_000, totalBytes: values.AGENT_LOG_HISTORY_MB * 1_000_000 }),
+              ...(values.AGENT_LOG_DATABASE_URL === undefined ? {} : { databaseUrl: values.AGENT_LOG_DATABASE_URL }),
             })
           : undefined,
       logLevel: values.AGENT_LOG_LEVEL,

@@ -1,8 +1,9 @@
 import Router from '@koa/router';
-import { BadRequest, NotImplemented } from '../errors.js';
+import { BadRequest, NotImplemented, OperationFailed } from '../errors.js';
 import type { LogCollector } from '../log-history/log-collector.js';
 import { lineMatcher } from '../log-history/line-match.js';
-import type { HistoryStream, Position, StoredLine } from '../log-history/log-store.js';
+import type { HistoryPage, HistoryStream, Position, StoredLine } from '../log-history/log-store.js';
+import { searchVictoriaLogs } from '../log-history/victorialogs-search.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Access } from './access.js';
 import { botIdInPath, DEFAULT_HISTORY_LINES, logHistoryQuery, validateQuery } from './schemas.js';
@@ -46,22 +47,35 @@ export function logHistoryRoutes({ driver, logHistory, access }: LogHistoryRoute
     // A removed bot's history went with it; a bot asking of itself exists.
     if (caller.kind !== 'bot') await driver.findBot(botId);
     const [at, seq] = (query.cursor ?? '').split('-').map(Number);
-    const q = query.q;
-    const page = await logHistory.store.search(botId, {
+    const common = {
       since,
       until,
       run: query.run === undefined ? undefined : Date.parse(query.run),
       stream: query.stream as HistoryStream | undefined,
-      match,
-      chunkMay: q === undefined ? undefined : (text) => text.includes(q),
-      order: query.order === 'oldest' ? 'oldest' : 'newest',
+      order: query.order === 'oldest' ? ('oldest' as const) : ('newest' as const),
       after: query.cursor === undefined ? undefined : { at: at!, seq: seq! },
       limit: query.limit ?? DEFAULT_HISTORY_LINES,
       maxBytes: ANSWER_LINES_MAX_BYTES,
-      lineBytes: (line) => Buffer.byteLength(JSON.stringify(lineView(line))) + 1,
+      lineBytes: (line: StoredLine) => Buffer.byteLength(JSON.stringify(lineView(line))) + 1,
       budgetMs: SEARCH_BUDGET_MS,
-    });
-    ctx.body = { ok: true, bot_id: botId, lines: page.lines.map(lineView), next: cursorOf(page.next), partial: page.partial };
+    };
+    const q = query.q;
+    const database = logHistory.databaseUrl;
+    const fromAgent = () => logHistory.store.search(botId, { ...common, match, chunkMay: q === undefined ? undefined : (text) => text.includes(q) });
+    let from: 'database' | 'agent' = database === undefined ? 'agent' : 'database';
+    let page: HistoryPage;
+    if (database === undefined) page = await fromAgent();
+    else {
+      try {
+        page = await searchVictoriaLogs(database, botId, { ...common, q, regex: query.regex });
+      } catch (err) {
+        // The database away: this agent's own history answers, and says so.
+        if (!(err instanceof OperationFailed)) throw err;
+        from = 'agent';
+        page = await fromAgent();
+      }
+    }
+    ctx.body = { ok: true, bot_id: botId, from, lines: page.lines.map(lineView), next: cursorOf(page.next), partial: page.partial };
   });
 
   return router;

@@ -422,11 +422,12 @@ export const openApiDocument = {
       Logs: answer('logs', { type: 'string' }),
       LogHistory: {
         type: 'object',
-        required: ['ok', 'bot_id', 'lines', 'next', 'partial'],
+        required: ['ok', 'bot_id', 'from', 'lines', 'next', 'partial'],
         additionalProperties: false,
         properties: {
           ok: { const: true },
           bot_id: ref('BotId'),
+          from: { enum: ['database', 'agent'], description: "Where the lines were found: the log database (AGENT_LOG_DATABASE_URL), or this agent's own history" },
           lines: {
             type: 'array',
             items: {
@@ -434,8 +435,8 @@ export const openApiDocument = {
               required: ['at', 'run', 'stream', 'line'],
               additionalProperties: false,
               properties: {
-                at: { type: 'string', format: 'date-time' },
-                run: { type: ['string', 'null'], format: 'date-time', description: "The start of the run that wrote it; null where not known" },
+                at: { type: 'string', description: 'ISO 8601: when the line was written' },
+                run: { type: ['string', 'null'], description: 'ISO 8601: the start of the run that wrote it; null where not known' },
                 stream: { enum: ['stdout', 'stderr', 'agent'] },
                 line: { type: 'string' },
               },
@@ -476,7 +477,7 @@ export const openApiDocument = {
           window_s: { type: 'integer' },
           silent_s: { type: 'integer' },
           cooldown_s: { type: 'integer' },
-          created_at: { type: 'string', format: 'date-time' },
+          created_at: { type: 'string', description: 'ISO 8601' },
         },
       },
       BackupRequest: { ...closedKeep(jsonSchemaOf(backupRequest)), ...PRE_RULE },

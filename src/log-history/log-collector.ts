@@ -72,6 +72,11 @@ export class LogCollector {
     private readonly report: (what: string, err: unknown) => void,
   ) {}
 
+  /** The log database searches answer from, where one is configured (docs/api.md §21). */
+  get databaseUrl(): string | undefined {
+    return this.options.databaseUrl;
+  }
+
   start(): void {
     this.store.start();
     this.timers.push(setInterval(() => this.sweep(), SWEEP_MS), setInterval(() => this.enforceRetention(), RETENTION_MS));

@@ -145,6 +145,8 @@ export class LogStore {
   private readonly packQueued = new Set<string>();
   /** Lines dropped as they could not be written (a full disk, a store that fell behind). */
   dropped = 0;
+  /** Told of each batch of lines once written, with their places (the shipping to a log database). */
+  onWritten: ((lines: ReadonlyArray<StoredLine & { readonly botId: string }>) => void) | undefined;
 
   constructor(
     dataDir: string,
@@ -205,9 +207,10 @@ export class LogStore {
   }
 
   private write(batch: ReadonlyArray<NewLine & { readonly botId: string }>): void {
+    const written: Array<StoredLine & { readonly botId: string }> = [];
     try {
       this.db.exec('BEGIN');
-      for (const line of batch) this.insert.run(line.botId, line.at, line.run, line.stream, line.text);
+      for (const line of batch) written.push({ ...line, seq: Number(this.insert.run(line.botId, line.at, line.run, line.stream, line.text).lastInsertRowid) });
       this.db.exec('COMMIT');
     } catch (err) {
       if (this.db.isTransaction) this.db.exec('ROLLBACK');
@@ -215,6 +218,7 @@ export class LogStore {
       this.report(`${batch.length} log lines could not be kept in the history`, err);
       return;
     }
+    this.onWritten?.(written);
     for (const line of batch) {
       const tally = this.tallies.get(line.botId) ?? { lines: 0, bytes: 0, oldestAt: line.at };
       tally.lines += 1;

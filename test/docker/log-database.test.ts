@@ -1,0 +1,87 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import test from 'ava';
+import type { ExecutionContext } from 'ava';
+import type { LogHistoryConfig } from '../../src/config.js';
+import { DockerFixture } from '../helpers/docker-fixture.js';
+import { eventually } from '../helpers/eventually.js';
+import { freePort } from '../helpers/free-port.js';
+import { call } from '../helpers/http-client.js';
+import { createdIdleBot } from '../helpers/idle-bot.js';
+import { provisioningAgent } from '../helpers/provisioning-agent.js';
+import type { ProvisioningAgent } from '../helpers/provisioning-agent.js';
+import { logsQl, victoriaLogsUrl } from '../helpers/victorialogs.js';
+
+// The log history shipped to a real log database (docs/api.md §21): VictoriaLogs, built from Go modules and run on
+// loopback by npm test. Every kept line reaches it with its bot, run, node and stream as labels, by Loki's push
+// API; searches answer from it; a database away is a gap kept in the bot's history, not a hang.
+const fixture = new DockerFixture();
+const RETENTION = { days: 7, botBytes: 100_000_000, totalBytes: 1_000_000_000 };
+const dirs: string[] = [];
+
+async function agentWith(t: ExecutionContext, node: string, logHistory: LogHistoryConfig): Promise<ProvisioningAgent> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'log-database-'));
+  dirs.push(dataDir);
+  const agent = await provisioningAgent(fixture, 'address', { config: { dataDir, node, logHistory } });
+  t.teardown(() => agent.close());
+  return agent;
+}
+
+test.before(() => fixture.ready());
+test.after.always(async () => {
+  await fixture.cleanup();
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+});
+
+interface Line {
+  at: string;
+  run: string | null;
+  stream: string;
+  line: string;
+}
+
+test('every kept line is shipped with its bot, run, node and stream, and searches answer from the database', async (t) => {
+  const agent = await agentWith(t, 'ship-node', { ratePerSecond: 200, retention: RETENTION, databaseUrl: victoriaLogsUrl() });
+  const botId = await createdIdleBot(t, fixture, agent.server, {
+    command: ['sh', '-c', 'i=0; while [ $i -lt 30 ]; do echo "shipped $i"; i=$((i+1)); done; echo "429 Too Many Requests" >&2; sleep 3600'],
+  });
+  let rows: Record<string, string>[] = [];
+  await eventually(async () => (rows = await logsQl(`{bot=${JSON.stringify(botId)}}`)).length >= 31, 30_000, 500);
+  t.is(rows.length, 31, JSON.stringify(rows.map((row) => row._msg)));
+  t.deepEqual(new Set(rows.map((row) => row.node)), new Set(['ship-node']));
+  t.true(rows.every((row) => row.run !== undefined && !Number.isNaN(Date.parse(row.run))), 'each line names its run');
+  t.deepEqual(rows.filter((row) => row.stream === 'stderr').map((row) => row._msg), ['429 Too Many Requests']);
+  // The agent's search answers from the database, a page at a time, oldest first.
+  const seen: Line[] = [];
+  let cursor: string | null = null;
+  do {
+    const reply = await call(agent.server, `/api/bots/${botId}/logs/history?${new URLSearchParams({ q: 'shipped', order: 'oldest', limit: '7', ...(cursor ? { cursor } : {}) })}`);
+    t.is(reply.status, 200, reply.text);
+    t.is(reply.body?.from, 'database');
+    seen.push(...(reply.body?.lines as Line[]));
+    cursor = reply.body?.next as string | null;
+  } while (cursor !== null);
+  t.deepEqual(seen.map((line) => line.line), Array.from({ length: 30 }, (_, i) => `shipped ${i}`));
+  const regex = await call(agent.server, `/api/bots/${botId}/logs/history?${new URLSearchParams({ regex: '^429 Too (Many|Few)', stream: 'stderr' })}`);
+  t.deepEqual((regex.body?.lines as Line[]).map((line) => line.line), ['429 Too Many Requests']);
+});
+
+test('a database away is a gap kept in the bot\'s history, said while it is away; searches answer from the agent meanwhile', async (t) => {
+  // A port nothing listens on: every push is refused at once.
+  const away = `http://127.0.0.1:${await freePort()}`;
+  const agent = await agentWith(t, 'away-node', { ratePerSecond: 200, retention: RETENTION, databaseUrl: away, shipping: { maxPending: 20, gapMs: 1_000 } });
+  const botId = await createdIdleBot(t, fixture, agent.server, {
+    command: ['sh', '-c', 'i=0; while [ $i -lt 100 ]; do echo "kept $i"; i=$((i+1)); done; sleep 3600'],
+  });
+  let gaps: Line[] = [];
+  await eventually(async () => {
+    const reply = await call(agent.server, `/api/bots/${botId}/logs/history?stream=agent`);
+    gaps = (reply.body?.lines ?? []) as Line[];
+    return gaps.length > 0;
+  }, 30_000, 500);
+  t.regex(gaps[0]?.line ?? '', /^\[bot-agent\] \d+ lines written from \S+ to \S+ not shipped to the log database \(AGENT_LOG_DATABASE_URL\)/);
+  const kept = await call(agent.server, `/api/bots/${botId}/logs/history?q=kept&limit=1000`);
+  t.is(kept.body?.from, 'agent');
+  t.is((kept.body?.lines as Line[]).length, 100, 'every line is in the agent\'s own history');
+});
