@@ -192,6 +192,7 @@ export const messages = {
   provisioningOff: 'forbidden: provisioning is off on this agent (AGENT_PROVISIONING=off): bots are created and removed elsewhere',
   platformOnlyNotifications: 'forbidden: only the platform (loopback or admin token) may send a test message to the chats',
   platformOnlySchedules: "forbidden: only the platform (loopback or admin token) may read or change a bot's schedules",
+  platformOnlyLogs: "forbidden: only the platform (loopback or admin token) may search every bot's log history",
   platformOnlyAlerts: 'forbidden: only the platform (loopback or admin token) may make, read or remove alert rules',
   platformOnlyBackups: "forbidden: only the platform (loopback or admin token) may make, read or remove a bot's backups",
   platformOnlyChats: "forbidden: only the platform (loopback or admin token) may set, read or test a bot's chats",

@@ -177,7 +177,7 @@ export function createApp({ driver, provisioner, deploys, lifecycle, limiter, hi
     chatRoutes({ driver, history, access: checks, chats: config.chats, botChatBase: config.botChatBase ?? DEFAULT_BOT_CHAT_BASE }).routes(),
     nodeRoutes({ nodes, access: checks }).routes(),
     backupRoutes({ backups, access: checks, runtime: driver.runtime }).routes(),
-    logHistoryRoutes({ driver, logHistory, access: checks }).routes(),
+    logHistoryRoutes({ driver, logHistory, access: checks, node: nodes.node, fleet: config.fleetKey === undefined ? undefined : { nodes, fleetKey: config.fleetKey } }).routes(),
     ...(alerts ? [alertRoutes({ driver, alerts, linesKept: logHistory !== undefined, access: checks }).routes()] : []),
     ...(schedules ? [scheduleRoutes({ driver, store: schedules.store, scheduler: schedules.scheduler, access: checks, deploys: deploys !== undefined, backups: backups !== undefined }).routes()] : []),
     fleetRoutes({

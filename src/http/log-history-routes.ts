@@ -1,12 +1,15 @@
 import Router from '@koa/router';
-import { BadRequest, NotImplemented, OperationFailed } from '../errors.js';
+import { BadRequest, messages, NotImplemented, OperationFailed } from '../errors.js';
+import { boundedJson, fleetRequest } from '../fleet/fleet-client.js';
+import { urlOnNode } from '../fleet/node-beacon.js';
+import type { NodeBeacon } from '../fleet/node-beacon.js';
 import type { LogCollector } from '../log-history/log-collector.js';
 import { lineMatcher } from '../log-history/line-match.js';
 import type { HistoryPage, HistoryStream, Position, StoredLine } from '../log-history/log-store.js';
 import { searchVictoriaLogs } from '../log-history/victorialogs-search.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Access } from './access.js';
-import { botIdInPath, DEFAULT_HISTORY_LINES, logHistoryQuery, validateQuery } from './schemas.js';
+import { botIdInPath, DEFAULT_HISTORY_LINES, fleetLogHistoryQuery, logHistoryQuery, validateQuery } from './schemas.js';
 
 /** An answer's lines stay within the logs' 4 MiB (docs/api.md §2), the envelope's own fields aside. */
 const ANSWER_LINES_MAX_BYTES = 4 * 1024 * 1024 - 4 * 1024;
@@ -18,7 +21,16 @@ export interface LogHistoryRoutesDeps {
   /** Undefined where the agent keeps no history (AGENT_LOG_HISTORY=off): the path answers 501. */
   readonly logHistory: LogCollector | undefined;
   readonly access: Access;
+  /** This agent's node, and the fleet's others a search of every bot asks too (within AGENT_FLEET_KEY). */
+  readonly node: string;
+  readonly fleet?: { readonly nodes: Pick<NodeBeacon, 'nodes'>; readonly fleetKey: string } | undefined;
 }
+
+/** A line of a search over every bot: whose, and on which node. */
+type FleetLine = ReturnType<typeof lineView> & { readonly bot_id: string; readonly node: string };
+
+/** How long another node has to answer its part of a fleet's search: its own budget, and a second more. */
+const OTHER_NODE_SEARCH_MS = SEARCH_BUDGET_MS + 1_000;
 
 /** A line as an answer shows it. */
 const lineView = (line: StoredLine) => ({
@@ -31,8 +43,83 @@ const lineView = (line: StoredLine) => ({
 const cursorOf = (position: Position | undefined): string | null => (position === undefined ? null : `${position.at}-${position.seq}`);
 
 /** A bot's log history, searched (docs/api.md §21): the bot itself, or the platform. */
-export function logHistoryRoutes({ driver, logHistory, access }: LogHistoryRoutesDeps): Router {
+export function logHistoryRoutes({ driver, logHistory, access, node, fleet }: LogHistoryRoutesDeps): Router {
   const router = new Router();
+
+  /** The other nodes' parts of a fleet's search (each searches its own bots), and the nodes that gave none in time. */
+  async function otherNodesLines(query: Record<string, string>, onlyNode: string | undefined): Promise<{ lines: FleetLine[]; missing: string[]; partial: boolean }> {
+    if (fleet === undefined) return { lines: [], missing: [], partial: false };
+    const others = (await fleet.nodes.nodes()).filter((one) => !one.self && (onlyNode === undefined || one.node === onlyNode));
+    type Part = { readonly lines: FleetLine[]; readonly partial: boolean } | { readonly missing: string };
+    const answers = await Promise.all(
+      others.map(async (other): Promise<Part> => {
+        try {
+          if (!other.alive || other.url === null) throw new Error('it is away');
+          const answer = await fleetRequest(urlOnNode(other.url, '/api/logs/history', new URLSearchParams({ ...query, node: other.node }).toString()), fleet.fleetKey, {
+            signal: AbortSignal.timeout(OTHER_NODE_SEARCH_MS),
+          });
+          const body = (await boundedJson(answer.body, 2 * ANSWER_LINES_MAX_BYTES)) as { lines?: FleetLine[]; partial?: boolean };
+          if (answer.statusCode !== 200 || !Array.isArray(body.lines)) throw new Error(`it answered ${answer.statusCode}`);
+          return { lines: body.lines, partial: body.partial === true };
+        } catch {
+          return { missing: other.node };
+        }
+      }),
+    );
+    return {
+      lines: answers.flatMap((answer) => ('lines' in answer ? answer.lines : [])),
+      missing: answers.flatMap((answer) => ('missing' in answer ? [answer.missing] : [])),
+      partial: answers.some((answer) => 'partial' in answer && answer.partial),
+    };
+  }
+
+  // Every bot's history, searched on every node of the fleet, merged by time (docs/api.md §21): the platform only.
+  router.get('/api/logs/history', async (ctx) => {
+    const query = validateQuery(fleetLogHistoryQuery, ctx.query);
+    const since = query.since === undefined ? undefined : Date.parse(query.since);
+    const until = query.until === undefined ? undefined : Date.parse(query.until);
+    if (since !== undefined && until !== undefined && since >= until) throw new BadRequest('since must be before until');
+    const match = lineMatcher(query.q, query.regex);
+    await access.platformFor(ctx, messages.platformOnlyLogs);
+    if (logHistory === undefined) throw new NotImplemented('this agent keeps no log history: AGENT_LOG_HISTORY is off (docs/api.md §21)');
+    const newest = query.order !== 'oldest';
+    const limit = query.limit ?? DEFAULT_HISTORY_LINES;
+    const q = query.q;
+    // Asked by another node's agent: this node's lines alone, never the fleet's again.
+    const passedOn = /^Fleet\s/i.test(ctx.get('authorization'));
+    const own =
+      query.node === undefined || query.node === node
+        ? logHistory.store.searchBots(
+            // Every bot whose lines this node keeps: those it runs, and those that moved away from it.
+            logHistory.store.knownBots(query.user_id),
+            {
+              since,
+              until,
+              stream: query.stream as HistoryStream | undefined,
+              match,
+              chunkMay: q === undefined ? undefined : (text) => text.includes(q),
+              order: newest ? 'newest' : 'oldest',
+              limit,
+              maxBytes: ANSWER_LINES_MAX_BYTES,
+              lineBytes: (line) => Buffer.byteLength(JSON.stringify(lineView(line))) + 1,
+              budgetMs: SEARCH_BUDGET_MS,
+            },
+          )
+        : Promise.resolve({ lines: [], partial: false });
+    const forwarded = Object.fromEntries(Object.entries(ctx.query).filter((entry): entry is [string, string] => typeof entry[1] === 'string' && entry[0] !== 'node'));
+    const nobody = { lines: [], missing: [], partial: false };
+    const [mine, theirs] = await Promise.all([own, passedOn || query.node === node ? Promise.resolve(nobody) : otherNodesLines(forwarded, query.node)]);
+    const merged: FleetLine[] = [...mine.lines.map((line) => ({ bot_id: line.botId, node, ...lineView(line) })), ...theirs.lines];
+    merged.sort((a, b) => (newest ? b.at.localeCompare(a.at) : a.at.localeCompare(b.at)));
+    const lines: FleetLine[] = [];
+    let bytes = 0;
+    for (const line of merged.slice(0, limit)) {
+      bytes += Buffer.byteLength(JSON.stringify(line)) + 1;
+      if (bytes > ANSWER_LINES_MAX_BYTES) break;
+      lines.push(line);
+    }
+    ctx.body = { ok: true, lines, partial: mine.partial || theirs.partial, nodes_missing: theirs.missing };
+  });
 
   router.get('/api/bots/:bot_id/logs/history', async (ctx) => {
     const botId = botIdInPath(ctx.params.bot_id);

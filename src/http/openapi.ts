@@ -6,7 +6,7 @@ import { ACTIONS_PER_SCHEDULE, COMMAND_TIMEOUT_DEFAULT_S, COMMAND_TIMEOUT_MAX_S,
 import { HEALTH_OUTPUT_MAX } from '../runtime/health-policy.js';
 import { NODE_NAME } from '../config.js';
 import { STORE_NAME } from '../backups/backup-folder.js';
-import { alertRequest, botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, fleetDataRequest, heartbeatRequest, listBotsQuery, logHistoryQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, backupStoreQuery, moveRequest, restoreRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
+import { alertRequest, botChatsRequest, createBotRequest, deployRequest, eventsQuery, exitsQuery, drainRequest, fleetCreateRequest, fleetDataRequest, heartbeatRequest, listBotsQuery, fleetLogHistoryQuery, logHistoryQuery, logsQuery, logsRequest, backupArchiveQuery, backupRequest, backupStoreQuery, moveRequest, restoreRequest, ownerRequest, pathBotId, removeBotQuery, sessionRequest } from './schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -461,6 +461,32 @@ export const openApiDocument = {
         },
       }),
       AlertRequest: alertRequestSchema(),
+      FleetLogHistory: {
+        type: 'object',
+        required: ['ok', 'lines', 'partial', 'nodes_missing'],
+        additionalProperties: false,
+        properties: {
+          ok: { const: true },
+          lines: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['bot_id', 'node', 'at', 'run', 'stream', 'line'],
+              additionalProperties: false,
+              properties: {
+                bot_id: ref('BotId'),
+                node: { type: 'string' },
+                at: { type: 'string' },
+                run: { type: ['string', 'null'] },
+                stream: { enum: ['stdout', 'stderr', 'agent'] },
+                line: { type: 'string' },
+              },
+            },
+          },
+          partial: { type: 'boolean', description: 'A node or a search stopped at its time budget: more lines may match' },
+          nodes_missing: { type: 'array', items: { type: 'string' }, description: 'Nodes that gave no answer in time' },
+        },
+      },
       Alert: {
         type: 'object',
         required: ['id', 'name', 'bot_id', 'kind', 'cooldown_s', 'created_at'],
@@ -810,6 +836,15 @@ export const openApiDocument = {
           'stream, newest or oldest first, a page at a time: the bot itself, or the platform',
         parameters: [botIdParameter, ...queryParameters(logHistoryQuery)],
         responses: responses(ok('The lines found', ref('LogHistory')), 400, 403, 404, 409, 429, 500, 501, 503),
+      },
+    },
+    '/api/logs/history': {
+      get: {
+        summary:
+          "Every bot's kept output, searched on every node of the fleet and merged by time (docs/api.md §21): by time, owner, node, " +
+          'substring, RE2 regular expression and stream, newest or oldest first; the platform only',
+        parameters: queryParameters(fleetLogHistoryQuery),
+        responses: responses({ description: 'The lines found', content: json(ref('FleetLogHistory')) }, 400, 403, 429, 500, 501, 503),
       },
     },
     '/api/bots/{bot_id}': {

@@ -113,6 +113,12 @@ export const logHistoryQuery = object({
   cursor: string().strict().matches(/^\d{1,16}-\d{1,16}$/, 'cursor must be a `next` a search answered, e.g. 1733479200000-42'),
 });
 
+/** Query of GET /api/logs/history, every bot's (docs/api.md §21): a bot's search's, without run and cursor, with owner and node. */
+export const fleetLogHistoryQuery = logHistoryQuery.omit(['run', 'cursor']).shape({
+  user_id: string().strict().min(1, 'user_id must not be empty').max(256, 'user_id must be at most 256 characters'),
+  node: string().strict().matches(NODE_NAME, 'node must be a node name: lower-case letters, digits, dots and dashes'),
+});
+
 /** The body of POST /api/admin/alerts (docs/api.md §22); which fields a kind takes is checked by alertSpecOf. */
 export const alertRequest = object({
   name: string().strict().typeError('name must be text').required('name is required').min(1, 'name must not be empty').max(100, 'name must be at most 100 characters'),

@@ -142,6 +142,7 @@ export class LogCollector {
     try {
       const bot = await this.driver.findBot(botId);
       if (!bot.running || bot.startedAt === undefined || this.closed) return;
+      this.store.noteBot(botId, bot.ownerId);
       this.store.noteRun(botId, bot.startedAt.getTime());
       const starts = this.store.runStarts(botId);
       this.starts.set(botId, starts);

@@ -161,6 +161,7 @@ export class LogStore {
       CREATE INDEX IF NOT EXISTS chunks_bot_last ON chunks (bot, last_at);
       CREATE INDEX IF NOT EXISTS chunks_bot_first ON chunks (bot, first_at);
       CREATE TABLE IF NOT EXISTS runs (bot TEXT NOT NULL, started_at INTEGER NOT NULL, PRIMARY KEY (bot, started_at));
+      CREATE TABLE IF NOT EXISTS bots (bot TEXT PRIMARY KEY, owner TEXT);
     `);
     this.insert = this.db.prepare('INSERT INTO recent (bot, at, run, stream, text) VALUES (?, ?, ?, ?, ?)');
     for (const row of this.db.prepare('SELECT bot, COUNT(*) AS lines, SUM(length(text)) AS bytes, MIN(at) AS oldest FROM recent GROUP BY bot').all()) {
@@ -335,6 +336,29 @@ export class LogStore {
     return { lines, next: full ? placeOf(lines.at(-1)) : undefined, partial: false };
   }
 
+  /**
+   * The lines of several bots a search asks for, merged in its order (a fleet's search, docs/api.md §21): each
+   * bot's best `limit`, within one time budget; past it, `partial` and no more bots read.
+   */
+  async searchBots(botIds: readonly string[], search: HistorySearch): Promise<{ lines: Array<StoredLine & { botId: string }>; partial: boolean }> {
+    const began = performance.now();
+    const found: Array<StoredLine & { botId: string }> = [];
+    let partial = false;
+    for (const botId of botIds) {
+      const left = search.budgetMs - (performance.now() - began);
+      if (left <= 0) {
+        partial = true;
+        break;
+      }
+      const page = await this.search(botId, { ...search, budgetMs: left });
+      partial ||= page.partial;
+      for (const line of page.lines) found.push({ ...line, botId });
+    }
+    const newest = search.order === 'newest';
+    found.sort((a, b) => (newest ? b.at - a.at || b.seq - a.seq : a.at - b.at || a.seq - b.seq));
+    return { lines: found.slice(0, search.limit), partial };
+  }
+
   /** The bot's newest kept line's time, and the texts of its lines at that millisecond (where a follow taken up again begins). */
   async newest(botId: string): Promise<{ at: number; texts: string[] } | undefined> {
     const { lines } = await this.search(botId, { order: 'newest', limit: 200, maxBytes: Infinity, lineBytes: () => 0, budgetMs: Infinity });
@@ -349,6 +373,17 @@ export class LogStore {
       .prepare('SELECT started_at FROM runs WHERE bot = ? ORDER BY started_at')
       .all(botId)
       .map((row) => Number(row.started_at));
+  }
+
+  /** The bot has lines here, and this owner: a fleet's search by owner finds it, also once it moved away. */
+  noteBot(botId: string, owner: string | undefined): void {
+    this.db.prepare('INSERT INTO bots (bot, owner) VALUES (?, ?) ON CONFLICT (bot) DO UPDATE SET owner = excluded.owner').run(botId, owner ?? null);
+  }
+
+  /** The bots whose lines are kept here (of `owner` alone, when given). */
+  knownBots(owner?: string): string[] {
+    const rows = owner === undefined ? this.db.prepare('SELECT bot FROM bots ORDER BY bot').all() : this.db.prepare('SELECT bot FROM bots WHERE owner = ? ORDER BY bot').all(owner);
+    return rows.map((row) => String(row.bot));
   }
 
   noteRun(botId: string, startedAt: number): void {
@@ -420,7 +455,7 @@ export class LogStore {
     this.pending = this.pending.filter((line) => line.botId !== botId);
     this.tallies.delete(botId);
     this.db.exec('BEGIN');
-    for (const table of ['recent', 'chunks', 'runs']) this.db.prepare(`DELETE FROM ${table} WHERE bot = ?`).run(botId);
+    for (const table of ['recent', 'chunks', 'runs', 'bots']) this.db.prepare(`DELETE FROM ${table} WHERE bot = ?`).run(botId);
     this.db.exec('COMMIT');
   }
 

@@ -52,6 +52,8 @@ async function startNode(name: NodeName, port: number, databaseUrl: string): Pro
     // A bot's token names it (docs/api.md §4, rule 8): the running bot's own calls show whether a removal reached it.
     AGENT_IDENTITY: 'token',
     AGENT_ADMIN_TOKEN: ADMIN_TOKEN,
+    // Each node keeps its bots' output (docs/api.md §21): a moved bot's is found from either node.
+    AGENT_LOG_HISTORY: 'on',
   };
   agents[name] = { port, env, agent: await runAgentProcess(env) };
 }
@@ -321,4 +323,25 @@ test.serial("a move whose new node's agent is killed as it swaps the data in: th
   t.true(await eventually(async () => (await restoreHelpersOn('node-c', id)) === 0, 60_000, 500), 'the restore node-c was killed in: settled once its agent is back');
   t.false((await engines['node-c'].docker().getContainer(id).inspect()).State.Running, 'its copy there, never placed, stays stopped');
   await exactlyOneOn(t, id, 'node-b');
+});
+
+test.serial("a moved bot's output is found from either node: the fleet's search merges each node's history by time", async (t) => {
+  const id = fixture.newBotId();
+  await createOnB(t, id, TEST_IMAGE, { command: ['sh', '-c', `echo "hello from a run"; ${IDLE_BOT}`] });
+  type Found = { bot_id: string; node: string; line: string; at: string };
+  const search = async (name: NodeName): Promise<Found[]> => {
+    const reply = await api(name, `/api/logs/history?${new URLSearchParams({ q: 'hello from a run', user_id: 'user_7' })}`);
+    t.is(reply.status, 200, JSON.stringify(reply.body));
+    return ((reply.body?.lines ?? []) as Found[]).filter((line) => line.bot_id === id);
+  };
+  t.true(await eventually(async () => (await search('node-c')).length === 1, 30_000, 500), 'node-c never found the line node-b kept');
+  const moved = await api('node-b', `/api/admin/bots/${id}/move`, { body: { node: 'node-c' } });
+  t.is(moved.status, 200, JSON.stringify(moved.body));
+  let found: Found[] = [];
+  t.true(await eventually(async () => (found = await search('node-b')).length === 2, 30_000, 500), JSON.stringify(found));
+  t.deepEqual(found.map((line) => line.node), ['node-c', 'node-b'], 'newest first: its run on node-c, then its run on node-b');
+  t.deepEqual((await search('node-c')).map((line) => line.node), ['node-c', 'node-b']);
+  // A bot's own node alone, when asked.
+  const onlyB = await api('node-c', `/api/logs/history?${new URLSearchParams({ q: 'hello from a run', node: 'node-b' })}`);
+  t.deepEqual(((onlyB.body?.lines ?? []) as Found[]).filter((line) => line.bot_id === id).map((line) => line.node), ['node-b']);
 });

@@ -477,6 +477,9 @@ include-name = "GET /api/bots/{bot_id}/logs/history"
 parameters = { "path.bot_id" = { dictionary = "readers", probability = 0.9 } }
 checks = { positive_data_acceptance = { expected-statuses = ["2xx", "400", "403", "404", "409", "429"] } }
 [[operations]]
+include-name = "GET /api/logs/history"
+checks = { positive_data_acceptance = { expected-statuses = ["2xx", "400", "403", "429"] } }
+[[operations]]
 include-name = "POST /api/admin/alerts"
 checks = { positive_data_acceptance = { expected-statuses = ["2xx", "400", "404", "422"] } }
 # Schemathesis' own list, and 422: whether the engine holds an image, and how many CPUs the host has, is no
