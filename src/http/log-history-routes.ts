@@ -97,7 +97,7 @@ export function logHistoryRoutes({ driver, logHistory, access, node, fleet }: Lo
               until,
               stream: query.stream as HistoryStream | undefined,
               match,
-              chunkMay: q === undefined ? undefined : (text) => text.includes(q),
+              mustContain: q,
               order: newest ? 'newest' : 'oldest',
               limit,
               maxBytes: ANSWER_LINES_MAX_BYTES,
@@ -148,7 +148,7 @@ export function logHistoryRoutes({ driver, logHistory, access, node, fleet }: Lo
     };
     const q = query.q;
     const database = logHistory.databaseUrl;
-    const fromAgent = () => logHistory.store.search(botId, { ...common, match, chunkMay: q === undefined ? undefined : (text) => text.includes(q) });
+    const fromAgent = () => logHistory.store.search(botId, { ...common, match, mustContain: q });
     let from: 'database' | 'agent' = database === undefined ? 'agent' : 'database';
     let page: HistoryPage;
     if (database === undefined) page = await fromAgent();

@@ -38,8 +38,8 @@ export interface HistorySearch {
   readonly run?: number | undefined;
   readonly stream?: HistoryStream | undefined;
   readonly match?: ((text: string) => boolean) | undefined;
-  /** A quick test of a whole chunk's text: false when no line of it can match (a substring it lacks). */
-  readonly chunkMay?: ((text: string) => boolean) | undefined;
+  /** Text every line that matches contains (a search's substring): a chunk without it is not read line by line. */
+  readonly mustContain?: string | undefined;
   readonly order: 'newest' | 'oldest';
   /** Only lines past this place, in `order`. */
   readonly after?: Position | undefined;
@@ -80,6 +80,8 @@ export const FLUSH_MS = 1_000;
 const CHUNK_LINES = 2_000;
 const CHUNK_RAW_BYTES = 256 * 1024;
 const CHUNK_AGE_MS = 5 * 60_000;
+/** Chunks a search unpacks at once (the thread pool's four threads). */
+const UNPACK_AHEAD = 4;
 /** Lines waiting for their write past this are dropped and counted: a store that cannot keep up holds no more. */
 const PENDING_MAX = 100_000;
 /** What a recent line costs beyond its text, for the bytes retention counts. */
@@ -317,7 +319,28 @@ export class LogStore {
       }
       candidates = kept;
     };
-    for (const chunk of chunks) {
+    // Chunks are unpacked a few ahead of the one read, on the thread pool: a long range is read at the cores' pace.
+    const needle = search.mustContain === undefined ? undefined : Buffer.from(search.mustContain);
+    const unpacking = new Map<number, Promise<string | undefined>>();
+    const unpack = (index: number): void => {
+      const chunk = chunks[index];
+      if (chunk === undefined || unpacking.has(index)) return;
+      const packed = body.get(chunk.id) as { body: Uint8Array } | undefined;
+      unpacking.set(
+        index,
+        packed === undefined
+          ? Promise.resolve(undefined)
+          : decompress(packed.body).then(
+              // A chunk without the text every match has is passed over as bytes, never decoded.
+              (raw) => (needle !== undefined && !raw.includes(needle) ? '' : raw.toString()),
+              (err: unknown) => {
+                this.report(`a chunk of bot ${botId}'s log history could not be read; its lines are left out`, err);
+                return undefined;
+              },
+            ),
+      );
+    };
+    for (const [index, chunk] of chunks.entries()) {
       const frontier = newest ? chunk.last_at : chunk.first_at;
       answerFinal(newest ? (line) => line.at > frontier : (line) => line.at < frontier);
       if (full) return { lines, next: placeOf(lines.at(-1)), partial: false };
@@ -326,10 +349,10 @@ export class LogStore {
         const next = newest ? { at: frontier + 1, seq: 0 } : { at: frontier - 1, seq: Number.MAX_SAFE_INTEGER };
         return { lines, next, partial: true };
       }
-      const packed = body.get(chunk.id) as { body: Uint8Array } | undefined;
-      if (packed === undefined) continue;
-      const text = (await decompress(packed.body)).toString();
-      if (search.chunkMay !== undefined && !search.chunkMay(text)) continue;
+      for (let ahead = index; ahead < index + UNPACK_AHEAD; ahead += 1) unpack(ahead);
+      const text = await unpacking.get(index);
+      unpacking.delete(index);
+      if (text === undefined || text === '') continue;
       for (const line of decode(text)) if (wanted(line)) candidates.push(line);
     }
     answerFinal(() => true);

@@ -3,7 +3,7 @@ import { shippedNanos } from './log-shipping.js';
 import type { HistoryPage, HistorySearch, StoredLine } from './log-store.js';
 
 /** A search of the log database: the history's own, its substring and pattern as text (LogsQL runs them). */
-export type DatabaseSearch = Omit<HistorySearch, 'match' | 'chunkMay'> & { readonly q?: string | undefined; readonly regex?: string | undefined };
+export type DatabaseSearch = Omit<HistorySearch, 'match' | 'mustContain'> & { readonly q?: string | undefined; readonly regex?: string | undefined };
 
 /** A LogsQL string: quoted as Go reads it (JSON's escapes are Go's). */
 const quoted = (text: string): string => JSON.stringify(text);

@@ -562,6 +562,12 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
       'POST /api/admin/bots/{bot_id}/backups/{backup_id}/restore',
       'POST /api/admin/bots/{bot_id}/backups/{backup_id}/verify',
       'DELETE /api/admin/bots/{bot_id}/backups/{backup_id}',
+      // Whether since comes before until, and whether a pattern is one RE2 reads, is no property a schema can state:
+      // a read or a search the schema allows may be the 422 (logs) or 400 (history, rules) that names the parameter.
+      'GET /api/bots/{bot_id}/logs',
+      'GET /api/bots/{bot_id}/logs/history',
+      'GET /api/logs/history',
+      'POST /api/admin/alerts',
     ],
     'Authentication failed': ['POST /api/bots/self/heartbeat', 'POST /api/admin/bots', 'POST /api/fleet/bots', 'POST /api/fleet/bots/{bot_id}/start', 'POST /api/fleet/bots/{bot_id}/data'],
     // A backup's POST names the keeper bot 8 times in 10; a seed whose coverage phase sends its own ids (no bot's) reads its 404s as missing data (ci3 of 2026-12-03).

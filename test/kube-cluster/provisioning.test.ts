@@ -466,3 +466,42 @@ test("a bot's data folder is a claim of its own: its counter outlives a restart,
   t.deepEqual((await adminKubeConfig().makeApiClient(AppsV1Api).listNamespacedDeployment({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items, []);
   t.deepEqual((await core.listNamespacedSecret({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items, [], 'the refused create left no Secret');
 });
+
+// The log history on the real cluster (docs/api.md §21): each pod's output kept as it is written, a run each,
+// across a restart (a new pod) and a deploy (a new ReplicaSet's pod), and searched by text through the agent.
+test("a bot's output on the cluster is kept across a restart and a deploy, a run each, and found by text", async (t) => {
+  const { harness, agent } = await provisioningAgent(t, { logHistory: { ratePerSecond: 200, retention: { days: 7, botBytes: 100_000_000, totalBytes: 1_000_000_000 } } });
+  const id = harness.newBotId();
+  const created = await call(agent.server, '/api/admin/bots', {
+    body: {
+      bot_id: id,
+      user_id: 'user_9',
+      image: IMAGE,
+      template: 'telegram',
+      token: `secret-${id}`,
+      env: { MODE: 'one' },
+      command: ['sh', '-c', 'echo "run-begins $(cat /proc/sys/kernel/random/uuid) mode=$MODE"; trap "exit 0" TERM; while :; do sleep 1 & wait $!; done'],
+    },
+  });
+  t.is(created.status, 201, created.text);
+  type Line = { line: string; run: string | null; at: string };
+  const runs = async (count: number): Promise<Line[]> => {
+    let lines: Line[] = [];
+    await eventually(async () => {
+      const reply = await call(agent.server, `/api/bots/${id}/logs/history?q=run-begins&order=oldest`);
+      lines = (reply.body?.lines ?? []) as Line[];
+      return lines.length >= count;
+    }, 90_000, 500);
+    t.is(lines.length, count, JSON.stringify(lines));
+    return lines;
+  };
+  await runs(1);
+  t.is((await call(agent.server, '/api/bots/restart', { body: { bot_id: id, user_id: 'user_9' } })).status, 200);
+  await runs(2);
+  const deployed = await call(agent.server, `/api/admin/bots/${id}`, { method: 'PATCH', body: { env: { MODE: 'two' }, min_ready_s: 1, deadline_s: 90 } });
+  t.is(deployed.status, 202, deployed.text);
+  const lines = await runs(3);
+  t.is(new Set(lines.map((line) => line.line)).size, 3, 'each run once');
+  t.is(new Set(lines.map((line) => line.run)).size, 3, 'each line names its own run');
+  t.regex(lines[2]!.line, /mode=two$/);
+});

@@ -58,7 +58,7 @@ test('lines are found newest or oldest first, by text, regex-free substring, str
   t.deepEqual(newest.lines.map((line) => line.text), ['line 4999 fine', 'line 4998 Too Many Requests', 'line 4997 fine']);
   const oldest = await store.search('bot_1', search({ limit: 2, order: 'oldest' }));
   t.deepEqual(oldest.lines.map((line) => line.text), ['line 0 Too Many Requests', 'line 1 fine']);
-  const matching = await allPages(store, 'bot_1', { match: (text) => text.includes('Too Many'), chunkMay: (text) => text.includes('Too Many'), limit: 100 });
+  const matching = await allPages(store, 'bot_1', { match: (text) => text.includes('Too Many'), mustContain: 'Too Many', limit: 100 });
   t.is(matching.length, Math.ceil(5_000 / 7));
   t.is((await allPages(store, 'bot_1', { stream: 'stderr', limit: 333 })).length, 500);
   t.is((await allPages(store, 'bot_1', { run: T0 + 833, limit: 700 })).length, 2_500);
