@@ -39,8 +39,12 @@ export function masker(secrets: readonly string[]): (text: string) => string {
  * process runs): a line this close before a start is that run's.
  */
 const RUN_START_SLACK_MS = 100;
-/** Where a bot's first follow begins, before its run's recorded start: its first lines. */
+/** Where a bot's first follow begins, before its run's recorded start: its first lines ... */
 const FIRST_FOLLOW_BEFORE_MS = 2_000;
+/** ... but no further back than this: a bot that ran long before its first follow (the history just turned on) is not read whole. */
+const FIRST_FOLLOW_MAX_BACK_MS = 10 * 60_000;
+/** New follows begun per sweep: an agent that starts beside thousands of bots opens their streams a few at a time. */
+const FOLLOWS_PER_SWEEP = 100;
 
 /** The start of the run a line written at `at` belongs to: the latest start not after it. */
 function runOf(starts: readonly number[], at: number): number | null {
@@ -86,9 +90,13 @@ export class LogCollector {
 
   /** Follows each running bot not followed yet; says the gaps of bots past their share. */
   sweep(nowMs = Date.now()): void {
+    let begun = 0;
     for (const botId of this.driver.runningBots()) {
+      if (begun >= FOLLOWS_PER_SWEEP) break;
       const retry = this.retries.get(botId);
-      if (!this.following.has(botId) && (retry === undefined || retry.atMs <= nowMs)) void this.follow(botId);
+      if (this.following.has(botId) || (retry !== undefined && retry.atMs > nowMs)) continue;
+      begun += 1;
+      void this.follow(botId);
     }
     for (const [botId, share] of this.shares) {
       if (share.dropped === 0) continue;
@@ -151,7 +159,7 @@ export class LogCollector {
       // Lines at the newest kept millisecond may be kept already: each such text is passed over as many times as it was kept.
       const keptAtNewest = new Map<string, number>();
       for (const text of newest?.texts ?? []) keptAtNewest.set(text, (keptAtNewest.get(text) ?? 0) + 1);
-      const since = newest?.at ?? bot.startedAt.getTime() - FIRST_FOLLOW_BEFORE_MS;
+      const since = newest?.at ?? Math.max(bot.startedAt.getTime() - FIRST_FOLLOW_BEFORE_MS, Date.now() - FIRST_FOLLOW_MAX_BACK_MS);
       const keptText = (line: string): string => {
         const masked = mask(line);
         return masked.length > LINE_MAX ? `${masked.slice(0, LINE_MAX)} [bot-agent: ${masked.length - LINE_MAX} characters cut]` : masked;
