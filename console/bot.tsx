@@ -4,6 +4,7 @@ import type { BotEvent, BotStatus, ExitRecord } from './api.js';
 import { Charts } from './charts.js';
 import { HealthBadge } from './health-badge.js';
 import { newestOnly } from './newest.js';
+import { LogHistory } from './log-history.js';
 import { LogTail } from './log-tail.js';
 import { DEPLOY_EVENTS, Deploys, deployWords } from './deploys.js';
 import { Schedules } from './schedules.js';
@@ -82,6 +83,10 @@ export function Bot({ botId, onForbidden }: { botId: string; onForbidden: (err: 
         <section aria-labelledby="logs-title" class="panel wide">
           <h2 id="logs-title">Live logs</h2>
           <LogTail botId={botId} />
+        </section>
+        <section aria-labelledby="history-title" class="panel wide">
+          <h2 id="history-title">Log history</h2>
+          <LogHistory botId={botId} />
         </section>
         <Deploys botId={botId} events={events} />
         <Schedules botId={botId} events={events} />

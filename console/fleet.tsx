@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, ApiError, exitReason, megabytes } from './api.js';
 import type { BotStatus, FleetBot } from './api.js';
+import { LogHistory } from './log-history.js';
 import { Sparkline } from './sparkline.js';
 import { HealthBadge } from './health-badge.js';
 import { useEvents } from './use-events.js';
@@ -261,6 +262,10 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
           {shown.length === 0 && <p class="empty">No bot matches.</p>}
         </div>
       )}
+      <section aria-labelledby="fleet-history-title" class="panel wide fleet-history">
+        <h2 id="fleet-history-title">Every bot's log history</h2>
+        <LogHistory />
+      </section>
     </section>
   );
 }

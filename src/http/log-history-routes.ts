@@ -6,6 +6,7 @@ import type { NodeBeacon } from '../fleet/node-beacon.js';
 import type { LogCollector } from '../log-history/log-collector.js';
 import { lineMatcher } from '../log-history/line-match.js';
 import type { HistoryPage, HistoryStream, Position, StoredLine } from '../log-history/log-store.js';
+import { SearchSlots } from '../log-history/search-slots.js';
 import { searchVictoriaLogs } from '../log-history/victorialogs-search.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Access } from './access.js';
@@ -15,6 +16,8 @@ import { botIdInPath, DEFAULT_HISTORY_LINES, fleetLogHistoryQuery, logHistoryQue
 const ANSWER_LINES_MAX_BYTES = 4 * 1024 * 1024 - 4 * 1024;
 /** A search past this answers what it found, with `partial` and the place to go on from. */
 export const SEARCH_BUDGET_MS = 2_000;
+/** Searches under way at once in the agent: each may hold a core for its budget. */
+const SEARCHES_AT_ONCE = 4;
 
 export interface LogHistoryRoutesDeps {
   readonly driver: RuntimeDriver;
@@ -45,6 +48,7 @@ const cursorOf = (position: Position | undefined): string | null => (position ==
 /** A bot's log history, searched (docs/api.md §21): the bot itself, or the platform. */
 export function logHistoryRoutes({ driver, logHistory, access, node, fleet }: LogHistoryRoutesDeps): Router {
   const router = new Router();
+  const slots = new SearchSlots(SEARCHES_AT_ONCE);
 
   /** The other nodes' parts of a fleet's search (each searches its own bots), and the nodes that gave none in time. */
   async function otherNodesLines(query: Record<string, string>, onlyNode: string | undefined): Promise<{ lines: FleetLine[]; missing: string[]; partial: boolean }> {
@@ -87,7 +91,7 @@ export function logHistoryRoutes({ driver, logHistory, access, node, fleet }: Lo
     const q = query.q;
     // Asked by another node's agent: this node's lines alone, never the fleet's again.
     const passedOn = /^Fleet\s/i.test(ctx.get('authorization'));
-    const own =
+    const own = () =>
       query.node === undefined || query.node === node
         ? logHistory.store.searchBots(
             // Every bot whose lines this node keeps: those it runs, and those that moved away from it.
@@ -108,7 +112,9 @@ export function logHistoryRoutes({ driver, logHistory, access, node, fleet }: Lo
         : Promise.resolve({ lines: [], partial: false });
     const forwarded = Object.fromEntries(Object.entries(ctx.query).filter((entry): entry is [string, string] => typeof entry[1] === 'string' && entry[0] !== 'node'));
     const nobody = { lines: [], missing: [], partial: false };
-    const [mine, theirs] = await Promise.all([own, passedOn || query.node === node ? Promise.resolve(nobody) : otherNodesLines(forwarded, query.node)]);
+    const [mine, theirs] = await slots.run(undefined, () =>
+      Promise.all([own(), passedOn || query.node === node ? Promise.resolve(nobody) : otherNodesLines(forwarded, query.node)]),
+    );
     const merged: FleetLine[] = [...mine.lines.map((line) => ({ bot_id: line.botId, node, ...lineView(line) })), ...theirs.lines];
     merged.sort((a, b) => (newest ? b.at.localeCompare(a.at) : a.at.localeCompare(b.at)));
     const lines: FleetLine[] = [];
@@ -151,15 +157,16 @@ export function logHistoryRoutes({ driver, logHistory, access, node, fleet }: Lo
     const fromAgent = () => logHistory.store.search(botId, { ...common, match, mustContain: q });
     let from: 'database' | 'agent' = database === undefined ? 'agent' : 'database';
     let page: HistoryPage;
-    if (database === undefined) page = await fromAgent();
+    const searching = caller.kind === 'bot' ? botId : undefined;
+    if (database === undefined) page = await slots.run(searching, fromAgent);
     else {
       try {
-        page = await searchVictoriaLogs(database, botId, { ...common, q, regex: query.regex });
+        page = await slots.run(searching, () => searchVictoriaLogs(database, botId, { ...common, q, regex: query.regex }));
       } catch (err) {
         // The database away: this agent's own history answers, and says so.
         if (!(err instanceof OperationFailed)) throw err;
         from = 'agent';
-        page = await fromAgent();
+        page = await slots.run(searching, fromAgent);
       }
     }
     ctx.body = { ok: true, bot_id: botId, from, lines: page.lines.map(lineView), next: cursorOf(page.next), partial: page.partial };

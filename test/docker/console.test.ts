@@ -443,3 +443,34 @@ test.serial('no console error, no failed request, no serious accessibility findi
   t.true(gzipped < 150 * 1024);
   await page.close();
 });
+
+test.serial("a bot's page and the fleet search the kept output: matches marked, a line opened in the minute around it", async (t) => {
+  const kept = await startAgent({ logHistory: { ratePerSecond: 200, retention: { days: 7, botBytes: 100_000_000, totalBytes: 1_000_000_000 } } });
+  const word = `needle${fixture.runId}`;
+  const bot = await fixture.runBot({ script: `echo "before the match"; echo "a ${word} in a line"; echo "after the match"; ${IDLE_BOT}` });
+  const found = async () =>
+    ((await (await fetch(`${kept.url}/api/bots/${bot.id}/logs/history?q=${word}`)).json()) as { lines?: unknown[] }).lines?.length ?? 0;
+  t.true(await eventually(async () => (await found()) === 1, 30_000, 250), 'the line was never kept');
+  const page = await browser.newPage();
+  const problems = watchPage(page, { expected: OTHERS_REMOVED });
+  await page.goto(`${kept.url}/#/bots/${bot.id}`);
+  await page.getByLabel('Lines with').fill(word);
+  await page.getByRole('button', { name: 'Search', exact: true }).click();
+  const match = page.getByTestId('history-line');
+  await match.first().waitFor();
+  t.is(await match.count(), 1);
+  t.is(await match.locator('mark').innerText(), word, 'the match is marked');
+  await match.getByRole('button', { name: 'in context' }).click();
+  const context = page.locator('ol.history-lines li');
+  await page.getByTestId('context-line').waitFor();
+  t.deepEqual((await context.locator('code').allInnerTexts()).filter((line) => line.includes('the match') || line.includes(word)), ['before the match', `a ${word} in a line`, 'after the match']);
+  t.is(await page.getByTestId('context-line').locator('code').innerText(), `a ${word} in a line`, 'the line opened is marked in its context');
+  // The fleet's search: whose line, on which node.
+  await page.goto(`${kept.url}/`);
+  await page.getByLabel('Lines with').fill(word);
+  await page.getByRole('button', { name: 'Search', exact: true }).click();
+  await page.getByTestId('history-line').first().waitFor();
+  t.regex(await page.getByTestId('history-line').first().innerText(), new RegExp(`${bot.id} on \\S+`));
+  t.deepEqual(problems, []);
+  await page.close();
+});

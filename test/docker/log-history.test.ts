@@ -98,7 +98,7 @@ test.serial("a bot's output is kept across a crash, a restart, a deploy and the 
   }
   // By stream and regex (RE2), by run, by time.
   await found(t, botId, { stream: 'stderr', regex: '^429 Too (Many|Few) Requests$' }, 5);
-  await found(t, botId, { stream: 'stdout', q: '429' }, 0);
+  await found(t, botId, { stream: 'stdout', q: '429 Too Many' }, 0);
   await found(t, botId, { run: runs[2]!.run! }, 3);
   await found(t, botId, { q: 'run-begins', since: runs[1]!.at, until: runs[3]!.at }, 2);
   // Paged, two at a time, newest first: every line once.
