@@ -64,7 +64,9 @@ export function logHistoryRoutes({ driver, logHistory, access, node, fleet }: Lo
           });
           const body = (await boundedJson(answer.body, 2 * ANSWER_LINES_MAX_BYTES)) as { lines?: FleetLine[]; partial?: boolean };
           if (answer.statusCode !== 200 || !Array.isArray(body.lines)) throw new Error(`it answered ${answer.statusCode}`);
-          return { lines: body.lines, partial: body.partial === true };
+          // Another node's answer is input like any other: only lines of the shape this agent answers are merged.
+          const lines = body.lines.filter((line: unknown): line is FleetLine => typeof (line as FleetLine | null)?.at === 'string' && typeof (line as FleetLine).line === 'string');
+          return { lines, partial: body.partial === true };
         } catch {
           return { missing: other.node };
         }

@@ -211,20 +211,23 @@ test('a bot started while a look-up begun before it is under way is identified, 
   const proxy = new SocketProxy();
   await proxy.start();
   t.teardown(() => proxy.close());
-  // Every list and inspect answer arrives 4 s late (within the engine's 5 s deadline): the index learns nothing of the bot before the ask.
-  proxy.delayAnswers(/^GET \S*\/containers\/\S*json/, 4_000);
+  // Every list and inspect answer is held until the bot runs and its address is asked (within the engine's 5 s
+  // deadline): the look-up begun first answers what the engine said before the start, and the index learns nothing.
+  let release = (): void => undefined;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  t.teardown(release);
+  proxy.answersHeldUntil(/^GET \S*\/containers\/\S*json/, released);
   const driver = createDockerDriver({ dockerHost: `unix://${proxy.path}` });
   t.teardown(() => driver.close());
   const bot = await fixture.runBot({ start: false });
-  let strangerAnswered = false;
-  const stranger = driver.botAtAddress('10.255.255.1').finally(() => (strangerAnswered = true));
+  const stranger = driver.botAtAddress('10.255.255.1');
   await eventually(() => proxy.requests.some((line) => line.includes('/containers/json')));
   // The engine answers a list in milliseconds: the answer is on its way, and does not hold the bot.
   await new Promise((resolve) => setTimeout(resolve, 300));
   await fixture.docker.getContainer(bot.id).start();
-  const address = await addressOf(bot.id);
-  t.false(strangerAnswered, 'the bot started before the look-up begun before it answered');
-  t.is(await driver.botAtAddress(address), bot.id);
+  const asked = driver.botAtAddress(await addressOf(bot.id));
+  release();
+  t.is(await asked, bot.id);
   t.is(await stranger, undefined);
 });
 

@@ -25,7 +25,7 @@ export class SocketProxy {
   /** The request lines each client connection has carried. */
   private readonly carried = new Map<Socket, string[]>();
   private readonly delays: Array<{ pattern: RegExp; ms: number }> = [];
-  private readonly answerDelays: Array<{ pattern: RegExp; ms: number }> = [];
+  private readonly answerDelays: Array<{ pattern: RegExp; ms: number } | { pattern: RegExp; released: Promise<unknown> }> = [];
   private readonly drops: RegExp[] = [];
   private readonly awaited: Array<{ text: string; found: () => void }> = [];
   private readonly holds: Array<{ text: string[]; until: string[] }> = [];
@@ -78,6 +78,11 @@ export class SocketProxy {
    */
   delayAnswers(pattern: RegExp, ms: number): void {
     this.answerDelays.push({ pattern, ms });
+  }
+
+  /** Holds back the answer of each request whose request line matches `pattern` until `released` settles. */
+  answersHeldUntil(pattern: RegExp, released: Promise<unknown>): void {
+    this.answerDelays.push({ pattern, released });
   }
 
   /** Holds nothing back any more. */
@@ -194,9 +199,10 @@ export class SocketProxy {
     return new Transform({
       transform: (chunk: Buffer, _encoding, done) => {
         const latest = this.carried.get(client)?.at(-1) ?? '';
-        const ms = this.answerDelays.find(({ pattern }) => pattern.test(latest))?.ms ?? 0;
-        if (ms === 0) done(null, chunk);
-        else setTimeout(() => done(null, chunk), ms);
+        const rule = this.answerDelays.find(({ pattern }) => pattern.test(latest));
+        if (rule === undefined) done(null, chunk);
+        else if ('released' in rule) void rule.released.finally(() => done(null, chunk));
+        else setTimeout(() => done(null, chunk), rule.ms);
       },
     });
   }
