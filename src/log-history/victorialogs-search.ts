@@ -5,6 +5,24 @@ import type { HistoryPage, HistorySearch, StoredLine } from './log-store.js';
 /** A search of the log database: the history's own, its substring and pattern as text (LogsQL runs them). */
 export type DatabaseSearch = Omit<HistorySearch, 'match' | 'mustContain'> & { readonly q?: string | undefined; readonly regex?: string | undefined };
 
+/** The most of the database's answer read: a page's lines (within 4 MiB of JSON) and their labels, twice over. */
+const ANSWER_MAX_BYTES = 16 * 1024 * 1024;
+
+/** An answer's text, read to at most `maxBytes`: the database's answer is input like any other. */
+async function boundedText(reply: Response, maxBytes: number): Promise<string> {
+  const chunks: Uint8Array[] = [];
+  let bytes = 0;
+  for await (const chunk of reply.body ?? []) {
+    bytes += chunk.length;
+    if (bytes > maxBytes) {
+      await reply.body?.cancel();
+      throw new OperationFailed(`the log database's answer passed ${maxBytes} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 /** A LogsQL string: quoted as Go reads it (JSON's escapes are Go's). */
 const quoted = (text: string): string => JSON.stringify(text);
 /** A regular expression (RE2, as LogsQL's) that matches `text` itself. */
@@ -60,7 +78,7 @@ export async function searchVictoriaLogs(baseUrl: string, botId: string, search:
   let text: string;
   try {
     const reply = await fetch(new URL('/select/logsql/query', baseUrl), { method: 'POST', body, signal: AbortSignal.timeout(search.budgetMs) });
-    text = await reply.text();
+    text = await boundedText(reply, ANSWER_MAX_BYTES);
     if (!reply.ok) throw new OperationFailed(`the log database refused the search: HTTP ${reply.status} ${text.slice(0, 200)}`);
   } catch (err) {
     if (err instanceof DOMException && err.name === 'TimeoutError') return { lines: [], next: search.after, partial: true };
