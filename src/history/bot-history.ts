@@ -5,6 +5,7 @@ import { signalName } from '../runtime/signal-names.js';
 import type { SharedState } from '../shared/shared-state.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from './crash-loop.js';
 import { HistorySpool } from './history-spool.js';
+import { RecordCache } from './record-cache.js';
 import { ChatSeal } from '../secrets/chat-seal.js';
 import { givenUpHolds, HOUR_MS } from './history-store.js';
 import type { ExitRecord, HistoryStore, HistoryTx, RevisionRecord, StoredEvent, UnhealthyEnd } from './history-store.js';
@@ -119,6 +120,11 @@ async function within<T>(ms: number, promise: Promise<T>): Promise<T | undefined
   }
 }
 
+/** The most writes one transaction keeps: a batch holds the store's event counter (PostgreSQL) for milliseconds, never for seconds. */
+const BATCH_MAX = 100;
+/** A write with nothing to keep: its bot was removed after the run it tells of. */
+const SKIP = Symbol('skip');
+
 /** How often the spool is tried again while the store is away. */
 const SPOOL_RETRY_MS = 1_000;
 /** The most the spool holds (JSON bytes, on disk and in memory): at 64 KiB of logs an exit, 512 exits or far more events. */
@@ -195,6 +201,11 @@ export class BotHistory implements RunObserver {
   private readonly unsubscribe: () => void;
   /** The end of the last write begun: writes are kept in the order they were asked for. */
   private writes: Promise<void> = Promise.resolve();
+  /** The records status reads took lately, until the bot's next event or write. */
+  private readonly records = new RecordCache();
+  /** Writes asked for and not yet begun, each with what its caller waits on (false: lost, the spool full). */
+  private readonly queued: Array<{ readonly write: HistoryWrite; readonly done: (kept: boolean) => void }> = [];
+  private drainAsked = false;
   /** The writes that wait for the store to answer again, in order. */
   readonly spool: HistorySpool<HistoryWrite>;
   /** The newest run end, and the removal, of each bot that wait in the spool (cleared once the spool is written). */
@@ -225,6 +236,7 @@ export class BotHistory implements RunObserver {
     for (const write of this.spool.waiting()) this.noteSpooled(write);
     if (this.spool.size > 0) this.retrySpoolSoon(0);
     this.unsubscribe = store.subscribe((event) => {
+      this.records.changed(event.botId);
       for (const follower of this.followers) follower(event);
     });
     // Bots that were crash-looping when the agent stopped are checked again.
@@ -320,10 +332,16 @@ export class BotHistory implements RunObserver {
 
   /** The bot's last exit, crash-loop state and crashes in the hour before `now`. */
   async record(botId: string, now: Date): Promise<BotRecord> {
-    const [exits, crashLooping, crashes, givenUp] = await this.reading(() =>
-      Promise.all([this.store.exits(botId, 1), this.store.isCrashLooping(botId), this.store.crashesSince(botId, now.getTime() - HOUR_MS), this.store.givenUp(botId)]),
-    );
-    return { lastExit: exits[0] ?? null, crashLooping, crashesLastHour: crashes.length, givenUp: givenUpHolds(givenUp) };
+    const sinceMs = now.getTime() - HOUR_MS;
+    // From memory while the store answers (a store away is said as ever); a record kept holds the last hour's crashes at least.
+    let kept = this.store.reachable ? this.records.get(botId) : undefined;
+    if (kept === undefined) {
+      const mark = this.records.mark(botId);
+      kept = await this.reading(() => this.store.botRecord(botId, sinceMs));
+      this.records.put(botId, mark, kept);
+    }
+    const { lastExit, crashLooping, crashes, givenUp } = kept;
+    return { lastExit, crashLooping, crashesLastHour: crashes.filter((atMs) => atMs >= sinceMs).length, givenUp: givenUpHolds(givenUp) };
   }
 
   /**
@@ -469,7 +487,14 @@ export class BotHistory implements RunObserver {
       await this.write({ kind: 'recovery', botId, atMs: now });
       return;
     }
-    this.recoveries.set(botId, setTimeout(() => void this.checkRecovery(botId), at - now + 50).unref());
+    this.checkRecoveryAt(botId, at);
+  }
+
+  /** Checks the bot's recovery at `atMs` (checkRecovery), and not before. */
+  private checkRecoveryAt(botId: string, atMs: number): void {
+    clearTimeout(this.recoveries.get(botId));
+    if (this.closed) return;
+    this.recoveries.set(botId, setTimeout(() => void this.checkRecovery(botId), Math.max(0, atMs - Date.now()) + 50).unref());
   }
 
   /**
@@ -570,17 +595,12 @@ export class BotHistory implements RunObserver {
     runKey?: string,
     key = runKey === undefined ? undefined : `${type}:${runKey}`,
   ): Promise<void> {
-    const event = await tx.appendEvent(botId, type, at.getTime(), (id) => JSON.stringify({ id, type, bot_id: botId, at: at.toISOString(), node: this.options.node, ...fields }), key);
+    // The agent's own targets take every event, queued with it; a bot's own chats (docs/api.md §16) take its events.
+    const deliverAtMs = this.options.deliver ? Date.now() : undefined;
+    const event = await tx.appendEvent(botId, type, at.getTime(), (id) => JSON.stringify({ id, type, bot_id: botId, at: at.toISOString(), node: this.options.node, ...fields }), key, deliverAtMs);
     if (!event) return;
-    // The agent's own targets take every event; a bot's own chats (docs/api.md §16) take its events.
-    if (this.options.deliver || (await tx.botChats(botId)) !== undefined) await tx.addDelivery(event, Date.now());
+    if (deliverAtMs === undefined && (await tx.botChats(botId)) !== undefined) await tx.addDelivery(event, Date.now());
     kept.push(event);
-  }
-
-  /** Whether the bot was removed after a run that began at `began`: that run was the removed bot's. */
-  private async isForgotten(botId: string, beganMs: number): Promise<boolean> {
-    const at = await this.shared.store.forgottenAt(botId);
-    return at !== undefined && beganMs <= at;
   }
 
   /** Reads of the store; while it is away, a 503 that says so. */
@@ -604,32 +624,48 @@ export class BotHistory implements RunObserver {
   }
 
   /**
-   * Keeps `write` after the writes asked for before it. While the store is away
-   * (and until what waits is written) it waits in the spool; any other fault
-   * is reported, not thrown.
+   * Keeps `write` after the writes asked for before it, in a batch with those queued beside it. While the store is
+   * away (and until what waits is written) it waits in the spool; any other fault is reported, not thrown.
    */
   private write(write: HistoryWrite): Promise<boolean> {
-    const next = this.writes.then(async () => {
-      if (this.spool.size === 0) {
-        try {
-          await this.apply(write);
-          return true;
-        } catch (err) {
-          if (!this.store.isAway(err)) {
-            this.options.report?.(`the history could not keep ${WHAT[write.kind]}`, err);
-            return true;
-          }
-          this.options.report?.('the history store is away: what it must keep waits in the spool until it answers', err);
+    return new Promise((done) => {
+      this.queued.push({ write, done });
+      this.drainSoon();
+    });
+  }
+
+  private drainSoon(): void {
+    if (this.drainAsked) return;
+    this.drainAsked = true;
+    this.writes = this.writes.then(() => this.drain());
+  }
+
+  /** Keeps the writes queued so far, up to BATCH_MAX, in one transaction; the rest in the next, after what was asked meanwhile. */
+  private async drain(): Promise<void> {
+    this.drainAsked = false;
+    const batch = this.queued.splice(0, BATCH_MAX);
+    if (this.queued.length > 0) this.drainSoon();
+    if (this.spool.size === 0) {
+      try {
+        await this.applyAll(batch.map(({ write }) => write));
+        for (const { done } of batch) done(true);
+        return;
+      } catch (err) {
+        if (!this.store.isAway(err)) {
+          this.options.report?.(`the history could not keep ${batch.length} writes`, err);
+          for (const { done } of batch) done(true);
+          return;
         }
+        this.options.report?.('the history store is away: what it must keep waits in the spool until it answers', err);
       }
+    }
+    for (const { write, done } of batch) {
       const spooled = this.spool.add(write);
       if (spooled) this.noteSpooled(write);
       else this.options.report?.(`the history spool is full: ${WHAT[write.kind]}${'botId' in write ? ` of bot ${write.botId}` : ''} is lost`, undefined);
-      this.retrySpoolSoon(this.options.spoolRetryMs ?? SPOOL_RETRY_MS);
-      return spooled;
-    });
-    this.writes = next.then(() => undefined);
-    return next;
+      done(spooled);
+    }
+    this.retrySpoolSoon(this.options.spoolRetryMs ?? SPOOL_RETRY_MS);
   }
 
   private retrySpoolSoon(afterMs: number): void {
@@ -644,7 +680,7 @@ export class BotHistory implements RunObserver {
   private async writeSpool(): Promise<void> {
     for (let write = this.spool.first(); write !== undefined && !this.closed; write = this.spool.first()) {
       try {
-        await this.apply(write);
+        await this.applyAll([write]);
       } catch (err) {
         if (this.store.isAway(err)) {
           this.retrySpoolSoon(this.options.spoolRetryMs ?? SPOOL_RETRY_MS);
@@ -669,29 +705,93 @@ export class BotHistory implements RunObserver {
     }
   }
 
-  /** Keeps one write in the store; throws what the store threw. */
-  private async apply(write: HistoryWrite): Promise<void> {
+  /**
+   * Keeps `writes` in one transaction. A write the store refuses is reported and the others kept: the batch is
+   * tried again with each write a part of its own (a savepoint), which costs two statements a write, so only then.
+   * Throws when the store is away (nothing is kept then), or what else it threw outside a write.
+   */
+  private async applyAll(writes: readonly HistoryWrite[]): Promise<void> {
+    // What a write reads outside the transaction, for the whole batch at once: the lock it holds is for writes alone.
+    const runs = writes.flatMap((write) => (write.kind === 'started' || write.kind === 'ended' ? [write.botId] : []));
+    const forgotten = await this.shared.store.forgottenAtOf([...new Set(runs)]);
+    const prepared = await Promise.all(writes.map((write) => this.prepare(write, forgotten)));
+    for (const write of writes) if (write.kind === 'session-ended') await this.shared.store.endSession(write.nonce, write.untilMs, Date.now());
+    const attempt = { refused: false };
+    const afterCommit = await this.keepAll(writes, prepared, attempt).catch(async (err: unknown) => {
+      if (!attempt.refused || this.store.isAway(err)) throw err;
+      return this.keepAll(writes, prepared, undefined);
+    });
+    // This agent's own writes change what its status reads show at once; another agent's reach it as events.
+    for (const write of writes) if ('botId' in write) this.records.changed(write.botId);
+    for (const done of afterCommit) done();
+
+    // A bot that starts again while crash-looping recovers once this run has lasted long enough (and no crash came
+    // since, which the check then reads), whichever agent kept the start.
+    const starts = new Map(writes.flatMap((write) => (write.kind === 'started' ? [[write.botId, write.startedAtMs] as const] : [])));
+    if (starts.size === 0) return;
+    const looping = await this.store.crashLoopingBots().catch(() => []);
+    for (const botId of looping) {
+      const startedAtMs = starts.get(botId);
+      if (startedAtMs !== undefined) this.checkRecoveryAt(botId, startedAtMs + this.recoverAfterMs);
+    }
+  }
+
+  /**
+   * Keeps the prepared writes in one transaction; answers what to do once it committed. With `attempt`, a write the
+   * store refuses ends the transaction (and says so in `attempt`); without, each write is a part of its own, and one
+   * refused is reported and undone alone.
+   */
+  private async keepAll(writes: readonly HistoryWrite[], prepared: ReadonlyArray<RestartPolicy | undefined | typeof SKIP>, attempt: { refused: boolean } | undefined): Promise<Array<() => void>> {
+    const afterCommit: Array<() => void> = [];
+    await this.store.transaction(async (tx) => {
+      for (const [index, write] of writes.entries()) {
+        const policy = prepared[index];
+        if (policy === SKIP || write.kind === 'session-ended') continue;
+        const kept: StoredEvent[] = [];
+        const then: Array<() => void> = [];
+        try {
+          if (attempt) await this.applyIn(tx, write, policy, kept, then);
+          else await tx.part(() => this.applyIn(tx, write, policy, kept, then));
+        } catch (err) {
+          if (this.store.isAway(err)) throw err;
+          if (attempt) {
+            attempt.refused = true;
+            throw err;
+          }
+          this.options.report?.(`the history could not keep ${WHAT[write.kind]}`, err);
+          continue;
+        }
+        for (const event of kept) afterCommit.push(() => this.options.onKept?.(event));
+        afterCommit.push(...then);
+      }
+    });
+    return afterCommit;
+  }
+
+  /** What a write reads before its batch's transaction: SKIP for a run of a bot removed since (`forgotten`), a crash's restart policy. */
+  private async prepare(write: HistoryWrite, forgotten: ReadonlyMap<string, number>): Promise<RestartPolicy | undefined | typeof SKIP> {
+    // The run of a bot removed after it began was the removed bot's.
+    const removedAfter = (botId: string, beganMs: number): boolean => beganMs <= (forgotten.get(botId) ?? -Infinity);
+    if (write.kind === 'started') return removedAfter(write.botId, write.startedAtMs) ? SKIP : undefined;
+    if (write.kind !== 'ended') return undefined;
+    if (removedAfter(write.botId, write.startedAtMs ?? write.atMs)) return SKIP;
+    // A crash is counted against the bot's restart policy, read from the runtime (docs/api.md §13); a runtime
+    // that does not answer in time holds no write behind this one: the crash is kept, no give-up judged.
+    if (write.requested && !write.oomKilled) return undefined;
+    if (write.restartPolicy !== undefined) return write.restartPolicy ?? undefined;
+    return (await within(POLICY_READ_MS, this.botInfo(write.botId)))?.healthPolicy.restart;
+  }
+
+  /** Keeps one write in the transaction `tx`: the events it kept go to `kept`, what it asks of the agent once they are committed to `then`. */
+  private async applyIn(tx: HistoryTx, write: Exclude<HistoryWrite, { kind: 'session-ended' }>, policy: RestartPolicy | undefined, kept: StoredEvent[], then: Array<() => void>): Promise<void> {
     switch (write.kind) {
       case 'started': {
-        if (await this.isForgotten(write.botId, write.startedAtMs)) return;
         this.runs.set(write.botId, write.startedAtMs);
         const at = new Date(write.startedAtMs);
-        await this.keep((tx, kept) => this.append(tx, kept, write.botId, 'started', at, { started_at: at.toISOString() }, write.key));
-        if (await this.store.isCrashLooping(write.botId)) void this.checkRecovery(write.botId);
+        await this.append(tx, kept, write.botId, 'started', at, { started_at: at.toISOString() }, write.key);
         return;
       }
       case 'ended': {
-        if (await this.isForgotten(write.botId, write.startedAtMs ?? write.atMs)) return;
-        // A crash is counted against the bot's restart policy, read from the runtime (docs/api.md §13); a runtime
-        // that does not answer in time holds no write behind this one: the crash is kept, no give-up judged.
-        const policy =
-          write.requested && !write.oomKilled
-            ? undefined
-            : write.restartPolicy !== undefined
-              ? (write.restartPolicy ?? undefined)
-              : (await within(POLICY_READ_MS, this.botInfo(write.botId)))?.healthPolicy.restart;
-        let givenUp = false;
-        let backOff: BackOff | undefined;
         if (this.runs.get(write.botId) === write.startedAtMs || write.startedAtMs === null) this.runs.delete(write.botId);
         const at = new Date(write.atMs);
         const draft: ExitRecord = {
@@ -704,66 +804,60 @@ export class BotHistory implements RunObserver {
           unhealthy: write.unhealthy ?? null,
           logs: write.logs,
         };
-        await this.keep(async (tx, kept) => {
-          const record = await endedForHealth(tx, write.botId, write.startedAtMs, draft);
-          if (!(await tx.addExit(write.botId, record, write.key))) return;
-          const { logs: _logs, ...exit } = record;
-          await this.append(tx, kept, write.botId, 'exited', at, { exit }, write.key);
-          // The runtime's own restart for the bot's health (the kubelet's, on a failed liveness probe) is reported as the watchdog's is.
-          if (write.unhealthy) {
-            const fields = { reason: 'unhealthy', by: 'kubelet', ...write.unhealthy, unhealthy_since: null };
-            await this.append(tx, kept, write.botId, 'restarted', at, fields, write.key);
-          }
-          if (record.requested) return;
-          const crashes = await tx.crashesSince(write.botId, write.atMs - CRASH_WINDOW_MS);
-          // A loop that ended (a stop through the agent) after this crash is not begun again by its record, come late.
-          const endedSince = ((await tx.lastEventAt(write.botId, ['recovered'])) ?? -1) >= write.atMs;
-          if (!endedSince && isCrashLooping(crashes, write.atMs) && (await tx.startCrashLoop(write.botId, write.atMs))) {
-            await this.append(tx, kept, write.botId, 'crash-looping', at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
-          }
-          givenUp = await this.giveUpPast(tx, kept, write.botId, write.key, write.atMs, policy);
-          // A restart for its health (the watchdog's, the kubelet's) waited out its own back-off already.
-          if (!givenUp && record.unhealthy === null) backOff = await this.backOffPast(tx, kept, write.botId, write.key, write.atMs, policy);
-        });
+        const record = await endedForHealth(tx, write.botId, write.startedAtMs, draft);
+        if (!(await tx.addExit(write.botId, record, write.key))) return;
+        const { logs: _logs, ...exit } = record;
+        await this.append(tx, kept, write.botId, 'exited', at, { exit }, write.key);
+        // The runtime's own restart for the bot's health (the kubelet's, on a failed liveness probe) is reported as the watchdog's is.
+        if (write.unhealthy) {
+          const fields = { reason: 'unhealthy', by: 'kubelet', ...write.unhealthy, unhealthy_since: null };
+          await this.append(tx, kept, write.botId, 'restarted', at, fields, write.key);
+        }
+        if (record.requested) return;
+        const crashes = await tx.crashesSince(write.botId, write.atMs - CRASH_WINDOW_MS);
+        // A loop that ended (a stop through the agent) after this crash is not begun again by its record, come late.
+        const endedSince = ((await tx.lastEventAt(write.botId, ['recovered'])) ?? -1) >= write.atMs;
+        if (!endedSince && isCrashLooping(crashes, write.atMs) && (await tx.startCrashLoop(write.botId, write.atMs))) {
+          await this.append(tx, kept, write.botId, 'crash-looping', at, { crashes: crashes.length, window_s: CRASH_WINDOW_MS / 1000 });
+        }
         // Only the agent that kept the `given-up` (`backing-off`) event stops the bot.
-        if (givenUp) this.options.onGivenUp?.(write.botId);
-        if (backOff) this.options.onBackingOff?.(backOff);
+        if (await this.giveUpPast(tx, kept, write.botId, write.key, write.atMs, policy)) {
+          then.push(() => this.options.onGivenUp?.(write.botId));
+          return;
+        }
+        // A restart for its health (the watchdog's, the kubelet's) waited out its own back-off already.
+        const backOff = record.unhealthy === null ? await this.backOffPast(tx, kept, write.botId, write.key, write.atMs, policy) : undefined;
+        if (backOff) then.push(() => this.options.onBackingOff?.(backOff));
         return;
       }
       case 'operation': {
         const at = new Date(write.atMs);
-        await this.keep(async (tx, kept) => {
-          // A write spooled by a version before the key has none: it is kept as it was then.
-          const key = write.id === undefined ? undefined : `operation:${write.id}`;
-          await this.append(tx, kept, write.botId, 'operation', at, { operation: write.operation, result: write.result, by: write.by }, undefined, key);
-          if (write.operation === 'stop' && write.result === 'ok') await this.recover(tx, kept, write.botId, at);
-          if (write.operation !== 'stop' && write.result === 'ok') await tx.endGiveUp(write.botId, write.atMs);
-        });
+        // A write spooled by a version before the key has none: it is kept as it was then.
+        const key = write.id === undefined ? undefined : `operation:${write.id}`;
+        await this.append(tx, kept, write.botId, 'operation', at, { operation: write.operation, result: write.result, by: write.by }, undefined, key);
+        if (write.operation === 'stop' && write.result === 'ok') await this.recover(tx, kept, write.botId, at);
+        if (write.operation !== 'stop' && write.result === 'ok') await tx.endGiveUp(write.botId, write.atMs);
         return;
       }
       case 'unhealthy': {
         const fields = { check: write.check, output: write.output };
-        await this.keep((tx, kept) => this.append(tx, kept, write.botId, 'unhealthy', new Date(write.atMs), fields, undefined, `unhealthy:${write.key}`));
+        await this.append(tx, kept, write.botId, 'unhealthy', new Date(write.atMs), fields, undefined, `unhealthy:${write.key}`);
         return;
       }
       case 'event':
-        await this.keep((tx, kept) => this.append(tx, kept, write.botId, write.type, new Date(write.atMs), write.fields, undefined, `event:${write.id}`));
+        await this.append(tx, kept, write.botId, write.type, new Date(write.atMs), write.fields, undefined, `event:${write.id}`);
         return;
-      case 'revision':
-        await this.keep(async (tx, kept) => {
-          if (!(await tx.putRevision(write.botId, write.record)) || write.event === undefined) return;
-          const fields = { revision: write.record.revision, ...write.event.fields };
-          await this.append(tx, kept, write.botId, write.event.type, new Date(write.atMs), fields, undefined, `revision:${write.id}`);
-        });
+      case 'revision': {
+        if (!(await tx.putRevision(write.botId, write.record)) || write.event === undefined) return;
+        const fields = { revision: write.record.revision, ...write.event.fields };
+        await this.append(tx, kept, write.botId, write.event.type, new Date(write.atMs), fields, undefined, `revision:${write.id}`);
         return;
+      }
       case 'recovery':
-        await this.keep((tx, kept) => this.recover(tx, kept, write.botId, new Date(write.atMs)));
+        await this.recover(tx, kept, write.botId, new Date(write.atMs));
         return;
       case 'forgotten':
-        await this.store.forget(write.botId, write.atMs);
-        return;
-      case 'session-ended':
-        await this.shared.store.endSession(write.nonce, write.untilMs, Date.now());
+        await tx.forget(write.botId, write.atMs);
     }
   }
 }

@@ -109,8 +109,9 @@ export interface HistoryTx {
    * Appends an event; `build` makes its data from the cursor it gets. Undefined
    * when an event with this `runKey` is kept already. Cursors grow in the order
    * events are committed: a reader that has seen one has seen every smaller one.
+   * With `deliverAtMs`, its webhook delivery is queued too, due then (as addDelivery does).
    */
-  appendEvent(botId: string, type: string, atMs: number, build: (cursor: string) => string, runKey?: string): Promise<StoredEvent | undefined>;
+  appendEvent(botId: string, type: string, atMs: number, build: (cursor: string) => string, runKey?: string, deliverAtMs?: number): Promise<StoredEvent | undefined>;
   isCrashLooping(botId: string): Promise<boolean>;
   /** Puts the bot in the crash-looping state; false when it was already (by this agent or another). */
   startCrashLoop(botId: string, sinceMs: number): Promise<boolean>;
@@ -139,6 +140,12 @@ export interface HistoryTx {
   forget(botId: string, atMs: number): Promise<void>;
 }
 
+/** A transaction under way: what it may read and write, and parts of it that may fail alone. */
+export interface OpenTx extends HistoryTx {
+  /** Runs `work` as a part of the transaction (a savepoint): when it throws, its writes alone are undone and the transaction goes on. */
+  part<T>(work: () => Promise<T>): Promise<T>;
+}
+
 /**
  * Exit records, events, crash-loop states and pending webhook deliveries:
  * SQLite under AGENT_DATA_DIR for one agent, PostgreSQL for several sharing one
@@ -151,8 +158,8 @@ export interface HistoryStore extends HistoryTx {
   readonly reachable: boolean;
   /** Whether `err`, thrown by the store, says it is away for now (a write may succeed later), not that it refused the write for good. */
   isAway(err: unknown): boolean;
-  /** Runs `work` in one transaction: all of its writes are kept, or none. */
-  transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T>;
+  /** Runs `work` in one transaction: all of its writes are kept, or none (but for the parts that failed alone). */
+  transaction<T>(work: (tx: OpenTx) => Promise<T>): Promise<T>;
   /** Revisions of every bot still `deploying`: those a dead agent left unjudged (docs/api.md §15). */
   deployingRevisions(): Promise<{ botId: string; revision: number; atMs: number }[]>;
   /** Node `name` is alive at `atMs` (docs/api.md §17), reached at `url`. */
@@ -206,6 +213,8 @@ export interface HistoryStore extends HistoryTx {
    * without its logs.
    */
   tableRecords(botIds: readonly string[], sinceMs: number): Promise<Map<string, TableRecord>>;
+  /** What a bot's status shows of its history, in one read: its newest exit record (with its logs), and the times of its crashes at or after `sinceMs`. */
+  botRecord(botId: string, sinceMs: number): Promise<KeptRecord>;
   close(): Promise<void>;
 }
 
@@ -217,6 +226,15 @@ export interface GiveUp {
 
 /** The bot is given up on and was not started through the agent since. */
 export const givenUpHolds = (givenUp: GiveUp | undefined): boolean => givenUp !== undefined && givenUp.endedMs === undefined;
+
+/** A bot's status as the history keeps it (HistoryStore.botRecord). */
+export interface KeptRecord {
+  lastExit: ExitRecord | null;
+  crashLooping: boolean;
+  /** When its runs that ended without a request ended (ms), oldest first. */
+  crashes: number[];
+  givenUp: GiveUp | undefined;
+}
 
 /** One bot's row of the console's table, as the history keeps it (HistoryStore.tableRecords). */
 export interface TableRecord {
@@ -283,14 +301,22 @@ export function deliveryOf(row: Record<string, unknown>): PendingDelivery {
 export abstract class WritesInTransactions implements
     Pick<HistoryTx, 'addExit' | 'appendEvent' | 'startCrashLoop' | 'endCrashLoop' | 'givenUp' | 'giveUp' | 'endGiveUp' | 'botChats' | 'setBotChats' | 'addDelivery' | 'forget' | 'putRevision'>
 {
-  abstract transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T>;
+  abstract transaction<T>(work: (tx: OpenTx) => Promise<T>): Promise<T>;
+  abstract exits(botId: string, limit: number): Promise<ExitRecord[]>;
+  abstract isCrashLooping(botId: string): Promise<boolean>;
+  abstract crashesSince(botId: string, sinceMs: number): Promise<number[]>;
+
+  async botRecord(botId: string, sinceMs: number): Promise<KeptRecord> {
+    const [exits, crashLooping, crashes, givenUp] = await Promise.all([this.exits(botId, 1), this.isCrashLooping(botId), this.crashesSince(botId, sinceMs), this.givenUp(botId)]);
+    return { lastExit: exits[0] ?? null, crashLooping, crashes, givenUp };
+  }
 
   addExit(botId: string, record: ExitRecord, runKey: string): Promise<boolean> {
     return this.transaction((tx) => tx.addExit(botId, record, runKey));
   }
 
-  appendEvent(botId: string, type: string, atMs: number, build: (cursor: string) => string, runKey?: string): Promise<StoredEvent | undefined> {
-    return this.transaction((tx) => tx.appendEvent(botId, type, atMs, build, runKey));
+  appendEvent(botId: string, type: string, atMs: number, build: (cursor: string) => string, runKey?: string, deliverAtMs?: number): Promise<StoredEvent | undefined> {
+    return this.transaction((tx) => tx.appendEvent(botId, type, atMs, build, runKey, deliverAtMs));
   }
 
   startCrashLoop(botId: string, sinceMs: number): Promise<boolean> {

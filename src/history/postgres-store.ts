@@ -3,7 +3,7 @@ import { fitJson } from '../json-text.js';
 import type { Rows, SqlPort } from './sql-port.js';
 import { cursorOf, deliveryOf, placementOf, storedNodeOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
 import type { SharedStateStore } from '../shared/shared-state.js';
-import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, Placement, StoredNode, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, KeptRecord, OpenTx, NodeBot, NodeRecord, PendingDelivery, Placement, StoredNode, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
 import { connectionSettings, isDatabaseAway } from './postgres-database.js';
 import type { PostgresDatabase, Query } from './postgres-database.js';
 
@@ -16,6 +16,12 @@ const LISTEN_CHECK_MS = 3_000;
 const LISTEN_CHECK_TIMEOUT_MS = 2_000;
 /** How many events one read of the feed takes. */
 const FEED_PAGE = 500;
+
+/** The event counter as a transaction holds it: the last cursor given, and whether an event was kept since its start. */
+interface EventCounter {
+  last: number;
+  appended: boolean;
+}
 
 /**
  * The history shared by several agents in one PostgreSQL database
@@ -154,10 +160,29 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
    * order for all (the counter, then the rows it writes), so that no two
    * transactions, of one agent or two, ever wait on each other in a cycle.
    */
-  transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T> {
+  transaction<T>(work: (tx: OpenTx) => Promise<T>): Promise<T> {
     return this.database.inTransaction(async (query) => {
-      await query('SELECT n FROM event_counter FOR UPDATE');
-      return work(this.txOn(query));
+      const { rows } = await query('SELECT n FROM event_counter FOR UPDATE');
+      // The counter is this transaction's alone until it ends: each event's cursor is known before it is written.
+      const counter: EventCounter = { last: Number(rows[0]?.n ?? 0), appended: false };
+      const part = async <P>(partWork: () => Promise<P>): Promise<P> => {
+        const mark = counter.last;
+        await query('SAVEPOINT part');
+        try {
+          const value = await partWork();
+          await query('RELEASE SAVEPOINT part');
+          return value;
+        } catch (err) {
+          // A connection lost fails the whole transaction: the rollback's own failure says so to the caller.
+          if (err instanceof pg.DatabaseError) await query('ROLLBACK TO SAVEPOINT part; RELEASE SAVEPOINT part');
+          counter.last = mark;
+          throw err;
+        }
+      };
+      const value = await work({ ...this.txOn(query, counter), part });
+      // Listeners are told once a transaction, however many events it keeps: delivered when it commits.
+      if (counter.appended) await query(`SELECT pg_notify('${CHANNEL}', '')`);
+      return value;
     });
   }
 
@@ -261,6 +286,25 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return this.txOn(await this.query()).isCrashLooping(botId);
   }
 
+  /** One statement, not four: a status read takes one of the pool's connections, once. */
+  override async botRecord(botId: string, sinceMs: number): Promise<KeptRecord> {
+    const { rows } = await (await this.query())(
+      `SELECT e.record, e.logs, EXISTS (SELECT 1 FROM crash_loops WHERE bot_id = $1) AS looping,
+         ARRAY(SELECT at_ms FROM exits WHERE bot_id = $1 AND NOT requested AND at_ms >= $2 ORDER BY at_ms) AS crashes, g.since_ms, g.ended_ms
+       FROM (SELECT 1) AS one
+       LEFT JOIN LATERAL (SELECT record, logs FROM exits WHERE bot_id = $1 ORDER BY seq DESC LIMIT 1) AS e ON true
+       LEFT JOIN given_up AS g ON g.bot_id = $1`,
+      [botId, sinceMs],
+    );
+    const row = rows[0] ?? {};
+    return {
+      lastExit: row.record === null || row.record === undefined ? null : exitOf(row.record as string, row.logs as string),
+      crashLooping: row.looping === true,
+      crashes: ((row.crashes ?? []) as unknown[]).map(Number),
+      givenUp: row.since_ms === null || row.since_ms === undefined ? undefined : { sinceMs: Number(row.since_ms), endedMs: row.ended_ms === null ? undefined : Number(row.ended_ms) },
+    };
+  }
+
   async tableRecords(botIds: readonly string[], sinceMs: number): Promise<Map<string, TableRecord>> {
     const query = await this.query();
     const ids = [...botIds];
@@ -276,6 +320,12 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
   async forgottenAt(botId: string): Promise<number | undefined> {
     const { rows } = await (await this.query())('SELECT at_ms FROM forgotten WHERE bot_id = $1', [botId]);
     return rows[0] === undefined ? undefined : Number(rows[0].at_ms);
+  }
+
+  async forgottenAtOf(botIds: readonly string[]): Promise<Map<string, number>> {
+    if (botIds.length === 0) return new Map();
+    const { rows } = await (await this.query())('SELECT bot_id, at_ms FROM forgotten WHERE bot_id = ANY($1)', [[...botIds]]);
+    return new Map(rows.map((row) => [row.bot_id as string, Number(row.at_ms)]));
   }
 
   async eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]> {
@@ -359,19 +409,27 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
     return this.database.query();
   }
 
-  private txOn(query: Query): HistoryTx {
+  private txOn(query: Query, counter?: EventCounter): HistoryTx {
     return {
       addExit: async (botId, record, runKey) => {
         const { logs, ...fields } = record;
-        const inserted = await query(
-          'INSERT INTO exits (bot_id, at_ms, requested, record, run_key, logs) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_key) DO NOTHING',
-          [botId, Date.parse(record.at), record.requested, JSON.stringify(fields), runKey, fitJson(logs, EXIT_LOG_BYTES)],
+        // One statement: the record, and the bot's older ones past EXITS_KEPT (the new one is the newest) dropped but
+        // for the time and kind of those of the last hour, which the crash count reads. Each of its parts sees the
+        // table as it was before it, without the new record.
+        const { rows } = await query(
+          `WITH added AS (
+             INSERT INTO exits (bot_id, at_ms, requested, record, run_key, logs) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_key) DO NOTHING RETURNING seq
+           ), older AS (
+             SELECT seq, at_ms FROM exits WHERE bot_id = $1 AND EXISTS (SELECT 1 FROM added) ORDER BY seq DESC OFFSET ${EXITS_KEPT - 1}
+           ), dropped AS (
+             DELETE FROM exits WHERE seq IN (SELECT seq FROM older WHERE at_ms < $7)
+           ), emptied AS (
+             UPDATE exits SET record = '{}', logs = '' WHERE logs != '' AND seq IN (SELECT seq FROM older WHERE at_ms >= $7)
+           )
+           SELECT COUNT(*)::int AS added FROM added`,
+          [botId, Date.parse(record.at), record.requested, JSON.stringify(fields), runKey, fitJson(logs, EXIT_LOG_BYTES), Date.now() - HOUR_MS],
         );
-        if (inserted.rowCount === 0) return false;
-        const older = `SELECT seq FROM exits WHERE bot_id = $1 ORDER BY seq DESC OFFSET ${EXITS_KEPT}`;
-        await query(`DELETE FROM exits WHERE bot_id = $1 AND at_ms < $2 AND seq IN (${older})`, [botId, Date.now() - HOUR_MS]);
-        await query(`UPDATE exits SET record = '{}', logs = '' WHERE bot_id = $1 AND logs != '' AND seq IN (${older})`, [botId]);
-        return true;
+        return Number(rows[0]?.added ?? 0) > 0;
       },
       exits: async (botId, limit) => {
         const { rows } = await query('SELECT record, logs FROM exits WHERE bot_id = $1 ORDER BY seq DESC LIMIT $2', [botId, Math.min(limit, EXITS_KEPT)]);
@@ -403,20 +461,27 @@ export class PostgresHistoryStore extends WritesInTransactions implements Histor
         const { rows } = await query('SELECT at_ms FROM exits WHERE bot_id = $1 AND NOT requested AND at_ms >= $2 ORDER BY at_ms', [botId, sinceMs]);
         return rows.map((row) => Number(row.at_ms));
       },
-      appendEvent: async (botId, type, atMs, build, runKey) => {
-        // The counter row stays locked until this transaction ends: cursors commit in order.
+      appendEvent: async (botId, type, atMs, build, runKey, deliverAtMs) => {
+        if (counter === undefined) throw new Error('an event is appended in a transaction only');
+        // The counter row stays locked until this transaction ends: cursors commit in order. It counts on
+        // whether the event is kept or not (a run key kept already), as it always has: a cursor skipped.
+        const seq = (counter.last += 1);
+        const data = build(cursorOf(seq));
+        // One statement: the event, and its delivery when asked.
         const { rows } = await query(
-          `WITH next AS (UPDATE event_counter SET n = n + 1 RETURNING n)
-           INSERT INTO events (seq, bot_id, type, at_ms, data, run_key) SELECT n, $1, $2, $3, '', $4 FROM next
-           ON CONFLICT (run_key) DO NOTHING RETURNING seq`,
-          [botId, type, atMs, runKey ?? null],
+          `WITH next AS (UPDATE event_counter SET n = n + 1 RETURNING n), added AS (
+             INSERT INTO events (seq, bot_id, type, at_ms, data, run_key) SELECT n, $1, $2, $3, $4, $5 FROM next
+             ON CONFLICT (run_key) DO NOTHING RETURNING seq
+           ), queued AS (
+             INSERT INTO deliveries (seq, bot_id, type, data, next_at_ms, first_at_ms) SELECT seq, $1, $2, $4, $6, $6 FROM added WHERE $6::bigint IS NOT NULL
+             ON CONFLICT DO NOTHING
+           )
+           SELECT seq FROM added`,
+          [botId, type, atMs, data, runKey ?? null, deliverAtMs ?? null],
         );
         if (rows.length === 0) return undefined;
-        const seq = Number(rows[0].seq);
-        const data = build(cursorOf(seq));
-        await query('UPDATE events SET data = $1 WHERE seq = $2', [data, seq]);
-        // Delivered when the transaction commits, once however many events it keeps.
-        await query(`SELECT pg_notify('${CHANNEL}', '')`);
+        if (Number(rows[0].seq) !== seq) throw new Error(`the event counter moved under a transaction that holds it (${seq}, ${String(rows[0].seq)})`);
+        counter.appended = true;
         await this.pruneNow(query, seq);
         return { seq, botId, type, data };
       },

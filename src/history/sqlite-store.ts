@@ -5,7 +5,7 @@ import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Rows, SqlPort } from './sql-port.js';
 import { fitJson } from '../json-text.js';
 import { cursorOf, deliveryOf, placementOf, storedNodeOf, eventOf, exitOf, revisionOf, tableRecordsOf, WritesInTransactions, EVENTS_KEPT, EVENTS_KEPT_MS, EVENTS_MAX, EXIT_LOG_BYTES, EXITS_KEPT, HOUR_MS, PRUNE_EVERY, REVISIONS_KEPT } from './history-store.js';
-import type { ExitRecord, HistoryStore, HistoryTx, NodeBot, NodeRecord, PendingDelivery, Placement, StoredNode, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
+import type { ExitRecord, HistoryStore, HistoryTx, OpenTx, NodeBot, NodeRecord, PendingDelivery, Placement, StoredNode, RevisionRecord, StoredEvent, TableRecord } from './history-store.js';
 import { migrate, SCHEMA_VERSION_TABLE } from './migrations.js';
 import { narrowFiles, privateDir, privateFile } from '../private-files.js';
 
@@ -137,12 +137,25 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     if (this.db.isOpen) this.db.close();
   }
 
-  transaction<T>(work: (tx: HistoryTx) => Promise<T>): Promise<T> {
+  transaction<T>(work: (tx: OpenTx) => Promise<T>): Promise<T> {
     const run = this.queue.then(async () => {
       const appended: StoredEvent[] = [];
+      const part = async <P>(partWork: () => Promise<P>): Promise<P> => {
+        const mark = appended.length;
+        this.db.exec('SAVEPOINT part');
+        try {
+          const value = await partWork();
+          this.db.exec('RELEASE part');
+          return value;
+        } catch (err) {
+          if (this.db.isTransaction) this.db.exec('ROLLBACK TO part; RELEASE part');
+          appended.length = mark;
+          throw err;
+        }
+      };
       this.db.exec('BEGIN IMMEDIATE');
       try {
-        const value = await work(this.txAppendingTo(appended));
+        const value = await work({ ...this.txAppendingTo(appended), part });
         this.db.exec('COMMIT');
         this.publish(appended);
         return value;
@@ -232,6 +245,16 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     return (this.statement('SELECT at_ms FROM forgotten WHERE bot_id = ?').get(botId)?.at_ms as number | undefined) ?? undefined;
   }
 
+  async forgottenAtOf(botIds: readonly string[]): Promise<Map<string, number>> {
+    const read = this.statement('SELECT at_ms FROM forgotten WHERE bot_id = ?');
+    const found = new Map<string, number>();
+    for (const botId of botIds) {
+      const at = read.get(botId)?.at_ms;
+      if (at !== undefined) found.set(botId, Number(at));
+    }
+    return found;
+  }
+
   async eventsAfter(seq: number, botId: string | undefined, limit: number): Promise<StoredEvent[]> {
     const rows = botId
       ? this.statement('SELECT seq, bot_id, type, data FROM events WHERE bot_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(botId, seq, limit)
@@ -299,6 +322,10 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
     return this.statement('SELECT 1 FROM ended_sessions WHERE nonce = ?').get(nonce) !== undefined;
   }
 
+  private queueDelivery(event: StoredEvent, nowMs: number): void {
+    this.statement('INSERT OR IGNORE INTO deliveries (seq, bot_id, type, data, next_at_ms, first_at_ms) VALUES (?, ?, ?, ?, ?, ?)').run(event.seq, event.botId, event.type, event.data, nowMs, nowMs);
+  }
+
   /** The reads and writes of one transaction under way; the events it appends are collected in `appended`. */
   private txAppendingTo(appended: StoredEvent[]): HistoryTx {
     return {
@@ -317,9 +344,10 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
         return changes > 0;
       },
       revisions: async (botId, limit) => this.readRevisions(botId, limit),
-      appendEvent: async (botId, type, atMs, build, runKey) => {
+      appendEvent: async (botId, type, atMs, build, runKey, deliverAtMs) => {
         const event = this.writeEvent(botId, type, atMs, build, runKey);
         if (event) appended.push(event);
+        if (event && deliverAtMs !== undefined) this.queueDelivery(event, deliverAtMs);
         return event;
       },
       isCrashLooping: async (botId) => this.readIsCrashLooping(botId),
@@ -344,16 +372,7 @@ export class SqliteHistoryStore extends WritesInTransactions implements HistoryS
         if (chats === undefined) this.statement('DELETE FROM bot_chats WHERE bot_id = ?').run(botId);
         else this.statement('INSERT INTO bot_chats (bot_id, chats, set_ms) VALUES (?, ?, ?) ON CONFLICT (bot_id) DO UPDATE SET chats = excluded.chats, set_ms = excluded.set_ms').run(botId, chats, atMs);
       },
-      addDelivery: async (event, nowMs) => {
-        this.statement('INSERT OR IGNORE INTO deliveries (seq, bot_id, type, data, next_at_ms, first_at_ms) VALUES (?, ?, ?, ?, ?, ?)').run(
-          event.seq,
-          event.botId,
-          event.type,
-          event.data,
-          nowMs,
-          nowMs,
-        );
-      },
+      addDelivery: async (event, nowMs) => this.queueDelivery(event, nowMs),
       forget: async (botId, atMs) => {
         // What happened up to the removal: a removal written again late (a spool replayed) leaves a later bot's alone.
         this.statement('DELETE FROM exits WHERE bot_id = ? AND at_ms <= ?').run(botId, atMs);

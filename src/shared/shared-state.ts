@@ -17,6 +17,8 @@ export interface SharedStateStore {
   readonly reachable: boolean;
   /** When the bot was last removed (ms); undefined when never. */
   forgottenAt(botId: string): Promise<number | undefined>;
+  /** When each of `botIds` that was ever removed was last removed (ms), in one read. */
+  forgottenAtOf(botIds: readonly string[]): Promise<Map<string, number>>;
   /** Keeps a console session's end (by its nonce) until `untilMs`, its expiry; ends past their expiry go. */
   endSession(nonce: string, untilMs: number, nowMs: number): Promise<void>;
   /** Whether a console session (by its nonce) was ended on any agent sharing the store. */

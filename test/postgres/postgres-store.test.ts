@@ -5,6 +5,7 @@ import { openStore as openHistory } from '../../src/history/open-store.js';
 import type { SharedWindow } from '../../src/shared/shared-state.js';
 import { gate } from '../helpers/gate.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
+import { historyBatchSuite } from '../helpers/history-batch-suite.js';
 import { storeSuite, waitFor } from '../helpers/store-suite.js';
 import { TcpRelay } from '../helpers/tcp-relay.js';
 import { eventually } from '../helpers/eventually.js';
@@ -24,6 +25,8 @@ async function openStore(shared?: AgentStore): Promise<AgentStore> {
 test.after.always(dropDatabases);
 
 storeSuite('PostgreSQL', openStore);
+// A run end whose logs hold a NUL, which PostgreSQL's text refuses (22021): an answer, not an outage.
+historyBatchSuite('PostgreSQL', openStore, (tx, botId, record, runKey) => tx.addExit(botId, { ...record, logs: 'a\u0000b' }, runKey));
 
 async function pair(t: { teardown(fn: () => Promise<void>): void }): Promise<[AgentStore, AgentStore]> {
   const one = await openStore();

@@ -2,6 +2,7 @@ import test from 'ava';
 import { signalOf } from '../../src/history/bot-history.js';
 import { CRASH_WINDOW_MS, isCrashLooping, RECOVER_AFTER_MS, recoversAt } from '../../src/history/crash-loop.js';
 import { SqliteHistoryStore } from '../../src/history/sqlite-store.js';
+import { historyBatchSuite } from '../helpers/history-batch-suite.js';
 import { storeSuite } from '../helpers/store-suite.js';
 import { GIVE_UP_MS, retryDelayMs, signatureOf } from '../../src/history/webhook.js';
 
@@ -41,3 +42,8 @@ test('webhook: deliveries are signed HMAC-SHA256 of the raw body; retries wait l
 });
 
 storeSuite('SQLite', async () => new SqliteHistoryStore(':memory:'));
+
+historyBatchSuite('SQLite', async () => new SqliteHistoryStore(':memory:'), async () => {
+  // A constraint the file refuses (SQLITE_CONSTRAINT): for good, not an outage.
+  throw Object.assign(new Error('constraint failed'), { errcode: 19 });
+});
