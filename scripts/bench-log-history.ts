@@ -16,6 +16,8 @@ import { writeSection } from './bench-sections.js';
 
 const BOTS = 1_000;
 const LINES_A_SECOND = 10;
+/** The every-bot search's hour: a line from each bot this often (3,600,000 lines in all at 1 s). */
+const HOUR_LINE_EVERY_S = 1;
 const INGEST_S = 30;
 const report = (what: string, err: unknown) => console.error(what, err);
 const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
@@ -74,7 +76,7 @@ try {
   const packed = ingest.packedSize();
   figures.push(
     `- Ingestion, ${BOTS.toLocaleString('en')} bots writing ${LINES_A_SECOND} lines a second each for ${INGEST_S} s (${(BOTS * LINES_A_SECOND).toLocaleString('en')} lines a second, the store's writes once a second in one transaction): **${(cpuShare * 100).toFixed(1)} % of a core**, RSS at most **${mib(peakRss - restRss)} MiB above rest** (goal: under 10 % and 64 MB; the runtime's own log streams not counted).`,
-    `- Bytes kept per line: **${(packed.bytes / packed.lines).toFixed(1)} B** against ${(packed.rawBytes / packed.lines).toFixed(1)} B of text, **${((packed.bytes / packed.rawBytes) * 100).toFixed(1)} %** (goal: at most 20 %), over ${packed.lines.toLocaleString('en')} lines in brotli chunks.`,
+    `- Bytes kept per line: **${(packed.bytes / packed.lines).toFixed(1)} B** against ${(packed.rawBytes / packed.lines).toFixed(1)} B of text, **${((packed.bytes / packed.rawBytes) * 100).toFixed(1)} %** (goal: at most 20 %), over ${packed.lines.toLocaleString('en')} lines in zstd chunks.`,
   );
   console.log(figures.join('\n'));
 
@@ -123,14 +125,12 @@ try {
   // (4): every bot's last stretch, searched at once.
   const fleet = freshStore();
   const now = Date.now();
-  for (let second = 60; second > 0; second -= 1) {
+  for (let second = 3_600; second > 0; second -= HOUR_LINE_EVERY_S) {
     for (const botId of botIds) {
-      for (let i = 0; i < LINES_A_SECOND; i += 1) {
-        const text = counter % 9_973 === 0 ? `WARN ${botId} 429 Too Many Requests` : lineText(botId);
-        fleet.append(botId, [{ at: now - second * 1_000 + i * 100, run: now - 3_600_000, stream: 'stdout', text }]);
-      }
+      const text = counter % 9_973 === 0 ? `WARN ${botId} 429 Too Many Requests` : lineText(botId);
+      fleet.append(botId, [{ at: now - second * 1_000, run: now - 3_600_000, stream: 'stdout', text }]);
     }
-    await fleet.flush(now);
+    if (second % 60 === 0) await fleet.flush(now);
   }
   await fleet.flush(now + 10 * 60_000);
   for (const botId of botIds) fleet.noteBot(botId, 'user_bench');
@@ -143,7 +143,7 @@ try {
     hour.push(performance.now() - t0);
   }
   figures.push(
-    `- Every bot's last hour (${BOTS.toLocaleString('en')} bots, a minute each at ${LINES_A_SECOND} lines a second: ${(BOTS * 600).toLocaleString('en')} lines), searched at once for a word (${fleetFound} lines answered, the first 100): **p95 ${ms(p95(hour))}** (goal: under 2 s for an hour's).`,
+    `- Every bot's last hour (${BOTS.toLocaleString('en')} bots, a line every ${HOUR_LINE_EVERY_S} s each: ${((BOTS * 3_600) / HOUR_LINE_EVERY_S).toLocaleString('en')} lines), searched at once for a word (${fleetFound} lines answered, the first 100): **p95 ${ms(p95(hour))}** (goal: under 2 s).`,
   );
   console.log(figures.at(-1));
   await Promise.all([ingest.close(), week.close(), fleet.close()]);
@@ -152,11 +152,11 @@ try {
     (peakRss - restRss) / 1e6 >= 64 ? 'the ingestion\'s memory' : '',
     packed.bytes / packed.rawBytes > 0.2 ? 'the bytes per line' : '',
     p95(rare) >= 500 ? "the 7 days' search for a word" : '',
-    p95(regex) >= 500 ? "the 7 days' search for a regular expression (RE2 in JavaScript, line by line)" : '',
+    p95(regex) >= 500 ? "the 7 days' search for a regular expression" : '',
     p95(hour) >= 2_000 ? 'the search of every bot' : '',
   ].filter(Boolean);
   figures.push(
-    unmet.length === 0 ? '- Every goal met in this run.' : `- **Not met in this run: ${unmet.join('; ')}.** The search of every bot covers a minute of each, not an hour.`,
+    unmet.length === 0 ? '- Every goal met in this run.' : `- **Not met in this run: ${unmet.join('; ')}.**`,
   );
   writeSection(
     'log-history',

@@ -338,6 +338,7 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
       if (event.type === 'started') logHistory.runStarted(event.botId, Date.parse((JSON.parse(event.data) as { at: string }).at));
     });
     logHistory.start();
+    metrics.logHistory(logHistory.store);
     closers.push(async () => {
       unfollow();
       await logHistory.close();

@@ -126,6 +126,16 @@ export class AgentMetrics {
     );
   }
 
+  /** What the log history kept and dropped (docs/api.md §21). */
+  logHistory(store: { readonly kept: number; readonly dropped: number }): void {
+    this.counted('bot_agent_log_history_kept_lines_total', "Bots' lines kept in the log history since the agent started", () => store.kept);
+    this.counted(
+      'bot_agent_log_history_dropped_lines_total',
+      "Bots' lines the log history could not keep since the agent started (its disk full, or its writes behind); each bot's own gaps are lines of its history",
+      () => store.dropped,
+    );
+  }
+
   /** A counter (it only grows while the agent runs, so `_total`, as Prometheus names counters) whose count is read from `read` when scraped. */
   private counted(name: `${string}_total`, help: string, read: () => number): void {
     new Counter({

@@ -2,10 +2,20 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import type { StatementSync } from 'node:sqlite';
 import { promisify } from 'node:util';
-import { brotliCompress, brotliDecompress, constants } from 'node:zlib';
+import type { LineMatch } from './line-match.js';
+import { setImmediate } from 'node:timers/promises';
+import { brotliDecompressSync, constants, zstdCompress, zstdDecompressSync } from 'node:zlib';
 
-const compress = promisify(brotliCompress);
-const decompress = promisify(brotliDecompress);
+const packChunk = promisify(zstdCompress);
+/** How every zstd frame begins; chunks packed before zstd (brotli) have no such mark. */
+const ZSTD_MAGIC = Buffer.from([0x28, 0xb5, 0x2f, 0xfd]);
+/**
+ * zstd's level 9: on log text it keeps about as few bytes as brotli's quality 5 (7 % of the text here) and reads
+ * back two to three times as fast, which is most of a long search's time (docs/performance.md).
+ */
+const ZSTD_LEVEL = 9;
+const unpackChunk = (body: Uint8Array): Buffer =>
+  body.length >= ZSTD_MAGIC.length && Buffer.from(body.buffer, body.byteOffset, ZSTD_MAGIC.length).equals(ZSTD_MAGIC) ? zstdDecompressSync(body) : brotliDecompressSync(body);
 
 /** Where a line came from: the bot's stdout or stderr, or the agent itself (a gap, a drop: docs/api.md §21). */
 export type HistoryStream = 'stdout' | 'stderr' | 'agent';
@@ -37,7 +47,7 @@ export interface HistorySearch {
   readonly until?: number | undefined;
   readonly run?: number | undefined;
   readonly stream?: HistoryStream | undefined;
-  readonly match?: ((text: string) => boolean) | undefined;
+  readonly match?: LineMatch | undefined;
   /** Text every line that matches contains (a search's substring): a chunk without it is not read line by line. */
   readonly mustContain?: string | undefined;
   readonly order: 'newest' | 'oldest';
@@ -80,8 +90,8 @@ export const FLUSH_MS = 1_000;
 const CHUNK_LINES = 2_000;
 const CHUNK_RAW_BYTES = 256 * 1024;
 const CHUNK_AGE_MS = 5 * 60_000;
-/** Chunks a search unpacks at once (the thread pool's four threads). */
-const UNPACK_AHEAD = 4;
+/** The longest a search holds the event loop at once: it reads chunks in slices of this. */
+const SLICE_MS = 10;
 /** Lines waiting for their write past this are dropped and counted: a store that cannot keep up holds no more. */
 const PENDING_MAX = 100_000;
 /** What a recent line costs beyond its text, for the bytes retention counts. */
@@ -131,12 +141,13 @@ interface RecentTally {
 /**
  * Every bot's log history on the agent's disk (docs/api.md §21): lines land in a table of recent lines once a
  * second, in one transaction; a bot's recent lines are then packed, in the order of their times, into
- * brotli-compressed chunks indexed by bot and time. A search reads the recent lines and the chunks its range
+ * zstd-compressed chunks (brotli before: still read) indexed by bot and time. A search reads the recent lines and the chunks its range
  * touches, newest (or oldest) first, and stops at its limit, its bytes or its time budget.
  */
 export class LogStore {
   private readonly db: DatabaseSync;
   private readonly insert: StatementSync;
+  private readonly statements = new Map<string, StatementSync>();
   private pending: Array<NewLine & { readonly botId: string }> = [];
   private readonly tallies = new Map<string, RecentTally>();
   /** Bumped by each forget: a pack begun before it keeps nothing. */
@@ -147,6 +158,8 @@ export class LogStore {
   private readonly packQueued = new Set<string>();
   /** Lines dropped as they could not be written (a full disk, a store that fell behind). */
   dropped = 0;
+  /** Lines written since the store opened. */
+  kept = 0;
   /** Told of each batch of lines once written, with their places (the shipping to a log database). */
   onWritten: ((lines: ReadonlyArray<StoredLine & { readonly botId: string }>) => void) | undefined;
 
@@ -166,7 +179,7 @@ export class LogStore {
       CREATE TABLE IF NOT EXISTS bots (bot TEXT PRIMARY KEY, owner TEXT);
     `);
     this.insert = this.db.prepare('INSERT INTO recent (bot, at, run, stream, text) VALUES (?, ?, ?, ?, ?)');
-    for (const row of this.db.prepare('SELECT bot, COUNT(*) AS lines, SUM(length(text)) AS bytes, MIN(at) AS oldest FROM recent GROUP BY bot').all()) {
+    for (const row of this.statement('SELECT bot, COUNT(*) AS lines, SUM(length(text)) AS bytes, MIN(at) AS oldest FROM recent GROUP BY bot').all()) {
       this.tallies.set(String(row.bot), { lines: Number(row.lines), bytes: Number(row.bytes), oldestAt: Number(row.oldest) });
     }
   }
@@ -210,10 +223,14 @@ export class LogStore {
   }
 
   private write(batch: ReadonlyArray<NewLine & { readonly botId: string }>): void {
-    const written: Array<StoredLine & { readonly botId: string }> = [];
+    // The lines with their places only for whom they are told to (the shipping): ten thousand a second are garbage else.
+    const written: Array<StoredLine & { readonly botId: string }> | undefined = this.onWritten === undefined ? undefined : [];
     try {
       this.db.exec('BEGIN');
-      for (const line of batch) written.push({ ...line, seq: Number(this.insert.run(line.botId, line.at, line.run, line.stream, line.text).lastInsertRowid) });
+      for (const line of batch) {
+        const seq = Number(this.insert.run(line.botId, line.at, line.run, line.stream, line.text).lastInsertRowid);
+        written?.push({ ...line, seq });
+      }
       this.db.exec('COMMIT');
     } catch (err) {
       if (this.db.isTransaction) this.db.exec('ROLLBACK');
@@ -221,7 +238,8 @@ export class LogStore {
       this.report(`${batch.length} log lines could not be kept in the history`, err);
       return;
     }
-    this.onWritten?.(written);
+    this.kept += batch.length;
+    if (written !== undefined) this.onWritten?.(written);
     for (const line of batch) {
       const tally = this.tallies.get(line.botId) ?? { lines: 0, bytes: 0, oldestAt: line.at };
       tally.lines += 1;
@@ -234,8 +252,8 @@ export class LogStore {
   /** Packs a bot's oldest recent lines (up to a chunk's) into one chunk; the chunk's write and the lines' removal are one transaction. */
   private async pack(botId: string): Promise<boolean> {
     const generation = this.forgotten.get(botId) ?? 0;
-    const rows = this.db
-      .prepare('SELECT seq, at, run, stream, text FROM recent WHERE bot = ? ORDER BY at, seq LIMIT ?')
+    const rows = this
+      .statement('SELECT seq, at, run, stream, text FROM recent WHERE bot = ? ORDER BY at, seq LIMIT ?')
       .all(botId, CHUNK_LINES) as unknown as RecentRow[];
     if (rows.length === 0) {
       this.tallies.delete(botId);
@@ -243,13 +261,14 @@ export class LogStore {
     }
     const lines = rows.map(stored);
     const raw = encode(lines);
-    const body = await compress(Buffer.from(raw), { params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT } });
+    // A window of a chunk's own bound: no more memory for it than a chunk takes.
+    const body = await packChunk(Buffer.from(raw), { params: { [constants.ZSTD_c_compressionLevel]: ZSTD_LEVEL, [constants.ZSTD_c_windowLog]: 18 } });
     if ((this.forgotten.get(botId) ?? 0) !== generation || !this.db.isOpen) return false;
-    const remove = this.db.prepare('DELETE FROM recent WHERE seq = ?');
+    const remove = this.statement('DELETE FROM recent WHERE seq = ?');
     this.db.exec('BEGIN');
     try {
-      this.db
-        .prepare('INSERT INTO chunks (bot, first_at, last_at, lines, raw_bytes, bytes, body) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      this
+        .statement('INSERT INTO chunks (bot, first_at, last_at, lines, raw_bytes, bytes, body) VALUES (?, ?, ?, ?, ?, ?, ?)')
         .run(botId, lines[0]!.at, lines.at(-1)!.at, lines.length, Buffer.byteLength(raw), body.length, body);
       for (const line of lines) remove.run(line.seq);
       this.db.exec('COMMIT');
@@ -257,7 +276,7 @@ export class LogStore {
       this.db.exec('ROLLBACK');
       throw err;
     }
-    const left = this.db.prepare('SELECT COUNT(*) AS lines, SUM(length(text)) AS bytes, MIN(at) AS oldest FROM recent WHERE bot = ?').get(botId);
+    const left = this.statement('SELECT COUNT(*) AS lines, SUM(length(text)) AS bytes, MIN(at) AS oldest FROM recent WHERE bot = ?').get(botId);
     if (Number(left?.lines ?? 0) === 0) this.tallies.delete(botId);
     else this.tallies.set(botId, { lines: Number(left!.lines), bytes: Number(left!.bytes), oldestAt: Number(left!.oldest) });
     return true;
@@ -287,14 +306,14 @@ export class LogStore {
     const highSql = Number.isFinite(high) ? high : Number.MAX_SAFE_INTEGER;
 
     let candidates: StoredLine[] = (
-      this.db.prepare('SELECT seq, at, run, stream, text FROM recent WHERE bot = ? AND at >= ? AND at < ?').all(botId, lowSql, highSql) as unknown as RecentRow[]
+      this.statement('SELECT seq, at, run, stream, text FROM recent WHERE bot = ? AND at >= ? AND at < ?').all(botId, lowSql, highSql) as unknown as RecentRow[]
     )
       .map(stored)
       .filter(wanted);
-    const chunks = this.db
-      .prepare(`SELECT id, first_at, last_at FROM chunks WHERE bot = ? AND last_at >= ? AND first_at < ? ORDER BY ${newest ? 'last_at DESC' : 'first_at ASC'}`)
+    const chunks = this
+      .statement(`SELECT id, first_at, last_at FROM chunks WHERE bot = ? AND last_at >= ? AND first_at < ? ORDER BY ${newest ? 'last_at DESC' : 'first_at ASC'}`)
       .all(botId, lowSql, highSql) as unknown as Array<{ id: number; first_at: number; last_at: number }>;
-    const body = this.db.prepare('SELECT body FROM chunks WHERE id = ?');
+    const body = this.statement('SELECT body FROM chunks WHERE id = ?');
 
     const lines: StoredLine[] = [];
     let bytes = 0;
@@ -319,28 +338,24 @@ export class LogStore {
       }
       candidates = kept;
     };
-    // Chunks are unpacked a few ahead of the one read, on the thread pool: a long range is read at the cores' pace.
     const needle = search.mustContain === undefined ? undefined : Buffer.from(search.mustContain);
-    const unpacking = new Map<number, Promise<string | undefined>>();
-    const unpack = (index: number): void => {
-      const chunk = chunks[index];
-      if (chunk === undefined || unpacking.has(index)) return;
-      const packed = body.get(chunk.id) as { body: Uint8Array } | undefined;
-      unpacking.set(
-        index,
-        packed === undefined
-          ? Promise.resolve(undefined)
-          : decompress(packed.body).then(
-              // A chunk without the text every match has is passed over as bytes, never decoded.
-              (raw) => (needle !== undefined && !raw.includes(needle) ? '' : raw.toString()),
-              (err: unknown) => {
-                this.report(`a chunk of bot ${botId}'s log history could not be read; its lines are left out`, err);
-                return undefined;
-              },
-            ),
-      );
+    const rowsMatch = (rows: string): string => (search.match?.anyOf === undefined || search.match.unanchored !== true || search.match.anyOf(rows) ? rows : '');
+    /** A chunk's rows; '' for one that holds no match; undefined for one that cannot be read. */
+    const unpack = (id: number): string | undefined => {
+      const packed = body.get(id) as { body: Uint8Array } | undefined;
+      if (packed === undefined) return undefined;
+      try {
+        const raw = unpackChunk(packed.body);
+        // A chunk without the text every match has is passed over as bytes, never decoded; one a pattern without
+        // `^` finds nothing in (its rows' fields and all) is passed over as text.
+        return needle !== undefined && !raw.includes(needle) ? '' : rowsMatch(raw.toString());
+      } catch (err) {
+        this.report(`a chunk of bot ${botId}'s log history could not be read; its lines are left out`, err);
+        return undefined;
+      }
     };
-    for (const [index, chunk] of chunks.entries()) {
+    let sliceBegan = performance.now();
+    for (const chunk of chunks) {
       const frontier = newest ? chunk.last_at : chunk.first_at;
       answerFinal(newest ? (line) => line.at > frontier : (line) => line.at < frontier);
       if (full) return { lines, next: placeOf(lines.at(-1)), partial: false };
@@ -349,11 +364,17 @@ export class LogStore {
         const next = newest ? { at: frontier + 1, seq: 0 } : { at: frontier - 1, seq: Number.MAX_SAFE_INTEGER };
         return { lines, next, partial: true };
       }
-      for (let ahead = index; ahead < index + UNPACK_AHEAD; ahead += 1) unpack(ahead);
-      const text = await unpacking.get(index);
-      unpacking.delete(index);
+      // Unpacked here, not on the thread pool (whose hand-over costs more than a chunk's unpacking), in slices
+      // that leave the event loop to others between them.
+      if (performance.now() - sliceBegan > SLICE_MS) {
+        await setImmediate();
+        sliceBegan = performance.now();
+      }
+      const text = unpack(chunk.id);
       if (text === undefined || text === '') continue;
-      for (const line of decode(text)) if (wanted(line)) candidates.push(line);
+      const decoded = decode(text);
+      if (search.match?.anyOf !== undefined && search.match.unanchored !== true && !search.match.anyOf(decoded.map((line) => line.text).join('\n'))) continue;
+      for (const line of decoded) if (wanted(line)) candidates.push(line);
     }
     answerFinal(() => true);
     return { lines, next: full ? placeOf(lines.at(-1)) : undefined, partial: false };
@@ -392,37 +413,44 @@ export class LogStore {
 
   /** The starts of the bot's runs the history knows, oldest first. */
   runStarts(botId: string): number[] {
-    return this.db
-      .prepare('SELECT started_at FROM runs WHERE bot = ? ORDER BY started_at')
+    return this
+      .statement('SELECT started_at FROM runs WHERE bot = ? ORDER BY started_at')
       .all(botId)
       .map((row) => Number(row.started_at));
   }
 
   /** The bot has lines here, and this owner: a fleet's search by owner finds it, also once it moved away. */
   noteBot(botId: string, owner: string | undefined): void {
-    this.db.prepare('INSERT INTO bots (bot, owner) VALUES (?, ?) ON CONFLICT (bot) DO UPDATE SET owner = excluded.owner').run(botId, owner ?? null);
+    this.statement('INSERT INTO bots (bot, owner) VALUES (?, ?) ON CONFLICT (bot) DO UPDATE SET owner = excluded.owner').run(botId, owner ?? null);
   }
 
   /** The bots whose lines are kept here (of `owner` alone, when given). */
   knownBots(owner?: string): string[] {
-    const rows = owner === undefined ? this.db.prepare('SELECT bot FROM bots ORDER BY bot').all() : this.db.prepare('SELECT bot FROM bots WHERE owner = ? ORDER BY bot').all(owner);
+    const rows = owner === undefined ? this.statement('SELECT bot FROM bots ORDER BY bot').all() : this.statement('SELECT bot FROM bots WHERE owner = ? ORDER BY bot').all(owner);
     return rows.map((row) => String(row.bot));
   }
 
+  /** A statement compiled once and kept: the store runs the same few again and again (a run noted for each start of each bot). */
+  private statement(sql: string): StatementSync {
+    let statement = this.statements.get(sql);
+    if (statement === undefined) this.statements.set(sql, (statement = this.db.prepare(sql)));
+    return statement;
+  }
+
   noteRun(botId: string, startedAt: number): void {
-    this.db.prepare('INSERT OR IGNORE INTO runs (bot, started_at) VALUES (?, ?)').run(botId, startedAt);
+    this.statement('INSERT OR IGNORE INTO runs (bot, started_at) VALUES (?, ?)').run(botId, startedAt);
   }
 
   /** The bytes a bot's history takes (its chunks, compressed, and its recent lines). */
   bytesOf(botId: string): number {
-    const chunks = Number(this.db.prepare('SELECT COALESCE(SUM(bytes), 0) AS bytes FROM chunks WHERE bot = ?').get(botId)?.bytes ?? 0);
+    const chunks = Number(this.statement('SELECT COALESCE(SUM(bytes), 0) AS bytes FROM chunks WHERE bot = ?').get(botId)?.bytes ?? 0);
     const tally = this.tallies.get(botId);
     return chunks + (tally ? tally.bytes + tally.lines * ROW_OVERHEAD : 0);
   }
 
   /** The chunks' lines and bytes, and the raw bytes those lines had (the compression the bench reports). */
   packedSize(): { lines: number; bytes: number; rawBytes: number } {
-    const row = this.db.prepare('SELECT COALESCE(SUM(lines), 0) AS lines, COALESCE(SUM(bytes), 0) AS bytes, COALESCE(SUM(raw_bytes), 0) AS raw FROM chunks').get();
+    const row = this.statement('SELECT COALESCE(SUM(lines), 0) AS lines, COALESCE(SUM(bytes), 0) AS bytes, COALESCE(SUM(raw_bytes), 0) AS raw FROM chunks').get();
     return { lines: Number(row?.lines ?? 0), bytes: Number(row?.bytes ?? 0), rawBytes: Number(row?.raw ?? 0) };
   }
 
@@ -434,7 +462,7 @@ export class LogStore {
     const dropped: Dropped[] = [];
     const dropChunks = (rows: Array<{ id: number; bot: string; lines: number; first_at: number; last_at: number }>, why: Dropped['why']): void => {
       const byBot = new Map<string, Dropped>();
-      const remove = this.db.prepare('DELETE FROM chunks WHERE id = ?');
+      const remove = this.statement('DELETE FROM chunks WHERE id = ?');
       this.db.exec('BEGIN');
       for (const row of rows) {
         remove.run(row.id);
@@ -452,14 +480,14 @@ export class LogStore {
     };
     type ChunkRow = { id: number; bot: string; lines: number; first_at: number; last_at: number; bytes: number };
     const cutoff = nowMs - retention.days * 86_400_000;
-    dropChunks(this.db.prepare('SELECT id, bot, lines, first_at, last_at FROM chunks WHERE last_at < ?').all(cutoff) as unknown as ChunkRow[], 'days');
-    for (const row of this.db.prepare('SELECT bot, SUM(bytes) AS bytes FROM chunks GROUP BY bot HAVING SUM(bytes) > ?').all(retention.botBytes)) {
+    dropChunks(this.statement('SELECT id, bot, lines, first_at, last_at FROM chunks WHERE last_at < ?').all(cutoff) as unknown as ChunkRow[], 'days');
+    for (const row of this.statement('SELECT bot, SUM(bytes) AS bytes FROM chunks GROUP BY bot HAVING SUM(bytes) > ?').all(retention.botBytes)) {
       let over = Number(row.bytes) - retention.botBytes;
-      const oldest = this.db.prepare('SELECT id, bot, lines, first_at, last_at, bytes FROM chunks WHERE bot = ? ORDER BY first_at').all(String(row.bot)) as unknown as ChunkRow[];
+      const oldest = this.statement('SELECT id, bot, lines, first_at, last_at, bytes FROM chunks WHERE bot = ? ORDER BY first_at').all(String(row.bot)) as unknown as ChunkRow[];
       const going = oldest.filter((chunk) => (over > 0 ? ((over -= Number(chunk.bytes)), true) : false));
       dropChunks(going, 'bytes');
     }
-    let overAll = Number(this.db.prepare('SELECT COALESCE(SUM(bytes), 0) AS bytes FROM chunks').get()?.bytes ?? 0) - retention.totalBytes;
+    let overAll = Number(this.statement('SELECT COALESCE(SUM(bytes), 0) AS bytes FROM chunks').get()?.bytes ?? 0) - retention.totalBytes;
     if (overAll > 0) {
       const going: ChunkRow[] = [];
       for (const chunk of this.db.prepare('SELECT id, bot, lines, first_at, last_at, bytes FROM chunks ORDER BY first_at').iterate() as unknown as Iterable<ChunkRow>) {
@@ -478,7 +506,7 @@ export class LogStore {
     this.pending = this.pending.filter((line) => line.botId !== botId);
     this.tallies.delete(botId);
     this.db.exec('BEGIN');
-    for (const table of ['recent', 'chunks', 'runs', 'bots']) this.db.prepare(`DELETE FROM ${table} WHERE bot = ?`).run(botId);
+    for (const table of ['recent', 'chunks', 'runs', 'bots']) this.statement(`DELETE FROM ${table} WHERE bot = ?`).run(botId);
     this.db.exec('COMMIT');
   }
 

@@ -2,11 +2,14 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { brotliCompressSync, zstdDecompressSync } from 'node:zlib';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import { LogStore } from '../../src/log-history/log-store.js';
 import type { HistorySearch, StoredLine } from '../../src/log-history/log-store.js';
 import { masker } from '../../src/log-history/log-collector.js';
+import { lineMatcher } from '../../src/log-history/line-match.js';
 
 // The log history's store (docs/api.md §21) on a real SQLite file: lines written, packed into compressed chunks,
 // searched and paged across the packing, dropped by the retention, forgotten, and whole after a SIGKILL.
@@ -66,6 +69,42 @@ test('lines are found newest or oldest first, by text, regex-free substring, str
   t.is(window.length, 300);
   t.true(window.every((line) => line.at >= T0 + 100 && line.at < T0 + 200));
   t.is((await allPages(store, 'bot_2', {})).length, 1, "another bot's lines are its own");
+});
+
+test('chunks are packed with zstd, and chunks an earlier version packed with brotli are read as ever', async (t) => {
+  const { store, dir } = await storeIn(t);
+  for (let i = 0; i < 4_500; i++) store.append('bot_1', [{ at: T0 + i, run: T0, stream: 'stdout', text: `line ${i}` }]);
+  await store.flush(T0);
+  await store.close();
+  const file = new DatabaseSync(join(dir, 'log-history.sqlite'));
+  const chunks = file.prepare('SELECT id, body FROM chunks').all() as Array<{ id: number; body: Uint8Array }>;
+  t.true(chunks.length >= 2);
+  t.true(chunks.every((chunk) => Buffer.from(chunk.body).subarray(0, 4).equals(Buffer.from([0x28, 0xb5, 0x2f, 0xfd]))), 'zstd frames');
+  // The first chunk as an earlier version kept it.
+  file.prepare('UPDATE chunks SET body = ? WHERE id = ?').run(brotliCompressSync(zstdDecompressSync(chunks[0]!.body)), chunks[0]!.id);
+  file.close();
+  const reopened = new LogStore(dir, (what, err) => t.log(what, String(err)));
+  t.teardown(() => reopened.close());
+  const lines = await allPages(reopened, 'bot_1', { order: 'oldest', limit: 1_000 });
+  t.is(lines.length, 4_500);
+  t.deepEqual(lines.slice(0, 2).map((line) => line.text), ['line 0', 'line 1']);
+});
+
+test('a regular expression finds in packed chunks what it finds line by line, anchors at each line included; a chunk with no match is passed over whole', async (t) => {
+  const { store } = await storeIn(t);
+  for (let i = 0; i < 4_500; i++) store.append('bot_1', [{ at: T0 + i, run: T0, stream: 'stdout', text: `line ${i} ${i % 1_000 === 7 ? 'rare' : 'common'}` }]);
+  await store.flush(T0);
+  for (const pattern of ['^line \\d+7 rare$', 'rare$', '\\brare', '(?i)RARE', '\\Aline 7 ', 'line 1007 rare\\z', '(?-m)^line 2007']) {
+    const match = lineMatcher(undefined, pattern)!;
+    const lineByLine = await allPages(store, 'bot_1', { match: (text) => match(text), limit: 1_000 });
+    const joined = await allPages(store, 'bot_1', { match, limit: 1_000 });
+    t.deepEqual(joined.map((line) => line.text), lineByLine.map((line) => line.text), pattern);
+    t.true(joined.length >= 1, pattern);
+  }
+  const rare = lineMatcher(undefined, 'rare')!;
+  t.false(rare.anyOf!('line 1 common\nline 2 common'));
+  t.true(rare.anyOf!('line 1 common\nline 7 rare'));
+  t.is(lineMatcher(undefined, '\\Aline')!.anyOf, undefined, "a pattern of the text's own ends is matched line by line alone");
 });
 
 test('pages go on from their cursor with every line once, while lines arrive and are packed between pages, in either order', async (t) => {
