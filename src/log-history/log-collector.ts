@@ -27,11 +27,19 @@ interface Share {
   lastDroppedAt: number;
 }
 
-/** Masks each secret in a line (docs/api.md §21): the longest first, so that one inside another goes whole. */
+/**
+ * A JSON Web Token: three base64url parts, the first two JSON objects. A bot's PLATFORM_AGENT_TOKEN on Kubernetes
+ * is one the kubelet projects and renews, which the agent never holds to mask by its value.
+ */
+const JWT = /eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{16,}/g;
+
+/** Masks each secret in a line, and any JWT (docs/api.md §21): the longest secret first, so that one inside another goes whole. */
 export function masker(secrets: readonly string[]): (text: string) => string {
   const masked = [...new Set(secrets.filter((secret) => secret.length >= SECRET_MIN))].sort((a, b) => b.length - a.length);
-  if (masked.length === 0) return (text) => text;
-  return (text) => masked.reduce((line, secret) => (line.includes(secret) ? line.split(secret).join('***') : line), text);
+  return (text) => {
+    const line = masked.reduce((kept, secret) => (kept.includes(secret) ? kept.split(secret).join('***') : kept), text);
+    return line.includes('eyJ') ? line.replace(JWT, '***') : line;
+  };
 }
 
 /**

@@ -226,7 +226,7 @@ test('the Role follows what is on: without provisioning no create or delete of D
   };
   const on = await roleOf({});
   t.true(on.deployments.includes('create') && on.deployments.includes('delete') && on.deployments.includes('update'));
-  t.deepEqual(on.secrets, ['create', 'delete', 'deletecollection']);
+  t.deepEqual(on.secrets, ['get', 'create', 'delete', 'deletecollection']);
   t.deepEqual(on.claims, ['get', 'create', 'delete']);
   t.falsy(on.env.find((e) => e.name === 'AGENT_PROVISIONING'));
   const off = await roleOf({ provisioning: 'false' });

@@ -480,7 +480,8 @@ test("a bot's output on the cluster is kept across a restart and a deploy, a run
       template: 'telegram',
       token: `secret-${id}`,
       env: { MODE: 'one' },
-      command: ['sh', '-c', 'echo "run-begins $(cat /proc/sys/kernel/random/uuid) mode=$MODE"; trap "exit 0" TERM; while :; do sleep 1 & wait $!; done'],
+      // Its token, and the projected token it names itself with, printed: the history keeps neither.
+      command: ['sh', '-c', 'echo "run-begins $(cat /proc/sys/kernel/random/uuid) mode=$MODE"; echo "tokens $BOT_TOKEN $(cat $PLATFORM_AGENT_TOKEN_FILE)"; trap "exit 0" TERM; while :; do sleep 1 & wait $!; done'],
     },
   });
   t.is(created.status, 201, created.text);
@@ -504,4 +505,11 @@ test("a bot's output on the cluster is kept across a restart and a deploy, a run
   t.is(new Set(lines.map((line) => line.line)).size, 3, 'each run once');
   t.is(new Set(lines.map((line) => line.run)).size, 3, 'each line names its own run');
   t.regex(lines[2]!.line, /mode=two$/);
+  const tokens = await call(agent.server, `/api/bots/${id}/logs/history?q=tokens&order=oldest`);
+  t.deepEqual(
+    (tokens.body?.lines as Line[]).map((line) => line.line),
+    ['tokens *** ***', 'tokens *** ***', 'tokens *** ***'],
+    'the token from its Secret and the projected token, masked in every run',
+  );
+  t.deepEqual((await call(agent.server, `/api/bots/${id}/logs/history?q=secret-${id}`)).body?.lines, []);
 });

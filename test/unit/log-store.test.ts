@@ -184,6 +184,14 @@ test('secrets are masked, the longest first', (t) => {
   t.is(mask('a tok-12345678-long and tok-12345678 but short'), 'a *** and *** but short');
 });
 
+test("a JWT is masked by its shape, known or not (a pod's projected token on Kubernetes); text that only looks alike stays", (t) => {
+  const part = (json: object) => Buffer.from(JSON.stringify(json)).toString('base64url');
+  const jwt = `${part({ alg: 'RS256', kid: 'k1' })}.${part({ aud: ['bot-agent'], sub: 'system:serviceaccount:bots:default' })}.${'s1gnature_-'.repeat(8)}`;
+  const mask = masker([]);
+  t.is(mask(`token=${jwt} then more`), 'token=*** then more');
+  t.is(mask('eyJ alone, eyJabc.eyJdef.ghi too short'), 'eyJ alone, eyJabc.eyJdef.ghi too short');
+});
+
 test('SIGKILLed while it writes and packs, the store opens again with every line it kept once, in order, and loses at most the last second', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'log-store-kill-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));

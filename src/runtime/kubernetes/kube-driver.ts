@@ -7,6 +7,7 @@ import { withDeadline } from './kube-deadline.js';
 import type { CallOptions } from './kube-deadline.js';
 import { AgentError, messages, NotFound, NotRunning, OperationFailed, RuntimeUnavailable } from '../../errors.js';
 import type { BotSummary } from '../../provisioning/bot-spec.js';
+import { TOKEN_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotInfo, BotStats, FaultReporter, LogLine, LogsFrom, LogWindow, PowerOutcome, RunningHealth, RunObserver, RuntimeDriver } from '../driver.js';
 import { healthPolicyOf } from '../health-policy.js';
 import { dataFoldersOf } from './kube-data.js';
@@ -337,6 +338,27 @@ class KubernetesDriver implements RuntimeDriver {
     return this.api(botId, () =>
       readPodLogs(this.core, this.kubeConfig, { namespace: this.namespace, pod: nameOf(pod), container, previous: false }, lines, window),
     );
+  }
+
+  /**
+   * The bot's token under each of its names, as its Deployment gives them: a plain value, or the key of a Secret
+   * it reads through secretKeyRef, where the agent may read that Secret (provisioning on: the chart's Role). Its
+   * PLATFORM_AGENT_TOKEN is a projected token the kubelet renews, which the log history masks by its shape.
+   */
+  async botSecrets(botId: string): Promise<string[]> {
+    const named = new Set<string>([...TOKEN_VARIABLES, 'PLATFORM_AGENT_TOKEN']);
+    const env = (await this.knownDeployment(botId)).spec?.template.spec?.containers.flatMap((container) => container.env ?? []) ?? [];
+    const secrets: string[] = [];
+    for (const variable of env.filter(({ name }) => named.has(name))) {
+      if (variable.value !== undefined) secrets.push(variable.value);
+      const ref = variable.valueFrom?.secretKeyRef;
+      if (ref?.name === undefined) continue;
+      // Not allowed (no provisioning), or gone: that value is not known, and so not masked.
+      const secret = await this.core.readNamespacedSecret({ name: ref.name, namespace: this.namespace }, withDeadline()).catch(() => undefined);
+      const value = secret?.data?.[ref.key];
+      if (value !== undefined) secrets.push(Buffer.from(value, 'base64').toString('utf8'));
+    }
+    return secrets;
   }
 
   async exec(botId: string, argv: readonly string[], bounds: CommandBounds): Promise<CommandResult> {
