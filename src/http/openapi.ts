@@ -442,8 +442,9 @@ export const openApiDocument = {
               },
             },
           },
-          next: { type: ['string', 'null'], description: 'The cursor of the next page; null when no line is left' },
+          next: { type: ['string', 'null'], description: "The cursor of the next page (in a fleet, every node's place: pass it back as it is); null when no line is left" },
           partial: { type: 'boolean', description: 'The search stopped at its time budget: more lines may be found from `next`' },
+          nodes_missing: { type: 'array', items: { type: 'string' }, description: 'In a fleet: the nodes that gave no answer in time, asked again by the next page' },
         },
       },
       Stats: answer('stats', {

@@ -110,7 +110,8 @@ export const logHistoryQuery = object({
   stream: string().strict().oneOf(['stdout', 'stderr', 'agent'] as const, 'stream must be stdout, stderr or agent'),
   order: string().strict().oneOf(['newest', 'oldest'] as const, 'order must be newest or oldest').meta({ jsonSchema: { default: 'newest' } }),
   limit: wholeNumber('limit', 1, MAX_HISTORY_LINES).transform(digits).meta({ jsonSchema: { default: DEFAULT_HISTORY_LINES } }),
-  cursor: string().strict().matches(/^\d{1,16}-\d{1,16}$/, 'cursor must be a `next` a search answered, e.g. 1733479200000-42'),
+  // A node's own place (at-seq), or the places of several nodes a search over them answered (n.…: src/log-history/nodes-search.ts).
+  cursor: string().strict().matches(/^(\d{1,16}-\d{1,16}|n\.[\w-]{1,16384})$/, 'cursor must be a `next` a search answered, e.g. 1733479200000-42'),
 });
 
 /** Query of GET /api/logs/history, every bot's (docs/api.md §21): a bot's search's, without run and cursor, with owner and node. */

@@ -344,4 +344,26 @@ test.serial("a moved bot's output is found from either node: the fleet's search 
   // A bot's own node alone, when asked.
   const onlyB = await api('node-c', `/api/logs/history?${new URLSearchParams({ q: 'hello from a run', node: 'node-b' })}`);
   t.deepEqual(((onlyB.body?.lines ?? []) as Found[]).filter((line) => line.bot_id === id).map((line) => line.node), ['node-b']);
+
+  // The bot's own search, asked of either node, finds the lines of both runs: each node searches its own and the
+  // answers are merged by time; paged one line at a time, each comes once.
+  const ownSearch = (name: NodeName, extra: Record<string, string> = {}) => api(name, `/api/bots/${id}/logs/history?${new URLSearchParams({ q: 'hello from a run', ...extra })}`);
+  for (const name of ['node-b', 'node-c'] as const) {
+    const reply = await ownSearch(name);
+    t.is(reply.status, 200, JSON.stringify(reply.body));
+    t.is((reply.body?.lines as unknown[]).length, 2, `asked of ${name}: ${JSON.stringify(reply.body)}`);
+  }
+  const paged: string[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < 4; page++) {
+    const reply = await ownSearch('node-c', { limit: '1', order: 'oldest', ...(cursor === undefined ? {} : { cursor }) });
+    t.is(reply.status, 200, JSON.stringify(reply.body));
+    paged.push(...(reply.body?.lines as Array<{ at: string }>).map((line) => line.at));
+    cursor = (reply.body?.next as string | null) ?? undefined;
+    if (cursor === undefined) break;
+  }
+  t.is(paged.length, 2, JSON.stringify(paged));
+  t.true(paged[0]! < paged[1]!, 'oldest first: the run on node-b, then the run on node-c');
+  t.is(cursor, undefined, 'the last page says there is no more');
+  t.is((await ownSearch('node-c', { cursor: 'n.bm90LWpzb24' })).status, 400, 'a cursor no search answered is refused');
 });
