@@ -45,8 +45,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 const log = (line: string) => console.error(`bench:kube-scale: ${line}`);
 
 /** Every event an agent's `GET /api/events` sends, each with the time it arrived here. */
-function eventsOf(port: number): { events: Array<{ type: string; botId: string; at: number }>; close(): void } {
-  const events: Array<{ type: string; botId: string; at: number }> = [];
+function eventsOf(port: number): { events: Array<{ type: string; botId: string; at: number; exitAt?: number }>; close(): void } {
+  const events: Array<{ type: string; botId: string; at: number; exitAt?: number }> = [];
   let pending = '';
   const request = http.get({ host: '127.0.0.1', port, path: '/api/events' }, (response) => {
     response.setEncoding('utf8');
@@ -58,8 +58,9 @@ function eventsOf(port: number): { events: Array<{ type: string; botId: string; 
       for (const block of blocks) {
         const data = /^data: (.*)$/m.exec(block)?.[1];
         if (!data) continue;
-        const event = JSON.parse(data) as { type: string; bot_id: string };
-        events.push({ type: event.type, botId: event.bot_id, at });
+        const event = JSON.parse(data) as { type: string; bot_id: string; exit?: { at?: string } };
+        const exitAt = event.exit?.at === undefined ? undefined : Date.parse(event.exit.at);
+        events.push({ type: event.type, botId: event.bot_id, at, ...(exitAt === undefined ? {} : { exitAt }) });
       }
     });
   });
@@ -239,19 +240,42 @@ async function main(): Promise<void> {
       return reported !== undefined && seen !== undefined ? reported - seen : NaN;
     });
 
-    // A burst: BURST bots crash five times each at once.
+    // A burst: BURST bots crash five times each at once, while status reads go on. Each crash is timed from its
+    // end as the cluster recorded it (the container's finishedAt, in whole seconds: up to a second early) to its
+    // `exited` event on the stream.
     log(`a burst of ${BURST} crash loops`);
     const burst = steady.slice(NEW_LOOPS, NEW_LOOPS + BURST);
     const [streamBefore, hooksBefore] = [stream.events.length, hooks.received.length];
+    // Each scrape of an agent's /metrics begins its event loop's delay figures afresh (prom-client): these say the burst's.
+    await Promise.all(agents.map((agent) => metricsOf(agent.port)));
     started = Date.now();
+    let burstReads: { times: number[]; failures: string[] } = { times: [], failures: [] };
+    const burstReading = reads(agents, ids).then((done) => void (burstReads = done));
     await crashNow(burst);
-    const burstDone = () => burst.every((id) => stream.events.some((event) => event.type === 'crash-looping' && event.botId === id));
+    // Done once each bot's loop is reported and its five ends are on the stream.
+    const burstDone = () => {
+      const ends = new Map<string, number>();
+      for (const event of stream.events.slice(streamBefore)) if (event.type === 'exited') ends.set(event.botId, (ends.get(event.botId) ?? 0) + 1);
+      return burst.every((id) => (ends.get(id) ?? 0) >= 5 && stream.events.some((event) => event.type === 'crash-looping' && event.botId === id));
+    };
     while (!burstDone() && Date.now() - started < 300_000) await sleep(500);
     await sleep(5_000);
+    await burstReading;
+    const loopDelays = await Promise.all(
+      agents.map(async (agent) => {
+        const text = await metricsOf(agent.port);
+        const ms = (name: string): number => round(Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) * 1000, 0);
+        return `p99 ${ms('nodejs_eventloop_lag_p99_seconds')} ms, longest ${ms('nodejs_eventloop_lag_max_seconds')} ms`;
+      }),
+    );
     const streamEvents = stream.events.slice(streamBefore);
     const burstSeconds = ((streamEvents.at(-1)?.at ?? started) - started) / 1000;
     const hookCount = hooks.received.length - hooksBefore;
     stream.close();
+    const inBurst = new Set(burst);
+    const exitLags = streamEvents.flatMap((event) => (event.type === 'exited' && inBurst.has(event.botId) && event.exitAt !== undefined ? [event.at - event.exitAt] : []));
+    const exitLag = percentiles(exitLags);
+    const burstReadFigures = percentiles(burstReads.times);
 
     log('the console');
     // The page not drawn in time is a figure too: said in the table, the figures before it kept.
@@ -283,6 +307,9 @@ async function main(): Promise<void> {
       `| a new crash loop reported: from the third crash seen by a watch to the \`crash-looping\` event on the stream, ${NEW_LOOPS} bots | p50 ${lag.p50} ms, p99 ${lag.p99} ms; ${reportLags.filter((ms) => !Number.isFinite(ms)).length} not reported | within 2 s |`,
       `| ${BURST} bots crash five times at once: events through one agent's stream | ${streamEvents.length} in ${round(burstSeconds, 1)} s, ${round(streamEvents.length / Math.max(burstSeconds, 0.001), 0)} a second | |`,
       `| the same through the webhooks (both agents deliver, each event once) | ${hookCount} delivered by then | |`,
+      `| each of the burst's ${BURST * 5} crashes: from its end (the container's finishedAt, whole seconds) to its \`exited\` event on the stream | ${exitLags.length} timed: p50 ${exitLag.p50} ms, p99 ${exitLag.p99} ms, slowest ${round(Math.max(...exitLags), 0)} ms | within 5 s |`,
+      `| a status read while ${READS_PER_SECOND} a second go on through the burst (${READ_SECONDS} s), over both agents | p50 ${burstReadFigures.p50} ms, p99 ${burstReadFigures.p99} ms; ${burstReads.failures.length} of ${READS_PER_SECOND * READ_SECONDS} not 200 | p99 under 50 ms |`,
+      `| each agent's event loop through the burst: how late its timers ran | ${loopDelays.join('; ')} | |`,
       `| the console's table with ${BOTS} rows: answer, p50 of 5 | ${table.answerMs} ms, ${table.answerKb} KB | |`,
       `| from opening the page to the table drawn, p50 of 5 (Chromium) | ${table.drawMs} ms | |`,
       `| frames while scrolling to the end and back | ${table.frames}: p50 ${table.frameP50} ms, p95 ${table.frameP95} ms, slowest ${table.frameMax} ms, ${table.slowFrames} over 50 ms | |`,
