@@ -513,3 +513,41 @@ test("a bot's output on the cluster is kept across a restart and a deploy, a run
   );
   t.deepEqual((await call(agent.server, `/api/bots/${id}/logs/history?q=secret-${id}`)).body?.lines, []);
 });
+
+// Alert rules on the real cluster (docs/api.md §22): a line rule and a memory rule (the pod's use as metrics-server
+// reads it, against its limit) each tell the chats once per cooldown, the matching line or the use in the message.
+test('on the cluster a line rule and a memory rule each tell the chats once per cooldown', async (t) => {
+  t.timeout(4 * 60_000);
+  const chats = await chatReceiver();
+  t.teardown(() => chats.close());
+  const { harness, agent } = await provisioningAgent(t, {
+    logHistory: { ratePerSecond: 200, retention: { days: 7, botBytes: 100_000_000, totalBytes: 1_000_000_000 } },
+    chats: { ntfy: { url: `${chats.url}/alerts`, token: undefined }, events: ['alert'] },
+  });
+  const id = harness.newBotId();
+  const created = await call(agent.server, '/api/admin/bots', {
+    body: {
+      bot_id: id,
+      user_id: 'user_9',
+      image: IMAGE,
+      template: 'telegram',
+      token: `secret-${id}`,
+      memory_limit: 64 * 1024 * 1024,
+      // About 24 MiB held of its 64 MiB limit, and a rate-limited request every 0.3 s.
+      command: ['sh', '-c', 'x=$(head -c 24000000 /dev/zero | tr "\\0" a); i=0; while :; do echo "GET /api 429 Too Many Requests ($i)"; i=$((i+1)); sleep 0.3; done'],
+    },
+  });
+  t.is(created.status, 201, created.text);
+  const rule = async (body: Record<string, unknown>) => t.is((await call(agent.server, '/api/admin/alerts', { body: { bot_id: id, ...body } })).status, 201);
+  await rule({ name: 'rate limited', kind: 'line', q: '429 Too Many', cooldown_s: 600 });
+  await rule({ name: 'memory high', kind: 'memory', above_percent: 20, window_s: 5, cooldown_s: 600 });
+  const told = (name: string) => chats.received.filter((one) => JSON.stringify(one.body).includes(id) && JSON.stringify(one.body).includes(`alert \\"${name}\\"`));
+  const both = await eventually(() => told('rate limited').length >= 1 && told('memory high').length >= 1, 150_000, 500);
+  t.true(both, `${JSON.stringify(chats.received.map((one) => one.body))}; stats: ${(await call(agent.server, `/api/bots/${id}/stats`)).text}`);
+  t.regex(JSON.stringify(told('rate limited')[0]!.body), /GET \/api 429 Too Many Requests \(\d+\)/);
+  t.regex(JSON.stringify(told('memory high')[0]!.body), /memory at \d+\.\d% for \d+ s \(above 20%\)/);
+  // Lines match all the while and the use stays high: within the cooldowns, neither is told again.
+  await new Promise((resolve) => setTimeout(resolve, 20_000));
+  t.is(told('rate limited').length, 1);
+  t.is(told('memory high').length, 1);
+});

@@ -492,8 +492,9 @@ class KubernetesDriver implements RuntimeDriver {
   private async capacity(pod: V1Pod): Promise<Capacity> {
     const limits = podLimits(pod);
     const nodeName = pod.spec?.nodeName;
-    if (limits || !nodeName) return limits ?? { cpuCores: 0, memoryBytes: 0 };
-    return (await this.nodes.fetch(nodeName))!;
+    // What the pod has no limit of is taken against the node's allocatable.
+    const node = limits.cpuCores !== undefined && limits.memoryBytes !== undefined ? undefined : nodeName ? await this.nodes.fetch(nodeName) : undefined;
+    return { cpuCores: limits.cpuCores ?? node?.cpuCores ?? 0, memoryBytes: limits.memoryBytes ?? node?.memoryBytes ?? 0 };
   }
 
   private async readNodeCapacity(node: string): Promise<Capacity> {

@@ -21,14 +21,18 @@ function capacityOf(resources: { [name: string]: string } | undefined): Capacity
   return { cpuCores: scalar(resources.cpu), memoryBytes: scalar(resources.memory) };
 }
 
-/** The pod's limits summed over its containers, or undefined when any container has none. */
-export function podLimits(pod: V1Pod): Capacity | undefined {
-  const each = (pod.spec?.containers ?? []).map((container) => capacityOf(container.resources?.limits));
-  if (each.length === 0 || each.some((capacity) => capacity === undefined)) return undefined;
-  return {
-    cpuCores: each.reduce((sum, capacity) => sum + (capacity?.cpuCores ?? 0), 0),
-    memoryBytes: each.reduce((sum, capacity) => sum + (capacity?.memoryBytes ?? 0), 0),
+/**
+ * The pod's limits summed over its containers, each resource apart: undefined for a resource some container has no
+ * limit of (a bot with a memory limit and none of CPU has its memory taken against its limit, its CPU the node's).
+ */
+export function podLimits(pod: V1Pod): Partial<Capacity> {
+  const containers = pod.spec?.containers ?? [];
+  const sum = (resource: 'cpu' | 'memory'): number | undefined => {
+    const each = containers.map((container) => container.resources?.limits?.[resource]);
+    return each.length === 0 || each.some((limit) => !limit) ? undefined : each.reduce((total, limit) => total + scalar(limit), 0);
   };
+  const [cpuCores, memoryBytes] = [sum('cpu'), sum('memory')];
+  return { ...(cpuCores === undefined ? {} : { cpuCores }), ...(memoryBytes === undefined ? {} : { memoryBytes }) };
 }
 
 /** What the node offers to pods. */
