@@ -467,22 +467,22 @@ test("a bot's data folder is a claim of its own: its counter outlives a restart,
   t.deepEqual((await core.listNamespacedSecret({ namespace, labelSelector: `${BOT_LABEL}=${id}` })).items, [], 'the refused create left no Secret');
 });
 
+/** The log history as the tests on it keep it (docs/api.md §21). */
+const LOG_HISTORY = { ratePerSecond: 200, retention: { days: 7, botBytes: 100_000_000, totalBytes: 1_000_000_000 } };
+
+/** A telegram bot of the test image made through the agent, with `fields` of the create beside its own. */
+const createdTelegramBot = (server: Parameters<typeof call>[0], id: string, fields: Record<string, unknown>) =>
+  call(server, '/api/admin/bots', { body: { bot_id: id, user_id: 'user_9', image: IMAGE, template: 'telegram', token: `secret-${id}`, ...fields } });
+
 // The log history on the real cluster (docs/api.md §21): each pod's output kept as it is written, a run each,
 // across a restart (a new pod) and a deploy (a new ReplicaSet's pod), and searched by text through the agent.
 test("a bot's output on the cluster is kept across a restart and a deploy, a run each, and found by text", async (t) => {
-  const { harness, agent } = await provisioningAgent(t, { logHistory: { ratePerSecond: 200, retention: { days: 7, botBytes: 100_000_000, totalBytes: 1_000_000_000 } } });
+  const { harness, agent } = await provisioningAgent(t, { logHistory: LOG_HISTORY });
   const id = harness.newBotId();
-  const created = await call(agent.server, '/api/admin/bots', {
-    body: {
-      bot_id: id,
-      user_id: 'user_9',
-      image: IMAGE,
-      template: 'telegram',
-      token: `secret-${id}`,
-      env: { MODE: 'one' },
-      // Its token, and the projected token it names itself with, printed: the history keeps neither.
-      command: ['sh', '-c', 'echo "run-begins $(cat /proc/sys/kernel/random/uuid) mode=$MODE"; echo "tokens $BOT_TOKEN $(cat $PLATFORM_AGENT_TOKEN_FILE)"; trap "exit 0" TERM; while :; do sleep 1 & wait $!; done'],
-    },
+  const created = await createdTelegramBot(agent.server, id, {
+    env: { MODE: 'one' },
+    // Its token, and the projected token it names itself with, printed: the history keeps neither.
+    command: ['sh', '-c', 'echo "run-begins $(cat /proc/sys/kernel/random/uuid) mode=$MODE"; echo "tokens $BOT_TOKEN $(cat $PLATFORM_AGENT_TOKEN_FILE)"; trap "exit 0" TERM; while :; do sleep 1 & wait $!; done'],
   });
   t.is(created.status, 201, created.text);
   type Line = { line: string; run: string | null; at: string };
@@ -521,21 +521,14 @@ test('on the cluster a line rule and a memory rule each tell the chats once per 
   const chats = await chatReceiver();
   t.teardown(() => chats.close());
   const { harness, agent } = await provisioningAgent(t, {
-    logHistory: { ratePerSecond: 200, retention: { days: 7, botBytes: 100_000_000, totalBytes: 1_000_000_000 } },
+    logHistory: LOG_HISTORY,
     chats: { ntfy: { url: `${chats.url}/alerts`, token: undefined }, events: ['alert'] },
   });
   const id = harness.newBotId();
-  const created = await call(agent.server, '/api/admin/bots', {
-    body: {
-      bot_id: id,
-      user_id: 'user_9',
-      image: IMAGE,
-      template: 'telegram',
-      token: `secret-${id}`,
-      memory_limit: 64 * 1024 * 1024,
-      // About 24 MiB held of its 64 MiB limit, and a rate-limited request every 0.3 s.
-      command: ['sh', '-c', 'x=$(head -c 24000000 /dev/zero | tr "\\0" a); i=0; while :; do echo "GET /api 429 Too Many Requests ($i)"; i=$((i+1)); sleep 0.3; done'],
-    },
+  const created = await createdTelegramBot(agent.server, id, {
+    memory_limit: 64 * 1024 * 1024,
+    // About 24 MiB held of its 64 MiB limit, and a rate-limited request every 0.3 s.
+    command: ['sh', '-c', 'x=$(head -c 24000000 /dev/zero | tr "\\0" a); i=0; while :; do echo "GET /api 429 Too Many Requests ($i)"; i=$((i+1)); sleep 0.3; done'],
   });
   t.is(created.status, 201, created.text);
   const rule = async (body: Record<string, unknown>) => t.is((await call(agent.server, '/api/admin/alerts', { body: { bot_id: id, ...body } })).status, 201);
