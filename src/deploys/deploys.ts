@@ -1,7 +1,7 @@
-import { OperationInProgress } from '../errors.js';
+import { NotFound, OperationInProgress } from '../errors.js';
 import type { DeployMarks } from '../lifecycle/deploy-marks.js';
 import { InFlightDeploys } from './in-flight.js';
-import { endReasonOf, judgeRun } from './run-verdict.js';
+import { endOf, endReasonOf, judgeRun } from './run-verdict.js';
 import type { RunVerdict } from './run-verdict.js';
 import type { BotHistory } from '../history/bot-history.js';
 import { EXIT_LOG_BYTES } from '../history/history-store.js';
@@ -35,6 +35,8 @@ const LEFT_EVERY_MS = 15_000;
 
 export const DEFAULT_MIN_READY_S = 10;
 export const DEFAULT_DEADLINE_S = 120;
+/** How old a revision 1 still `deploying` must be before any agent settles it: its judging's deadline, and some. */
+const FIRST_RUN_UNJUDGED_MS = (DEFAULT_DEADLINE_S + 60) * 1000;
 
 /**
  * Deploys and rollbacks (docs/api.md §15): switches a bot to a new revision, judges the new run on its
@@ -46,6 +48,8 @@ export class Deploys {
   private leftTimer: NodeJS.Timeout | undefined;
   /** Deploys found left without a new run, and when: settled once seen again LEFT_GRACE_MS later. */
   private readonly seenLeft = new Map<string, number>();
+  /** Bots whose first run (revision 1) is being judged, and how to cut that short. */
+  private readonly firstRuns = new Map<string, { readonly cut: AbortController; readonly judged: Promise<void> }>();
   private closed = false;
 
   constructor(
@@ -74,6 +78,7 @@ export class Deploys {
       await this.idle(botId);
       // A pull that fails takes no revision number: nothing of the bot changed (its pull-failed event tells it).
       await this.runtime.prepare?.(botId, request.change, pulls);
+      await this.cutFirstRun(botId);
       const { from, revision } = await this.nextRevision(botId);
       const at = new Date(this.now()).toISOString();
       const deadlineAtMs = this.now() + request.deadlineS * 1000;
@@ -110,15 +115,78 @@ export class Deploys {
     }
   }
 
-  /** A bot just created: its revision 1, as it runs. A failure to keep it is the history's to report, not the create's. */
+  /**
+   * A bot just created: its revision 1, `deploying` until its first run is judged as a deploy's is, with the
+   * defaults (docs/api.md §15). A failure to keep it is the history's to report, not the create's.
+   */
   async created(botId: string, by: string): Promise<void> {
     try {
       const { revision, spec } = await this.runtime.current(botId);
       const at = new Date(this.now()).toISOString();
-      await this.history.revision(botId, record(revision, spec, by, at, 'succeeded', null, at));
+      await this.history.revision(botId, record(revision, spec, by, at, 'deploying', null));
+      const cut = new AbortController();
+      const judged = this.judgeFirstRun(botId, revision, spec, by, at, cut.signal).finally(() => {
+        if (this.firstRuns.get(botId)?.cut === cut) this.firstRuns.delete(botId);
+      });
+      this.firstRuns.set(botId, { cut, judged });
+      this.track(judged);
     } catch (err) {
       this.report(`the first revision of bot ${botId} could not be kept`, err);
     }
+  }
+
+  /**
+   * Judges a new bot's first run: `failed` (with a `deploy-failed` event; there is nothing to go back to) when
+   * it ends by itself, turns unhealthy or is not up in time; `interrupted` when a restart, stop, deploy or
+   * rollback came first; else `succeeded`. A bot removed meanwhile is left unsaid.
+   */
+  private async judgeFirstRun(botId: string, revision: number, spec: RevisionSpec, by: string, at: string, cut: AbortSignal): Promise<void> {
+    let requested = false;
+    let verdict: RunVerdict;
+    try {
+      verdict = await judgeRun({
+        read: () => this.runtime.candidate(botId),
+        endReason: async (first, state) => {
+          const end = await endOf(this.history, botId, first, state);
+          requested = end.requested;
+          return end.reason;
+        },
+        minReadyS: DEFAULT_MIN_READY_S,
+        deadlineS: DEFAULT_DEADLINE_S,
+        deadlineAtMs: Date.parse(at) + DEFAULT_DEADLINE_S * 1000,
+        now: () => this.now(),
+        everyMs: this.options.watchEveryMs ?? WATCH_EVERY_MS,
+        stopped: () => this.closed || cut.aborted,
+        awaitStart: true,
+      });
+    } catch (err) {
+      if (err instanceof NotFound) return;
+      verdict = { ok: false, reason: `its run could not be read: ${(err as Error).message}` };
+    }
+    // Closed, it stays `deploying`: an agent settles it from what runs (docs/api.md §15).
+    if (this.closed) return;
+    const ended = new Date(this.now()).toISOString();
+    try {
+      if (verdict.ok) {
+        await this.history.revision(botId, record(revision, spec, by, at, 'succeeded', null, ended));
+      } else if (cut.aborted || requested) {
+        const reason = cut.aborted ? 'a deploy or rollback replaced its first run before it was judged' : 'its first run was ended on request before it was judged';
+        await this.history.revision(botId, record(revision, spec, by, at, 'interrupted', reason, ended));
+      } else if (verdict.reason !== 'its run was removed') {
+        const logs = fitJson(await this.runtime.lastLines(botId, FAILED_LINES).catch(() => ''), EXIT_LOG_BYTES);
+        await this.history.revision(botId, record(revision, spec, by, at, 'failed', verdict.reason, ended), { type: 'deploy-failed', fields: { reason: verdict.reason, logs, rolled_back: false } });
+      }
+    } catch (err) {
+      this.report(`the first revision of bot ${botId} could not be judged`, err);
+    }
+  }
+
+  /** Ends the judging of the bot's first run, if under way, before a deploy or rollback changes what runs. */
+  private async cutFirstRun(botId: string): Promise<void> {
+    const judging = this.firstRuns.get(botId);
+    if (judging === undefined) return;
+    judging.cut.abort();
+    await judging.judged;
   }
 
   /** Back to the previous revision, on the platform's request; answers the revisions left and reached. */
@@ -126,6 +194,7 @@ export class Deploys {
     const release = this.marks.hold(botId);
     try {
       await this.idle(botId);
+      await this.cutFirstRun(botId);
       this.inFlight.begin(botId);
       try {
         const moved = await this.runtime.rollBack(botId);
@@ -281,7 +350,9 @@ export class Deploys {
     const unjudged = await this.history.deployingRevisions().catch(() => []);
     for (const { botId, revision, atMs } of unjudged) {
       if (this.closed || this.marks.isHeld(botId) || left.some((deploy) => deploy.botId === botId)) continue;
-      if (!own.has(botId) && this.now() - atMs < UNJUDGED_MS) continue;
+      // A first run is judged within its deadline by the agent that made the bot: one not judged by then, that agent died.
+      const unjudgedMs = revision === 1 ? FIRST_RUN_UNJUDGED_MS : UNJUDGED_MS;
+      if (this.firstRuns.has(botId) || (!own.has(botId) && this.now() - atMs < unjudgedMs)) continue;
       const running = await this.runtime.current(botId).then(
         (current) => current.revision,
         () => undefined,

@@ -24,6 +24,8 @@ export interface RunWatch {
   readonly everyMs: number;
   /** True once the agent stops: the run is judged no further. */
   readonly stopped: () => boolean;
+  /** Whether a run not started yet (a new pod's image still pulled) is waited for, within the deadline, rather than failed. */
+  readonly awaitStart?: boolean;
 }
 
 /**
@@ -35,6 +37,11 @@ export async function judgeRun(watch: RunWatch): Promise<RunVerdict> {
   for (;;) {
     if (watch.stopped()) return { ok: false, reason: 'the agent stopped' };
     const state = await watch.read();
+    if (first === undefined && watch.awaitStart && notStarted(state)) {
+      if (watch.now() >= watch.deadlineAtMs) return { ok: false, reason: `it was not up for ${watch.minReadyS} s within ${watch.deadlineS} s (deadline_s)` };
+      await new Promise((resolve) => setTimeout(resolve, watch.everyMs));
+      continue;
+    }
     first ??= state;
     if (!state.exists) return { ok: false, reason: 'its run was removed' };
     if (!state.running || state.restarts > first.restarts || state.startedAtMs !== first.startedAtMs) {
@@ -48,6 +55,10 @@ export async function judgeRun(watch: RunWatch): Promise<RunVerdict> {
     }
     await new Promise((resolve) => setTimeout(resolve, watch.everyMs));
   }
+}
+
+function notStarted(state: CandidateState): boolean {
+  return state.exists && !state.running && state.startedAtMs === undefined && state.exitCode === null;
 }
 
 /**
@@ -68,9 +79,15 @@ export async function exitOfRun(history: ExitReader, botId: string, startedAtMs:
 
 /** Why a run is over, as its exit record (else the runtime's state) says. */
 export async function endReasonOf(history: ExitReader, botId: string, first: CandidateState, state: CandidateState): Promise<string> {
+  return (await endOf(history, botId, first, state)).reason;
+}
+
+/** Why a run is over, and whether it was ended on request (a restart or a stop), as its exit record says. */
+export async function endOf(history: ExitReader, botId: string, first: CandidateState, state: CandidateState): Promise<{ reason: string; requested: boolean }> {
   const ended = await exitOfRun(history, botId, first.startedAtMs);
   const exitCode = ended?.exit_code ?? (state.running ? null : state.exitCode);
-  return exitCode !== null ? `its run exited with code ${exitCode}` : ended !== undefined ? 'its run ended' : 'its run restarted';
+  const reason = exitCode !== null ? `its run exited with code ${exitCode}` : ended !== undefined ? 'its run ended' : 'its run restarted';
+  return { reason, requested: ended?.requested ?? false };
 }
 
 /** A bot's run judged by what the runtime shows of it and its exit records (a restored bot's, docs/api.md §20). */

@@ -68,7 +68,7 @@ export interface RevisionRuntime {
    * keeping the old one stopped. Throws OperationInProgress while another deploy holds the bot.
    */
   switchTo(botId: string, revision: number, change: BotChange, deadlineAtMs: number, pulls?: PullReport): Promise<RevisionSpec>;
-  /** The new run, while the deploy judges it. */
+  /** The new run, while the deploy judges it; with no deploy under way, the run the bot has (a new bot's first). */
   candidate(botId: string): Promise<CandidateState>;
   /** The new run's last lines (at most `lines`). */
   lastLines(botId: string, lines: number): Promise<string>;

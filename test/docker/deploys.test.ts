@@ -178,10 +178,24 @@ test('a missing tag, or a login the registry refuses, fails before anything stop
   }
   // Neither took a revision number (docs/api.md §15).
   t.deepEqual(
-    (await revisions(id)).map((r) => [r.revision, r.outcome]),
-    [[1, 'succeeded']],
+    (await revisions(id)).map((r) => r.revision),
+    [1],
   );
   t.false(logLines.some((line) => line.includes('wrong-password-0123')));
+});
+
+// Revision 1 is judged as a deploy's run is (docs/api.md §15): a bot that never stayed up does not say it succeeded.
+test('a new bot whose first run exits at once has revision 1 failed, with its lines in a deploy-failed event; one that stays up succeeds', async (t) => {
+  const failing = await createdIdleBot(t, fixture, agent.server, { command: ['sh', '-c', 'echo cannot-start-without-config; exit 3'] });
+  const events = await openStream(agent.server, `/api/bots/${failing}/events`, { headers: { 'last-event-id': '0' } });
+  t.teardown(() => events.close());
+  const staying = await createdIdleBot(t, fixture, agent.server);
+  t.like(await judged(failing, 1), { outcome: 'failed', reason: 'its run exited with code 3' });
+  const failed = await events.next((event) => event.event === 'deploy-failed', 10_000);
+  t.like(failed?.data, { revision: 1, rolled_back: false });
+  t.regex(String(failed?.data.logs), /cannot-start-without-config/);
+  t.like(await judged(staying, 1), { outcome: 'succeeded', reason: null });
+  t.true((await fixture.docker.getContainer(staying).inspect()).State.Running);
 });
 
 test('a rollback goes back to the previous revision, and a second forward again; none without one', async (t) => {

@@ -78,3 +78,78 @@ test("a run the engine restarted before the deploy looked is judged by its exit 
   t.true(await eventually(() => outcomes.some((record) => record.outcome === 'failed'), 15_000, 50));
   t.like(outcomes.find((record) => record.outcome === 'failed'), { reason: 'its run exited with code 4' });
 });
+
+/** A runtime whose one run is as `run` says, and a history that keeps what is written. */
+function firstRunRig(run: () => CandidateState, exits: () => { started_at: string; exit_code: number | null; requested: boolean }[] = () => []) {
+  const runtime: RevisionRuntime = {
+    current: async () => ({ revision: 1, spec: SPEC }),
+    previous: async () => undefined,
+    switchTo: async () => SPEC,
+    candidate: async () => run(),
+    lastLines: async () => 'boom\n',
+    keep: async () => undefined,
+    undo: async () => undefined,
+    rollBack: async () => ({ from: 2, to: 1 }),
+    leftDeploys: async () => [],
+    settle: async () => undefined,
+  };
+  const written: { revision: number; outcome: string; reason: string | null; event?: string }[] = [];
+  const history = {
+    revisions: async () => [],
+    revision: async (_botId: string, record: { revision: number; outcome: string; reason: string | null }, event?: { type: string }) =>
+      void written.push({ revision: record.revision, outcome: record.outcome, reason: record.reason, ...(event ? { event: event.type } : {}) }),
+    note: async () => undefined,
+    exits: async () => exits(),
+    deployingRevisions: async () => [],
+  } as unknown as BotHistory;
+  const deploys = new Deploys(runtime, history, new LocalDeployMarks(), async () => undefined, () => undefined, undefined, { watchEveryMs: 10 });
+  const outcome = async (revision: number) => {
+    await eventually(() => written.some((w) => w.revision === revision && w.outcome !== 'deploying'), 5_000, 10);
+    return written.filter((w) => w.revision === revision).at(-1);
+  };
+  return { deploys, written, outcome };
+}
+
+// Revision 1 is judged as a deploy's run is (docs/api.md §15): a bot that never stayed up does not say it succeeded.
+test('a new bot whose first run ends by itself has revision 1 failed, with a deploy-failed event', async (t) => {
+  const startedAtMs = Date.now();
+  const rig = firstRunRig(
+    () => ({ exists: true, running: Date.now() < startedAtMs + 50, startedAtMs, restarts: 0, health: 'none', exitCode: Date.now() < startedAtMs + 50 ? null : 3 }),
+    () => (Date.now() >= startedAtMs + 50 ? [{ started_at: new Date(startedAtMs).toISOString(), exit_code: 3, requested: false }] : []),
+  );
+  t.teardown(() => rig.deploys.close());
+  await rig.deploys.created('bot_1_1_a', 'platform');
+  t.like(rig.written[0], { revision: 1, outcome: 'deploying' });
+  t.deepEqual(await rig.outcome(1), { revision: 1, outcome: 'failed', reason: 'its run exited with code 3', event: 'deploy-failed' });
+});
+
+test('a new bot whose first run stays up has revision 1 succeeded; one not yet started is waited for', async (t) => {
+  const createdAtMs = Date.now();
+  // Not started for its first 100 ms (a pod whose image is pulled), then up since long enough.
+  const rig = firstRunRig(() =>
+    Date.now() < createdAtMs + 100
+      ? { exists: true, running: false, startedAtMs: undefined, restarts: 0, health: 'none', exitCode: null }
+      : { exists: true, running: true, startedAtMs: createdAtMs - 60_000, restarts: 0, health: 'none', exitCode: null },
+  );
+  t.teardown(() => rig.deploys.close());
+  await rig.deploys.created('bot_1_1_a', 'platform');
+  t.deepEqual(await rig.outcome(1), { revision: 1, outcome: 'succeeded', reason: null });
+});
+
+test("a restart on request, or a deploy, before the first run is judged makes revision 1 interrupted, not failed", async (t) => {
+  const startedAtMs = Date.now();
+  const restarted = firstRunRig(
+    () => ({ exists: true, running: true, startedAtMs: Date.now() < startedAtMs + 50 ? startedAtMs : startedAtMs + 50, restarts: 0, health: 'none', exitCode: null }),
+    () => (Date.now() >= startedAtMs + 50 ? [{ started_at: new Date(startedAtMs).toISOString(), exit_code: 137, requested: true }] : []),
+  );
+  t.teardown(() => restarted.deploys.close());
+  await restarted.deploys.created('bot_1_1_a', 'platform');
+  t.like(await restarted.outcome(1), { outcome: 'interrupted', reason: 'its first run was ended on request before it was judged' });
+
+  const replaced = firstRunRig(() => ({ exists: true, running: true, startedAtMs: Date.now(), restarts: 0, health: 'none', exitCode: null }));
+  t.teardown(() => replaced.deploys.close());
+  await replaced.deploys.created('bot_1_1_b', 'platform');
+  t.is(await replaced.deploys.deploy('bot_1_1_b', { change: {}, minReadyS: 0, deadlineS: 60, rollback: true }, 'platform'), 2);
+  // Written before the deploy's own first record: the judging was cut before the switch.
+  t.deepEqual(replaced.written.slice(0, 3).map((w) => [w.revision, w.outcome]), [[1, 'deploying'], [1, 'interrupted'], [2, 'deploying']]);
+});

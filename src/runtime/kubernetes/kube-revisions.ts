@@ -86,10 +86,12 @@ export class KubeRevisions implements RevisionRuntime {
   }
 
   async candidate(botId: string): Promise<CandidateState> {
-    const deploy = underWay(await this.deployment(botId));
-    const pod = deploy === undefined ? undefined : await this.podOf(botId, deploy.to);
+    const deployment = await this.deployment(botId);
+    const deploy = underWay(deployment);
+    // With no deploy under way, the run of the revision the bot has (a new bot's first, whose pod may not be made yet).
+    const pod = await this.podOf(botId, deploy?.to ?? revisionOf(deployment.spec?.template));
     const status = pod?.status?.containerStatuses?.[0];
-    if (pod === undefined || status === undefined) return { exists: pod !== undefined, running: false, startedAtMs: undefined, restarts: 0, health: 'none', exitCode: null };
+    if (pod === undefined || status === undefined) return { exists: pod !== undefined || deploy === undefined, running: false, startedAtMs: undefined, restarts: 0, health: 'none', exitCode: null };
     const started = status.state?.running?.startedAt ?? status.state?.terminated?.startedAt ?? status.lastState?.terminated?.startedAt;
     const probed = pod.spec?.containers[0]?.readinessProbe !== undefined;
     return {
