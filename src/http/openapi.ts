@@ -449,7 +449,7 @@ export const openApiDocument = {
       },
       Stats: answer('stats', {
         type: 'object',
-        required: ['cpu_percent', 'memory_usage', 'memory_percent', 'uptime', 'memory_bytes', 'memory_limit_bytes', 'uptime_s'],
+        required: ['cpu_percent', 'memory_usage', 'memory_percent', 'uptime', 'memory_bytes', 'memory_limit_bytes', 'uptime_s', 'network_rx_bytes', 'network_tx_bytes', 'block_read_bytes', 'block_write_bytes'],
         additionalProperties: false,
         properties: {
           cpu_percent: { type: 'number', minimum: 0 },
@@ -459,6 +459,10 @@ export const openApiDocument = {
           memory_bytes: { type: 'integer', minimum: 0, description: 'memory in use, page cache excluded, in bytes (what memory_usage says in MB)' },
           memory_limit_bytes: { type: 'integer', minimum: 0, description: "what memory_percent is taken against, in bytes: the bot's memory limit, else the host's memory (on Kubernetes the pod's limit, else the node's allocatable memory)" },
           uptime_s: { type: 'integer', minimum: 0, description: "the current run's uptime in whole seconds (what uptime says in hours and minutes)" },
+          network_rx_bytes: { type: ['integer', 'null'], minimum: 0, description: 'bytes the run has received over the network, loopback left out; null where the runtime does not tell (Kubernetes, host networking)' },
+          network_tx_bytes: { type: ['integer', 'null'], minimum: 0, description: 'bytes the run has sent over the network, loopback left out; null where the runtime does not tell' },
+          block_read_bytes: { type: ['integer', 'null'], minimum: 0, description: 'bytes the run has read from block devices; null where the runtime does not tell (Kubernetes)' },
+          block_write_bytes: { type: ['integer', 'null'], minimum: 0, description: 'bytes the run has written to block devices; null where the runtime does not tell (Kubernetes)' },
         },
       }),
       AlertRequest: alertRequestSchema(),

@@ -13,6 +13,11 @@ export interface StatsView {
   memory_bytes: number;
   memory_limit_bytes: number;
   uptime_s: number;
+  /** The run's I/O so far; null where the runtime does not tell it (Kubernetes). */
+  network_rx_bytes: number | null;
+  network_tx_bytes: number | null;
+  block_read_bytes: number | null;
+  block_write_bytes: number | null;
 }
 
 export const round2 = (value: number): number => Math.round(value * 100) / 100;
@@ -38,6 +43,10 @@ export function statsView(stats: BotStats, now: Date): StatsView {
     memory_bytes: Math.max(0, Math.round(stats.memoryBytes)),
     memory_limit_bytes: Math.max(0, Math.round(stats.memoryLimitBytes)),
     uptime_s: Math.max(0, Math.floor((now.getTime() - stats.startedAt.getTime()) / 1000)),
+    network_rx_bytes: stats.io?.networkRxBytes ?? null,
+    network_tx_bytes: stats.io?.networkTxBytes ?? null,
+    block_read_bytes: stats.io?.blockReadBytes ?? null,
+    block_write_bytes: stats.io?.blockWriteBytes ?? null,
   };
 }
 

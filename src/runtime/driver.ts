@@ -135,6 +135,16 @@ export interface BotStats {
   readonly memoryLimitBytes: number;
   /** When the bot's current run started. */
   readonly startedAt: Date;
+  /** Its network and block I/O so far, where the runtime tells them (Docker). */
+  readonly io?: BotIo;
+}
+
+/** A run's I/O counters since it started, in bytes; null for one the runtime does not tell. */
+export interface BotIo {
+  readonly networkRxBytes: number | null;
+  readonly networkTxBytes: number | null;
+  readonly blockReadBytes: number | null;
+  readonly blockWriteBytes: number | null;
 }
 
 /**

@@ -87,6 +87,22 @@ test('create makes the bot with every variable of docs/api.md §6, its labels an
   t.like(stats.body, { ok: true, stats: { memory_limit_bytes: 64 * 1024 * 1024 } }, stats.text);
 });
 
+// Stats carry the run's network and block I/O as `docker stats` counts them (docs/api.md §2).
+test("a bot's stats count the network traffic it makes, and its block I/O, in bytes", async (t) => {
+  // Twenty connections tried to a closed port of its gateway: a SYN of at least 54 bytes out, a reset back, each.
+  // (Not ping: the bot has no raw sockets.)
+  const { gateway } = await fixture.network();
+  const { id, reply } = await create(t, { command: ['sh', '-c', `sleep 1; for i in $(seq 20); do nc -w 1 ${gateway} 9 </dev/null; done; sleep 1000`] });
+  t.is(reply.status, 201, reply.text);
+  let stats: Record<string, unknown> = {};
+  const counted = await eventually(async () => {
+    stats = ((await call(server, `/api/bots/${id}/stats`)).body?.stats ?? {}) as Record<string, unknown>;
+    return Number(stats.network_tx_bytes) >= 20 * 54 && Number(stats.network_rx_bytes) >= 20 * 54;
+  }, 20_000, 250);
+  t.true(counted, JSON.stringify(stats));
+  t.true(Number.isInteger(stats.block_read_bytes) && Number.isInteger(stats.block_write_bytes), JSON.stringify(stats));
+});
+
 test('DOMAIN is absent when no domain is given, and PORT has a default', async (t) => {
   const { id, reply } = await create(t);
   t.is(reply.status, 201);

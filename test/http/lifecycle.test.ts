@@ -171,12 +171,14 @@ test('stats answer the seed stats object', async (t) => {
   const { server } = await setUp(t);
   const reply = await call(server, `/api/bots/${BOT}/stats`);
   t.is(reply.status, 200);
-  const { memory_bytes, memory_limit_bytes, uptime_s, ...seed } = reply.body?.stats as Record<string, unknown>;
+  const { memory_bytes, memory_limit_bytes, uptime_s, network_rx_bytes, network_tx_bytes, block_read_bytes, block_write_bytes, ...seed } = reply.body?.stats as Record<string, unknown>;
   t.deepEqual({ ...reply.body, stats: seed }, { ok: true, stats: { cpu_percent: 12.35, memory_usage: '45.21 MB', memory_percent: 4.57, uptime: '1h 2m' } });
   // Beside the seed's strings, the same as numbers: the bot's run began 3,723 s before this call was asked.
   t.is(memory_bytes, 47_405_793);
   t.is(memory_limit_bytes, 1_038_000_000);
   t.true(typeof uptime_s === 'number' && uptime_s >= 3_723 && uptime_s < 3_783, String(uptime_s));
+  // This runtime tells no I/O: null, never 0.
+  t.deepEqual([network_rx_bytes, network_tx_bytes, block_read_bytes, block_write_bytes], [null, null, null, null]);
 });
 
 test('stats of a stopped bot are a 409 and of an unknown bot a 404', async (t) => {

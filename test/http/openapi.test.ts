@@ -34,7 +34,7 @@ test('GET /openapi.json serves the OpenAPI 3.1 document', async (t) => {
 
 // Every answer the tests see passes through openApiMismatch; these show that it can refuse one.
 test('an answer that breaks the document is caught', (t) => {
-  const stats = { ok: true, stats: { cpu_percent: 1, memory_usage: '1.00 MB', memory_percent: 1, uptime: '0h 1m', memory_bytes: 1048576, memory_limit_bytes: 104857600, uptime_s: 60 } };
+  const stats = { ok: true, stats: { cpu_percent: 1, memory_usage: '1.00 MB', memory_percent: 1, uptime: '0h 1m', memory_bytes: 1048576, memory_limit_bytes: 104857600, uptime_s: 60, network_rx_bytes: 10, network_tx_bytes: 20, block_read_bytes: null, block_write_bytes: null } };
   t.is(openApiMismatch('GET', '/api/bots/bot_1_1_a/stats', 200, stats), undefined);
   t.regex(String(openApiMismatch('GET', '/api/bots/bot_1_1_a/stats', 200, { ok: true, stats: { cpu_percent: 1 } })), /required/);
   t.regex(String(openApiMismatch('GET', '/api/bots/bot_1_1_a/stats', 200, { ...stats, token: 'x' })), /additional/);

@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { CgroupStats, MIN_INTERVAL_MS, readCgroup, statsBetween } from '../../src/runtime/docker/docker-cgroup.js';
+import { blockIo, CgroupStats, MIN_INTERVAL_MS, networkIo, readCgroup, statsBetween } from '../../src/runtime/docker/docker-cgroup.js';
 
 async function tree(t: { teardown(fn: () => Promise<void>): void }, files: Record<string, string>): Promise<string> {
   const root = await mkdtemp(join(tmpdir(), 'cgroup-'));
@@ -126,4 +126,35 @@ test('a container started again is a new run: measured afresh from its new cgrou
   t.true(answer!.cpuPercent > 0 && answer!.cpuPercent <= 50, `${answer!.cpuPercent}`);
   t.deepEqual(stats.recent('abc', secondRun), answer);
   t.is(stats.recent('abc', firstRun), undefined);
+});
+
+test("block I/O summed over devices from v1's blkio.throttle.io_service_bytes and v2's io.stat; network from net/dev without loopback", async (t) => {
+  const root = await tree(t, {
+    'cpuacct/docker/abc/cpuacct.usage': '5\n',
+    'memory/docker/abc/memory.usage_in_bytes': '10\n',
+    'memory/docker/abc/memory.stat': 'total_inactive_file 0\n',
+    'memory/docker/abc/memory.limit_in_bytes': '100\n',
+    'blkio/docker/abc/blkio.throttle.io_service_bytes': '8:0 Read 4096\n8:0 Write 512\n8:0 Sync 4608\n8:0 Total 4608\n8:16 Read 100\n8:16 Write 0\nTotal 4708\n',
+  });
+  // No cgroup.procs: the network is not known, the rest is.
+  t.like(await readCgroup('abc', root), { io: { blockReadBytes: 4196, blockWriteBytes: 512, networkRxBytes: null, networkTxBytes: null } });
+  const v2 = await tree(t, {
+    'docker/abc/cpu.stat': 'usage_usec 1\n',
+    'docker/abc/memory.current': '1\n',
+    'docker/abc/memory.stat': 'inactive_file 0\n',
+    'docker/abc/memory.max': 'max\n',
+    'docker/abc/io.stat': '8:0 rbytes=1000 wbytes=20 rios=3 wios=1 dbytes=0 dios=0\n8:16 rbytes=5 wbytes=7 rios=1 wios=1 dbytes=0 dios=0\n',
+  });
+  t.like(await readCgroup('abc', v2), { io: { blockReadBytes: 1005, blockWriteBytes: 27 } });
+  t.deepEqual(
+    networkIo(
+      'Inter-|   Receive                                                |  Transmit\n' +
+        ' face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n' +
+        '    lo: 20090738169 23824645    0    0    0     0          0         0 20090738169 23824645    0    0    0     0       0          0\n' +
+        '  eth0:  4204   17    0    0    0     0          0         0 2124  13    0    0    0     0       0          0\n' +
+        'veth2f37d9aa:   98881     314    0    0    0     0          0         0    91068     313    0    0    0     0       0          0\n',
+    ),
+    { networkRxBytes: 4204 + 98881, networkTxBytes: 2124 + 91068 },
+  );
+  t.deepEqual(blockIo(undefined, true), { blockReadBytes: null, blockWriteBytes: null });
 });

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { formatMegabytes, formatUptime, statsView } from '../../src/http/stats-view.js';
-import { botStatsFrom, cpuPercent, memoryBytes } from '../../src/runtime/docker/docker-stats.js';
+import { botStatsFrom, cpuPercent, ioOf, memoryBytes } from '../../src/runtime/docker/docker-stats.js';
 
 // Figures shaped like a real engine answer: 2 CPUs, 0.5 s of CPU time over 1 s of 2-CPU system time.
 const sample = {
@@ -36,6 +36,17 @@ test('memory percent is against the limit', (t) => {
   t.is(botStatsFrom({ memory_stats: { usage: 5 } }, new Date(0)).memoryPercent, 0);
 });
 
+test("the engine's network and block I/O summed as the docker CLI sums them; null where the sample has none", (t) => {
+  t.deepEqual(
+    ioOf({
+      networks: { eth0: { rx_bytes: 100, tx_bytes: 20 }, eth1: { rx_bytes: 1, tx_bytes: 2 } },
+      blkio_stats: { io_service_bytes_recursive: [{ op: 'Read', value: 4096 }, { op: 'Write', value: 10 }, { op: 'read', value: 4 }, { op: 'Total', value: 4110 }] },
+    }),
+    { networkRxBytes: 101, networkTxBytes: 22, blockReadBytes: 4100, blockWriteBytes: 10 },
+  );
+  t.deepEqual(ioOf({ blkio_stats: { io_service_bytes_recursive: null } }), { networkRxBytes: null, networkTxBytes: null, blockReadBytes: null, blockWriteBytes: null });
+});
+
 test('uptime is whole hours and minutes', (t) => {
   t.is(formatUptime(0), '0h 0m');
   t.is(formatUptime(59_999), '0h 0m');
@@ -53,5 +64,5 @@ test('the stats view rounds percentages to two decimals', (t) => {
     { cpuPercent: 3.14159, memoryBytes: 1024 * 1024, memoryPercent: 0.005, memoryLimitBytes: 20 * 1024 ** 3, startedAt: new Date(0) },
     new Date(90 * 60_000),
   );
-  t.deepEqual(view, { cpu_percent: 3.14, memory_usage: '1.00 MB', memory_percent: 0.01, uptime: '1h 30m', memory_bytes: 1_048_576, memory_limit_bytes: 21_474_836_480, uptime_s: 5_400 });
+  t.deepEqual(view, { cpu_percent: 3.14, memory_usage: '1.00 MB', memory_percent: 0.01, uptime: '1h 30m', memory_bytes: 1_048_576, memory_limit_bytes: 21_474_836_480, uptime_s: 5_400, network_rx_bytes: null, network_tx_bytes: null, block_read_bytes: null, block_write_bytes: null });
 });

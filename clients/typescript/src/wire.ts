@@ -12,6 +12,11 @@ export interface BotStats {
   memory_limit_bytes: number;
   /** uptime in whole seconds. */
   uptime_s: number;
+  /** The run's I/O since it started, in bytes; null where the runtime does not tell it (Kubernetes). */
+  network_rx_bytes: number | null;
+  network_tx_bytes: number | null;
+  block_read_bytes: number | null;
+  block_write_bytes: number | null;
 }
 
 /** How a run of the bot ended (docs/api.md §8). */

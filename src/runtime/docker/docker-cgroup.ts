@@ -1,7 +1,7 @@
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, openSync, readlinkSync, readSync } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { totalmem } from 'node:os';
-import type { BotStats } from '../driver.js';
+import type { BotIo, BotStats } from '../driver.js';
 
 /** One reading of a container's cgroup: CPU time used so far, and memory now. */
 export interface CgroupReading {
@@ -13,6 +13,8 @@ export interface CgroupReading {
   readonly memoryBytes: number;
   /** The container's memory limit, or the host's memory when it has none. */
   readonly limitBytes: number;
+  /** Its network and block I/O so far, where the files that count them could be read. */
+  readonly io?: BotIo;
 }
 
 interface Place {
@@ -20,16 +22,22 @@ interface Place {
   readonly usage: string;
   readonly stat: string;
   readonly limit: string;
+  /** Bytes read and written on block devices: io.stat (v2), blkio.throttle.io_service_bytes (v1). */
+  readonly io: string;
+  /** The cgroup's processes: the first one's network namespace is the container's. */
+  readonly procs: string;
   readonly v2: boolean;
 }
 
 /** Where the engine puts a container's cgroup files: v1 or v2, with the cgroupfs or the systemd driver. */
 function places(id: string, root: string): Place[] {
-  const v1 = (cpuDir: string, dir: string): Place => ({
+  const v1 = (cpuDir: string, dir: string, blkioDir: string): Place => ({
     cpu: `${cpuDir}/cpuacct.usage`,
     usage: `${dir}/memory.usage_in_bytes`,
     stat: `${dir}/memory.stat`,
     limit: `${dir}/memory.limit_in_bytes`,
+    io: `${blkioDir}/blkio.throttle.io_service_bytes`,
+    procs: `${dir}/cgroup.procs`,
     v2: false,
   });
   const v2 = (dir: string): Place => ({
@@ -37,11 +45,13 @@ function places(id: string, root: string): Place[] {
     usage: `${dir}/memory.current`,
     stat: `${dir}/memory.stat`,
     limit: `${dir}/memory.max`,
+    io: `${dir}/io.stat`,
+    procs: `${dir}/cgroup.procs`,
     v2: true,
   });
   return [
-    v1(`${root}/cpuacct/docker/${id}`, `${root}/memory/docker/${id}`),
-    v1(`${root}/cpuacct/system.slice/docker-${id}.scope`, `${root}/memory/system.slice/docker-${id}.scope`),
+    v1(`${root}/cpuacct/docker/${id}`, `${root}/memory/docker/${id}`, `${root}/blkio/docker/${id}`),
+    v1(`${root}/cpuacct/system.slice/docker-${id}.scope`, `${root}/memory/system.slice/docker-${id}.scope`, `${root}/blkio/system.slice/docker-${id}.scope`),
     v2(`${root}/system.slice/docker-${id}.scope`),
     v2(`${root}/docker/${id}`),
   ];
@@ -59,15 +69,19 @@ const HOST_MEMORY = totalmem();
 let buffer = Buffer.alloc(16 * 1024);
 
 /**
- * A container's four cgroup files, held open: a reading is then one pread per
+ * A container's cgroup files, held open: a reading is then one pread per
  * file, where opening and closing each file as well took four times as long.
  * Read synchronously: they are the kernel's counters in memory, read in a few
  * microseconds, where an asynchronous read costs a round trip through the thread pool.
+ * The four of CPU and memory are needed; its block I/O file and its network
+ * namespace's /proc/<pid>/net/dev are read where they can be opened.
  */
 class CgroupFiles {
   private constructor(
     private readonly fds: readonly [number, number, number, number],
     private readonly v2: boolean,
+    private readonly io: number | undefined,
+    private readonly net: number | undefined,
   ) {}
 
   /** The container's files, or undefined when its cgroup is not visible under `root`. */
@@ -76,7 +90,7 @@ class CgroupFiles {
       const fds: number[] = [];
       try {
         for (const path of [place.cpu, place.usage, place.stat, place.limit]) fds.push(openSync(path, 'r'));
-        return new CgroupFiles(fds as [number, number, number, number], place.v2);
+        return new CgroupFiles(fds as [number, number, number, number], place.v2, openedOrNot(place.io), netDevOf(place.procs));
       } catch {
         // Not this layout, or not visible from here.
         for (const fd of fds) closeSync(fd);
@@ -97,6 +111,7 @@ class CgroupFiles {
         at: process.hrtime.bigint(),
         memoryBytes: inactive < used ? used - inactive : used,
         limitBytes: Math.min(limitBytes, HOST_MEMORY),
+        io: { ...blockIo(this.io === undefined ? undefined : textOrNot(this.io), this.v2), ...networkIo(this.net === undefined ? undefined : textOrNot(this.net)) },
       };
     } catch {
       return undefined;
@@ -104,8 +119,79 @@ class CgroupFiles {
   }
 
   close(): void {
-    for (const fd of this.fds) closeSync(fd);
+    for (const fd of [...this.fds, this.io, this.net]) if (fd !== undefined) closeSync(fd);
   }
+}
+
+function openedOrNot(path: string): number | undefined {
+  try {
+    return openSync(path, 'r');
+  } catch {
+    return undefined;
+  }
+}
+
+function textOrNot(fd: number): string | undefined {
+  try {
+    return text(fd);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The container's network counters: /proc/<pid>/net/dev of its first process, seen from an agent in the host's
+ * process namespace. None for a container in the agent's own network namespace (host networking): those are the host's.
+ */
+function netDevOf(procsPath: string): number | undefined {
+  const fd = openedOrNot(procsPath);
+  if (fd === undefined) return undefined;
+  try {
+    const pid = /^\d+/m.exec(text(fd))?.[0];
+    if (pid === undefined || readlinkSync(`/proc/${pid}/ns/net`) === readlinkSync('/proc/self/ns/net')) return undefined;
+    return openedOrNot(`/proc/${pid}/net/dev`);
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const ioStatLine = /\brbytes=(\d+) wbytes=(\d+)/g;
+const blkioLine = /^\S+ (Read|Write) (\d+)$/gm;
+
+/** Bytes read and written on block devices, summed over devices, as `docker stats` sums them; null where unknown. */
+export function blockIo(text: string | undefined, v2: boolean): Pick<BotIo, 'blockReadBytes' | 'blockWriteBytes'> {
+  if (text === undefined) return { blockReadBytes: null, blockWriteBytes: null };
+  let read = 0;
+  let written = 0;
+  if (v2) {
+    for (const [, r, w] of text.matchAll(ioStatLine)) {
+      read += Number(r);
+      written += Number(w);
+    }
+  } else {
+    for (const [, op, value] of text.matchAll(blkioLine)) {
+      if (op === 'Read') read += Number(value);
+      else written += Number(value);
+    }
+  }
+  return { blockReadBytes: read, blockWriteBytes: written };
+}
+
+const netDevLine = /^\s*([^\s:]+):\s*(\d+)(?:\s+\d+){7}\s+(\d+)/gm;
+
+/** Bytes received and sent on every interface of the namespace but loopback, as the engine counts them; null where unknown. */
+export function networkIo(text: string | undefined): Pick<BotIo, 'networkRxBytes' | 'networkTxBytes'> {
+  if (text === undefined) return { networkRxBytes: null, networkTxBytes: null };
+  let received = 0;
+  let sent = 0;
+  for (const [, name, rx, tx] of text.matchAll(netDevLine)) {
+    if (name === 'lo') continue;
+    received += Number(rx);
+    sent += Number(tx);
+  }
+  return { networkRxBytes: received, networkTxBytes: sent };
 }
 
 /** The whole file, read again from its start (cgroup files are a few hundred bytes; the buffer grows for more). */
@@ -143,6 +229,7 @@ export function statsBetween(before: CgroupReading, after: CgroupReading, starte
     memoryPercent: after.limitBytes > 0 ? (after.memoryBytes / after.limitBytes) * 100 : 0,
     memoryLimitBytes: after.limitBytes,
     startedAt,
+    ...(after.io ? { io: after.io } : {}),
   };
 }
 
@@ -158,7 +245,7 @@ async function until(at: bigint): Promise<void> {
   }
 }
 
-/** At most this many runs' files are held open (four descriptors each); readings of others open and close them. */
+/** At most this many runs' files are held open (four to six descriptors each); readings of others open and close them. */
 const MAX_HELD = 2_000;
 /** A run's files unread for this long are closed: an open file keeps a removed container's cgroup in the kernel. */
 const HOLD_MS = 60_000;

@@ -1,4 +1,4 @@
-import type { BotStats } from '../driver.js';
+import type { BotIo, BotStats } from '../driver.js';
 
 /** The part of the engine's stats answer the agent reads; engines may omit any of it. */
 export interface DockerStatsSample {
@@ -11,6 +11,9 @@ export interface DockerStatsSample {
     limit?: number;
     stats?: { total_inactive_file?: number; inactive_file?: number };
   };
+  /** By interface; absent for a container in the host's network. */
+  networks?: Record<string, { rx_bytes?: number; tx_bytes?: number }>;
+  blkio_stats?: { io_service_bytes_recursive?: Array<{ op?: string; value?: number }> | null };
 }
 
 interface CpuSample {
@@ -38,6 +41,19 @@ export function memoryBytes(sample: DockerStatsSample): number {
   return inactive < usage ? usage - inactive : usage;
 }
 
+/** Network and block I/O as the docker CLI sums them (cgroup v1 says `Read`, v2 `read`). */
+export function ioOf(sample: DockerStatsSample): BotIo {
+  const networks = sample.networks ? Object.values(sample.networks) : undefined;
+  const blkio = sample.blkio_stats?.io_service_bytes_recursive;
+  const blockSum = (op: string) => blkio!.reduce((sum, entry) => sum + (entry.op?.toLowerCase() === op ? (entry.value ?? 0) : 0), 0);
+  return {
+    networkRxBytes: networks ? networks.reduce((sum, net) => sum + (net.rx_bytes ?? 0), 0) : null,
+    networkTxBytes: networks ? networks.reduce((sum, net) => sum + (net.tx_bytes ?? 0), 0) : null,
+    blockReadBytes: blkio ? blockSum('read') : null,
+    blockWriteBytes: blkio ? blockSum('write') : null,
+  };
+}
+
 /** The driver's stats from one engine sample and the container's start time. */
 export function botStatsFrom(sample: DockerStatsSample, startedAt: Date): BotStats {
   const used = memoryBytes(sample);
@@ -48,5 +64,6 @@ export function botStatsFrom(sample: DockerStatsSample, startedAt: Date): BotSta
     memoryPercent: limit > 0 ? (used / limit) * 100 : 0,
     memoryLimitBytes: limit,
     startedAt,
+    io: ioOf(sample),
   };
 }

@@ -51,6 +51,10 @@ class BotStats(TypedDict):
     memory_bytes: int
     memory_limit_bytes: int
     uptime_s: int
+    network_rx_bytes: Optional[int]
+    network_tx_bytes: Optional[int]
+    block_read_bytes: Optional[int]
+    block_write_bytes: Optional[int]
 
 
 class UnhealthyEnd(TypedDict):
