@@ -302,7 +302,9 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   });
   // Before the driver closes (closers run last first): the back-offs' stops under way are carried out.
   if (backOffs) closers.push(() => backOffs.settled());
-  const samples = new StatsSamples(driver, statsSamples === 'off' ? {} : statsSamples);
+  // Kept across restarts in AGENT_DATA_DIR (docs/api.md §12), unless the agent keeps nothing on disk.
+  const samplesFile = config.dataDir === ':memory:' ? undefined : join(config.dataDir, 'stats-samples');
+  const samples = new StatsSamples(driver, statsSamples === 'off' ? {} : { file: samplesFile, ...statsSamples }, report);
   if (statsSamples !== 'off') samples.start();
   closers.push(() => samples.close());
   metrics.statsSamples(samples);

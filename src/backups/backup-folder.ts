@@ -9,6 +9,7 @@ import { createGzip } from 'node:zlib';
 import { dataPathProblem } from '../data/bot-data.js';
 import { retainedIds } from './retention.js';
 import type { RetentionPolicy } from './retention.js';
+import { syncDir, writeDurably } from '../durable-file.js';
 
 /** How a backup was made consistent (docs/api.md §20). */
 export type BackupMode = 'stop' | 'live' | 'pre';
@@ -346,25 +347,6 @@ async function writeCompressed(source: Readable, path: string): Promise<{ size_b
   });
   await pipeline(source, createGzip(), tap, createWriteStream(path, { flags: 'wx', mode: 0o600, flush: true }));
   return { size_bytes: size, sha256: hash.digest('hex') };
-}
-
-async function writeDurably(path: string, text: string): Promise<void> {
-  const handle = await open(path, 'wx', 0o600);
-  try {
-    await handle.writeFile(text);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
-
-async function syncDir(path: string): Promise<void> {
-  const handle = await open(path, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
 }
 
 /** Passes at most `limit` bytes on, and fails once more come. */

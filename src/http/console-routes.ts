@@ -124,7 +124,13 @@ export function consoleRoutes({ driver, node, provisioner, history, samples, wat
     await driver.findBot(botId);
     ctx.body = {
       ok: true,
-      samples: samples.samples(botId).map((sample) => ({ at: new Date(sample.at).toISOString(), cpu_percent: round2(sample.cpuPercent), memory_bytes: sample.memoryBytes })),
+      samples: samples.samples(botId).map((sample) => ({
+        at: new Date(sample.at).toISOString(),
+        cpu_percent: round2(sample.cpuPercent),
+        memory_bytes: sample.memoryBytes,
+        network_rx_bytes: sample.networkRxBytes,
+        network_tx_bytes: sample.networkTxBytes,
+      })),
     };
   });
 
@@ -149,6 +155,8 @@ export function consoleRoutes({ driver, node, provisioner, history, samples, wat
       return {
         ...tableRow(info, recordOf(bot.bot_id), watchdog.lastJudged(bot.bot_id), node),
         template: bot.template ?? null,
+        image: bot.image ?? null,
+        revision: bot.revision,
         next_schedule: next ? { at: new Date(next.atMs).toISOString(), action: next.action } : null,
         sparkline: { cpu_percent: kept.map((sample) => round2(sample.cpuPercent)), memory_bytes: kept.map((sample) => sample.memoryBytes) },
       };
@@ -159,6 +167,8 @@ export function consoleRoutes({ driver, node, provisioner, history, samples, wat
     const lastKnownRows = known.map(({ holder, seenAt, bot }) => ({
       ...tableRow({ id: bot.botId, ownerId: undefined, running: bot.running, startedAt: undefined }, knownRecordOf(bot.botId), UNKNOWN_HEALTH, holder),
       template: null,
+      image: null,
+      revision: null,
       next_schedule: null,
       sparkline: { cpu_percent: [], memory_bytes: [] },
       last_known: seenAt,

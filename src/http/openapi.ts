@@ -384,6 +384,8 @@ const statusFields = {
 const fleetFields = {
   ...statusFields,
   template: { type: ['string', 'null'] },
+  image: { type: ['string', 'null'], description: 'the image it runs, as it was asked for; null on the rows of a node away' },
+  revision: { type: ['integer', 'null'], minimum: 1, description: 'the revision it runs (docs/api.md §15); null on the rows of a node away' },
   next_schedule: {
     description: "the bot's next scheduled run this agent watches, and its first action (docs/api.md §18)",
     oneOf: [{ type: 'object', required: ['at', 'action'], additionalProperties: false, properties: { at: { type: 'string' }, action: { type: 'string' } } }, { type: 'null' }],
@@ -638,6 +640,8 @@ export const openApiDocument = {
             template: { type: 'string' },
             state: { enum: ['running', 'stopped'] },
             started_at: { type: 'string', description: 'ISO 8601 time' },
+            image: { type: 'string', description: 'the image it runs, as it was asked for' },
+            revision: { type: 'integer', minimum: 1, description: 'the revision it runs (docs/api.md §15)' },
             node: nodeName,
           },
         },
@@ -714,12 +718,14 @@ export const openApiDocument = {
         maxItems: 61,
         items: {
           type: 'object',
-          required: ['at', 'cpu_percent', 'memory_bytes'],
+          required: ['at', 'cpu_percent', 'memory_bytes', 'network_rx_bytes', 'network_tx_bytes'],
           additionalProperties: false,
           properties: {
             at: { type: 'string', description: 'ISO 8601 time of the sample' },
             cpu_percent: { type: 'number', minimum: 0 },
             memory_bytes: { type: 'number', minimum: 0 },
+            network_rx_bytes: { type: ['number', 'null'], minimum: 0, description: "the run's bytes received so far, as its stats say; null where the runtime does not tell" },
+            network_tx_bytes: { type: ['number', 'null'], minimum: 0, description: "the run's bytes sent so far; null where the runtime does not tell" },
           },
         },
       }),
@@ -902,7 +908,7 @@ export const openApiDocument = {
     '/api/bots/{bot_id}/stats/history': {
       get: {
         operationId: 'getBotStatsHistory',
-        summary: "A bot's CPU and memory of the last 15 minutes, sampled every 15 s and kept in memory (the platform only)",
+        summary: "A bot's CPU, memory and network of the last 15 minutes, sampled every 15 s, kept across the agent's restarts (the platform only)",
         parameters: [botIdParameter],
         responses: responses(ok('The samples', ref('StatsHistory')), 400, 403, 404, 500, 503),
       },

@@ -75,6 +75,9 @@ export interface BotSummary {
   readonly state: 'running' | 'stopped';
   /** ISO time of the current run's start; undefined for a bot that never ran. */
   readonly started_at: string | undefined;
+  /** The image it runs, as it was asked for, and its revision (docs/api.md §15). */
+  readonly image: string | undefined;
+  readonly revision: number;
 }
 
 /** The names under which every bot receives its token (docs/api.md §6). */

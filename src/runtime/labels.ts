@@ -47,3 +47,9 @@ export const RESTORE_TAG_LABEL = 'bot-agent/restore-tag';
 export const RESTORE_START_LABEL = 'bot-agent/restore-start';
 export const RESTORE_BEGUN_LABEL = 'bot-agent/restore-begun';
 export const RESTORE_STEP_LABEL = 'bot-agent/restore-step';
+
+/** The revision a label or annotation says (docs/api.md §15); one that says none, or nonsense, is revision 1. */
+export function revisionIn(value: string | undefined): number {
+  const revision = Number(value);
+  return Number.isSafeInteger(revision) && revision > 0 ? revision : 1;
+}

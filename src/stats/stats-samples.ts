@@ -1,4 +1,9 @@
+import { readFileSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { replaceDurably } from '../durable-file.js';
 import { mapLimited } from '../map-limited.js';
+import { PRIVATE_DIR_MODE } from '../private-files.js';
 import type { BotStats, RuntimeDriver } from '../runtime/driver.js';
 
 /** One reading of a bot, as the console's sparklines and charts draw it. */
@@ -7,6 +12,9 @@ export interface StatsSample {
   readonly at: number;
   readonly cpuPercent: number;
   readonly memoryBytes: number;
+  /** The run's network bytes so far; null where the runtime does not tell them (Kubernetes). */
+  readonly networkRxBytes: number | null;
+  readonly networkTxBytes: number | null;
 }
 
 export interface StatsSamplesOptions {
@@ -18,16 +26,25 @@ export interface StatsSamplesOptions {
   readonly concurrency?: number;
   /** The most bots with samples; a bot past it is not sampled until others' samples have aged out. */
   readonly maxBots?: number;
+  /** Where the samples are kept across the agent's restarts (docs/api.md §12); none: in memory only. */
+  readonly file?: string;
+  /** How often they are written there, besides at close. */
+  readonly saveEveryMs?: number;
   readonly now?: () => number;
 }
 
-/** A bot's last samples, oldest overwritten first: three typed arrays, 20 bytes a sample. */
+/**
+ * A bot's last samples, oldest overwritten first: typed arrays, 20 bytes a sample, and 16 more for the network
+ * counters once the runtime gives any (never on Kubernetes).
+ */
 class SampleRing {
   private readonly at: Float64Array;
   private readonly cpu: Float32Array;
   private readonly memory: Float64Array;
+  private received: Float64Array | undefined;
+  private sent: Float64Array | undefined;
   private next = 0;
-  private size = 0;
+  size = 0;
 
   constructor(readonly capacity: number) {
     this.at = new Float64Array(capacity);
@@ -39,6 +56,14 @@ class SampleRing {
     this.at[this.next] = sample.at;
     this.cpu[this.next] = sample.cpuPercent;
     this.memory[this.next] = sample.memoryBytes;
+    if ((sample.networkRxBytes !== null || sample.networkTxBytes !== null) && !this.received) {
+      this.received = new Float64Array(this.capacity).fill(Number.NaN);
+      this.sent = new Float64Array(this.capacity).fill(Number.NaN);
+    }
+    if (this.received && this.sent) {
+      this.received[this.next] = sample.networkRxBytes ?? Number.NaN;
+      this.sent[this.next] = sample.networkTxBytes ?? Number.NaN;
+    }
     this.next = (this.next + 1) % this.capacity;
     this.size = Math.min(this.size + 1, this.capacity);
   }
@@ -47,9 +72,9 @@ class SampleRing {
   since(since: number): StatsSample[] {
     const samples: StatsSample[] = [];
     for (let i = 0; i < this.size; i += 1) {
-      const slot = (this.next - this.size + i + this.capacity) % this.capacity;
+      const slot = this.slot(i);
       const at = this.at[slot]!;
-      if (at > since) samples.push({ at, cpuPercent: this.cpu[slot]!, memoryBytes: this.memory[slot]! });
+      if (at > since) samples.push({ at, cpuPercent: this.cpu[slot]!, memoryBytes: this.memory[slot]!, networkRxBytes: orNull(this.received?.[slot]), networkTxBytes: orNull(this.sent?.[slot]) });
     }
     return samples;
   }
@@ -59,17 +84,137 @@ class SampleRing {
     return this.size === 0 ? 0 : this.at[(this.next - 1 + this.capacity) % this.capacity]!;
   }
 
+  get bytes(): number {
+    return SampleRing.bytesEach(this.capacity) + (this.received ? this.capacity * 16 : 0);
+  }
+
   static bytesEach(capacity: number): number {
     return capacity * (8 + 4 + 8);
   }
+
+  /** The i-th oldest sample's slot. */
+  private slot(i: number): number {
+    return (this.next - this.size + i + this.capacity) % this.capacity;
+  }
+
+  /** Its samples after `since`, oldest first, in the kept file's form (SampleFile). */
+  encode(since: number, out: SampleWriter): void {
+    let first = 0;
+    while (first < this.size && this.at[this.slot(first)]! <= since) first += 1;
+    out.u16(this.size - first);
+    out.u8(this.received ? 1 : 0);
+    for (let i = first; i < this.size; i += 1) {
+      const slot = this.slot(i);
+      out.f64(this.at[slot]!);
+      out.f32(this.cpu[slot]!);
+      out.f64(this.memory[slot]!);
+      if (this.received && this.sent) {
+        out.f64(this.received[slot]!);
+        out.f64(this.sent[slot]!);
+      }
+    }
+  }
+}
+
+const orNull = (value: number | undefined): number | null => (value === undefined || Number.isNaN(value) ? null : value);
+
+/**
+ * The kept file: `BAS1`, the number of bots, then each bot's id (its UTF-8 length in two bytes), its number of
+ * samples (two bytes), whether they carry the network's counters (one byte), and each sample, oldest first:
+ * when (f64), CPU (f32), memory (f64) and, where carried, bytes received and sent (f64 each), little-endian.
+ */
+const MAGIC = 0x31534142; // "BAS1", little-endian
+
+/** Writes the file's fields into a buffer that grows as needed. */
+class SampleWriter {
+  private buffer = Buffer.alloc(64 * 1024);
+  length = 0;
+
+  private room(bytes: number): void {
+    if (this.length + bytes <= this.buffer.length) return;
+    const grown = Buffer.alloc(Math.max(this.buffer.length * 2, this.length + bytes));
+    this.buffer.copy(grown, 0, 0, this.length);
+    this.buffer = grown;
+  }
+
+  u8(value: number): void {
+    this.room(1);
+    this.length = this.buffer.writeUInt8(value, this.length);
+  }
+
+  u16(value: number): void {
+    this.room(2);
+    this.length = this.buffer.writeUInt16LE(value, this.length);
+  }
+
+  u32(value: number): void {
+    this.room(4);
+    this.length = this.buffer.writeUInt32LE(value, this.length);
+  }
+
+  f32(value: number): void {
+    this.room(4);
+    this.length = this.buffer.writeFloatLE(value, this.length);
+  }
+
+  f64(value: number): void {
+    this.room(8);
+    this.length = this.buffer.writeDoubleLE(value, this.length);
+  }
+
+  text(value: string): void {
+    const bytes = Buffer.from(value, 'utf8');
+    this.u16(bytes.length);
+    this.room(bytes.length);
+    this.length += bytes.copy(this.buffer, this.length);
+  }
+
+  /** Sets a u32 written earlier, at `offset`. */
+  u32At(offset: number, value: number): void {
+    this.buffer.writeUInt32LE(value, offset);
+  }
+
+  bytes(): Buffer {
+    return this.buffer.subarray(0, this.length);
+  }
+}
+
+/** Reads the kept file back: each bot's samples, or throws at the first field out of bounds. */
+function* decodeSamples(data: Buffer): Generator<[string, StatsSample[]]> {
+  let at = 0;
+  const need = (bytes: number): number => {
+    if (at + bytes > data.length) throw new Error('the samples file ends early');
+    const from = at;
+    at += bytes;
+    return from;
+  };
+  if (data.readUInt32LE(need(4)) !== MAGIC) throw new Error('not a samples file');
+  const bots = data.readUInt32LE(need(4));
+  for (let bot = 0; bot < bots; bot += 1) {
+    const idLength = data.readUInt16LE(need(2));
+    const botId = data.toString('utf8', need(idLength), at);
+    const count = data.readUInt16LE(need(2));
+    const withNetwork = data.readUInt8(need(1)) === 1;
+    const samples: StatsSample[] = [];
+    for (let i = 0; i < count; i += 1) {
+      const when = data.readDoubleLE(need(8));
+      const cpuPercent = data.readFloatLE(need(4));
+      const memoryBytes = data.readDoubleLE(need(8));
+      const networkRxBytes = withNetwork ? orNull(data.readDoubleLE(need(8))) : null;
+      const networkTxBytes = withNetwork ? orNull(data.readDoubleLE(need(8))) : null;
+      samples.push({ at: when, cpuPercent, memoryBytes, networkRxBytes, networkTxBytes });
+    }
+    yield [botId, samples];
+  }
+  if (at !== data.length) throw new Error('the samples file has bytes past its end');
 }
 
 /**
- * The last 15 minutes of every running bot's CPU and memory, read every 15 s
- * and kept in memory (docs/api.md §12): one small ring per bot, dropped once
- * its newest sample is older than what is kept. A round still under way when
- * the next is due makes that one wait; a bot whose reading fails is skipped
- * for the round.
+ * The last 15 minutes of every running bot's CPU, memory and network, read every 15 s and kept in memory
+ * (docs/api.md §12): one small ring per bot, dropped once its newest sample is older than what is kept. A
+ * round still under way when the next is due makes that one wait; a bot whose reading fails is skipped for
+ * the round. With a file, they are written there each minute and at close, and read back at start: an agent
+ * started again (an upgrade) draws the same charts.
  */
 export class StatsSamples {
   readonly intervalMs: number;
@@ -78,13 +223,20 @@ export class StatsSamples {
   private readonly maxBots: number;
   private readonly now: () => number;
   private readonly capacity: number;
+  private readonly file: string | undefined;
+  private readonly saveEveryMs: number;
   private readonly rings = new Map<string, SampleRing>();
   private timer: NodeJS.Timeout | undefined;
+  private saver: NodeJS.Timeout | undefined;
   private round: Promise<void> | undefined;
+  private saving: Promise<void> = Promise.resolve();
+  /** Whether a round kept samples since they were last written. */
+  private unsaved = false;
 
   constructor(
     private readonly driver: Pick<RuntimeDriver, 'runningBots' | 'stats' | 'statsRound'>,
-    { intervalMs = 15_000, keepMs = 15 * 60_000, concurrency = 100, maxBots = 20_000, now = Date.now }: StatsSamplesOptions = {},
+    { intervalMs = 15_000, keepMs = 15 * 60_000, concurrency = 100, maxBots = 20_000, file, saveEveryMs = 60_000, now = Date.now }: StatsSamplesOptions = {},
+    private readonly report: (what: string, err: unknown) => void = () => undefined,
   ) {
     this.intervalMs = intervalMs;
     this.keepMs = keepMs;
@@ -92,13 +244,17 @@ export class StatsSamples {
     this.maxBots = maxBots;
     this.now = now;
     this.capacity = Math.ceil(keepMs / intervalMs) + 1;
+    this.file = file;
+    this.saveEveryMs = saveEveryMs;
   }
 
-  /** Reads every running bot now and then every interval, until close. */
+  /** Reads back what an earlier life kept (before the agent answers its first call), then every running bot now and every interval, until close. */
   start(): void {
     if (this.timer) return;
-    void this.sample();
+    this.load();
     this.timer = setInterval(() => void this.sample(), this.intervalMs).unref();
+    void this.sample();
+    if (this.file !== undefined) this.saver = setInterval(() => void this.save(), this.saveEveryMs).unref();
   }
 
   /** One round: every running bot read once. Resolves when it is over; a round already under way is shared. */
@@ -119,13 +275,83 @@ export class StatsSamples {
 
   /** The bytes the samples' arrays take. */
   get bytes(): number {
-    return this.rings.size * SampleRing.bytesEach(this.capacity);
+    let bytes = 0;
+    for (const ring of this.rings.values()) bytes += ring.bytes;
+    return bytes;
+  }
+
+  /** Writes the samples of the kept span to the file, whole, in place of the last (none without a file). */
+  save(): Promise<void> {
+    if (this.file === undefined) return Promise.resolve();
+    const file = this.file;
+    this.saving = this.saving.then(async () => {
+      if (!this.unsaved) return;
+      this.unsaved = false;
+      try {
+        await mkdir(dirname(file), { recursive: true, mode: PRIVATE_DIR_MODE });
+        await replaceDurably(file, this.encode());
+      } catch (err) {
+        this.unsaved = true;
+        this.report('the stats samples could not be written to AGENT_DATA_DIR; tried again in a minute', err);
+      }
+    });
+    return this.saving;
   }
 
   async close(): Promise<void> {
     clearInterval(this.timer);
+    clearInterval(this.saver);
     this.timer = undefined;
+    this.saver = undefined;
     await this.round;
+    await this.save();
+  }
+
+  private encode(): Buffer {
+    const since = this.now() - this.keepMs;
+    const out = new SampleWriter();
+    out.u32(MAGIC);
+    const countAt = out.length;
+    out.u32(0);
+    let bots = 0;
+    for (const [botId, ring] of this.rings) {
+      if (ring.newest() <= since) continue;
+      out.text(botId);
+      ring.encode(since, out);
+      bots += 1;
+    }
+    out.u32At(countAt, bots);
+    return out.bytes();
+  }
+
+  /** What the file holds of the kept span; a file missing, or not whole (never so: it is replaced whole), is none. */
+  private load(): void {
+    if (this.file === undefined) return;
+    let data: Buffer;
+    try {
+      data = readFileSync(this.file);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.report('the stats samples kept in AGENT_DATA_DIR could not be read; the charts begin afresh', err);
+      return;
+    }
+    let kept: [string, StatsSample[]][];
+    try {
+      kept = [...decodeSamples(data)];
+    } catch (err) {
+      this.report('the stats samples kept in AGENT_DATA_DIR are not whole; the charts begin afresh', err);
+      return;
+    }
+    const since = this.now() - this.keepMs;
+    for (const [botId, samples] of kept) {
+      const recent = samples.filter((sample) => sample.at > since).slice(-this.capacity);
+      if (recent.length === 0 || (!this.rings.has(botId) && this.rings.size >= this.maxBots)) continue;
+      let ring = this.rings.get(botId);
+      if (!ring) {
+        ring = new SampleRing(this.capacity);
+        this.rings.set(botId, ring);
+      }
+      for (const sample of recent) ring.add(sample);
+    }
   }
 
   private async readAll(): Promise<void> {
@@ -157,6 +383,7 @@ export class StatsSamples {
       ring = new SampleRing(this.capacity);
       this.rings.set(botId, ring);
     }
-    ring.add({ at: this.now(), cpuPercent: stats.cpuPercent, memoryBytes: stats.memoryBytes });
+    ring.add({ at: this.now(), cpuPercent: stats.cpuPercent, memoryBytes: stats.memoryBytes, networkRxBytes: stats.io?.networkRxBytes ?? null, networkTxBytes: stats.io?.networkTxBytes ?? null });
+    this.unsaved = true;
   }
 }

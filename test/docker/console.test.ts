@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import test from 'ava';
+import type { ExecutionContext } from 'ava';
 import type { Browser, Page } from 'playwright-core';
 import { pino } from 'pino';
 import { assembleAgent } from '../../src/agent.js';
@@ -29,7 +30,7 @@ const TOKEN = 'console-admin-token-0123456789abcdef0123';
 let browser: Browser;
 const agents: { agent: Agent; server: Server }[] = [];
 
-async function startAgent(config: Partial<typeof TEST_APP_CONFIG> = {}): Promise<{ url: string; port: number }> {
+async function startAgent(config: Partial<typeof TEST_APP_CONFIG> = {}, statsSamples: { intervalMs: number } = { intervalMs: 1_000 }): Promise<{ url: string; port: number; agent: Agent; server: Server }> {
   const driver = createDockerDriver({ dockerHost: fixture.dockerHost });
   const network = (await fixture.network()).name;
   const agent = assembleAgent({
@@ -38,7 +39,7 @@ async function startAgent(config: Partial<typeof TEST_APP_CONFIG> = {}): Promise
     provisioner: createDockerProvisioner({ dockerHost: fixture.dockerHost, network, agentUrl: 'http://agent:8000', registryLogins: new Map([[testRegistry(), REGISTRY_LOGIN]]), registries: [testRegistry(), 'docker.io'] }),
     config: { ...TEST_APP_CONFIG, ...config },
     logger: pino({ level: 'silent' }),
-    statsSamples: { intervalMs: 1_000 },
+    statsSamples,
     // This file's bots only: other files' bots on the same engine are theirs to restart.
     watchdog: { watches: (botId) => botId.endsWith(fixture.runId) },
   });
@@ -46,7 +47,15 @@ async function startAgent(config: Partial<typeof TEST_APP_CONFIG> = {}): Promise
   const server = await listen(agent.app, '0.0.0.0', 0);
   agents.push({ agent, server });
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, port };
+  return { url: `http://127.0.0.1:${port}`, port, agent, server };
+}
+
+/** Closes one of the agents startAgent made, before the file ends. */
+async function stopAgent(started: { agent: Agent; server: Server }): Promise<void> {
+  agents.splice(agents.findIndex((one) => one.agent === started.agent), 1);
+  started.server.closeAllConnections();
+  started.server.close();
+  await started.agent.close();
 }
 
 let loopback: { url: string; port: number };
@@ -203,6 +212,74 @@ test.serial('a line the bot prints appears in the live tail within 1 s; the tail
   t.true(await fixture.running(bot), 'the container does not run after Start');
   t.deepEqual(problems, []);
   await page.close();
+});
+
+/** The texts of a chart's axes as drawn, once it has drawn `samples` samples or more. */
+async function chartAxes(page: Page, label: string, samples: number): Promise<{ x: string[]; y: string[]; samples: number }> {
+  const chart = page.locator('.charts').getByRole('img', { name: new RegExp(`^${label}:`) });
+  const ready = await eventually(
+    async () => Number(await chart.getAttribute('data-samples', { timeout: 1_000 }).catch(() => -1)) >= samples && (await chart.getAttribute('data-y-ticks', { timeout: 1_000 }).catch(() => null)) !== null,
+    30_000,
+    200,
+  );
+  if (!ready) throw new Error(`the ${label} chart never drew ${samples} samples`);
+  const [x, y, drawn] = await Promise.all([chart.getAttribute('data-x-ticks'), chart.getAttribute('data-y-ticks'), chart.getAttribute('data-samples')]);
+  return { x: (x ?? '').split('|'), y: (y ?? '').split('|'), samples: Number(drawn) };
+}
+
+/** The time axis reads minutes of the operator's clock, each once; a value axis reads each tick once, with its unit. */
+function axesReadRight(t: ExecutionContext, axes: { x: string[]; y: string[] }, unit: RegExp, what: string): void {
+  t.true(axes.x.length >= 3 && axes.x.every((tick) => /^\d\d:\d\d$/.test(tick)), `${what}: time ticks ${axes.x.join(', ')}`);
+  t.is(new Set(axes.x).size, axes.x.length, `${what}: time ticks ${axes.x.join(', ')}`);
+  t.true(axes.y.length >= 2 && axes.y.every((tick) => unit.test(tick)), `${what}: value ticks ${axes.y.join(', ')}`);
+  t.is(new Set(axes.y).size, axes.y.length, `${what}: value ticks ${axes.y.join(', ')}`);
+}
+
+test.serial("a bot's charts read right with no sample, one and sixty, and are drawn the same after the agent restarts", async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'console-samples-'));
+  // Sampling ten times a second: sixty samples in seconds.
+  const quick = await startAgent({ dataDir }, { intervalMs: 100 });
+  const [busy, never] = await Promise.all([fixture.runBot(), fixture.runBot({ start: false })]);
+  const count = async (url: string, bot: TestBot) => ((await (await fetch(`${url}/api/bots/${bot.id}/stats/history`)).json()) as { samples: unknown[] }).samples.length;
+  t.true(await eventually(async () => (await count(quick.url, busy)) >= 60, 30_000, 200));
+  const page = await browser.newPage();
+  const problems = watchPage(page, { expected: OTHERS_REMOVED });
+  await page.goto(`${quick.url}/#/bots/${busy.id}`);
+  const sixty = await chartAxes(page, 'Memory', 60);
+  axesReadRight(t, sixty, /^\d+(\.\d+)? (B|KiB|MiB)$/, 'memory, 60 samples');
+  axesReadRight(t, await chartAxes(page, 'CPU', 60), /^\d+(\.\d+)? %$/, 'CPU, 60 samples');
+  axesReadRight(t, await chartAxes(page, 'Network', 60), /^\d+(\.\d+)? (B|KiB|MiB)\/s$/, 'network, 60 samples');
+
+  // The agent restarts (an upgrade): the next life draws at once what the last one kept (its own first round adds one).
+  // The page leaves first: its streams from the agent would end unfinished.
+  await page.goto('about:blank');
+  await stopAgent(quick);
+  const again = await startAgent({ dataDir }, { intervalMs: 100 });
+  const kept = await count(again.url, busy);
+  t.true(kept >= 60, `${kept} samples after the restart`);
+  await page.goto(`${again.url}/#/bots/${busy.id}`);
+  axesReadRight(t, await chartAxes(page, 'Memory', 60), /^\d+(\.\d+)? (B|KiB|MiB)$/, 'memory after the restart');
+  await page.goto('about:blank');
+  await stopAgent(again);
+
+  // One sample: an agent sampling once an hour, asked for one round, of a bot started after its first.
+  const slow = await startAgent({}, { intervalMs: 3_600_000 });
+  const once = await fixture.runBot();
+  // Once the agent's index has seen it start: each round before that finds it not running.
+  t.true(await eventually(async () => (await slow.agent.samples.sample(), await count(slow.url, once)) > 0, 15_000, 100));
+  t.is(await count(slow.url, once), 1);
+  await page.goto(`${slow.url}/#/bots/${once.id}`);
+  axesReadRight(t, await chartAxes(page, 'Memory', 1), /^\d+(\.\d+)? (B|KiB|MiB)$/, 'memory, 1 sample');
+  axesReadRight(t, await chartAxes(page, 'CPU', 1), /^\d+(\.\d+)? %$/, 'CPU, 1 sample');
+
+  // None: a bot that never ran.
+  t.is(await count(slow.url, never), 0);
+  await page.goto(`${slow.url}/#/bots/${never.id}`);
+  await page.getByText('No samples yet').waitFor();
+  axesReadRight(t, await chartAxes(page, 'Memory', 0), /^\d+(\.\d+)? (B|KiB|MiB)$/, 'memory, no sample');
+  t.deepEqual(problems, []);
+  await page.close();
+  await stopAgent(slow);
 });
 
 test.serial("a deploy from a bot's page: its progress live, the new revision's outcome, the rollback button; a failed pull says why; the real container follows", async (t) => {

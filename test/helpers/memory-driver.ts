@@ -82,6 +82,8 @@ export class MemoryDriver implements RuntimeDriver {
       user_id: bot.ownerId,
       template: undefined,
       state: bot.running ? 'running' : 'stopped',
+      image: undefined,
+      revision: 1,
       started_at: bot.running ? bot.startedAt.toISOString() : undefined,
     }));
   }

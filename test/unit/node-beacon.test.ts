@@ -26,7 +26,7 @@ function beacon(listing: () => readonly BotSummary[] | undefined, records: NodeR
   return { made, renewals, seals, writes, advance: (ms: number) => (nowMs += ms) };
 }
 
-const running = (id: string): BotSummary => ({ bot_id: id, user_id: 'user_1', template: undefined, state: 'running', started_at: undefined });
+const running = (id: string): BotSummary => ({ bot_id: id, user_id: 'user_1', template: undefined, state: 'running', started_at: undefined, image: undefined, revision: 1 });
 
 test('bots are written when they change, not at every renewal; a listing not built yet writes none', async (t) => {
   let listed: BotSummary[] | undefined;

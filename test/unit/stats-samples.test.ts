@@ -1,3 +1,6 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import test from 'ava';
 import type { BotStats } from '../../src/runtime/driver.js';
 import { StatsSamples } from '../../src/stats/stats-samples.js';
@@ -104,4 +107,75 @@ test("a round asks the runtime for every bot at once where it can, and reads no 
   await samples.sample();
   t.deepEqual(calls, ['round', 'round', 'stats bot_1_1_a', 'stats bot_1_1_b']);
   t.deepEqual([samples.samples('bot_1_1_a').length, samples.samples('bot_1_1_b').length], [2, 1]);
+});
+
+// Kept across restarts in AGENT_DATA_DIR (docs/api.md §12): an agent started again draws the same charts.
+test('samples written at close are read back by the next life, network counters included; those aged out are not', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'samples-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'stats-samples');
+  let now = 10_000_000;
+  const driver = fakeDriver(['bot_1_1_a', 'bot_1_1_b']);
+  const withNetwork = { ...driver, stats: async (botId: string) => ({ ...(await driver.stats(botId)), ...(botId === 'bot_1_1_a' ? { io: { networkRxBytes: now, networkTxBytes: 7, blockReadBytes: 0, blockWriteBytes: 0 } } : {}) }) };
+  const first = new StatsSamples(withNetwork, { file, now: () => now });
+  for (let round = 0; round < 70; round += 1) {
+    now += 15_000;
+    await first.sample();
+  }
+  await first.close();
+  const before = { a: first.samples('bot_1_1_a'), b: first.samples('bot_1_1_b') };
+  t.is(before.a.length, 60);
+  t.like(before.a.at(-1), { networkRxBytes: now, networkTxBytes: 7 });
+  t.like(before.b.at(-1), { networkRxBytes: null, networkTxBytes: null });
+
+  // Started again a minute later, off the runtime for now: the same samples, without a read.
+  now += 60_000;
+  const next = new StatsSamples(fakeDriver([]), { file, now: () => now });
+  next.start();
+  t.teardown(() => next.close());
+  t.deepEqual(next.samples('bot_1_1_a'), before.a.slice(4));
+  t.deepEqual(next.samples('bot_1_1_b'), before.b.slice(4));
+  t.is(next.bots, 2);
+
+  // Started again past the span: none.
+  now += 15 * 60_000;
+  const late = new StatsSamples(fakeDriver([]), { file, now: () => now });
+  late.start();
+  t.teardown(() => late.close());
+  t.is(late.bots, 0);
+});
+
+test('a samples file cut at any byte (never so when it is renamed in whole) or a half-written next one is read as none, and the agent goes on', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'samples-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'stats-samples');
+  let now = 10_000_000;
+  const kept = new StatsSamples(fakeDriver(['bot_1_1_a', 'bot_1_1_b']), { file, now: () => now });
+  await kept.sample();
+  now += 15_000;
+  await kept.sample();
+  await kept.close();
+  const whole = await readFile(file);
+  const reports: string[] = [];
+  for (let length = 0; length < whole.length; length += 1) {
+    await writeFile(file, whole.subarray(0, length));
+    const again = new StatsSamples(fakeDriver([]), { file, now: () => now }, (what) => reports.push(what));
+    again.start();
+    await again.close();
+    t.is(again.bots, 0, `cut at ${length} of ${whole.length}`);
+  }
+  t.is(reports.length, whole.length);
+  // A SIGKILL while writing leaves the next file half-written beside the whole one: the whole one is read, the next replaced.
+  await writeFile(file, whole);
+  await writeFile(`${file}.next`, whole.subarray(0, 9));
+  const after = new StatsSamples(fakeDriver(['bot_1_1_a']), { file, now: () => now });
+  after.start();
+  t.is(after.samples('bot_1_1_a').length, 2);
+  now += 15_000;
+  await after.sample();
+  await after.close();
+  const reread = new StatsSamples(fakeDriver([]), { file, now: () => now });
+  reread.start();
+  await reread.close();
+  t.is(reread.samples('bot_1_1_a').length, 3);
 });

@@ -5,7 +5,7 @@ import { healthInStatusLine, healthPolicyOf, healthStatusOf } from '../health-po
 import type { IndexedCache } from '../indexed-cache.js';
 import { TEMPLATE_LABEL } from '../../provisioning/bot-spec.js';
 import { generationIn } from '../../bot-id.js';
-import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL } from '../labels.js';
+import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL, REVISION_LABEL, revisionIn } from '../labels.js';
 import { DockerEventStream } from './docker-events.js';
 import { startedAfter } from './docker-uptime.js';
 import type { EngineEvent } from './docker-events.js';
@@ -22,6 +22,9 @@ export interface IndexedBot {
   /** Its owner and template, from its labels. */
   readonly ownerId: string | undefined;
   readonly template: string | undefined;
+  /** The image it was made of, as asked for, and its revision (docs/api.md §15), from its labels. */
+  readonly image: string;
+  readonly revision: number;
   readonly addresses: readonly string[];
   /** Whether the container has a TTY (so its logs carry no stream framing). */
   readonly tty: boolean;
@@ -267,6 +270,7 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     const running = container.State === 'running';
     const addresses = running ? addressesOf(container.NetworkSettings?.Networks) : [];
     const [ownerId, template] = [container.Labels[OWNER_LABEL], container.Labels[TEMPLATE_LABEL]];
+    const made = { image: container.Image, revision: revisionIn(container.Labels[REVISION_LABEL]) };
     // TTY never changes, and the start time only when the container starts: inspect
     // a container when it is new, started again, or seen running for the first time.
     const status = running ? healthInStatusLine(container.Status) : 'none';
@@ -274,7 +278,7 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     const healthSinceMs = known?.running && running && known.health === status ? known.healthSinceMs : Date.now();
     const health = { health: status, healthSinceMs, healthPolicy: healthPolicyOf(container.Labels), createdAtMs: container.Created * 1000, generation: generationIn(container.Labels[GENERATION_LABEL]) };
     if (known && (known.running || !running)) {
-      return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: known.tty, logPath: known.logPath, startedAt: running ? known.startedAt : undefined, ...health };
+      return { containerId: container.Id, botId, running, ownerId, template, ...made, addresses, tty: known.tty, logPath: known.logPath, startedAt: running ? known.startedAt : undefined, ...health };
     }
     let info: ContainerInspectInfo;
     try {
@@ -285,7 +289,7 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
       throw err;
     }
     const startedAt = running ? new Date(info.State.StartedAt) : undefined;
-    return { containerId: container.Id, botId, running, ownerId, template, addresses, tty: info.Config.Tty, logPath: info.LogPath ?? '', startedAt, ...health };
+    return { containerId: container.Id, botId, running, ownerId, template, image: info.Config.Image, revision: made.revision, addresses, tty: info.Config.Tty, logPath: info.LogPath ?? '', startedAt, ...health };
   }
 }
 
@@ -315,6 +319,8 @@ function indexedFrom(info: ContainerInspectInfo): IndexedBot | undefined {
     running,
     ownerId,
     template,
+    image: info.Config.Image,
+    revision: revisionIn(info.Config.Labels?.[REVISION_LABEL]),
     addresses,
     tty: info.Config.Tty,
     logPath: info.LogPath ?? '',

@@ -119,6 +119,8 @@ class DockerDriver implements RuntimeDriver {
       template: bot.template,
       state: bot.running ? 'running' : 'stopped',
       started_at: bot.startedAt?.toISOString(),
+      image: bot.image,
+      revision: bot.revision,
     }));
   }
 

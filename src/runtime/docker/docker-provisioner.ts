@@ -24,6 +24,7 @@ import {
   RESTART_MAX_CRASHES_LABEL,
   RESTART_WINDOW_LABEL,
   REVISION_LABEL,
+  revisionIn,
 } from '../labels.js';
 import { DockerRevisions, healthcheckOf, PREVIOUS_SUFFIX, UNDO_SUFFIX } from './docker-revisions.js';
 import { engineClients } from './docker-connection.js';
@@ -210,6 +211,8 @@ class DockerProvisioner implements Provisioner {
         template: info.Config.Labels[TEMPLATE_LABEL],
         state: info.State.Running ? 'running' : 'stopped',
         started_at: info.State.StartedAt.startsWith('0001-') ? undefined : info.State.StartedAt,
+        image: info.Config.Image,
+        revision: revisionIn(info.Config.Labels[REVISION_LABEL]),
       }));
     } catch (err) {
       throw translateDockerError(err, undefined);

@@ -7,7 +7,7 @@ import type { BotHealthSpec } from '../../provisioning/bot-spec.js';
 import type { BotChange, CandidateState, LeftDeploy, RevisionRuntime, RevisionSpec } from '../../provisioning/revisions.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { healthPolicyLabels, NO_HEALTH_POLICY, NO_RESTART_POLICY } from '../health-policy.js';
-import { BOT_LABEL, DEPLOY_DEADLINE_LABEL, REVISION_LABEL } from '../labels.js';
+import { BOT_LABEL, DEPLOY_DEADLINE_LABEL, REVISION_LABEL, revisionIn } from '../labels.js';
 import { engineDetail, engineStatus, translateDockerError } from './docker-errors.js';
 import { readLogs } from './docker-logs.js';
 
@@ -326,8 +326,7 @@ function splitEntry(entry: string): [string, string] {
 }
 
 function revisionOfLabels(labels: Readonly<Record<string, string>> | undefined): number {
-  const revision = Number(labels?.[REVISION_LABEL]);
-  return Number.isSafeInteger(revision) && revision > 0 ? revision : 1;
+  return revisionIn(labels?.[REVISION_LABEL]);
 }
 
 function revisionOf(info: Docker.ContainerInspectInfo): number {

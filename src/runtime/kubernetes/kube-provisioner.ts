@@ -10,7 +10,7 @@ import { DOCKER_HUB, registryOf } from '../../provisioning/image-reference.js';
 import type { RegistryLogin } from '../../provisioning/registry-credentials.js';
 import { BOT_LABEL, OWNER_LABEL, REVISION_LABEL } from '../labels.js';
 import type { BotChange } from '../../provisioning/revisions.js';
-import { keptTemplate, KubeRevisions } from './kube-revisions.js';
+import { keptTemplate, KubeRevisions, revisionOf } from './kube-revisions.js';
 import { namesOf, podEventsOf, pullState, pullWordsOf, RefusalJudge } from './kube-pull-state.js';
 import { DEFAULT_PULL_TIMEOUT_MS, pullFailure } from '../pull-failure.js';
 import { checkRegistry } from '../../provisioning/registry-policy.js';
@@ -365,6 +365,8 @@ export function summaryOf(deployment: V1Deployment, pods: V1Pod[]): BotSummary {
     template: deployment.metadata?.labels?.[TEMPLATE_LABEL],
     state: running ? 'running' : 'stopped',
     started_at: startedAt === undefined ? undefined : new Date(startedAt).toISOString(),
+    image: deployment.spec?.template.spec?.containers[0]?.image,
+    revision: revisionOf(deployment.spec?.template),
   };
 }
 

@@ -3,7 +3,7 @@ import { messages, NotFound, OperationInProgress, RegistryRefused } from '../../
 import type { AgentError } from '../../errors.js';
 import { PLATFORM_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotChange, CandidateState, LeftDeploy, RevisionRuntime, RevisionSpec } from '../../provisioning/revisions.js';
-import { BOT_LABEL, REVISION_LABEL } from '../labels.js';
+import { BOT_LABEL, REVISION_LABEL, revisionIn } from '../labels.js';
 import { pullFailure } from '../pull-failure.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
@@ -243,9 +243,8 @@ export class KubeRevisions implements RevisionRuntime {
 }
 
 /** The revision a pod template (or a pod) carries; one without is revision 1. */
-function revisionOf(object: { metadata?: { annotations?: Record<string, string> } } | undefined): number {
-  const value = Number(object?.metadata?.annotations?.[REVISION_LABEL]);
-  return Number.isSafeInteger(value) && value >= 1 ? value : 1;
+export function revisionOf(object: { metadata?: { annotations?: Record<string, string> } } | undefined): number {
+  return revisionIn(object?.metadata?.annotations?.[REVISION_LABEL]);
 }
 
 /** The deploy under way on the Deployment, if any. */
