@@ -38,6 +38,9 @@ export type { Backup, BotEvent, BotStatus, DataFolderUse, ExitRecord, Health, Re
 /** A bot as the console's table shows it (GET /api/console/fleet). */
 export type FleetBot = Omit<BotStatus, 'last_exit' | 'data'> & {
   template: string | null;
+  /** The image it runs, as asked for, and its revision; null on the rows of a node away (older agents say neither). */
+  image?: string | null;
+  revision?: number | null;
   /** Its next scheduled run and that run's first action (docs/api.md §18); older agents of a fleet say none. */
   next_schedule?: { at: string; action: string } | null;
   restarts_last_hour: number;
@@ -64,3 +67,19 @@ export const megabytes = (bytes: number): string => `${(bytes / 1024 / 1024).toF
 
 /** A time as the operator's clock shows it. */
 export const clock = (iso: string): string => new Date(iso).toLocaleString();
+
+/** What the owner may do to a bot's run (docs/api.md §3). */
+export type Operation = 'restart' | 'stop' | 'start';
+
+/** What each operation does, as the question before it says. */
+export const OPERATION_WORDS: Readonly<Record<Operation, string>> = {
+  restart: 'The bot stops and starts again.',
+  stop: 'The bot stops until it is started again.',
+  start: 'The bot starts.',
+};
+
+/** Restarts, stops or starts the bot as its owner; answers the agent's message. */
+export async function operate(botId: string, userId: string | null, operation: Operation): Promise<string> {
+  const { message } = await api<{ message: string }>(`/api/bots/${operation}`, { method: 'POST', body: { bot_id: botId, user_id: userId ?? '' } });
+  return message;
+}

@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { api, clock, exitReason, plainWords } from './api.js';
-import type { BotEvent, BotStatus, ExitRecord } from './api.js';
+import { api, clock, exitReason, operate, OPERATION_WORDS, plainWords } from './api.js';
+import type { BotEvent, BotStatus, ExitRecord, Operation } from './api.js';
 import { Charts } from './charts.js';
 import { HealthBadge } from './health-badge.js';
 import { newestOnly } from './newest.js';
@@ -11,8 +11,6 @@ import { Schedules } from './schedules.js';
 import { Backups } from './backups.js';
 import { useEvents } from './use-events.js';
 import { ConfirmDialog } from './confirm-dialog.js';
-
-type Operation = 'restart' | 'stop' | 'start';
 
 /** One bot: its state, its buttons, its live logs, its crashes, its events and its charts. */
 export function Bot({ botId, onForbidden }: { botId: string; onForbidden: (err: unknown) => boolean }) {
@@ -92,7 +90,7 @@ export function Bot({ botId, onForbidden }: { botId: string; onForbidden: (err: 
         <Schedules botId={botId} events={events} />
         <Backups botId={botId} data={status.data ?? []} events={events} />
         <section aria-labelledby="charts-title" class="panel">
-          <h2 id="charts-title">CPU and memory, last 15 minutes</h2>
+          <h2 id="charts-title">CPU, memory and network, last 15 minutes</h2>
           <Charts botId={botId} />
         </section>
         <section aria-labelledby="timeline-title" class="panel">
@@ -141,8 +139,7 @@ function Actions({ status, onDone }: { status: BotStatus; onDone: () => void }) 
     setBusy(true);
     setAnswer({ ok: true, text: `${operation}…` });
     try {
-      const { message } = await api<{ message: string }>(`/api/bots/${operation}`, { method: 'POST', body: { bot_id: status.bot_id, user_id: status.user_id ?? '' } });
-      setAnswer({ ok: true, text: message });
+      setAnswer({ ok: true, text: await operate(status.bot_id, status.user_id, operation) });
     } catch (err) {
       setAnswer({ ok: false, text: plainWords(err) });
     } finally {
@@ -169,7 +166,7 @@ function Actions({ status, onDone }: { status: BotStatus; onDone: () => void }) 
         onConfirm={() => asked && void run(asked)}
         onCancel={() => setAsked(undefined)}
       >
-        {asked === 'start' ? 'The bot starts.' : asked === 'stop' ? 'The bot stops until it is started again.' : 'The bot stops and starts again.'}
+        {asked && OPERATION_WORDS[asked]}
       </ConfirmDialog>
     </div>
   );

@@ -8,6 +8,9 @@ import type { BotEvent, Revision } from './api.js';
 /** The events of a deploy (docs/api.md §§14-15): each one shows as the deploy's progress and reloads the revisions. */
 export const DEPLOY_EVENTS = new Set(['pulling', 'pulled', 'pull-failed', 'deploy-started', 'deploy-succeeded', 'deploy-failed', 'rolled-back']);
 
+/** How often revisions still judged are read again. */
+const JUDGING_REFRESH_MS = 2_000;
+
 /** A deploy's progress, in a few words. */
 export function deployWords(event: BotEvent): string {
   switch (event.type) {
@@ -65,6 +68,13 @@ export function Deploys({ botId, events }: { botId: string; events: BotEvent[] }
     }
   };
   useEffect(() => void load(), [botId, newest?.id]);
+  // A revision judged without an event when it succeeds (a new bot's first, docs/api.md §15): looked at again until it is judged.
+  const judging = revisions?.some((revision) => revision.outcome === 'deploying') ?? false;
+  useEffect(() => {
+    if (!judging) return;
+    const timer = setInterval(() => void load(), JUDGING_REFRESH_MS);
+    return () => clearInterval(timer);
+  }, [botId, judging]);
 
   const deploy = () => {
     const change = { ...(image && image !== revisions?.[0]?.spec.image ? { image } : {}), min_ready_s: Number(minReady), rollback };

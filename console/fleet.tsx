@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, ApiError, exitReason, megabytes } from './api.js';
-import type { BotStatus, FleetBot } from './api.js';
+import { api, ApiError, exitReason, megabytes, operate, OPERATION_WORDS, plainWords } from './api.js';
+import type { BotStatus, FleetBot, Operation } from './api.js';
+import { ConfirmDialog } from './confirm-dialog.js';
 import { LogHistory } from './log-history.js';
 import { Sparkline } from './sparkline.js';
 import { HealthBadge } from './health-badge.js';
@@ -12,7 +13,7 @@ const OVERSCAN = 10;
 /** The samples' pace: the table is read again as often. */
 const REFRESH_MS = 15_000;
 
-type SortKey = 'bot_id' | 'user_id' | 'node' | 'state' | 'uptime' | 'cpu' | 'memory' | 'restarts_last_hour' | 'crashes_last_hour' | 'last_exit' | 'next_schedule';
+type SortKey = 'bot_id' | 'user_id' | 'image' | 'revision' | 'node' | 'state' | 'uptime' | 'cpu' | 'memory' | 'restarts_last_hour' | 'crashes_last_hour' | 'last_exit' | 'next_schedule';
 const STATES = ['all', 'running', 'crash-looping', 'given-up', 'exited', 'stopped'] as const;
 
 const last = (values: number[]): number | undefined => values[values.length - 1];
@@ -41,6 +42,10 @@ function sortValue(bot: FleetBot, key: SortKey): string | number {
       return bot.next_schedule ? Date.parse(bot.next_schedule.at) : Infinity;
     case 'state':
       return STATES.indexOf(bot.state);
+    case 'image':
+      return bot.image ?? '';
+    case 'revision':
+      return bot.revision ?? 0;
     default:
       return bot[key] ?? '';
   }
@@ -59,6 +64,10 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
   const [scrollTop, setScrollTop] = useState(0);
   const [viewHeight, setViewHeight] = useState(600);
   const scroller = useRef<HTMLDivElement>(null);
+  // An operation asked from a row, asked again first; its answer above the table.
+  const [asked, setAsked] = useState<{ bot: FleetBot; operation: Operation }>();
+  const [answer, setAnswer] = useState<{ ok: boolean; text: string }>();
+  const [acting, setActing] = useState<string>();
 
   const load = async () => {
     try {
@@ -142,6 +151,19 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
   const nodeNames = [...new Set([...nodes.map((node) => node.node), ...[...bots.values()].map((bot) => bot.node)])].sort();
   const away = nodes.filter((node) => !node.alive);
 
+  const act = async ({ bot, operation }: { bot: FleetBot; operation: Operation }) => {
+    setAsked(undefined);
+    setActing(bot.bot_id);
+    setAnswer({ ok: true, text: `${bot.bot_id}: ${operation}…` });
+    try {
+      setAnswer({ ok: true, text: `${bot.bot_id}: ${await operate(bot.bot_id, bot.user_id, operation)}` });
+    } catch (err) {
+      setAnswer({ ok: false, text: `${bot.bot_id}: ${plainWords(err)}` });
+    } finally {
+      setActing(undefined);
+    }
+  };
+
   const header = (key: SortKey, label: string) => (
     <th scope="col" aria-sort={sort.key === key ? (sort.descending ? 'descending' : 'ascending') : 'none'}>
       <button type="button" class="sort" onClick={() => setSort({ key, descending: sort.key === key ? !sort.descending : false })}>
@@ -196,6 +218,19 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
           {failure}
         </p>
       )}
+      <p class={answer?.ok === false ? 'answer failure' : 'answer'} role="status" aria-live="polite" data-testid="row-answer">
+        {answer?.text ?? ''}
+      </p>
+      <ConfirmDialog
+        open={asked !== undefined}
+        titleId="row-confirm-title"
+        title={`${asked?.operation ?? ''} ${asked?.bot.bot_id ?? ''}?`}
+        confirm={`Yes, ${asked?.operation ?? ''}`}
+        onConfirm={() => asked && void act(asked)}
+        onCancel={() => setAsked(undefined)}
+      >
+        {asked && OPERATION_WORDS[asked.operation]}
+      </ConfirmDialog>
       {!loaded && !failure && <p>Loading…</p>}
       {loaded && (
         <div class="scroller" ref={scroller} tabIndex={0} aria-label="The bots" onScroll={(e) => setScrollTop(e.currentTarget.scrollTop)}>
@@ -204,8 +239,11 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
               <tr>
                 {header('bot_id', 'Bot')}
                 {header('user_id', 'Owner')}
-                {nodeNames.length > 1 && header('node', 'Node')}
+                {header('image', 'Image')}
+                {header('revision', 'Rev.')}
+                {header('node', 'Node')}
                 {header('state', 'State')}
+                <th scope="col">Actions</th>
                 {header('uptime', 'Uptime')}
                 {header('cpu', 'CPU')}
                 {header('memory', 'Memory')}
@@ -223,7 +261,11 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
                     <a href={`#/bots/${encodeURIComponent(bot.bot_id)}`}>{bot.bot_id}</a>
                   </td>
                   <td>{bot.user_id ?? '—'}</td>
-                  {nodeNames.length > 1 && <td>{bot.node}</td>}
+                  <td class="image" title={bot.image ?? undefined}>
+                    {bot.image ?? '—'}
+                  </td>
+                  <td class="number">{bot.revision ?? '—'}</td>
+                  <td>{bot.node}</td>
                   <td>
                     <span class={`badge ${bot.state}`}>{bot.state}</span>{' '}
                     {bot.last_known ? (
@@ -233,6 +275,20 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
                     ) : (
                       <HealthBadge health={bot.health} />
                     )}
+                  </td>
+                  <td class="row-actions">
+                    {(['restart', 'stop', 'start'] as const).map((operation) => (
+                      <button
+                        type="button"
+                        class={operation}
+                        aria-label={`${operation[0]!.toUpperCase()}${operation.slice(1)} ${bot.bot_id}`}
+                        title={OPERATION_WORDS[operation]}
+                        disabled={bot.last_known !== undefined || acting === bot.bot_id || (operation === 'start' ? bot.state === 'running' : operation === 'stop' && bot.state === 'stopped')}
+                        onClick={() => setAsked({ bot, operation })}
+                      >
+                        {operation[0]!.toUpperCase() + operation.slice(1)}
+                      </button>
+                    ))}
                   </td>
                   <td>{bot.uptime ?? '—'}</td>
                   <td class="number">

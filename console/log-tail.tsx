@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { exitReason } from './api.js';
-import type { ExitSummary } from './api.js';
+import { api, exitReason } from './api.js';
+import type { ExitRecord, ExitSummary } from './api.js';
 
 /** A line of the tail: what the bot wrote, or the mark of a run's end. */
 interface TailLine {
@@ -54,27 +54,48 @@ export function LogTail({ botId }: { botId: string }) {
         setLines((shown) => [...shown, ...arrived].slice(-KEEP));
       }, 50);
     };
-    const open = (first: number) => {
+    const ended = (at: string, exit: ExitSummary | null) => add({ text: `── the run ended ${new Date(at).toLocaleTimeString()}: ${exitReason(exit)} ──`, kind: 'exit' });
+    let closed = false;
+    /**
+     * `first` lines, which may span earlier runs of the bot, then what comes. The stream marks the ends of runs
+     * from now on; those before are marked from the bot's exit records, between the last line before each
+     * end and the first after it.
+     */
+    const open = async (first: number) => {
+      const before = first === 0 ? [] : await api<{ exits: ExitRecord[] }>(`/api/bots/${encodeURIComponent(botId)}/exits?limit=50`).then(
+        ({ exits }) => exits.map((exit) => ({ at: Date.parse(exit.at), exit })).sort((a, b) => a.at - b.at),
+        () => [],
+      );
+      if (closed) return;
+      let lastAt: number | undefined;
       source = new EventSource(`/api/bots/${encodeURIComponent(botId)}/logs?follow=true&lines=${first}`, { withCredentials: true });
       source.onopen = () => setConnection('live');
       source.addEventListener('log', (message: MessageEvent<string>) => {
-        const { line, stream } = JSON.parse(message.data) as { line: string; stream: 'stdout' | 'stderr' };
+        const { line, stream, at } = JSON.parse(message.data) as { line: string; stream: 'stdout' | 'stderr'; at: string };
+        const lineAt = Date.parse(at);
+        while (before.length > 0 && before[0]!.at < lineAt) {
+          const { exit } = before.shift()!;
+          if (lastAt !== undefined && Date.parse(exit.at) >= lastAt) ended(exit.at, exit);
+        }
+        lastAt = lineAt;
         add({ text: line, kind: stream });
       });
       source.addEventListener('exited', (message: MessageEvent<string>) => {
         const event = JSON.parse(message.data) as { at: string; exit?: ExitSummary };
-        add({ text: `── the run ended ${new Date(event.at).toLocaleTimeString()}: ${exitReason(event.exit ?? null)} ──`, kind: 'exit' });
+        before.splice(0);
+        ended(event.at, event.exit ?? null);
       });
       // The stream has no cursor: rather than the browser's own retry (which would send the first lines
       // again), it is opened anew for what comes from now on.
       source.onerror = () => {
         source?.close();
         setConnection('reconnecting');
-        retry = setTimeout(() => open(0), 2_000);
+        retry = setTimeout(() => void open(0), 2_000);
       };
     };
-    open(FIRST_LINES);
+    void open(FIRST_LINES);
     return () => {
+      closed = true;
       source?.close();
       clearTimeout(retry);
       clearTimeout(flush);

@@ -12,11 +12,12 @@ import { pino } from 'pino';
 import { assembleAgent } from '../../src/agent.js';
 import type { Agent } from '../../src/agent.js';
 import { listen } from '../../src/http/listen.js';
+import { StatsSamples } from '../../src/stats/stats-samples.js';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import { createDockerProvisioner } from '../../src/runtime/docker/docker-provisioner.js';
 import { accessibilityViolations, launchChromium, othersRemoved, watchPage } from '../helpers/browser.js';
 import { TEST_APP_CONFIG } from '../helpers/agent.js';
-import { DockerFixture, IDLE_BOT } from '../helpers/docker-fixture.js';
+import { DockerFixture, IDLE_BOT, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import type { TestBot } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { call } from '../helpers/http-client.js';
@@ -235,13 +236,47 @@ function axesReadRight(t: ExecutionContext, axes: { x: string[]; y: string[] }, 
   t.is(new Set(axes.y).size, axes.y.length, `${what}: value ticks ${axes.y.join(', ')}`);
 }
 
+test.serial("the live tail marks the ends of the runs before it opened, between each run's lines, as it marks those after", async (t) => {
+  const bot = await fixture.runBot({ script: `echo "run began $(date +%s%N)"; ${IDLE_BOT}` });
+  const exits = async () => ((await (await fetch(`${loopback.url}/api/bots/${bot.id}/exits`)).json()) as { exits: unknown[] }).exits.length;
+  for (const ended of [1, 2]) {
+    await bot.container.restart({ t: 0 });
+    t.true(await eventually(async () => (await exits()) >= ended, 20_000, 100), `exit ${ended} never recorded`);
+  }
+  const page = await browser.newPage();
+  const problems = watchPage(page, { expected: OTHERS_REMOVED });
+  await page.goto(`${loopback.url}/#/bots/${bot.id}`);
+  const tail = page.getByTestId('log');
+  await tail.getByText(/run began/).nth(2).waitFor();
+  const shown = (await tail.locator('span.line').allInnerTexts()).map((line) => line.trim()).filter((line) => line.startsWith('run began') || line.startsWith('──'));
+  t.deepEqual(
+    shown.map((line) => (line.startsWith('──') ? 'end' : 'run')),
+    ['run', 'end', 'run', 'end', 'run'],
+    shown.join('\n'),
+  );
+  t.regex(shown[1]!, /^── the run ended .*: code \d+, .* ──$/);
+  t.deepEqual(problems, []);
+  await page.close();
+});
+
 test.serial("a bot's charts read right with no sample, one and sixty, and are drawn the same after the agent restarts", async (t) => {
   const dataDir = await mkdtemp(join(tmpdir(), 'console-samples-'));
-  // Sampling ten times a second: sixty samples in seconds.
-  const quick = await startAgent({ dataDir }, { intervalMs: 100 });
   const [busy, never] = await Promise.all([fixture.runBot(), fixture.runBot({ start: false })]);
+  // What an agent kept of the busy bot's last 15 minutes, a sample each 15 s, in its data folder.
+  // 61 of them, the oldest 10 s short of ageing out.
+  let at = Date.now() - 61 * 15_000 + 10_000;
+  const earlier = new StatsSamples(
+    { runningBots: () => [busy.id], stats: async () => ({ cpuPercent: 1.5 + Math.sin(at), memoryBytes: 600_000 + (at % 7) * 1_000, memoryPercent: 0, memoryLimitBytes: 0, startedAt: new Date(0), io: { networkRxBytes: at / 1_000, networkTxBytes: at / 2_000, blockReadBytes: 0, blockWriteBytes: 0 } }) },
+    { file: join(dataDir, 'stats-samples'), now: () => at },
+  );
+  for (let round = 0; round < 61; round += 1) {
+    at += 15_000;
+    await earlier.sample();
+  }
+  await earlier.close();
+  const quick = await startAgent({ dataDir });
   const count = async (url: string, bot: TestBot) => ((await (await fetch(`${url}/api/bots/${bot.id}/stats/history`)).json()) as { samples: unknown[] }).samples.length;
-  t.true(await eventually(async () => (await count(quick.url, busy)) >= 60, 30_000, 200));
+  t.true((await count(quick.url, busy)) >= 60);
   const page = await browser.newPage();
   const problems = watchPage(page, { expected: OTHERS_REMOVED });
   await page.goto(`${quick.url}/#/bots/${busy.id}`);
@@ -250,11 +285,11 @@ test.serial("a bot's charts read right with no sample, one and sixty, and are dr
   axesReadRight(t, await chartAxes(page, 'CPU', 60), /^\d+(\.\d+)? %$/, 'CPU, 60 samples');
   axesReadRight(t, await chartAxes(page, 'Network', 60), /^\d+(\.\d+)? (B|KiB|MiB)\/s$/, 'network, 60 samples');
 
-  // The agent restarts (an upgrade): the next life draws at once what the last one kept (its own first round adds one).
+  // The agent restarts (an upgrade): the next life draws at once what the last one kept, its own samples included.
   // The page leaves first: its streams from the agent would end unfinished.
   await page.goto('about:blank');
   await stopAgent(quick);
-  const again = await startAgent({ dataDir }, { intervalMs: 100 });
+  const again = await startAgent({ dataDir });
   const kept = await count(again.url, busy);
   t.true(kept >= 60, `${kept} samples after the restart`);
   await page.goto(`${again.url}/#/bots/${busy.id}`);
@@ -280,6 +315,38 @@ test.serial("a bot's charts read right with no sample, one and sixty, and are dr
   t.deepEqual(problems, []);
   await page.close();
   await stopAgent(slow);
+});
+
+test.serial('the fleet shows each bot\'s image, revision and node, and stops and starts a bot from its row, asking first; the real container follows', async (t) => {
+  const id = await createdIdleBot(t, fixture, agents[0]!.server);
+  const page = await browser.newPage();
+  const problems = watchPage(page, { expected: OTHERS_REMOVED });
+  await page.goto(`${loopback.url}/`);
+  await page.getByLabel('Search').fill(id);
+  const line = page.locator(`tr[data-bot="${id}"]`);
+  await line.locator('.badge.running').waitFor();
+  const cells = await line.locator('td').allInnerTexts();
+  t.true(cells.includes(TEST_IMAGE), cells.join(' | '));
+  t.true(cells.includes('1'), 'revision 1');
+  t.true(cells.includes((await (await fetch(`${loopback.url}/api/bots/${id}`)).json() as { bot: { node: string } }).bot.node), cells.join(' | '));
+  t.true(await line.getByRole('button', { name: `Start ${id}`, exact: true }).isDisabled(), 'start is not offered to a running bot');
+  // Stop asks first: cancelled, the bot runs on.
+  await line.getByRole('button', { name: `Stop ${id}`, exact: true }).click();
+  await page.getByRole('dialog').getByText('The bot stops until it is started again.').waitFor();
+  await page.getByRole('button', { name: 'Cancel' }).click();
+  t.true((await fixture.docker.getContainer(id).inspect()).State.Running, 'stopped without being confirmed');
+  await line.getByRole('button', { name: `Stop ${id}`, exact: true }).click();
+  await page.getByRole('button', { name: 'Yes, stop' }).click();
+  await page.getByTestId('row-answer').getByText(new RegExp(`^${id}: .*stopped`)).waitFor({ timeout: 30_000 });
+  t.false((await fixture.docker.getContainer(id).inspect()).State.Running);
+  await line.locator('.badge.stopped').waitFor();
+  await line.getByRole('button', { name: `Start ${id}`, exact: true }).click();
+  await page.getByRole('button', { name: 'Yes, start' }).click();
+  await page.getByTestId('row-answer').getByText(new RegExp(`^${id}: .*started`)).waitFor({ timeout: 30_000 });
+  t.true((await fixture.docker.getContainer(id).inspect()).State.Running);
+  await line.locator('.badge.running').waitFor();
+  t.deepEqual(problems, []);
+  await page.close();
 });
 
 test.serial("a deploy from a bot's page: its progress live, the new revision's outcome, the rollback button; a failed pull says why; the real container follows", async (t) => {
