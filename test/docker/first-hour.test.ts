@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import test from 'ava';
 import { runAgentProcess } from '../helpers/agent-process.js';
 import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
+import type { TestBot } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { pythonBotImage } from '../helpers/python-bot.js';
 
@@ -100,8 +101,11 @@ interface Example {
   readonly answer: string | undefined;
 }
 
-/** docs/endpoints.md's examples the platform runs on the host (`http://localhost:8000`), in the page's order. */
-function hostExamples(): Example[] {
+/**
+ * docs/endpoints.md's examples sent to `base`, in the page's order: the platform's on the host
+ * (`http://localhost:8000`), a bot's from inside its container (`http://agent:8000`).
+ */
+function pageExamples(base: string): Example[] {
   const page = readFileSync('docs/endpoints.md', 'utf8');
   const examples: Example[] = [];
   for (const [, block] of page.matchAll(/```sh\n([\s\S]*?)```/g)) {
@@ -113,13 +117,24 @@ function hostExamples(): Example[] {
       else lines.push(line);
     }
     lines.forEach((line, at) => {
-      if (!line.startsWith('curl ') || !line.includes('http://localhost:8000')) return;
+      if (!line.startsWith('curl ') || !line.includes(base)) return;
       const shown = lines[at + 1]?.startsWith('# ') && !lines[at + 1]?.startsWith('# again') ? lines[at + 1]!.slice(2) : undefined;
       const status = shown && /^(\d{3}) /.exec(shown)?.[1];
       examples.push({ command: line, status: status ? Number(status) : shown ? 200 : undefined, answer: status ? shown.slice(4) : shown });
     });
   }
   return examples;
+}
+
+/** Puts the host's curl, and the libraries it loads, into a container that has none (a busybox bot), once. */
+async function withHostCurl(bot: TestBot): Promise<void> {
+  if ((await fixture.exec(bot, 'command -v curl || echo none')).trim() !== 'none') return;
+  const curl = (await run('sh', ['-c', 'command -v curl'])).stdout.trim();
+  const { stdout } = await run('ldd', [curl]);
+  const libraries = [...stdout.matchAll(/(\/\S+) \(0x/g)].map((match) => match[1]!);
+  // Files as their links name them, the links followed: the bot's image has none of them.
+  const tar = spawn('tar', ['-chf', '-', '-C', '/', ...[curl, ...libraries].map((path) => path.slice(1))], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await bot.container.putArchive(tar.stdout, { path: '/' });
 }
 
 /** Fields whose shown value is the very value answered; any other is shown as an instance of its kind. */
@@ -135,9 +150,11 @@ function answersAsShown(actual: unknown, shown: unknown, key = ''): boolean {
   return EXACT.has(key) ? actual === shown : typeof actual === typeof shown;
 }
 
-test.serial("docs/endpoints.md's every example on the host runs as written against the agent `npm start` runs, and answers as the page shows", async (t) => {
-  const examples = hostExamples();
+test.serial("docs/endpoints.md's every example runs as written against the agent `npm start` runs, the platform's on the host and a bot's inside the page's bot, and answers as the page shows", async (t) => {
+  const examples = pageExamples('http://localhost:8000');
   t.true(examples.length >= 10, `${examples.length} examples found`);
+  const botExamples = pageExamples('http://agent:8000');
+  t.true(botExamples.length >= 2, `${botExamples.length} examples of a bot's found`);
   // The page's bot, of the page's image: one that says it started and connected, then idles.
   const maker = await fixture.docker.createContainer({ Image: TEST_IMAGE, Cmd: ['true'] });
   await maker.commit({ repo: 'my-bot-image', tag: '1', changes: ['CMD ["sh", "-c", "echo started; echo connected to gateway; trap \'exit 0\' TERM; while :; do sleep 1 & wait $!; done"]'] });
@@ -164,9 +181,16 @@ test.serial("docs/endpoints.md's every example on the host runs as written again
   const create = examples.find((example) => example.command.includes('-X POST http://localhost:8000/api/admin/bots '));
   const removal = examples.find((example) => example.command.includes('-X DELETE'));
   t.truthy(create && removal);
-  for (const example of [create!, ...examples.filter((one) => one !== create && one !== removal), removal!]) {
+  const bot: TestBot = { id: 'bot_12_34_abc', container: fixture.docker.getContainer('bot_12_34_abc') };
+  const sent: { example: Example; inBot: boolean }[] = [create!, ...examples.filter((one) => one !== create && one !== removal)].map((example) => ({ example, inBot: false }));
+  // A bot's own calls, from inside the page's bot once it is made (it has no curl of its own: the host's is put in it).
+  sent.splice(1, 0, ...botExamples.map((example) => ({ example, inBot: true })));
+  sent.push({ example: removal!, inBot: false });
+  for (const { example, inBot } of sent) {
     if (example !== create) await settled();
-    const { stdout } = await run('sh', ['-c', example.command.replace(/^curl /, "curl -s -w '\\n%{http_code}' ")]);
+    if (inBot) await withHostCurl(bot);
+    const written = example.command.replace(/^curl /, "curl -s -w '\\n%{http_code}' ");
+    const stdout = inBot ? await fixture.exec(bot, written) : (await run('sh', ['-c', written])).stdout;
     const status = Number(stdout.slice(stdout.lastIndexOf('\n') + 1));
     const body = stdout.slice(0, stdout.lastIndexOf('\n'));
     t.is(status, example.status ?? 200, `${example.command}\n${body}`);
