@@ -219,6 +219,37 @@ test('a create pulls its image from the registry with its own login; a missing t
   t.is((await call(agent.server, `/api/admin/bots/${good}`, { method: 'DELETE' })).status, 200);
 });
 
+// Revision 1 is judged as a deploy's run is (docs/api.md §15), on the cluster from the create, while its pod's image is pulled.
+test("a new bot's first run is judged on the cluster: one that exits at once has revision 1 failed, with its lines; one that stays up succeeded", async (t) => {
+  const { harness, agent } = await provisioningAgent(t);
+  const [failing, staying] = [harness.newBotId(), harness.newBotId()];
+  const events: { type: string; data: Record<string, unknown> }[] = [];
+  agent.history.follow((event) => {
+    if (event.botId === failing) events.push({ type: event.type, data: JSON.parse(event.data) as Record<string, unknown> });
+  });
+  for (const [id, script] of [
+    [failing, 'echo no config was given; exit 3'],
+    [staying, 'trap "exit 0" TERM; while :; do sleep 1; done'],
+  ] as const) {
+    const created = await call(agent.server, '/api/admin/bots', { body: { bot_id: id, user_id: 'user_9', image: IMAGE, template: 'telegram', token: `secret-${id}`, command: ['sh', '-c', script] } });
+    t.is(created.status, 201, created.text);
+  }
+  const first = async (id: string) => {
+    let found: Record<string, unknown> | undefined;
+    await eventually(async () => {
+      found = (((await call(agent.server, `/api/bots/${id}/revisions`)).body?.revisions ?? []) as Record<string, unknown>[]).find((r) => r.revision === 1);
+      return found !== undefined && found.outcome !== 'deploying';
+    }, 150_000, 500);
+    return found;
+  };
+  const [failed, succeeded] = await Promise.all([first(failing), first(staying)]);
+  t.like(failed, { outcome: 'failed', reason: 'its run exited with code 3' });
+  t.like(events.find((event) => event.type === 'deploy-failed')?.data, { revision: 1, rolled_back: false });
+  t.regex(String(events.find((event) => event.type === 'deploy-failed')?.data.logs), /no config was given/);
+  t.like(succeeded, { outcome: 'succeeded', reason: null });
+  for (const id of [failing, staying]) t.is((await call(agent.server, `/api/admin/bots/${id}`, { method: 'DELETE' })).status, 200);
+});
+
 // Deploys on the real cluster (docs/api.md §15): a rollout with the Recreate strategy, judged by the agent,
 // undone to the revision kept on the Deployment.
 test('deploys on the real cluster: a good revision keeps the bot\'s token; a crashing one, a failing check, a missing tag (422) and a refused login (403) each leave the one before running; a rollback goes back; never two pods', async (t) => {

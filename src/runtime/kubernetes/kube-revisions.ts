@@ -86,10 +86,7 @@ export class KubeRevisions implements RevisionRuntime {
   }
 
   async candidate(botId: string): Promise<CandidateState> {
-    const deployment = await this.deployment(botId);
-    const deploy = underWay(deployment);
-    // With no deploy under way, the run of the revision the bot has (a new bot's first, whose pod may not be made yet).
-    const pod = await this.podOf(botId, deploy?.to ?? revisionOf(deployment.spec?.template));
+    const { pod, deploy } = await this.judgedPod(botId);
     const status = pod?.status?.containerStatuses?.[0];
     if (pod === undefined || status === undefined) return { exists: pod !== undefined || deploy === undefined, running: false, startedAtMs: undefined, restarts: 0, health: 'none', exitCode: null };
     const started = status.state?.running?.startedAt ?? status.state?.terminated?.startedAt ?? status.lastState?.terminated?.startedAt;
@@ -105,8 +102,7 @@ export class KubeRevisions implements RevisionRuntime {
   }
 
   async lastLines(botId: string, lines: number): Promise<string> {
-    const deploy = underWay(await this.deployment(botId));
-    const pod = deploy === undefined ? undefined : await this.podOf(botId, deploy.to);
+    const { pod } = await this.judgedPod(botId);
     if (pod === undefined) return '';
     return readPodLogs(this.core, this.kubeConfig, { namespace: this.namespace, pod: pod.metadata!.name!, container: undefined, previous: false }, lines);
   }
@@ -197,6 +193,16 @@ export class KubeRevisions implements RevisionRuntime {
   }
 
   /** The pod of the bot's revision (the newest, not being deleted). */
+  /**
+   * The pod of the run judged: a deploy's new revision's, or with no deploy under way the revision the bot has
+   * (a new bot's first, whose pod may not be made yet).
+   */
+  private async judgedPod(botId: string): Promise<{ pod: V1Pod | undefined; deploy: DeployUnderWay | undefined }> {
+    const deployment = await this.deployment(botId);
+    const deploy = underWay(deployment);
+    return { pod: await this.podOf(botId, deploy?.to ?? revisionOf(deployment.spec?.template)), deploy };
+  }
+
   private async podOf(botId: string, revision: number): Promise<V1Pod | undefined> {
     const pods = await this.call(botId, () => this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: `${BOT_LABEL}=${botId}` }, withDeadline()));
     return pods.items
