@@ -26,6 +26,8 @@ export interface DeployRequest {
 const FAILED_LINES = 20;
 /** How often a deploy looks at its new run. */
 const WATCH_EVERY_MS = 500;
+/** How often a new bot's first run is looked at: a platform that makes a thousand bots at once asks the runtime less. */
+const FIRST_RUN_WATCH_EVERY_MS = 2_000;
 /** How long after a deploy's deadline, or after first finding it left without a new run, another agent settles it. */
 const LEFT_GRACE_MS = 30_000;
 /** How old a revision still `deploying` with no deploy left must be before any agent settles its record. */
@@ -155,7 +157,7 @@ export class Deploys {
         deadlineS: DEFAULT_DEADLINE_S,
         deadlineAtMs: Date.parse(at) + DEFAULT_DEADLINE_S * 1000,
         now: () => this.now(),
-        everyMs: this.options.watchEveryMs ?? WATCH_EVERY_MS,
+        everyMs: this.options.watchEveryMs ?? FIRST_RUN_WATCH_EVERY_MS,
         stopped: () => this.closed || cut.aborted,
         awaitStart: true,
       });
