@@ -160,6 +160,7 @@ export class Deploys {
         everyMs: this.options.watchEveryMs ?? FIRST_RUN_WATCH_EVERY_MS,
         stopped: () => this.closed || cut.aborted,
         awaitStart: true,
+        wake: cut,
       });
     } catch (err) {
       if (err instanceof NotFound) return;

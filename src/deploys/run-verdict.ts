@@ -26,6 +26,22 @@ export interface RunWatch {
   readonly stopped: () => boolean;
   /** Whether a run not started yet (a new pod's image still pulled) is waited for, within the deadline, rather than failed. */
   readonly awaitStart?: boolean;
+  /** Ends a wait between looks at once (then `stopped` says whether to go on). */
+  readonly wake?: AbortSignal;
+}
+
+/** Waits `ms`, or less once `wake` is aborted. */
+function pause(ms: number, wake: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      wake?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    if (wake?.aborted) done();
+    else wake?.addEventListener('abort', done);
+  });
 }
 
 /**
@@ -39,7 +55,7 @@ export async function judgeRun(watch: RunWatch): Promise<RunVerdict> {
     const state = await watch.read();
     if (first === undefined && watch.awaitStart && notStarted(state)) {
       if (watch.now() >= watch.deadlineAtMs) return { ok: false, reason: `it was not up for ${watch.minReadyS} s within ${watch.deadlineS} s (deadline_s)` };
-      await new Promise((resolve) => setTimeout(resolve, watch.everyMs));
+      await pause(watch.everyMs, watch.wake);
       continue;
     }
     first ??= state;
@@ -53,7 +69,7 @@ export async function judgeRun(watch: RunWatch): Promise<RunVerdict> {
     if (watch.now() >= watch.deadlineAtMs) {
       return { ok: false, reason: `it was not up${state.health === 'starting' ? ' and healthy' : ''} for ${watch.minReadyS} s within ${watch.deadlineS} s (deadline_s)` };
     }
-    await new Promise((resolve) => setTimeout(resolve, watch.everyMs));
+    await pause(watch.everyMs, watch.wake);
   }
 }
 
