@@ -37,12 +37,29 @@ export function connectionSettings(url: string): pg.ClientConfig {
  * again), rather than that it refused this statement for good.
  */
 export function isDatabaseAway(err: unknown): boolean {
-  return !answered(err) || /^40/.test((err as pg.DatabaseError).code ?? '');
+  if (err instanceof pg.DatabaseError) return !answered(err) || /^40/.test(err.code ?? '');
+  // Anything else failed here, before the server: a write the agent cannot even send is refused for good, not
+  // tried again for ever as if the database were away.
+  return connectionFailed(err);
 }
 
 /** Whether the server answered `err` (it runs and is not shutting down, out of resources or too slow). */
 function answered(err: unknown): boolean {
   return err instanceof pg.DatabaseError && !/^(08|53|57|58)/.test(err.code ?? '');
+}
+
+/**
+ * pg's own words for a connection lost, never made or silent, or for its pool or client closed (the agent stopping:
+ * its writes are kept in the spool for its next start); its errors carry no code.
+ */
+const CONNECTION_LOST = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout|connection ended|Cannot use a pool after calling end|Client was closed)/;
+
+/** Whether `err` is a connection's failure: a socket's (ECONNREFUSED, ECONNRESET, ETIMEDOUT, ...) or pg's words for one. */
+function connectionFailed(err: unknown): boolean {
+  if (err instanceof AggregateError) return err.errors.some(connectionFailed);
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  if (typeof code === 'string' && /^E[A-Z0-9_]+$/.test(code)) return true;
+  return err instanceof Error && CONNECTION_LOST.test(err.message);
 }
 
 /**
@@ -118,7 +135,8 @@ export class PostgresDatabase {
       this.up = true;
       return value;
     } catch (err) {
-      this.up = answered(err);
+      // A failure of the agent's own (a value it could not send) says nothing of the server.
+      if (err instanceof pg.DatabaseError || connectionFailed(err)) this.up = answered(err);
       throw err;
     }
   }
