@@ -185,6 +185,12 @@ export function signalOf(exitCode: number | null): string | null {
   return signalName(exitCode - 128) ?? null;
 }
 
+/** A write asked for and not yet kept, with what to tell its caller: kept (or refused for good), or not even spooled. */
+interface QueuedWrite {
+  readonly write: HistoryWrite;
+  readonly done: (kept: boolean) => void;
+}
+
 /**
  * Why bots died and what happened to them: turns the runtime's run starts and
  * ends into exit records, crash-loop states and events (docs/api.md §§8-9),
@@ -204,7 +210,7 @@ export class BotHistory implements RunObserver {
   /** The records status reads took lately, until the bot's next event or write. */
   private readonly records = new RecordCache();
   /** Writes asked for and not yet begun, each with what its caller waits on (false: lost, the spool full). */
-  private readonly queued: Array<{ readonly write: HistoryWrite; readonly done: (kept: boolean) => void }> = [];
+  private readonly queued: QueuedWrite[] = [];
   private drainAsked = false;
   /** The writes that wait for the store to answer again, in order. */
   readonly spool: HistorySpool<HistoryWrite>;
@@ -643,21 +649,11 @@ export class BotHistory implements RunObserver {
   /** Keeps the writes queued so far, up to BATCH_MAX, in one transaction; the rest in the next, after what was asked meanwhile. */
   private async drain(): Promise<void> {
     this.drainAsked = false;
-    const batch = this.queued.splice(0, BATCH_MAX);
+    let batch = this.queued.splice(0, BATCH_MAX);
     if (this.queued.length > 0) this.drainSoon();
     if (this.spool.size === 0) {
-      try {
-        await this.applyAll(batch.map(({ write }) => write));
-        for (const { done } of batch) done(true);
-        return;
-      } catch (err) {
-        if (!this.store.isAway(err)) {
-          this.options.report?.(`the history could not keep ${batch.length} writes`, err);
-          for (const { done } of batch) done(true);
-          return;
-        }
-        this.options.report?.('the history store is away: what it must keep waits in the spool until it answers', err);
-      }
+      batch = await this.keptOrLeft(batch);
+      if (batch.length === 0) return;
     }
     for (const { write, done } of batch) {
       const spooled = this.spool.add(write);
@@ -666,6 +662,33 @@ export class BotHistory implements RunObserver {
       done(spooled);
     }
     this.retrySpoolSoon(this.options.spoolRetryMs ?? SPOOL_RETRY_MS);
+  }
+
+  /**
+   * Keeps the batch; answers what is left for the spool: nothing, or (the store away) the writes from the first
+   * one not kept. A failure outside any one write's part (a step before the transaction: a session's end, a read)
+   * that is not the store away has each write kept alone, so that only the write that failed is lost, and said.
+   */
+  private async keptOrLeft(batch: QueuedWrite[]): Promise<QueuedWrite[]> {
+    try {
+      await this.applyAll(batch.map(({ write }) => write));
+      for (const { done } of batch) done(true);
+      return [];
+    } catch (err) {
+      if (this.store.isAway(err)) {
+        this.options.report?.('the history store is away: what it must keep waits in the spool until it answers', err);
+        return batch;
+      }
+      if (batch.length === 1) {
+        this.options.report?.(`the history could not keep ${WHAT[batch[0]!.write.kind]}`, err);
+        batch[0]!.done(true);
+        return [];
+      }
+    }
+    for (const [index, queued] of batch.entries()) {
+      if ((await this.keptOrLeft([queued])).length > 0) return batch.slice(index);
+    }
+    return [];
   }
 
   private retrySpoolSoon(afterMs: number): void {

@@ -77,4 +77,37 @@ export function historyBatchSuite(backend: string, open: OpenStore, refuse: Refu
     await history.ended(crash(bots[0]!, 5));
     t.is((await store.exits(bots[0]!, 10)).length, 3);
   });
+
+  test(`${backend}: a write that fails before its batch's transaction (a session's end refused) is lost alone; the batch's others are kept`, async (t) => {
+    const opened = await open();
+    await opened.opened();
+    const reports: string[] = [];
+    // The store refuses one session's end for good (not an outage): a statement it answers with an error.
+    const refusing = new Proxy(opened, {
+      get(target, property) {
+        if (property === 'endSession') {
+          return (nonce: string, untilMs: number, nowMs: number) => (nonce === 'refused-nonce' ? Promise.reject(new Error('refused for good')) : target.endSession(nonce, untilMs, nowMs));
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const history = new BotHistory(refusing, new SharedState(refusing), async (id) => info(id), { report: (what) => reports.push(what) });
+    t.teardown(async () => {
+      await history.close();
+      await opened.close();
+    });
+    const bots = Array.from({ length: 10 }, (_, i) => `bot_1_${i}_beside`);
+    const until = Date.now() + 3_600_000;
+    await Promise.all([
+      ...bots.map((botId) => history.ended(crash(botId, 0))),
+      history.endSession('refused-nonce', until),
+      history.endSession('kept-nonce', until),
+      ...bots.map((botId) => history.started({ botId, key: `${botId}:1`, startedAt: crash(botId, 0).at })),
+    ]);
+    t.is((await opened.eventsAfter(0, undefined, 1_000)).length, bots.length * 2, 'every end and start beside it is kept');
+    t.true(await opened.sessionEnded('kept-nonce'), 'the other session end is kept');
+    t.false(await opened.sessionEnded('refused-nonce'));
+    t.deepEqual(reports, ["the history could not keep a console session's end"]);
+  });
 }
