@@ -32,6 +32,7 @@ const FIRST_RUN_WATCH_EVERY_MS = 2_000;
 const LEFT_GRACE_MS = 30_000;
 /** How old a revision still `deploying` with no deploy left must be before any agent settles its record. */
 const UNJUDGED_MS = 10 * 60_000;
+const FIRST_RUN_REPLACED = 'a deploy or rollback replaced its first run before it was judged';
 /** How often the agent looks for deploys a dead agent left. */
 const LEFT_EVERY_MS = 15_000;
 
@@ -173,7 +174,7 @@ export class Deploys {
       if (verdict.ok) {
         await this.history.revision(botId, record(revision, spec, by, at, 'succeeded', null, ended));
       } else if (cut.aborted || requested) {
-        const reason = cut.aborted ? 'a deploy or rollback replaced its first run before it was judged' : 'its first run was ended on request before it was judged';
+        const reason = cut.aborted ? FIRST_RUN_REPLACED : 'its first run was ended on request before it was judged';
         await this.history.revision(botId, record(revision, spec, by, at, 'interrupted', reason, ended));
       } else if (verdict.reason !== 'its run was removed') {
         const logs = fitJson(await this.runtime.lastLines(botId, FAILED_LINES).catch(() => ''), EXIT_LOG_BYTES);
@@ -184,12 +185,21 @@ export class Deploys {
     }
   }
 
-  /** Ends the judging of the bot's first run, if under way, before a deploy or rollback changes what runs. */
+  /**
+   * Ends the judging of the bot's first run before a deploy or rollback changes what runs: this agent's at once,
+   * and a revision 1 still `deploying` that no judging here holds (its agent died) is written `interrupted` too.
+   */
   private async cutFirstRun(botId: string): Promise<void> {
     const judging = this.firstRuns.get(botId);
-    if (judging === undefined) return;
-    judging.cut.abort();
-    await judging.judged;
+    if (judging !== undefined) {
+      judging.cut.abort();
+      await judging.judged;
+      return;
+    }
+    const left = (await this.history.revisions(botId, 50).catch(() => [])).find((kept) => kept.revision === 1 && kept.outcome === 'deploying');
+    if (left === undefined) return;
+    const at = new Date(this.now()).toISOString();
+    await this.history.revision(botId, { ...left, outcome: 'interrupted', reason: FIRST_RUN_REPLACED, ended_at: at });
   }
 
   /** Back to the previous revision, on the platform's request; answers the revisions left and reached. */

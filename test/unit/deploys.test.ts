@@ -153,3 +153,31 @@ test("a restart on request, or a deploy, before the first run is judged makes re
   // Written before the deploy's own first record: the judging was cut before the switch.
   t.deepEqual(replaced.written.slice(0, 3).map((w) => [w.revision, w.outcome]), [[1, 'deploying'], [1, 'interrupted'], [2, 'deploying']]);
 });
+
+test("a deploy of a bot whose revision 1 an agent that died left deploying writes it interrupted first", async (t) => {
+  const left = { revision: 1, spec: SPEC, by: 'platform', at: new Date(0).toISOString(), outcome: 'deploying', reason: null, ended_at: null };
+  const written: [number, string][] = [];
+  const runtime: RevisionRuntime = {
+    current: async () => ({ revision: 1, spec: SPEC }),
+    previous: async () => undefined,
+    switchTo: async () => SPEC,
+    candidate: async (): Promise<CandidateState> => ({ exists: true, running: true, startedAtMs: Date.now(), restarts: 0, health: 'none', exitCode: null }),
+    lastLines: async () => '',
+    keep: async () => undefined,
+    undo: async () => undefined,
+    rollBack: async () => ({ from: 2, to: 1 }),
+    leftDeploys: async () => [],
+    settle: async () => undefined,
+  };
+  const history = {
+    revisions: async () => (written.some(([revision]) => revision === 1) ? [] : [left]),
+    revision: async (_botId: string, record: { revision: number; outcome: string }) => void written.push([record.revision, record.outcome]),
+    note: async () => undefined,
+    exits: async () => [],
+    deployingRevisions: async () => [],
+  } as unknown as BotHistory;
+  const deploys = new Deploys(runtime, history, new LocalDeployMarks(), async () => undefined, () => undefined, undefined, { watchEveryMs: 10 });
+  t.teardown(() => deploys.close());
+  t.is(await deploys.deploy('bot_1_1_a', { change: {}, minReadyS: 60, deadlineS: 60, rollback: true }, 'platform'), 2);
+  t.deepEqual(written.slice(0, 2), [[1, 'interrupted'], [2, 'deploying']]);
+});
