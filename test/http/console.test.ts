@@ -69,9 +69,9 @@ test("the stats history: every running bot's samples, oldest first, to the platf
   await new Promise((resolve) => setTimeout(resolve, 300));
   const reply = await call(server, history);
   t.is(reply.status, 200);
-  const samples = reply.body?.samples as { at: string; cpu_percent: number; memory_bytes: number }[];
+  const samples = reply.body?.samples as { at: string; cpu_percent: number; memory_bytes: number; network_rx_bytes: number | null }[];
   t.true(samples.length >= 3, `${samples.length} samples`);
-  t.deepEqual(samples[0], { at: samples[0]!.at, cpu_percent: 12.35, memory_bytes: 47_405_793 });
+  t.deepEqual(samples[0], { at: samples[0]!.at, cpu_percent: 12.35, memory_bytes: 47_405_793, network_rx_bytes: null, network_tx_bytes: null });
   t.true(samples.every((sample, i) => i === 0 || Date.parse(sample.at) > Date.parse(samples[i - 1]!.at)));
   t.is((await call(server, '/api/bots/bot_1_1_none/stats/history')).status, 404);
   const own = await call(server, history, { from: BOT.address });
