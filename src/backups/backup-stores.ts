@@ -16,6 +16,11 @@ const PART_BYTES = 5 * 1024 * 1024;
 const PARTS_AT_ONCE = 2;
 /** The most backups of a bot a store's listing reads. */
 const LISTED_AT_MOST = 200;
+/**
+ * How old the newest archive of a backup without a manifest must be before a listing removes it: left by a copy or
+ * a removal an agent's death cut short (docs/api.md §20). A copy under way writes its parts more often than that.
+ */
+const ORPHANED_AFTER_MS = 6 * 3_600_000;
 
 const storesFile = object({
   stores: array(
@@ -55,7 +60,10 @@ interface Store {
 export class BackupStores {
   private readonly stores = new Map<string, Store>();
 
-  constructor(configs: readonly StoreConfig[]) {
+  constructor(
+    configs: readonly StoreConfig[],
+    private readonly orphanedAfterMs = ORPHANED_AFTER_MS,
+  ) {
     for (const config of configs) {
       const client = new S3Client({
         endpoint: config.endpoint,
@@ -93,7 +101,10 @@ export class BackupStores {
     }
   }
 
-  /** The bot's backups in the store, newest first: those whose manifest is there. */
+  /**
+   * The bot's backups in the store, newest first: those whose manifest is there. The archives of one without a
+   * manifest, none written for ORPHANED_AFTER_MS, are removed on the way: a copy or a removal cut short left them.
+   */
   async list(name: string, botId: string): Promise<Backup[]> {
     const store = this.store(name);
     const listed = await store.client.send(new ListObjectsV2Command({ Bucket: store.bucket, Prefix: `${store.prefix}${botId}/`, Delimiter: '/', MaxKeys: 1000 }));
@@ -107,8 +118,18 @@ export class BackupStores {
     for (const id of ids) {
       const backup = await this.manifest(name, botId, id);
       if (backup) backups.push(backup);
+      else await this.removeIfOrphaned(store, `${store.prefix}${botId}/${id}/`);
     }
     return backups.sort(newestFirst);
+  }
+
+  /** Removes what is under `dir` (a backup without a manifest) once nothing there has been written for a while. */
+  private async removeIfOrphaned(store: Store, dir: string): Promise<void> {
+    const listed = await store.client.send(new ListObjectsV2Command({ Bucket: store.bucket, Prefix: dir, MaxKeys: 1000 }));
+    const objects = listed.Contents ?? [];
+    const newest = Math.max(0, ...objects.map((object) => object.LastModified?.getTime() ?? Date.now()));
+    if (objects.length === 0 || Date.now() - newest < this.orphanedAfterMs) return;
+    await store.client.send(new DeleteObjectsCommand({ Bucket: store.bucket, Delete: { Objects: objects.map((object) => ({ Key: object.Key! })), Quiet: true } }));
   }
 
   /** The backup's manifest in the store, or undefined when it holds none (a copy cut short, or none made). */

@@ -3,9 +3,10 @@ import { createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
+import { BackupStores } from '../../src/backups/backup-stores.js';
 import { BOT_LABEL } from '../../src/runtime/labels.js';
 import { DockerFixture, IDLE_BOT, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
@@ -98,6 +99,28 @@ test("a backup copied to a store is listed there whole, read back and restored f
   t.is(restored.status, 200, restored.text);
   t.is(await sh(id, 'cat /data/users.db'), 'precious');
   t.is((await call(agent.server, `/api/admin/bots/${id}/backups/bak_20260101T000000Z_00000000?store=offsite`)).status, 404);
+});
+
+test("archives a copy or a removal cut short left in a store (no manifest) are removed by a listing once none has been written for a while; a whole backup stays", async (t) => {
+  const id = await madeWithData(t);
+  const made = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { mode: 'live', stores: ['offsite'] } });
+  t.is(made.status, 201, made.text);
+  const whole = (made.body?.backup as BackupAnswer).id;
+  // What an agent killed mid-copy (or mid-removal, after the manifest went) leaves: an archive and no manifest.
+  const orphan = 'bak_20260101T000000Z_0badf00d';
+  await s3.send(new PutObjectCommand({ Bucket: bucket, Key: `agent-1/${id}/${orphan}/folder-0.tar.gz`, Body: 'half an archive' }));
+  const keys = async () => ((await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `agent-1/${id}/` }))).Contents ?? []).map((object) => object.Key).sort();
+  const config = { name: 'offsite', endpoint: s3Endpoint(), bucket, prefix: 'agent-1/', region: 'us-east-1', force_path_style: true, timeout_s: 30, access_key_id: S3_KEYS.accessKeyId, secret_access_key: S3_KEYS.secretAccessKey };
+  // Written just now: it may be a copy under way, so it stays.
+  const patient = new BackupStores([config]);
+  t.teardown(() => patient.close());
+  t.deepEqual((await patient.list('offsite', id)).map((backup) => backup.id), [whole]);
+  t.true((await keys()).includes(`agent-1/${id}/${orphan}/folder-0.tar.gz`));
+  // Past the grace: gone, the whole backup untouched.
+  const swept = new BackupStores([config], 0);
+  t.teardown(() => swept.close());
+  t.deepEqual((await swept.list('offsite', id)).map((backup) => backup.id), [whole]);
+  t.deepEqual(await keys(), [`agent-1/${id}/${whole}/backup.json`, `agent-1/${id}/${whole}/folder-0.tar.gz`]);
 });
 
 test('a store that refuses the keys, is not there or does not answer fails the backup clearly; the bot runs again, the keys are never said, nothing half-copied is listed', async (t) => {

@@ -378,7 +378,7 @@ test.serial("node-a's console in Chromium: node-b's bot in the one table, with i
   const row = page.locator(`tr[data-bot="${botB}"]`);
   await row.waitFor({ timeout: 20_000 });
   t.regex(await row.innerText(), /node-b/);
-  await page.getByLabel('Node', { exact: true }).selectOption('node-b');
+  await page.getByRole('combobox', { name: /^Node/ }).selectOption('node-b');
   t.is(await page.locator('tr[data-bot]').count(), 1, 'the filter by node-b kept other rows');
   await row.getByRole('link', { name: botB }).click();
   const log = page.getByTestId('log');
