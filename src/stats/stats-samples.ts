@@ -97,7 +97,12 @@ class SampleRing {
     return (this.next - this.size + i + this.capacity) % this.capacity;
   }
 
-  /** Its samples after `since`, oldest first, in the kept file's form (SampleFile). */
+  /** The most bytes `encode` writes. */
+  get encodedBytes(): number {
+    return 3 + this.size * (20 + (this.received ? 16 : 0));
+  }
+
+  /** Its samples after `since`, oldest first, in the kept file's form (see MAGIC). */
   encode(since: number, out: SampleWriter): void {
     let first = 0;
     while (first < this.size && this.at[this.slot(first)]! <= since) first += 1;
@@ -127,8 +132,13 @@ const MAGIC = 0x31534142; // "BAS1", little-endian
 
 /** Writes the file's fields into a buffer that grows as needed. */
 class SampleWriter {
-  private buffer = Buffer.alloc(64 * 1024);
+  private buffer: Buffer;
   length = 0;
+
+  /** `capacity`: the bytes it will take, so that a fleet's samples are one buffer, never copied as it grows. */
+  constructor(capacity: number) {
+    this.buffer = Buffer.alloc(capacity);
+  }
 
   private room(bytes: number): void {
     if (this.length + bytes <= this.buffer.length) return;
@@ -309,7 +319,9 @@ export class StatsSamples {
 
   private encode(): Buffer {
     const since = this.now() - this.keepMs;
-    const out = new SampleWriter();
+    let capacity = 8;
+    for (const [botId, ring] of this.rings) capacity += 2 + Buffer.byteLength(botId) + ring.encodedBytes;
+    const out = new SampleWriter(capacity);
     out.u32(MAGIC);
     const countAt = out.length;
     out.u32(0);
