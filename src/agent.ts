@@ -257,7 +257,8 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
     void (async () => {
       for (const [settled, what] of [
         [() => backups.settleRestores(inCare), 'restores'],
-        [() => backups.startStopped(inCare), 'backups'],
+        // A move's bot is started again only where the fleet still places it (docs/api.md §17).
+        [() => backups.startStopped(inCare, async (botId) => (fence === undefined ? true : ((await fence.placementOf(botId))?.node ?? node) === node)), 'backups'],
       ] as const) {
         try {
           for (const failure of (await settled()).failures) report(`a bot cut ${what} left could not be settled`, new Error(failure));

@@ -262,14 +262,33 @@ export class Backups {
     }
   }
 
-  /** Starts the bots of `inCare` a backup stopped and an agent killed mid-way left stopped (docs/api.md §20). */
-  async startStopped(inCare: (botId: string) => boolean): Promise<{ started: string[]; failures: string[] }> {
+  /**
+   * Marks the bot, on disk, as stopped by this agent for a step it will start it again after (a move, docs/api.md
+   * §17): an agent killed before it did finds the mark when it starts next (`startStopped`).
+   */
+  async markStopped(botId: string): Promise<void> {
+    await this.folder.markStopped(botId);
+  }
+
+  /** The bot runs again, or is not this node's to run: its mark goes. */
+  async unmarkStopped(botId: string): Promise<void> {
+    await this.folder.unmarkStopped(botId);
+  }
+
+  /**
+   * Starts the bots of `inCare` a backup or a move stopped and an agent killed mid-way left stopped (docs/api.md §20),
+   * those `mayStart` allows (a move's bot the fleet now places on another node is not started; its mark goes). A
+   * `mayStart` that throws (the fleet's placements unread) leaves the bot stopped and its mark for the next start.
+   */
+  async startStopped(inCare: (botId: string) => boolean, mayStart: (botId: string) => Promise<boolean> = async () => true): Promise<{ started: string[]; failures: string[] }> {
     const started: string[] = [];
     const failures: string[] = [];
     for (const botId of (await this.folder.stoppedForBackups()).filter(inCare)) {
       try {
-        await this.power.start(botId);
-        started.push(botId);
+        if (await mayStart(botId)) {
+          await this.power.start(botId);
+          started.push(botId);
+        }
       } catch (err) {
         // A bot removed since has nothing to start.
         if (!(err instanceof NotFound)) {

@@ -34,7 +34,7 @@ export interface BotMoveDeps {
   readonly history: Pick<BotHistory, 'note'>;
   readonly report: (what: string, err: unknown) => void;
   /** Where this agent keeps backups: a bot's data moves as one of its backups, taken here and restored there. */
-  readonly backups: Pick<Backups, 'take' | 'takeIn'> | undefined;
+  readonly backups: Pick<Backups, 'take' | 'takeIn' | 'markStopped' | 'unmarkStopped'> | undefined;
 }
 
 /** What a move did: where the bot was and is, and whether its new node started it (a bot that ran). */
@@ -65,13 +65,23 @@ export async function moveBot(deps: BotMoveDeps, botId: string, to: string): Pro
   const { spec, running, imageId } = await provisioner.exportBot(botId);
   const keepsData = (spec.data ?? []).length > 0;
   if (keepsData && !deps.backups) throw new Unprocessable(`bot ${botId} keeps data, and this agent keeps no backups to carry it in (AGENT_DATA_DIR=:memory:): it stays on node ${node} (docs/api.md §19)`);
-  if (running) await lifecycle.stop(botId);
+  if (running) {
+    // Marked on disk first: an agent killed while the bot is stopped for its move starts it again when it is back,
+    // if the fleet still places it here (docs/api.md §17).
+    await deps.backups?.markStopped(botId);
+    await lifecycle.stop(botId);
+  }
   // Only while the fleet still places the bot here: once placed elsewhere, this copy never runs again.
   const runAgain = async (): Promise<void> => {
     if (!running) return;
     const placed = await placements.placementOf(botId).catch(() => here);
     if (placed?.node !== node) return;
-    await lifecycle.start(botId).catch((err: unknown) => deps.report(`bot ${botId} was not moved, and did not start again on node ${node}`, err));
+    try {
+      await lifecycle.start(botId);
+      await deps.backups?.unmarkStopped(botId);
+    } catch (err) {
+      deps.report(`bot ${botId} was not moved, and did not start again on node ${node}`, err);
+    }
   };
   let status: number;
   let answer: { msg?: unknown };
@@ -111,6 +121,8 @@ export async function moveBot(deps: BotMoveDeps, botId: string, to: string): Pro
   }
   if (there === undefined) throw new AlreadyExists(`bot ${botId} was placed on another node while it was moved: it is not moved to node ${to}`);
   const started = !running || (await startThere(address, fleetKey, botId, deps.createDeadlineMs));
+  // Placed there: this copy is not this node's to start again.
+  if (running) await deps.backups?.unmarkStopped(botId);
   try {
     await provisioner.remove(botId);
   } catch (err) {

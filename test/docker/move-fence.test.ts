@@ -325,6 +325,32 @@ test.serial("a move whose new node's agent is killed as it swaps the data in: th
   await exactlyOneOn(t, id, 'node-b');
 });
 
+test.serial("a move whose driving agent is killed while the bot is stopped for its data: once that agent is back, the bot runs where it was, once, its data whole", async (t) => {
+  const id = fixture.newBotId();
+  await createWithDataOnB(t, id);
+  const since = Math.floor(Date.now() / 1_000) - 1;
+  const events = (await engines['node-b'].docker().getEvents({ since, filters: { type: ['container'], event: ['die'], label: [`${BOT_LABEL}=${id}`] } })) as NodeJS.ReadableStream & { destroy(): void };
+  t.teardown(() => events.destroy());
+  const killed = new Promise<void>((resolve) => {
+    events.once('data', () => {
+      agents['node-b'].agent.process.kill('SIGKILL');
+      resolve();
+    });
+  });
+  t.teardown(async () => {
+    const { process } = agents['node-b'].agent;
+    if (process.exitCode !== null || process.signalCode !== null) await restart('node-b');
+  });
+  const moved = api('node-b', `/api/admin/bots/${id}/move`, { body: { node: 'node-c' } }).catch(() => undefined);
+  await killed;
+  t.is(await moved, undefined, 'the agent died before it answered');
+  t.false((await engines['node-b'].docker().getContainer(id).inspect()).State.Running, 'killed while the bot was stopped');
+  await restart('node-b');
+  await exactlyOneOn(t, id, 'node-b');
+  t.is(await shOn('node-b', id, 'cat /data/count /data/n8n.sqlite /data/sub/file'), '2\nworkflows\ndeep', 'its data whole, and started again once');
+  t.like((await api('node-b', `/api/bots/${id}`)).body?.bot, { node: 'node-b' });
+});
+
 test.serial("a moved bot's output is found from either node: the fleet's search merges each node's history by time", async (t) => {
   const id = fixture.newBotId();
   await createOnB(t, id, TEST_IMAGE, { command: ['sh', '-c', `echo "hello from a run"; ${IDLE_BOT}`] });
