@@ -85,7 +85,10 @@ test('a schedule every minute restarts the bot, runs a command in it and deploys
   t.not(now.State.StartedAt, startedBefore);
   t.true(now.Config.Env?.includes('MODE=two'), JSON.stringify(now.Config.Env));
   const revisions = (await call(agent.server, `/api/bots/${botId}/revisions`)).body?.revisions as { revision: number; outcome: string }[];
-  t.deepEqual(revisions.slice(0, 2).map((one) => [one.revision, one.outcome]), [[2, 'succeeded'], [1, 'succeeded']]);
+  t.deepEqual(revisions.slice(0, 2).map((one) => one.revision), [2, 1]);
+  t.is(revisions[0]?.outcome, 'succeeded');
+  // Revision 1 succeeded, or the schedule's restart came while it was still judged (docs/api.md §15).
+  t.true(['succeeded', 'interrupted'].includes(revisions[1]?.outcome ?? ''), revisions[1]?.outcome);
   t.truthy(await events.next((event) => event.event === 'schedule-succeeded', 10_000));
   t.true(events.events.some((event) => event.event === 'schedule-started'));
   t.true(events.events.some((event) => event.event === 'operation' && event.data.operation === 'restart'));

@@ -418,7 +418,10 @@ test('a schedule every minute restarts the bot, runs a command in its pod and de
   t.true(JSON.stringify(deployment.spec?.template.spec?.containers[0]?.env).includes('"MODE","value":"two"'), JSON.stringify(deployment.spec?.template.spec?.containers[0]?.env));
   t.regex(run!.actions[1]?.output ?? '', new RegExp(`mark-from-${objectName(id)}-`));
   const revisions = (await call(agent.server, `/api/bots/${id}/revisions`)).body?.revisions as { revision: number; outcome: string }[];
-  t.deepEqual(revisions.slice(0, 2).map((one) => [one.revision, one.outcome]), [[2, 'succeeded'], [1, 'succeeded']]);
+  t.deepEqual(revisions.slice(0, 2).map((one) => one.revision), [2, 1]);
+  t.is(revisions[0]?.outcome, 'succeeded');
+  // Revision 1 succeeded, or the schedule's restart came while it was still judged (docs/api.md §15).
+  t.true(['succeeded', 'interrupted'].includes(revisions[1]?.outcome ?? ''), revisions[1]?.outcome);
   t.true(await eventually(() => events.includes('schedule-succeeded'), 15_000), events.join(', '));
   t.true(events.includes('schedule-started') && events.includes('operation'), events.join(', '));
   t.true(await eventually(() => hooks.some((hook) => hook.type === 'schedule-succeeded' && hook.schedule_id === scheduleId), 30_000), 'the webhook was told');
