@@ -18,7 +18,7 @@ const verified = (backup: Backup): string =>
  * copies; back up now and restore (each asked again first: both stop the bot), verify, lock, download.
  */
 export function Backups({ botId, data, events }: { botId: string; data: readonly DataFolderUse[]; events: BotEvent[] }) {
-  // null: this agent makes no backups (501: Kubernetes, or a history in memory): the panel is left out.
+  // null: this agent makes no backups (501: a history in memory with no backup folder, or no provisioning): the panel is left out.
   const [backups, setBackups] = useState<Backup[] | null>();
   const [asked, setAsked] = useState<Asked>();
   // Each action loads the panel again (load is defined below, and called only once it is).

@@ -238,9 +238,10 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
         )
       : undefined;
   // The bytes each bot's data folders use (docs/api.md §19), measured now and then for all at once; past size_mb, told.
-  const dataUsage = provisioner?.dataArchives
+  const measure = provisioner?.dataArchives?.usage?.bind(provisioner.dataArchives);
+  const dataUsage = measure
     ? new DataUsage(
-        () => provisioner.dataArchives!.usage(),
+        measure,
         (use) => void history.note(use.botId, 'data-over-size', { path: use.path, used_bytes: use.bytes, size_mb: use.sizeMb }).catch((err: unknown) => report(`bot ${use.botId}'s data past its size could not be told`, err)),
         report,
         dataUsageOptions,

@@ -14,12 +14,13 @@ export class ArchiveRefused extends Error {}
 /** An archive read through: the SHA-256 of its bytes as given, and the digest of the tree it unpacks to. */
 export interface ArchiveReading {
   readonly sha256: string;
-  readonly treeSha256: string;
+  readonly treeDigest: string;
   readonly unpackedBytes: number;
   readonly entries: number;
 }
 
 const ENTRY_TYPES = new Set(['file', 'contiguous-file', 'directory', 'symlink', 'link']);
+const TREE_MODULUS = 1n << 256n;
 /** The most entries a folder's archive may hold: each one's name is kept while it is read (for hard links). */
 export const MAX_ENTRIES = 200_000;
 
@@ -30,9 +31,10 @@ export const MAX_ENTRIES = 200_000;
  * name outside it), a link that points out of it, a device or a pipe, more than `limitBytes` unpacked, or more
  * than MAX_ENTRIES entries.
  *
- * The tree's digest covers each entry's name, kind, permissions, size, content (or link target), in the
- * archive's order, the folder's own entry left out: the engine walks a folder in name order, so the same files
- * archived again give the same digest.
+ * The tree's digest covers each entry's name, kind, permissions, size, content (or link target), the folder's own
+ * entry left out, in any order: the sum of each entry's SHA-256, modulo 2^256. A tar walks a folder in the order
+ * its file system lists it (a busybox tar on Kubernetes does), which a copy unpacked again need not keep; and a
+ * hard link counts as the file it links to, whichever of the two names came first.
  */
 export async function readArchive(
   source: Readable,
@@ -42,8 +44,9 @@ export async function readArchive(
   const base = posix.basename(path);
   const parent = posix.dirname(path);
   const whole = createHash('sha256');
-  const tree = createHash('sha256');
-  const seen = new Set<string>();
+  let tree = 0n;
+  /** Every entry's name; a file's with its size and content's digest, which a hard link to it counts as its own. */
+  const seen = new Map<string, string | undefined>();
   let unpackedBytes = 0;
   let entries = 0;
   const tap = new Transform({
@@ -66,11 +69,12 @@ export async function readArchive(
       unpackedBytes += header.size ?? 0;
       if (unpackedBytes > limitBytes) throw new ArchiveRefused(`it unpacks to more than ${limitBytes} bytes, the most the folder may hold`);
       if (++entries > maxEntries) throw new ArchiveRefused(`it holds more than ${maxEntries} entries, the most a folder's archive may`);
-      if (name !== base) tree.update(`${header.type} ${JSON.stringify(name)} ${(header.mode ?? 0) & 0o7777} ${header.size ?? 0} `);
-      seen.add(name);
       const content = isFile(header) ? createHash('sha256') : undefined;
       for await (const chunk of entry as AsyncIterable<Buffer>) content?.update(chunk);
-      if (name !== base) tree.update(`${content ? content.digest('hex') : JSON.stringify(header.linkname ?? '')}\n`);
+      const file = content ? `${header.size ?? 0} ${content.digest('hex')}` : header.type === 'link' ? seen.get(entryName(header.linkname ?? '', base)) : undefined;
+      seen.set(name, file);
+      const kind = file === undefined ? `${header.type} ${header.size ?? 0} ${JSON.stringify(header.linkname ?? '')}` : `file ${file}`;
+      if (name !== base) tree = (tree + BigInt(`0x${createHash('sha256').update(`${JSON.stringify(name)} ${(header.mode ?? 0) & 0o7777} ${kind}`).digest('hex')}`)) % TREE_MODULUS;
     }
     await read;
   } catch (err) {
@@ -80,7 +84,7 @@ export async function readArchive(
     throw new ArchiveRefused(`it cannot be read as a ${gzipped ? 'gzip-compressed ' : ''}tar: ${(err as Error).message}`, { cause: err });
   }
   if (entries === 0) throw new ArchiveRefused('it holds no entry of the folder');
-  return { sha256: hex(whole), treeSha256: hex(tree), unpackedBytes, entries };
+  return { sha256: hex(whole), treeDigest: tree.toString(16).padStart(64, '0'), unpackedBytes, entries };
 }
 
 function hex(hash: Hash): string {

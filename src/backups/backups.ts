@@ -506,7 +506,7 @@ export class Backups {
       const back = await readArchive(await scratch.read(kept.path, signal), kept.path, { gzipped: false, limitBytes: Number.MAX_SAFE_INTEGER }).catch((err: unknown) => {
         throw err instanceof ArchiveRefused ? new Unprocessable(`backup ${backup.id}'s folder ${kept.path}, unpacked, could not be read back: ${err.message}`) : err;
       });
-      if (back.treeSha256 !== readings[index]?.treeSha256) {
+      if (back.treeDigest !== readings[index]?.treeDigest) {
         throw new Unprocessable(`backup ${backup.id}'s folder ${kept.path}, unpacked, does not read back as its archive holds it (${back.entries} entries read back, ${readings[index]?.entries ?? 0} in the archive)`);
       }
     }

@@ -10,6 +10,6 @@ export interface BotDataArchives {
   folders(botId: string): Promise<readonly string[]>;
   /** The folder as a tar stream (its entries under the folder's own name); nothing of it is held in memory. */
   read(botId: string, path: string, signal: AbortSignal): Promise<Readable>;
-  /** Every bot's data folders with the bytes each uses, measured in one go (docs/api.md §19). */
-  usage(): Promise<readonly DataUse[]>;
+  /** Every bot's data folders with the bytes each uses, measured in one go (docs/api.md §19); undefined where the runtime measures none. */
+  usage?(): Promise<readonly DataUse[]>;
 }

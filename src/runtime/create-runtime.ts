@@ -63,6 +63,8 @@ export async function createRuntime(config: Config, report: FaultReporter): Prom
           pullTimeoutMs: config.pullTimeoutMs,
           registries: config.registries,
           watchedDeployments: () => driver.watchedDeployments(),
+          // The chart's Role grants the helper pods of backups only with provisioning (docs/kubernetes.md).
+          backups: config.provisioning,
         }),
         sharedLocks: (holder) => new LeaseLocks(kubeConfig, namespace, holder),
         botTokens: new ServiceAccountTokens(kubeConfig, namespace, Date.now, report),

@@ -216,23 +216,25 @@ test('with a database: two agents by default, rolled one at a time, spread, kept
   t.is(byKind(await renderChart(), 'PodDisruptionBudget').length, 0, 'one agent: no budget, which would block every drain');
 });
 
-test('the Role follows what is on: without provisioning no create or delete of Deployments, Secrets or claims; the agent is told; loopback is no platform unless asked', async (t) => {
+test('the Role follows what is on: without provisioning no create or delete of Deployments, Secrets, claims or helper pods; the agent is told; loopback is no platform unless asked', async (t) => {
   const roleOf = async (set: Record<string, string>) => {
     const objects = await renderChart('bots', set);
     const role = byKind(objects, 'Role')[0] as unknown as Role;
     const env = (byKind(objects, 'Deployment')[0] as unknown as Deployment).spec!.template.spec!.containers[0]!.env ?? [];
-    const verbs = (resource: string) => role.rules!.filter((rule) => rule.resources?.includes(resource)).flatMap((rule) => rule.verbs);
-    return { deployments: verbs('deployments'), secrets: verbs('secrets'), claims: verbs('persistentvolumeclaims'), env };
+    const verbs = (resource: string, group?: string) => role.rules!.filter((rule) => rule.resources?.includes(resource) && (group === undefined || rule.apiGroups?.includes(group))).flatMap((rule) => rule.verbs);
+    return { deployments: verbs('deployments'), secrets: verbs('secrets'), claims: verbs('persistentvolumeclaims'), pods: verbs('pods', ''), env };
   };
   const on = await roleOf({});
   t.true(on.deployments.includes('create') && on.deployments.includes('delete') && on.deployments.includes('update'));
   t.deepEqual(on.secrets, ['get', 'create', 'delete', 'deletecollection']);
   t.deepEqual(on.claims, ['get', 'create', 'delete']);
+  t.deepEqual(on.pods, ['get', 'create', 'delete', 'list', 'watch'], "backups' helper pods (docs/api.md §20)");
   t.falsy(on.env.find((e) => e.name === 'AGENT_PROVISIONING'));
   const off = await roleOf({ provisioning: 'false' });
   t.deepEqual(off.deployments, ['list', 'watch', 'patch']);
   t.deepEqual(off.secrets, []);
   t.deepEqual(off.claims, []);
+  t.deepEqual(off.pods, ['list', 'watch']);
   t.like(off.env.find((e) => e.name === 'AGENT_PROVISIONING'), { value: 'off' });
   t.like(on.env.find((e) => e.name === 'AGENT_LOOPBACK_PLATFORM'), { value: 'off' }, 'on a cluster the platform is the token by default');
   t.falsy((await roleOf({ loopbackPlatform: 'true' })).env.find((e) => e.name === 'AGENT_LOOPBACK_PLATFORM'));

@@ -18,6 +18,8 @@ import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { objectName } from './kube-names.js';
 import { claimData, claimNameOf, dataFoldersOf, dataMounts, removeClaim } from './kube-data.js';
+import { KubeDataArchives } from './kube-archives.js';
+import { DATA_SIZES_ANNOTATION, KubeDataRestores } from './kube-restores.js';
 import { TOKEN_AUDIENCE, TOKEN_MOUNT, TOKEN_PATH } from './kube-token-review.js';
 
 export interface KubernetesProvisionerOptions {
@@ -35,6 +37,8 @@ export interface KubernetesProvisionerOptions {
   readonly watchedDeployments?: () => readonly V1Deployment[] | undefined;
   /** False: a create returns once its Deployment is made, without waiting for the image (the test API server runs no pods). */
   readonly awaitImage?: boolean | undefined;
+  /** Backups and restores of bots' data through helper pods (docs/api.md §20); false: none (the Role grants no pods). */
+  readonly backups?: boolean | undefined;
 }
 
 /** How often a create looks at its pod while the kubelet pulls. */
@@ -61,10 +65,15 @@ class KubernetesProvisioner implements Provisioner {
   private readonly apps: AppsV1Api;
   private readonly core: CoreV1Api;
   readonly revisions: KubeRevisions;
+  readonly dataArchives: KubeDataArchives | undefined;
+  readonly dataRestores: KubeDataRestores | undefined;
 
   constructor(private readonly options: KubernetesProvisionerOptions) {
     this.apps = options.kubeConfig.makeApiClient(AppsV1Api);
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
+    const dataApi = { core: this.core, apps: this.apps, namespace: options.namespace };
+    this.dataArchives = options.backups === false ? undefined : new KubeDataArchives(options.kubeConfig, dataApi);
+    this.dataRestores = options.backups === false ? undefined : new KubeDataRestores(options.kubeConfig, dataApi);
     this.revisions = new KubeRevisions(this.apps, this.core, options.kubeConfig, options.namespace, (template, change, revision) =>
       this.changedTemplate(template, change, revision),
       options.watchedDeployments,
@@ -301,7 +310,17 @@ class KubernetesProvisioner implements Provisioner {
     return {
       apiVersion: 'apps/v1',
       kind: 'Deployment',
-      metadata: { name, labels, annotations: { [OWNER_LABEL]: spec.ownerId, ...healthPolicyLabels(spec.health ?? {}), ...restartPolicyLabels(spec.restartPolicy) } },
+      metadata: {
+        name,
+        labels,
+        annotations: {
+          [OWNER_LABEL]: spec.ownerId,
+          ...healthPolicyLabels(spec.health ?? {}),
+          ...restartPolicyLabels(spec.restartPolicy),
+          // What a restore may unpack into each folder (docs/api.md §20).
+          ...((spec.data ?? []).length > 0 ? { [DATA_SIZES_ANNOTATION]: JSON.stringify(Object.fromEntries((spec.data ?? []).map((folder) => [folder.path, folder.sizeMb ?? null]))) } : {}),
+        },
+      },
       spec: {
         replicas: 1,
         // The old pod gone before a new one starts: never two runs, nor two writers of the bot's claim.
