@@ -11,6 +11,7 @@ import { Schedules } from './schedules.js';
 import { Backups } from './backups.js';
 import { useEvents } from './use-events.js';
 import { ConfirmDialog } from './confirm-dialog.js';
+import { usePanelActions } from './panel-actions.js';
 
 /** One bot: its state, its buttons, its live logs, its crashes, its events and its charts. */
 export function Bot({ botId, onForbidden }: { botId: string; onForbidden: (err: unknown) => boolean }) {
@@ -131,21 +132,11 @@ export function Bot({ botId, onForbidden }: { botId: string; onForbidden: (err: 
 /** Restart, stop and start, each asked again before it is done, each answer shown. */
 function Actions({ status, onDone }: { status: BotStatus; onDone: () => void }) {
   const [asked, setAsked] = useState<Operation>();
-  const [busy, setBusy] = useState(false);
-  const [answer, setAnswer] = useState<{ ok: boolean; text: string }>();
+  const { busy, answer, act } = usePanelActions(onDone);
 
-  const run = async (operation: Operation) => {
+  const run = (operation: Operation) => {
     setAsked(undefined);
-    setBusy(true);
-    setAnswer({ ok: true, text: `${operation}…` });
-    try {
-      setAnswer({ ok: true, text: await operate(status.bot_id, status.user_id, operation) });
-    } catch (err) {
-      setAnswer({ ok: false, text: plainWords(err) });
-    } finally {
-      setBusy(false);
-      onDone();
-    }
+    return act(async () => ({ message: await operate(status.bot_id, status.user_id, operation) }), '', { pending: `${operation}…` });
   };
 
   return (

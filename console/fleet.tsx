@@ -1,7 +1,8 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, ApiError, exitReason, megabytes, operate, OPERATION_WORDS, plainWords } from './api.js';
+import { api, ApiError, exitReason, megabytes, operate, OPERATION_WORDS } from './api.js';
 import type { BotStatus, FleetBot, Operation } from './api.js';
 import { ConfirmDialog } from './confirm-dialog.js';
+import { usePanelActions } from './panel-actions.js';
 import { LogHistory } from './log-history.js';
 import { Sparkline } from './sparkline.js';
 import { HealthBadge } from './health-badge.js';
@@ -66,8 +67,8 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
   const scroller = useRef<HTMLDivElement>(null);
   // An operation asked from a row, asked again first; its answer above the table.
   const [asked, setAsked] = useState<{ bot: FleetBot; operation: Operation }>();
-  const [answer, setAnswer] = useState<{ ok: boolean; text: string }>();
-  const [acting, setActing] = useState<string>();
+  // Nothing loaded again after a row's action: the events stream brings its row's new state.
+  const { busy, answer, act } = usePanelActions(() => undefined);
 
   const load = async () => {
     try {
@@ -151,17 +152,9 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
   const nodeNames = [...new Set([...nodes.map((node) => node.node), ...[...bots.values()].map((bot) => bot.node)])].sort();
   const away = nodes.filter((node) => !node.alive);
 
-  const act = async ({ bot, operation }: { bot: FleetBot; operation: Operation }) => {
+  const run = ({ bot, operation }: { bot: FleetBot; operation: Operation }) => {
     setAsked(undefined);
-    setActing(bot.bot_id);
-    setAnswer({ ok: true, text: `${bot.bot_id}: ${operation}…` });
-    try {
-      setAnswer({ ok: true, text: `${bot.bot_id}: ${await operate(bot.bot_id, bot.user_id, operation)}` });
-    } catch (err) {
-      setAnswer({ ok: false, text: `${bot.bot_id}: ${plainWords(err)}` });
-    } finally {
-      setActing(undefined);
-    }
+    return act(async () => ({ message: await operate(bot.bot_id, bot.user_id, operation) }), '', { pending: `${operation}…`, prefix: `${bot.bot_id}: ` });
   };
 
   const header = (key: SortKey, label: string) => (
@@ -226,7 +219,7 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
         titleId="row-confirm-title"
         title={`${asked?.operation ?? ''} ${asked?.bot.bot_id ?? ''}?`}
         confirm={`Yes, ${asked?.operation ?? ''}`}
-        onConfirm={() => asked && void act(asked)}
+        onConfirm={() => asked && void run(asked)}
         onCancel={() => setAsked(undefined)}
       >
         {asked && OPERATION_WORDS[asked.operation]}
@@ -283,7 +276,7 @@ export function Fleet({ onForbidden }: { onForbidden: (err: unknown) => boolean 
                         class={operation}
                         aria-label={`${operation[0]!.toUpperCase()}${operation.slice(1)} ${bot.bot_id}`}
                         title={OPERATION_WORDS[operation]}
-                        disabled={bot.last_known !== undefined || acting === bot.bot_id || (operation === 'start' ? bot.state === 'running' : operation === 'stop' && bot.state === 'stopped')}
+                        disabled={bot.last_known !== undefined || busy || (operation === 'start' ? bot.state === 'running' : operation === 'stop' && bot.state === 'stopped')}
                         onClick={() => setAsked({ bot, operation })}
                       >
                         {operation[0]!.toUpperCase() + operation.slice(1)}
