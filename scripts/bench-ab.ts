@@ -24,7 +24,7 @@ import type { BaselineKind } from './bench-baselines.js';
 // The load runs on core 0 (npm run bench:ab starts this process there).
 const SERVER_CORE = '1';
 /** As scripts/start.sh and the image run the agent. */
-const AGENT_FLAGS = ['--max-semi-space-size=2', '--heap-growing-percent=30', '--no-allocation-site-pretenuring'];
+const AGENT_FLAGS = ['--max-semi-space-size=2', '--heap-growing-percent=30', '--no-allocation-site-pretenuring', '--expose-gc'];
 const BOT = 'bot_9_9_ab';
 
 // The raw logs call keeps its connection to the engine between calls, as the agent does (Node's agent: kept 5 s idle).

@@ -2,7 +2,8 @@
 // N MiB in its data folder (1,024 unless given: npm run bench:backups -- 256), backed up in stop mode to the
 // agent's folder and to versitygw (scripts/s3.sh), verified from the store, and restored. Reports each step's
 // time, the bot's downtime in stop mode, and the agent's peak resident memory above its rest (the archive is
-// streamed: the target is within 64 MB of rest however large the folder).
+// streamed: the target is within 64 MB of rest however large the folder). npm run bench:backups runs it with the
+// agent's own V8 flags and malloc settings (see the Dockerfile).
 // Prints the figures and writes them into BENCHMARKS.md between its markers.
 // Run as root, with the engine up: npm run bench:backups
 import { execFileSync } from 'node:child_process';
@@ -92,6 +93,8 @@ try {
     ...rows.map(([what, result]) => `| ${what} | ${(result.ms / 1000).toFixed(1)} s | ${result.peakMb} MB |`),
     '',
     `The bot's downtime in stop mode: ${(kept.downtime_ms / 1000).toFixed(1)} s (the copy of ${Math.round(kept.size_bytes / 1024 / 1024)} MiB compressed). Target: the agent within 64 MB of its rest at every step.`,
+    '',
+    "The agent runs in this process with the image's V8 flags and malloc settings, `--expose-gc` among them (docs/performance.md, \"Memory while a bot's data streams\"); resident memory sampled every 50 ms, its rest taken after a full collection as each step begins.",
   ].join('\n');
   console.log(body);
   writeSection('backups', body);

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 
 /** The sections of BENCHMARKS.md that a script of their own writes (npm run bench:<name>); npm run bench keeps them. */
-export const OWN_SECTIONS = ['outage', 'console', 'health', 'ab', 'deploys', 'fleet', 'kube-scale', 'docker-scale', 'backups', 'log-history', 'history-writes'] as const;
+export const OWN_SECTIONS = ['outage', 'console', 'health', 'ab', 'deploys', 'fleet', 'kube-scale', 'docker-scale', 'backups', 'move', 'log-history', 'history-writes'] as const;
 export type SectionName = (typeof OWN_SECTIONS)[number];
 
 const markers = (name: SectionName) => ({ begin: `<!-- bench:${name} -->`, end: `<!-- /bench:${name} -->` });

@@ -12,5 +12,6 @@ fi
 if [ "${AGENT_RUNTIME:-docker}" = docker ] && [ "${DOCKER_HOST:-unix:///var/run/docker.sock}" = unix:///var/run/docker.sock ]; then
   bash scripts/docker-engine.sh >/dev/null
 fi
-# V8 tuned for memory, as in the image (see the Dockerfile).
-exec node --max-semi-space-size=2 --heap-growing-percent=30 --no-allocation-site-pretenuring dist/main.js
+# V8 and malloc tuned for memory, as in the image (see the Dockerfile).
+export MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-16384}
+exec node --max-semi-space-size=2 --heap-growing-percent=30 --no-allocation-site-pretenuring --expose-gc dist/main.js

@@ -10,6 +10,7 @@ import type { BackupFolder } from './backup-folder.js';
 import type { BotDataArchives } from './data-archives.js';
 import type { BotDataRestores, FolderArchive, LeftRestore, ScratchRestore } from './data-restores.js';
 import { retainedIds } from './retention.js';
+import { whileStreaming } from '../streaming-gc.js';
 import type { RetentionPolicy } from './retention.js';
 
 /** How long one folder's archive may take to read, at most; and a whole restore or verification. */
@@ -94,28 +95,30 @@ export class Backups {
    * not keep are removed from the folder. A copy that fails is kept in the backup's `copies` and is StoreFailed.
    */
   async take(botId: string, how: BackupHow, keep?: RetentionPolicy, stores: readonly string[] = []): Promise<{ backup: Backup; removed: string[] }> {
-    for (const name of stores) this.storeNamed(name);
-    let backup = await this.make(botId, how);
-    const copies: StoreCopy[] = [];
-    for (const name of stores) {
-      try {
-        await this.stores!.put(name, backup, (file) => this.folder.openStream(backup, backup.folders.find((folder) => folder.file === file)!));
-        copies.push({ store: name, at: new Date().toISOString(), ok: true });
-      } catch (err) {
-        copies.push({ store: name, at: new Date().toISOString(), ok: false, message: storeFailure(err) });
+    return whileStreaming(async () => {
+      for (const name of stores) this.storeNamed(name);
+      let backup = await this.make(botId, how);
+      const copies: StoreCopy[] = [];
+      for (const name of stores) {
+        try {
+          await this.stores!.put(name, backup, (file) => this.folder.openStream(backup, backup.folders.find((folder) => folder.file === file)!));
+          copies.push({ store: name, at: new Date().toISOString(), ok: true });
+        } catch (err) {
+          copies.push({ store: name, at: new Date().toISOString(), ok: false, message: storeFailure(err) });
+        }
       }
-    }
-    if (copies.length > 0) backup = await this.folder.setCopies(backup, copies);
-    const removed = new Set(keep ? await this.folder.prune(botId, keep) : []);
-    // Each store the copy reached is kept by the same policy; one that failed now is left as it was.
-    for (const copy of keep ? copies.filter((made) => made.ok) : []) {
-      for (const id of await this.pruneStore(copy.store, botId, keep!)) removed.add(id);
-    }
-    const failed = copies.filter((copy) => !copy.ok);
-    if (failed.length > 0) {
-      throw new StoreFailed(`backup ${backup.id} of bot ${botId} was kept in the agent's folder, but its copy to ${failed.map((copy) => `store ${copy.store} failed: ${copy.message}`).join('; ')}`);
-    }
-    return { backup, removed: [...removed] };
+      if (copies.length > 0) backup = await this.folder.setCopies(backup, copies);
+      const removed = new Set(keep ? await this.folder.prune(botId, keep) : []);
+      // Each store the copy reached is kept by the same policy; one that failed now is left as it was.
+      for (const copy of keep ? copies.filter((made) => made.ok) : []) {
+        for (const id of await this.pruneStore(copy.store, botId, keep!)) removed.add(id);
+      }
+      const failed = copies.filter((copy) => !copy.ok);
+      if (failed.length > 0) {
+        throw new StoreFailed(`backup ${backup.id} of bot ${botId} was kept in the agent's folder, but its copy to ${failed.map((copy) => `store ${copy.store} failed: ${copy.message}`).join('; ')}`);
+      }
+      return { backup, removed: [...removed] };
+    });
   }
 
   /** Removes the store's backups of the bot the policy does not keep, never a locked one (there, or in the agent's folder); answers their ids. */
@@ -308,14 +311,16 @@ export class Backups {
    * a deploy's is, and a run that fails it has the restore undone (Unprocessable).
    */
   async restore(from: string, backupId: string, store?: string, botId = from, judged?: RunAsk): Promise<{ backup: Backup; before: Backup }> {
-    const { backup, before } = await this.alone(botId, async () => {
-      const done = await this.swappedIn(botId, await this.local(from, backupId, store), true);
-      const verdict = done.started && judged !== undefined ? await this.judgedRun(botId, judged) : { ok: true as const };
-      if (!verdict.ok) await this.undone(botId, done.backup, done.before!, verdict.reason);
-      return done;
+    return whileStreaming(async () => {
+      const { backup, before } = await this.alone(botId, async () => {
+        const done = await this.swappedIn(botId, await this.local(from, backupId, store), true);
+        const verdict = done.started && judged !== undefined ? await this.judgedRun(botId, judged) : { ok: true as const };
+        if (!verdict.ok) await this.undone(botId, done.backup, done.before!, verdict.reason);
+        return done;
+      });
+      await this.note(botId, 'restored', { backup_id: backup.id, before_backup_id: before!.id, ...(from === botId ? {} : { from_bot_id: from }) });
+      return { backup, before: before! };
     });
-    await this.note(botId, 'restored', { backup_id: backup.id, before_backup_id: before!.id, ...(from === botId ? {} : { from_bot_id: from }) });
-    return { backup, before: before! };
   }
 
   /**
@@ -324,8 +329,10 @@ export class Backups {
    * (checked, unpacked, read back, swapped). Its folders were made empty here: nothing is kept of them first.
    */
   async takeIn(backup: Backup, open: (file: string) => Promise<Readable>): Promise<Backup> {
-    const here: Backup = (await this.folder.get(backup.bot_id, backup.id)) ?? (await this.folder.adopt(backup, open).catch((err: unknown) => Promise.reject(diskFull(err, `the data of bot ${backup.bot_id} was not taken in`))));
-    return (await this.alone(backup.bot_id, () => this.swappedIn(backup.bot_id, here, false))).backup;
+    return whileStreaming(async () => {
+      const here: Backup = (await this.folder.get(backup.bot_id, backup.id)) ?? (await this.folder.adopt(backup, open).catch((err: unknown) => Promise.reject(diskFull(err, `the data of bot ${backup.bot_id} was not taken in`))));
+      return (await this.alone(backup.bot_id, () => this.swappedIn(backup.bot_id, here, false))).backup;
+    });
   }
 
   /** The restored bot's run, judged as a deploy's is (docs/api.md §20); where the runtime cannot say, it passes. */
@@ -385,29 +392,31 @@ export class Backups {
 
   /** Verifies the backup (docs/api.md §20): unpacked into scratch folders and read back, the trees compared; the outcome kept with it and told. */
   async verify(botId: string, backupId: string, store?: string): Promise<Backup> {
-    const restores = this.restoresHere();
-    return this.alone(botId, async () => {
-      const backup = await this.local(botId, backupId, store);
-      const signal = AbortSignal.timeout(RESTORE_DEADLINE_MS);
-      let failure: string | undefined;
-      try {
-        const readings = await this.checked(backup, restores);
-        await this.marked(botId, async (tag) => {
-          const scratch = await restores.scratch(botId, this.archivesOf(backup), { tag, startAfter: false, signal });
-          try {
-            await this.proven(backup, scratch, readings, signal);
-          } finally {
-            await this.discarded(scratch, tag);
-          }
-        });
-      } catch (err) {
-        if (!(err instanceof Unprocessable)) throw err;
-        failure = err.message;
-      }
-      const verification: Verification = { at: new Date().toISOString(), ok: failure === undefined, ...(failure === undefined ? {} : { message: failure }) };
-      const verified = await this.folder.setVerification(backup, verification);
-      await this.note(botId, failure === undefined ? 'backup-verified' : 'backup-verify-failed', { backup_id: backup.id, ...(failure === undefined ? {} : { reason: failure }) });
-      return verified;
+    return whileStreaming(async () => {
+      const restores = this.restoresHere();
+      return this.alone(botId, async () => {
+        const backup = await this.local(botId, backupId, store);
+        const signal = AbortSignal.timeout(RESTORE_DEADLINE_MS);
+        let failure: string | undefined;
+        try {
+          const readings = await this.checked(backup, restores);
+          await this.marked(botId, async (tag) => {
+            const scratch = await restores.scratch(botId, this.archivesOf(backup), { tag, startAfter: false, signal });
+            try {
+              await this.proven(backup, scratch, readings, signal);
+            } finally {
+              await this.discarded(scratch, tag);
+            }
+          });
+        } catch (err) {
+          if (!(err instanceof Unprocessable)) throw err;
+          failure = err.message;
+        }
+        const verification: Verification = { at: new Date().toISOString(), ok: failure === undefined, ...(failure === undefined ? {} : { message: failure }) };
+        const verified = await this.folder.setVerification(backup, verification);
+        await this.note(botId, failure === undefined ? 'backup-verified' : 'backup-verify-failed', { backup_id: backup.id, ...(failure === undefined ? {} : { reason: failure }) });
+        return verified;
+      });
     });
   }
 

@@ -6,6 +6,7 @@ import type { ExecutionContext } from 'ava';
 import { BOT_LABEL, RESTORE_OF_LABEL, RESTORE_STEP_LABEL } from '../../src/runtime/labels.js';
 import { runAgentProcess } from '../helpers/agent-process.js';
 import { DockerFixture, IDLE_BOT, TEST_IMAGE } from '../helpers/docker-fixture.js';
+import { killAtEngineEvent } from '../helpers/engine-events.js';
 import { eventually } from '../helpers/eventually.js';
 
 // A real SIGKILL of the agent (src/main.ts, its own process) in the middle of a bot's backup and of its restore
@@ -72,15 +73,8 @@ async function runningCopies(id: string): Promise<number> {
 }
 
 /** SIGKILLs the agent as soon as the engine says the bot's container did `action` (its stop: `die`), and answers then. */
-async function killAt(agent: Agent, id: string, action: string): Promise<void> {
-  const events = (await fixture.docker.getEvents({ filters: { type: ['container'], event: [action], label: [`${BOT_LABEL}=${id}`] } })) as NodeJS.ReadableStream & { destroy(): void };
-  await new Promise<void>((resolve) => {
-    events.once('data', () => {
-      agent.process.kill('SIGKILL');
-      resolve();
-    });
-  });
-  events.destroy();
+function killAt(agent: Agent, id: string, action: string): Promise<void> {
+  return killAtEngineEvent(fixture.docker, action, [`${BOT_LABEL}=${id}`], agent.process);
 }
 
 /** The agent's backups of the bot, each verified: a half-made one would be listed as unreadable. */
@@ -133,12 +127,7 @@ test("SIGKILL during a restore, at the bot's stop and at the swap's start: the n
   // At the bot's stop (before the swap), then once the engine runs the swap's helper.
   for (const [round, cut] of [
     ['b', () => killAt(agent, id, 'die')],
-    ['c', async () => {
-      const events = (await fixture.docker.getEvents({ filters: { type: ['container'], event: ['start'], label: [`${RESTORE_OF_LABEL}=${id}`, `${RESTORE_STEP_LABEL}=swap`] } })) as NodeJS.ReadableStream & { destroy(): void };
-      await new Promise<void>((resolve) => events.once('data', () => resolve()));
-      agent.process.kill('SIGKILL');
-      events.destroy();
-    }],
+    ['c', () => killAtEngineEvent(fixture.docker, 'start', [`${RESTORE_OF_LABEL}=${id}`, `${RESTORE_STEP_LABEL}=swap`], agent.process)],
   ] as const) {
     await sh(id, write(round));
     const killed = cut();

@@ -13,6 +13,7 @@ import { startAgent } from '../helpers/agent.js';
 import type { TestAgent } from '../helpers/agent.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
+import { fleetNodeEnv } from '../helpers/fleet-node-env.js';
 import { freePort } from '../helpers/free-port.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { PrivateEngine } from '../helpers/private-engine.js';
@@ -84,12 +85,7 @@ test.after.always(async () => {
 async function nodeA(t: import('ava').ExecutionContext, trusting: boolean) {
   const port = await freePort();
   const agent = await runAgentProcess({
-    AGENT_PORT: String(port),
-    AGENT_DATA_DIR: join(work, `node-a-${trusting}`),
-    AGENT_DATABASE_URL: databaseUrl,
-    AGENT_NODE: trusting ? 'node-a' : 'node-c',
-    AGENT_NODE_URL: `http://127.0.0.1:${port}`,
-    AGENT_FLEET_KEY: FLEET_KEY,
+    ...fleetNodeEnv({ name: trusting ? 'node-a' : 'node-c', port, dataDir: join(work, `node-a-${trusting}`), databaseUrl, fleetKey: FLEET_KEY }),
     ...(trusting ? { NODE_EXTRA_CA_CERTS: ca } : {}),
   });
   t.teardown(() => agent.process.kill('SIGKILL'));

@@ -7,6 +7,8 @@ import { BOT_LABEL, DATA_PATH_LABEL, DATA_SIZE_LABEL, RESTORE_OF_LABEL, RESTORE_
 import { runAgentProcess } from '../helpers/agent-process.js';
 import { DockerFixture, IDLE_BOT, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
+import { killAtEngineEvent } from '../helpers/engine-events.js';
+import { fleetNodeEnv } from '../helpers/fleet-node-env.js';
 import { freePort } from '../helpers/free-port.js';
 import { dropDatabases, freshDatabase } from '../helpers/postgres.js';
 import { PrivateEngine } from '../helpers/private-engine.js';
@@ -40,13 +42,7 @@ async function startNode(name: NodeName, port: number, databaseUrl: string): Pro
   const dataDir = await mkdtemp(join(tmpdir(), `bot-agent-fence-${name}-`));
   dataDirs.push(dataDir);
   const env = {
-    DOCKER_HOST: name === 'node-c' ? nodeCEngine.dockerHost : engines[name].dockerHost,
-    AGENT_PORT: String(port),
-    AGENT_DATA_DIR: dataDir,
-    AGENT_DATABASE_URL: databaseUrl,
-    AGENT_NODE: name,
-    AGENT_NODE_URL: `http://127.0.0.1:${port}`,
-    AGENT_FLEET_KEY: FLEET_KEY,
+    ...fleetNodeEnv({ name, port, dataDir, databaseUrl, fleetKey: FLEET_KEY, dockerHost: name === 'node-c' ? nodeCEngine.dockerHost : engines[name].dockerHost }),
     AGENT_BOTS_NETWORK: 'none',
     AGENT_RATE_LIMIT: '1000',
     // A bot's token names it (docs/api.md §4, rule 8): the running bot's own calls show whether a removal reached it.
@@ -304,15 +300,7 @@ test.serial('a bot that keeps data moves with it: the same files on its new node
 test.serial("a move whose new node's agent is killed as it swaps the data in: the bot runs on where it was, its data whole; the new node settles what it left once back", async (t) => {
   const id = fixture.newBotId();
   await createWithDataOnB(t, id);
-  const since = Math.floor(Date.now() / 1_000) - 1;
-  const events = (await engines['node-c'].docker().getEvents({ since, filters: { type: ['container'], event: ['start'], label: [`${RESTORE_OF_LABEL}=${id}`, `${RESTORE_STEP_LABEL}=swap`] } })) as NodeJS.ReadableStream & { destroy(): void };
-  t.teardown(() => events.destroy());
-  const killed = new Promise<void>((resolve) => {
-    events.once('data', () => {
-      agents['node-c'].agent.process.kill('SIGKILL');
-      resolve();
-    });
-  });
+  const killed = killAtEngineEvent(engines['node-c'].docker(), 'start', [`${RESTORE_OF_LABEL}=${id}`, `${RESTORE_STEP_LABEL}=swap`], agents['node-c'].agent.process, Math.floor(Date.now() / 1_000) - 1);
   const moved = await api('node-b', `/api/admin/bots/${id}/move`, { body: { node: 'node-c' } });
   await killed;
   t.is(moved.status, 503, JSON.stringify(moved.body));
@@ -328,15 +316,7 @@ test.serial("a move whose new node's agent is killed as it swaps the data in: th
 test.serial("a move whose driving agent is killed while the bot is stopped for its data: once that agent is back, the bot runs where it was, once, its data whole", async (t) => {
   const id = fixture.newBotId();
   await createWithDataOnB(t, id);
-  const since = Math.floor(Date.now() / 1_000) - 1;
-  const events = (await engines['node-b'].docker().getEvents({ since, filters: { type: ['container'], event: ['die'], label: [`${BOT_LABEL}=${id}`] } })) as NodeJS.ReadableStream & { destroy(): void };
-  t.teardown(() => events.destroy());
-  const killed = new Promise<void>((resolve) => {
-    events.once('data', () => {
-      agents['node-b'].agent.process.kill('SIGKILL');
-      resolve();
-    });
-  });
+  const killed = killAtEngineEvent(engines['node-b'].docker(), 'die', [`${BOT_LABEL}=${id}`], agents['node-b'].agent.process, Math.floor(Date.now() / 1_000) - 1);
   t.teardown(async () => {
     const { process } = agents['node-b'].agent;
     if (process.exitCode !== null || process.signalCode !== null) await restart('node-b');

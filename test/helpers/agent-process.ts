@@ -83,9 +83,9 @@ process.once('SIGTERM', () => {
  */
 export async function runAgentProcess(
   env: Record<string, string>,
-  { captureStderr = false }: { captureStderr?: boolean } = {},
+  { captureStderr = false, nodeFlags = [] }: { captureStderr?: boolean; nodeFlags?: readonly string[] } = {},
 ): Promise<{ process: ChildProcess; port: number; output(): string }> {
-  const child = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, [...nodeFlags, '--import=tsx', 'src/main.ts'], {
     // On an engine other test files share, its watchdog restarts none of their bots, nor does it keep their lines (unless a test asks).
     env: { ...process.env, AGENT_HOST: '127.0.0.1', AGENT_PORT: '0', AGENT_WATCHDOG: 'off', AGENT_LOG_HISTORY: 'off', ...env },
     // Never this process's own stderr: that is ava's pipe, and an agent left running by a test file ava ended
