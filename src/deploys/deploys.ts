@@ -81,8 +81,10 @@ export class Deploys {
       await this.idle(botId);
       // A pull that fails takes no revision number: nothing of the bot changed (its pull-failed event tells it).
       await this.runtime.prepare?.(botId, request.change, pulls);
-      await this.cutFirstRun(botId);
-      const { from, revision } = await this.nextRevision(botId);
+      // One read of the kept revisions serves both: a revision 1 left judging, and the number past every one kept.
+      const kept = await this.history.revisions(botId, 50).catch(() => []);
+      await this.cutFirstRun(botId, kept);
+      const { from, revision } = await this.nextRevision(botId, kept);
       const at = new Date(this.now()).toISOString();
       const deadlineAtMs = this.now() + request.deadlineS * 1000;
       let spec: RevisionSpec;
@@ -189,14 +191,14 @@ export class Deploys {
    * Ends the judging of the bot's first run before a deploy or rollback changes what runs: this agent's at once,
    * and a revision 1 still `deploying` that no judging here holds (its agent died) is written `interrupted` too.
    */
-  private async cutFirstRun(botId: string): Promise<void> {
+  private async cutFirstRun(botId: string, kept?: readonly RevisionRecord[]): Promise<void> {
     const judging = this.firstRuns.get(botId);
     if (judging !== undefined) {
       judging.cut.abort();
       await judging.judged;
       return;
     }
-    const left = (await this.history.revisions(botId, 50).catch(() => [])).find((kept) => kept.revision === 1 && kept.outcome === 'deploying');
+    const left = (kept ?? (await this.history.revisions(botId, 50).catch(() => []))).find((record) => record.revision === 1 && record.outcome === 'deploying');
     if (left === undefined) return;
     const at = new Date(this.now()).toISOString();
     await this.history.revision(botId, { ...left, outcome: 'interrupted', reason: FIRST_RUN_REPLACED, ended_at: at });
@@ -241,13 +243,9 @@ export class Deploys {
     void watch.finally(() => this.watches.delete(watch));
   }
 
-  /** The revision the bot runs, and the number of the next: past every one it ran or was kept. */
-  private async nextRevision(botId: string): Promise<{ from: number; revision: number }> {
-    const [{ revision }, previous, kept] = await Promise.all([
-      this.runtime.current(botId),
-      this.runtime.previous(botId),
-      this.history.revisions(botId, 1).catch(() => []),
-    ]);
+  /** The revision the bot runs, and the number of the next: past every one it ran or was `kept` (newest first). */
+  private async nextRevision(botId: string, kept: readonly RevisionRecord[]): Promise<{ from: number; revision: number }> {
+    const [{ revision }, previous] = await Promise.all([this.runtime.current(botId), this.runtime.previous(botId)]);
     return { from: revision, revision: Math.max(revision, previous ?? 0, kept[0]?.revision ?? 0) + 1 };
   }
 

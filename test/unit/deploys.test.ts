@@ -9,31 +9,42 @@ import { eventually } from '../helpers/eventually.js';
 // written: a platform that reads the outcome and deploys again at once (as a benchmark does) is not refused.
 const SPEC: RevisionSpec = { image: 'bot:1', command: null, env: [], memory_limit: null, cpu_limit: null, health: null };
 
+/** A runtime at revision 1 whose new run is up, with what a test says in place of any of its calls. */
+const runtimeWith = (calls: Partial<RevisionRuntime> = {}): RevisionRuntime => ({
+  current: async () => ({ revision: 1, spec: SPEC }),
+  previous: async () => undefined,
+  switchTo: async () => SPEC,
+  candidate: async (): Promise<CandidateState> => ({ exists: true, running: true, startedAtMs: Date.now(), restarts: 0, health: 'none', exitCode: null }),
+  lastLines: async () => '',
+  keep: async () => undefined,
+  undo: async () => undefined,
+  rollBack: async () => ({ from: 2, to: 1 }),
+  leftDeploys: async () => [],
+  settle: async () => undefined,
+  ...calls,
+});
+
+/** A history that keeps nothing, with what a test says in place of any of its calls. */
+const historyWith = (calls: Record<string, unknown>): BotHistory =>
+  ({ revisions: async () => [], revision: async () => undefined, note: async () => undefined, exits: async () => [], deployingRevisions: async () => [], ...calls }) as unknown as BotHistory;
+
+const deploysOver = (runtime: RevisionRuntime, history: BotHistory, marks = new LocalDeployMarks()) =>
+  new Deploys(runtime, history, marks, async () => undefined, () => undefined, undefined, { watchEveryMs: 10 });
+
 test('a deploy releases the bot once its run is kept, while the outcome is still being written', async (t) => {
   const steps: string[] = [];
-  const runtime: RevisionRuntime = {
-    current: async () => ({ revision: 1, spec: SPEC }),
-    previous: async () => undefined,
-    switchTo: async () => SPEC,
-    candidate: async (): Promise<CandidateState> => ({ exists: true, running: true, startedAtMs: Date.now() - 5_000, restarts: 0, health: 'none', exitCode: null }),
-    lastLines: async () => '',
+  const runtime = runtimeWith({
+    candidate: async () => ({ exists: true, running: true, startedAtMs: Date.now() - 5_000, restarts: 0, health: 'none', exitCode: null }),
     keep: async () => void steps.push('kept'),
     undo: async () => void steps.push('undone'),
-    rollBack: async () => ({ from: 2, to: 1 }),
-    leftDeploys: async () => [],
-    settle: async () => undefined,
-  };
+  });
   let writeOutcome: () => void = () => undefined;
-  const history = {
-    revisions: async () => [],
+  const history = historyWith({
     revision: (_botId: string, record: { outcome: string }) =>
       record.outcome === 'deploying' ? Promise.resolve() : new Promise<void>((resolve) => (writeOutcome = () => resolve())),
-    note: async () => undefined,
-    exits: async () => [],
-    deployingRevisions: async () => [],
-  } as unknown as BotHistory;
+  });
   const marks = new LocalDeployMarks();
-  const deploys = new Deploys(runtime, history, marks, async () => undefined, () => undefined, undefined, { watchEveryMs: 10 });
+  const deploys = deploysOver(runtime, history, marks);
   t.teardown(async () => {
     writeOutcome();
     await deploys.close();
@@ -49,30 +60,19 @@ test('a deploy releases the bot once its run is kept, while the outcome is still
 test("a run the engine restarted before the deploy looked is judged by its exit record, however late that is kept", async (t) => {
   const startedAtMs = Date.now();
   const recordedAtMs = startedAtMs + 3_000;
-  const runtime: RevisionRuntime = {
-    current: async () => ({ revision: 1, spec: SPEC }),
+  const runtime = runtimeWith({
     previous: async () => 1,
-    switchTo: async () => SPEC,
-    candidate: async (): Promise<CandidateState> =>
+    candidate: async () =>
       Date.now() < startedAtMs + 100
         ? { exists: true, running: true, startedAtMs, restarts: 0, health: 'none', exitCode: null }
         : { exists: true, running: true, startedAtMs: startedAtMs + 100, restarts: 1, health: 'none', exitCode: null },
-    lastLines: async () => '',
-    keep: async () => undefined,
-    undo: async () => undefined,
-    rollBack: async () => ({ from: 2, to: 1 }),
-    leftDeploys: async () => [],
-    settle: async () => undefined,
-  };
+  });
   const outcomes: { outcome: string; reason: string | null }[] = [];
-  const history = {
-    revisions: async () => [],
+  const history = historyWith({
     revision: async (_botId: string, record: { outcome: string; reason: string | null }) => void outcomes.push(record),
-    note: async () => undefined,
     exits: async () => (Date.now() >= recordedAtMs ? [{ started_at: new Date(startedAtMs).toISOString(), exit_code: 4 }] : []),
-    deployingRevisions: async () => [],
-  } as unknown as BotHistory;
-  const deploys = new Deploys(runtime, history, new LocalDeployMarks(), async () => undefined, () => undefined, undefined, { watchEveryMs: 10 });
+  });
+  const deploys = deploysOver(runtime, history);
   t.teardown(() => deploys.close());
   await deploys.deploy('bot_1_1_a', { change: {}, minReadyS: 5, deadlineS: 60, rollback: true }, 'platform');
   t.true(await eventually(() => outcomes.some((record) => record.outcome === 'failed'), 15_000, 50));
@@ -81,28 +81,14 @@ test("a run the engine restarted before the deploy looked is judged by its exit 
 
 /** A runtime whose one run is as `run` says, and a history that keeps what is written. */
 function firstRunRig(run: () => CandidateState, exits: () => { started_at: string; exit_code: number | null; requested: boolean }[] = () => []) {
-  const runtime: RevisionRuntime = {
-    current: async () => ({ revision: 1, spec: SPEC }),
-    previous: async () => undefined,
-    switchTo: async () => SPEC,
-    candidate: async () => run(),
-    lastLines: async () => 'boom\n',
-    keep: async () => undefined,
-    undo: async () => undefined,
-    rollBack: async () => ({ from: 2, to: 1 }),
-    leftDeploys: async () => [],
-    settle: async () => undefined,
-  };
+  const runtime = runtimeWith({ candidate: async () => run(), lastLines: async () => 'boom\n' });
   const written: { revision: number; outcome: string; reason: string | null; event?: string }[] = [];
-  const history = {
-    revisions: async () => [],
+  const history = historyWith({
     revision: async (_botId: string, record: { revision: number; outcome: string; reason: string | null }, event?: { type: string }) =>
       void written.push({ revision: record.revision, outcome: record.outcome, reason: record.reason, ...(event ? { event: event.type } : {}) }),
-    note: async () => undefined,
     exits: async () => exits(),
-    deployingRevisions: async () => [],
-  } as unknown as BotHistory;
-  const deploys = new Deploys(runtime, history, new LocalDeployMarks(), async () => undefined, () => undefined, undefined, { watchEveryMs: 10 });
+  });
+  const deploys = deploysOver(runtime, history);
   const outcome = async (revision: number) => {
     await eventually(() => written.some((w) => w.revision === revision && w.outcome !== 'deploying'), 5_000, 10);
     return written.filter((w) => w.revision === revision).at(-1);
@@ -157,26 +143,11 @@ test("a restart on request, or a deploy, before the first run is judged makes re
 test("a deploy of a bot whose revision 1 an agent that died left deploying writes it interrupted first", async (t) => {
   const left = { revision: 1, spec: SPEC, by: 'platform', at: new Date(0).toISOString(), outcome: 'deploying', reason: null, ended_at: null };
   const written: [number, string][] = [];
-  const runtime: RevisionRuntime = {
-    current: async () => ({ revision: 1, spec: SPEC }),
-    previous: async () => undefined,
-    switchTo: async () => SPEC,
-    candidate: async (): Promise<CandidateState> => ({ exists: true, running: true, startedAtMs: Date.now(), restarts: 0, health: 'none', exitCode: null }),
-    lastLines: async () => '',
-    keep: async () => undefined,
-    undo: async () => undefined,
-    rollBack: async () => ({ from: 2, to: 1 }),
-    leftDeploys: async () => [],
-    settle: async () => undefined,
-  };
-  const history = {
+  const history = historyWith({
     revisions: async () => (written.some(([revision]) => revision === 1) ? [] : [left]),
     revision: async (_botId: string, record: { revision: number; outcome: string }) => void written.push([record.revision, record.outcome]),
-    note: async () => undefined,
-    exits: async () => [],
-    deployingRevisions: async () => [],
-  } as unknown as BotHistory;
-  const deploys = new Deploys(runtime, history, new LocalDeployMarks(), async () => undefined, () => undefined, undefined, { watchEveryMs: 10 });
+  });
+  const deploys = deploysOver(runtimeWith(), history);
   t.teardown(() => deploys.close());
   t.is(await deploys.deploy('bot_1_1_a', { change: {}, minReadyS: 60, deadlineS: 60, rollback: true }, 'platform'), 2);
   t.deepEqual(written.slice(0, 2), [[1, 'interrupted'], [2, 'deploying']]);

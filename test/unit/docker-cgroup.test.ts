@@ -14,6 +14,14 @@ async function tree(t: { teardown(fn: () => Promise<void>): void }, files: Recor
   return root;
 }
 
+/** A v1 (cgroupfs) tree of container `abc`: its CPU time in ns, 1,000 bytes used of a 4,000-byte limit. */
+const v1Abc = (cpuNs: string): Record<string, string> => ({
+  'cpuacct/docker/abc/cpuacct.usage': `${cpuNs}\n`,
+  'memory/docker/abc/memory.usage_in_bytes': '1000\n',
+  'memory/docker/abc/memory.stat': 'total_inactive_file 0\n',
+  'memory/docker/abc/memory.limit_in_bytes': '4000\n',
+});
+
 test('cgroup v1 (cgroupfs driver): memory without inactive file cache, limit capped at the host', async (t) => {
   const root = await tree(t, {
     'cpuacct/docker/abc/cpuacct.usage': '5000000000\n',
@@ -54,12 +62,7 @@ test('CPU % is CPU time over wall time, 100 for one full CPU', (t) => {
 
 test('on-demand stats: reads at once share one first measurement, reads within the interval its answer; none where the engine\'s cgroups are not visible', async (t) => {
   const usage = 'cpuacct/docker/abc/cpuacct.usage';
-  const root = await tree(t, {
-    [usage]: '0\n',
-    'memory/docker/abc/memory.usage_in_bytes': '1000\n',
-    'memory/docker/abc/memory.stat': 'total_inactive_file 0\n',
-    'memory/docker/abc/memory.limit_in_bytes': '4000\n',
-  });
+  const root = await tree(t, v1Abc('0'));
   const stats = new CgroupStats(root);
   const startedAt = new Date(0);
   const firstReads = [stats.stats('abc', startedAt), stats.stats('abc', startedAt)];
@@ -77,10 +80,7 @@ test('on-demand stats: reads at once share one first measurement, reads within t
 
 test('a run that is read keeps its cgroup files open, and reads them again in place; once let go, they are opened again', async (t) => {
   const root = await tree(t, {
-    'cpuacct/docker/abc/cpuacct.usage': '0\n',
-    'memory/docker/abc/memory.usage_in_bytes': '1000\n',
-    'memory/docker/abc/memory.stat': 'total_inactive_file 0\n',
-    'memory/docker/abc/memory.limit_in_bytes': '4000\n',
+    ...v1Abc('0'),
   });
   const stats = new CgroupStats(root);
   t.teardown(() => stats.close());
@@ -98,10 +98,7 @@ test('a run that is read keeps its cgroup files open, and reads them again in pl
 
 test('a container started again is a new run: measured afresh from its new cgroup files, never answered with the last run\'s figures', async (t) => {
   const files = {
-    'cpuacct/docker/abc/cpuacct.usage': '900000000\n',
-    'memory/docker/abc/memory.usage_in_bytes': '1000\n',
-    'memory/docker/abc/memory.stat': 'total_inactive_file 0\n',
-    'memory/docker/abc/memory.limit_in_bytes': '4000\n',
+    ...v1Abc('900000000'),
   };
   const root = await tree(t, files);
   const stats = new CgroupStats(root);
