@@ -58,13 +58,15 @@ export type TestAgentOptions = Partial<AgentConfig> & {
   watchdog?: AgentParts['watchdog'];
   /** The port to listen on (a fleet's agents say theirs before they start); a free one when undefined. */
   port?: number;
+  /** When the bots' data folders are measured (docs/api.md §19). */
+  dataUsage?: AgentParts['dataUsage'];
 };
 
 /** Starts the agent's app over `driver`; `host` 0.0.0.0 lets containers reach it. */
 export async function startAgent(
   driver: RuntimeDriver,
   // Off unless asked for: the samples' reads would show among the runtime calls a test counts.
-  { recoverAfterMs, locks, statsSamples = 'off', botTokens, watchdog = 'off', port = 0, ...config }: TestAgentOptions = {},
+  { recoverAfterMs, locks, statsSamples = 'off', botTokens, watchdog = 'off', port = 0, dataUsage, ...config }: TestAgentOptions = {},
   host = '127.0.0.1',
   provisioner?: Provisioner,
 ): Promise<TestAgent> {
@@ -78,6 +80,7 @@ export async function startAgent(
     statsSamples,
     botTokens,
     watchdog,
+    dataUsage,
   });
   const server = await listen(made.app, host, port);
   return {

@@ -56,7 +56,7 @@ async function entriesOf(gzipped: Buffer): Promise<Map<string, string>> {
 async function dataAgent(t: { teardown(fn: () => Promise<void>): void }, folder: string, extra: { backupStoresFile?: string } = {}) {
   const { harness, namespace, agentConfig } = await clusterHarness({}, 'off');
   const provisioner = createKubernetesProvisioner({ kubeConfig: agentConfig, namespace, agentUrl: 'http://agent:8000' });
-  const agent = await startAgent(createKubernetesDriver({ kubeConfig: agentConfig, namespace }), { backupDir: join(folder, 'backups'), ...extra }, '127.0.0.1', provisioner);
+  const agent = await startAgent(createKubernetesDriver({ kubeConfig: agentConfig, namespace }), { backupDir: join(folder, 'backups'), dataUsage: { firstMs: 200, everyMs: 1_000 }, ...extra }, '127.0.0.1', provisioner);
   t.teardown(async () => {
     await agent.close();
     await harness.close();
@@ -100,6 +100,10 @@ test("a bot's claim is backed up, to the folder and to S3, verified and restored
   t.is(made.status, 201, made.text);
   t.is(await counter(id, 1), '1');
   await inBot(id, 'mkdir -p /data/users && printf "ada\\n" > /data/users/list && chmod 600 /data/users/list && ln -s users/list /data/latest');
+  // Measured by du in the bot's pod (docs/api.md §19): its status says the folder's bytes.
+  await inBot(id, 'head -c 307200 /dev/urandom > /data/users/blob');
+  let used: unknown;
+  t.true(await eventually(async () => Number(used = ((await call(agent.server, `/api/bots/${id}`)).body?.bot as { data?: { used_bytes: number | null }[] })?.data?.[0]?.used_bytes) >= 307_200, 60_000, 500), `used_bytes: ${String(used)}`);
 
   // Stop mode: the bot stopped, its claim read by a helper, started again (its counter one more), the downtime measured.
   const taken = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { mode: 'stop', stores: ['offsite'] } });

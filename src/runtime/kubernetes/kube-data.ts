@@ -1,4 +1,4 @@
-import type { CoreV1Api, V1PersistentVolumeClaim, V1PodTemplateSpec, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import type { CoreV1Api, V1Deployment, V1PersistentVolumeClaim, V1PodTemplateSpec, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { dataFolderKey } from '../../data/bot-data.js';
 import type { BotDataFolder } from '../../data/bot-data.js';
 import { Unprocessable } from '../../errors.js';
@@ -59,6 +59,20 @@ export function dataMounts(claim: string, folders: readonly BotDataFolder[]): { 
     volumes: [{ name: DATA_VOLUME, persistentVolumeClaim: { claimName: claim } }],
     mounts: folders.map((folder) => ({ name: DATA_VOLUME, mountPath: folder.path, subPath: dataFolderKey(folder.path) })),
   };
+}
+
+/** The Deployment's annotation of each data folder's size_mb, by path (docs/api.md §19): the bound of its use and of a restore. */
+export const DATA_SIZES_ANNOTATION = 'bot-agent/data-sizes';
+
+/** Each folder's size_mb as the Deployment's annotation says; none for a folder it does not name (or a bot made before it). */
+export function dataSizesOf(deployment: V1Deployment): ReadonlyMap<string, number | undefined> {
+  let asked: Record<string, unknown> = {};
+  try {
+    asked = JSON.parse(deployment.metadata?.annotations?.[DATA_SIZES_ANNOTATION] ?? '{}') as Record<string, unknown>;
+  } catch {
+    // Written by the agent; one changed by hand bounds nothing.
+  }
+  return new Map(dataFoldersOf(deployment.spec?.template).map((path) => [path, typeof asked[path] === 'number' ? asked[path] : undefined]));
 }
 
 /** The bot's data folders as its pod template mounts them. */

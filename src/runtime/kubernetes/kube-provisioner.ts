@@ -17,9 +17,9 @@ import { checkRegistry } from '../../provisioning/registry-policy.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { objectName } from './kube-names.js';
-import { claimData, claimNameOf, dataFoldersOf, dataMounts, removeClaim } from './kube-data.js';
+import { claimData, claimNameOf, DATA_SIZES_ANNOTATION, dataFoldersOf, dataMounts, removeClaim } from './kube-data.js';
 import { KubeDataArchives } from './kube-archives.js';
-import { DATA_SIZES_ANNOTATION, KubeDataRestores } from './kube-restores.js';
+import { KubeDataRestores } from './kube-restores.js';
 import { TOKEN_AUDIENCE, TOKEN_MOUNT, TOKEN_PATH } from './kube-token-review.js';
 
 export interface KubernetesProvisionerOptions {
@@ -72,7 +72,7 @@ class KubernetesProvisioner implements Provisioner {
     this.apps = options.kubeConfig.makeApiClient(AppsV1Api);
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
     const dataApi = { core: this.core, apps: this.apps, namespace: options.namespace };
-    this.dataArchives = options.backups === false ? undefined : new KubeDataArchives(options.kubeConfig, dataApi);
+    this.dataArchives = options.backups === false ? undefined : new KubeDataArchives(options.kubeConfig, dataApi, options.watchedDeployments);
     this.dataRestores = options.backups === false ? undefined : new KubeDataRestores(options.kubeConfig, dataApi);
     this.revisions = new KubeRevisions(this.apps, this.core, options.kubeConfig, options.namespace, (template, change, revision) =>
       this.changedTemplate(template, change, revision),

@@ -7,7 +7,7 @@ import type { BotDataRestores, FolderArchive, LeftRestore, ScratchRestore } from
 import { dataFolderKey } from '../../data/bot-data.js';
 import { RuntimeUnavailable } from '../../errors.js';
 import { RESTORE_BEGUN_LABEL, RESTORE_OF_LABEL, RESTORE_START_LABEL, RESTORE_STEP_LABEL, RESTORE_TAG_LABEL } from '../labels.js';
-import { dataFoldersOf } from './kube-data.js';
+import { dataSizesOf } from './kube-data.js';
 import { botDeployment, botNode, DATA_HELPER_LABEL, helperPod, removePod, runHelper } from './kube-data-pods.js';
 import type { KubeDataApi } from './kube-data-pods.js';
 import { withDeadline } from './kube-deadline.js';
@@ -15,8 +15,6 @@ import { apiStatus, translateKubeError } from './kube-errors.js';
 import { streamFromPod } from './kube-exec-stream.js';
 import { objectName } from './kube-names.js';
 
-/** The Deployment's annotation of each data folder's size_mb, by path (docs/api.md §19): what a restore may unpack. */
-export const DATA_SIZES_ANNOTATION = 'bot-agent/data-sizes';
 /** Where a restore's helpers mount the bot's whole claim. */
 const CLAIM_ROOT = '/c';
 /** How long a restore waits for its swap to end, and how long its fill helper lives (past the restore's hour and the swap's). */
@@ -61,14 +59,7 @@ export class KubeDataRestores implements BotDataRestores {
   ) {}
 
   async sizes(botId: string): Promise<ReadonlyMap<string, number | undefined>> {
-    const deployment = await botDeployment(this.api, botId);
-    let asked: Record<string, unknown> = {};
-    try {
-      asked = JSON.parse(deployment.metadata?.annotations?.[DATA_SIZES_ANNOTATION] ?? '{}') as Record<string, unknown>;
-    } catch {
-      // Written by the agent; one changed by hand bounds nothing.
-    }
-    return new Map(dataFoldersOf(deployment.spec?.template).map((path) => [path, typeof asked[path] === 'number' ? asked[path] : undefined]));
+    return dataSizesOf(await botDeployment(this.api, botId));
   }
 
   async scratch(botId: string, archives: readonly FolderArchive[], { tag, startAfter, signal }: { tag: string; startAfter: boolean; signal: AbortSignal }): Promise<ScratchRestore> {
