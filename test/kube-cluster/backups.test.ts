@@ -53,7 +53,7 @@ async function entriesOf(gzipped: Buffer): Promise<Map<string, string>> {
 }
 
 /** What a test agent on the cluster needs for a bot with data: its namespace, its credentials, a way into the bot's pod. */
-async function dataAgent(t: { teardown(fn: () => Promise<void>): void }, folder: string, extra: { backupStoresFile?: string } = {}) {
+async function dataAgent(t: { teardown(fn: () => Promise<void>): void }, folder: string, extra: { backupStoresFile?: string; backupDir?: string } = {}) {
   const { harness, namespace, agentConfig } = await clusterHarness({}, 'off');
   const provisioner = createKubernetesProvisioner({ kubeConfig: agentConfig, namespace, agentUrl: 'http://agent:8000' });
   const agent = await startAgent(createKubernetesDriver({ kubeConfig: agentConfig, namespace }), { backupDir: join(folder, 'backups'), dataUsage: { firstMs: 200, everyMs: 1_000 }, ...extra }, '127.0.0.1', provisioner);
@@ -196,4 +196,26 @@ test('a restore an agent left on the cluster is settled by the next: undone befo
   t.is((await start()).status, 200);
   t.is(await counter(id, 42), '42', "the backup's counter, and one start more");
   t.is(await inBot(id, 'ls -a /data | tr "\\n" " "'), '. .. count');
+});
+
+// A reader that gives up (the backup folder's disk full, docs/api.md §20) ends the tar in the helper pod, and the pod goes.
+test("a backup on the cluster whose folder fills up is 507, and its helper pod goes with it", async (t) => {
+  t.timeout(600_000);
+  const full = mkdtempSync(join(tmpdir(), 'bot-agent-kube-full-'));
+  await run('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', full]);
+  // Teardowns run last first: the agent is closed before its folder's disk goes.
+  t.teardown(async () => {
+    await run('umount', [full]);
+    rmSync(full, { recursive: true, force: true });
+  });
+  const { harness, namespace, agent, core, inBot, counter, create } = await dataAgent(t, mkdtempSync(join(tmpdir(), 'bot-agent-kube-full-data-')), { backupDir: full });
+  const id = harness.newBotId();
+  t.is((await create(id, [{ path: '/data' }])).status, 201);
+  t.is(await counter(id, 1), '1');
+  await inBot(id, 'head -c 4194304 /dev/urandom > /data/blob');
+  const taken = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { mode: 'live' } });
+  t.is(taken.status, 507, taken.text);
+  t.regex(String(taken.body?.msg), /the disk of the agent's backup folder is full; nothing of it was kept/);
+  t.true(await eventually(async () => (await core.listNamespacedPod({ namespace, labelSelector: DATA_HELPER_LABEL })).items.length === 0, 60_000, 500), 'the helper pod was left');
+  t.deepEqual((await call(agent.server, `/api/admin/bots/${id}/backups`)).body?.backups, []);
 });

@@ -74,6 +74,8 @@ export async function streamFromPod(kubeConfig: KubeConfig, target: ExecTarget, 
   output.paceWith(socket);
   const close = () => socket.close();
   signal.addEventListener('abort', close, { once: true });
+  // A reader that gives up (its file's disk full, its store gone) ends the command: nothing waits on it for ever.
+  output.once('close', close);
   const ended = new Promise<void>((resolve, reject) => {
     const end = (err?: Error) => {
       signal.removeEventListener('abort', close);
