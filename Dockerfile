@@ -49,8 +49,7 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=5s --retries=3 CMD ["node
 # had V8 allocate request objects straight into the old generation for good, with two to four times
 # the full collections of one that started quietly.
 # --expose-gc: while a bot's data streams through (a backup, a restore, a move), the agent collects its dead
-# buffers every 100 ms (src/streaming-gc.ts). Two malloc arenas, and blocks from 16 KiB mapped on their own: the
-# buffers of a gigabyte streamed are given back to the system as they are freed, not kept as the arenas' holes
-# (docs/performance.md, "Memory while a bot's data streams").
-ENV MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=16384
+# buffers every 100 ms (src/streaming-gc.ts). Two malloc arenas: what the zlib and hashing threads free is not
+# kept in arenas of their own (docs/performance.md, "Memory while a bot's data streams").
+ENV MALLOC_ARENA_MAX=2
 ENTRYPOINT ["node", "--max-semi-space-size=2", "--heap-growing-percent=30", "--no-allocation-site-pretenuring", "--expose-gc", "dist/agent.mjs"]

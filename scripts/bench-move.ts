@@ -48,7 +48,6 @@ async function node(name: string, dockerHost: string) {
     AGENT_ADMIN_TOKEN: ADMIN_TOKEN,
     AGENT_RATE_LIMIT: '1000',
     MALLOC_ARENA_MAX: '2',
-    MALLOC_MMAP_THRESHOLD_: '16384',
   };
   const agent = await runAgentProcess(env, { nodeFlags: AGENT_NODE_FLAGS });
   processes.push(agent.process);

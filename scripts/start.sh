@@ -13,5 +13,5 @@ if [ "${AGENT_RUNTIME:-docker}" = docker ] && [ "${DOCKER_HOST:-unix:///var/run/
   bash scripts/docker-engine.sh >/dev/null
 fi
 # V8 and malloc tuned for memory, as in the image (see the Dockerfile).
-export MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-16384}
+export MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}
 exec node --max-semi-space-size=2 --heap-growing-percent=30 --no-allocation-site-pretenuring --expose-gc dist/main.js

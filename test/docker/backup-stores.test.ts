@@ -1,15 +1,18 @@
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
+import { promisify } from 'node:util';
+import { CreateBucketCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import { BackupStores } from '../../src/backups/backup-stores.js';
 import { BOT_LABEL } from '../../src/runtime/labels.js';
 import { DockerFixture, IDLE_BOT, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
+import { freePort } from '../helpers/free-port.js';
 import { call } from '../helpers/http-client.js';
 import { provisioningAgent } from '../helpers/provisioning-agent.js';
 import type { ProvisioningAgent } from '../helpers/provisioning-agent.js';
@@ -18,6 +21,7 @@ import { newBucket, S3_KEYS, s3Endpoint } from '../helpers/s3.js';
 // Backups copied to S3-compatible stores (docs/api.md §20), against a real one (versitygw on loopback): copied
 // whole or never listed, read back and restored from the store; a store that refuses the keys, is not there or
 // does not answer fails the backup clearly, the bot running again, the keys never said.
+const run = promisify(execFile);
 const fixture = new DockerFixture();
 const backupDir = mkdtempSync(join(tmpdir(), 'bot-agent-stores-'));
 const WRONG_SECRET = 'wrong-secret-never-shown-0123456789';
@@ -27,16 +31,25 @@ let s3: Awaited<ReturnType<typeof newBucket>>['client'];
 const silentSockets = new Set<Socket>();
 const silent = createServer((socket) => void silentSockets.add(socket));
 
+/** A second versitygw of its own, serving a disk of 3 MiB (tmpfs, as root in npm test): a store that fills up. */
+const fullStore = { dir: mkdtempSync(join(tmpdir(), 'bot-agent-s3-full-')), port: 0, endpoint: '' };
+const fullStoreEnv = () => ({ ...process.env, BOT_AGENT_S3_DATA: fullStore.dir, BOT_AGENT_S3_PORT: String(fullStore.port) });
+
 test.before(async () => {
   await fixture.ready();
   ({ bucket, client: s3 } = await newBucket('bot-agent-stores'));
   await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  await run('mount', ['-t', 'tmpfs', '-o', 'size=3m', 'tmpfs', fullStore.dir]);
+  fullStore.port = await freePort();
+  fullStore.endpoint = (await run('bash', ['scripts/s3.sh'], { env: fullStoreEnv() })).stdout.trim().split('\n').at(-1) ?? '';
+  await new S3Client({ endpoint: fullStore.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: S3_KEYS }).send(new CreateBucketCommand({ Bucket: bucket }));
   const base = { endpoint: s3Endpoint(), bucket, access_key_id: S3_KEYS.accessKeyId };
   const stores = [
     { name: 'offsite', ...base, prefix: 'agent-1/', secret_access_key: S3_KEYS.secretAccessKey },
     { name: 'badkeys', ...base, prefix: 'agent-1/', secret_access_key: WRONG_SECRET },
     { name: 'gone', ...base, endpoint: 'http://127.0.0.1:1', secret_access_key: S3_KEYS.secretAccessKey },
     { name: 'silent', ...base, endpoint: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, secret_access_key: S3_KEYS.secretAccessKey, timeout_s: 2 },
+    { name: 'full', ...base, endpoint: fullStore.endpoint, secret_access_key: S3_KEYS.secretAccessKey },
   ];
   const file = join(backupDir, 'stores.json');
   writeFileSync(file, JSON.stringify({ stores }), { mode: 0o600 });
@@ -45,6 +58,9 @@ test.before(async () => {
 
 test.after.always(async () => {
   await agent?.close();
+  await run('bash', ['scripts/s3.sh', '--stop'], { env: fullStoreEnv() }).catch(() => undefined);
+  await run('umount', [fullStore.dir]).catch(() => undefined);
+  rmSync(fullStore.dir, { recursive: true, force: true });
   for (const socket of silentSockets) socket.destroy();
   silent.close();
   await fixture.cleanup();
@@ -147,8 +163,19 @@ test('a store that refuses the keys, is not there or does not answer fails the b
   t.is(listedFailing.status, 502, listedFailing.text);
   const unknown = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { stores: ['nowhere'] } });
   t.is(unknown.status, 422, unknown.text);
-  t.regex(String(unknown.body?.msg), /no backup store "nowhere": the stores are offsite, badkeys, gone, silent/);
+  t.regex(String(unknown.body?.msg), /no backup store "nowhere": the stores are offsite, badkeys, gone, silent, full/);
   t.is((await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { stores: 'offsite' } })).status, 400);
+});
+
+test('a store whose disk is full fails the backup clearly; the bot runs again, and the store lists nothing of it', async (t) => {
+  const id = await madeWithData(t);
+  // Random bytes: gzip cannot shrink them under the store's 3 MiB.
+  await sh(id, 'head -c 4194304 /dev/urandom > /data/blob');
+  const failed = await call(agent.server, `/api/admin/bots/${id}/backups`, { body: { mode: 'stop', stores: ['full'] } });
+  t.is(failed.status, 502, failed.text);
+  t.regex(String(failed.body?.msg), /was kept in the agent's folder, but its copy to store full failed: /);
+  t.true((await fixture.docker.getContainer(id).inspect()).State.Running, 'the bot stopped for it runs again');
+  t.deepEqual((await call(agent.server, `/api/admin/bots/${id}/backups?store=full`)).body?.backups, [], 'nothing half-copied is listed');
 });
 
 test("a schedule backs up to a store and then verifies the store's newest backup; its runs say so", async (t) => {
