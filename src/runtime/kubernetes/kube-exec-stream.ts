@@ -68,9 +68,15 @@ export async function streamFromPod(kubeConfig: KubeConfig, target: ExecTarget, 
   });
   let status: V1Status | undefined;
   const feed = input ? new PassThrough() : null;
-  const socket = await new Exec(kubeConfig).exec(target.namespace, target.pod, target.container, [...argv], output, stderr, feed, false, (answered) => {
-    status = answered;
-  });
+  const socket = await new Exec(kubeConfig)
+    .exec(target.namespace, target.pod, target.container, [...argv], output, stderr, feed, false, (answered) => {
+      status = answered;
+    })
+    .catch((err: unknown) => {
+      // Never begun: its input (an archive's open file) is let go at once.
+      input?.destroy();
+      throw err;
+    });
   output.paceWith(socket);
   const close = () => socket.close();
   signal.addEventListener('abort', close, { once: true });
