@@ -214,7 +214,8 @@ class KubernetesProvisioner implements Provisioner {
         const words =
           state.reason === 'ErrImagePull' && state.message ? state.message : (pullWordsOf(await eventsOf().catch(() => [])) ?? state.message ?? state.reason);
         const failure = pullFailure(spec.image, words, undefined);
-        if (!(failure instanceof RegistryRefused) || refusals.final(await eventsOf())) return failure;
+        if (!(failure instanceof RegistryRefused)) return failure;
+        if (refusals.final(await eventsOf())) return pullFailure(spec.image, pullWordsOf(await eventsOf()) ?? words, undefined);
       }
       if (Date.now() >= deadline) {
         const scheduled = pods.some((pod) => pod.spec?.nodeName);

@@ -65,6 +65,11 @@ export function pullWordsOf(events: readonly CoreV1Event[]): string | undefined 
   return events.find((event) => isRefusedPull(event) && stampMs(event) === latest)?.message;
 }
 
+/** How many pulls the kubelet's posted events say it was refused (a repeated event counts each time it was posted). */
+export function refusedPullsOf(events: readonly CoreV1Event[]): number {
+  return events.filter(isRefusedPull).reduce((sum, event) => sum + Math.max(1, event.count ?? 1, event.series?.count ?? 0), 0);
+}
+
 function isRefusedPull(event: CoreV1Event): boolean {
   return event.reason === 'Failed' && (event.message ?? '').startsWith('Failed to pull image');
 }
@@ -97,6 +102,11 @@ const LACK_BEFORE_REFUSAL_MS = 5_000;
 /** How long a refusal is watched before it is judged: the kubelet posts its events a moment after the pod's status. */
 const EVENTS_LAG_MS = 2_000;
 /**
+ * How long a refusal of the kubelet's first pull is waited on for its second (its back-off is 10 s): the first may
+ * have gone without the agent's login with no miss posted (a CI run saw a 401 for a missing tag, a login given).
+ */
+const FIRST_PULL_LAG_MS = 30_000;
+/**
  * How long a refusal whose events are not posted yet is waited for before it is judged all the same (the kubelet
  * posts a miss before its refusal, in order, and may drop events of a pod that makes many).
  */
@@ -104,12 +114,14 @@ const UNPOSTED_LAG_MS = 10_000;
 
 /**
  * Judges the refusals of one pull wait (a create's, a deploy's): final once it has been seen for EVENTS_LAG_MS
- * with its event posted and no sign that the kubelet pulled without the agent's own login (then its next pull is
- * waited for); for UNPOSTED_LAG_MS while the kubelet has posted neither.
+ * with the events of two refused pulls posted and no sign that the kubelet pulled without the agent's own login
+ * (then its next pull is waited for); for FIRST_PULL_LAG_MS with one refused pull posted; for UNPOSTED_LAG_MS while
+ * the kubelet has posted neither. The caller takes the words of the last refused pull then (pullWordsOf): the
+ * second pull may say "not found" where the first said "unauthorized".
  */
 export class RefusalJudge {
   /** What the events said of the refusal, and since when they said it: a change starts the watch afresh. */
-  private seen: { readonly said: 'refused' | 'unposted'; readonly sinceMs: number } | undefined;
+  private seen: { readonly said: 'refused' | 'unposted'; readonly pulls: number; readonly sinceMs: number } | undefined;
 
   constructor(
     private readonly own: (secret: string) => boolean,
@@ -123,8 +135,10 @@ export class RefusalJudge {
       this.seen = undefined;
       return false;
     }
-    if (this.seen?.said !== said) this.seen = { said, sinceMs: this.now() };
-    return this.now() - this.seen.sinceMs >= (said === 'refused' ? EVENTS_LAG_MS : UNPOSTED_LAG_MS);
+    const pulls = said === 'refused' ? refusedPullsOf(events) : 0;
+    if (this.seen?.said !== said || this.seen.pulls !== pulls) this.seen = { said, pulls, sinceMs: this.now() };
+    const lagMs = said === 'unposted' ? UNPOSTED_LAG_MS : pulls >= 2 ? EVENTS_LAG_MS : FIRST_PULL_LAG_MS;
+    return this.now() - this.seen.sinceMs >= lagMs;
   }
 }
 

@@ -9,7 +9,7 @@ import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { readPodLogs } from './kube-logs.js';
 import { objectName } from './kube-names.js';
-import { namesOf, podEventsOf, PULL_FAILURES, RefusalJudge } from './kube-pull-state.js';
+import { namesOf, podEventsOf, PULL_FAILURES, pullWordsOf, RefusalJudge } from './kube-pull-state.js';
 
 /** The deploy under way on a Deployment (docs/api.md §15): its hold, and what it goes back to. */
 const DEPLOY_ANNOTATION = 'bot-agent/deploy';
@@ -184,8 +184,11 @@ export class KubeRevisions implements RevisionRuntime {
       if (status?.state?.running || status?.state?.terminated || status?.lastState?.terminated) return undefined;
       const waiting = status?.state?.waiting;
       if (pod !== undefined && waiting !== undefined && PULL_FAILURES.has(waiting.reason ?? '')) {
-        const failure = pullFailure(image, waiting.message ?? waiting.reason ?? '', undefined);
-        if (!(failure instanceof RegistryRefused) || refusals.final(await this.call(botId, () => podEventsOf(this.core, this.namespace, namesOf([pod]))))) return failure;
+        const words = waiting.message ?? waiting.reason ?? '';
+        const failure = pullFailure(image, words, undefined);
+        if (!(failure instanceof RegistryRefused)) return failure;
+        const events = await this.call(botId, () => podEventsOf(this.core, this.namespace, namesOf([pod])));
+        if (refusals.final(events)) return pullFailure(image, pullWordsOf(events) ?? words, undefined);
       }
       await new Promise((resolve) => setTimeout(resolve, LOOK_MS));
     }
