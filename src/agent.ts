@@ -6,7 +6,7 @@ import { deployRequest, validate } from './http/schemas.js';
 import { agentActions } from './schedules/agent-actions.js';
 import { BackupFolder } from './backups/backup-folder.js';
 import { LogCollector } from './log-history/log-collector.js';
-import { LokiShipper, shippingGapLine } from './log-history/log-shipping.js';
+import { shipHistory } from './log-history/log-shipping.js';
 import { Alerting } from './alerts/alerting.js';
 import { AlertStore } from './alerts/alert-store.js';
 import { LogStore } from './log-history/log-store.js';
@@ -325,10 +325,10 @@ export function assembleAgent({ driver, provisioner, locks = localLocks, botToke
   // Every kept line shipped to the log database, where one is configured (docs/api.md §21); its gaps kept as lines.
   const logDatabase = config.logHistory?.databaseUrl;
   if (logHistory && logDatabase !== undefined) {
-    const shipper = new LokiShipper(new URL('/insert/loki/api/v1/push', logDatabase).href, node, (gap) => logHistory.store.append(gap.botId, [shippingGapLine(gap)]), report, config.logHistory?.shipping);
-    logHistory.store.onWritten = (lines) => shipper.ship(lines);
-    shipper.start();
+    const shipper = shipHistory(logHistory.store, new URL('/insert/loki/api/v1/push', logDatabase).href, node, report, config.logHistory?.shipping);
     closers.push(() => shipper.close());
+  } else {
+    logHistory?.store.forgetShipping();
   }
   // Alert rules (docs/api.md §22): told as `alert` events, and so to the webhook and the chats.
   const alertStore = new AlertStore(store.sql());

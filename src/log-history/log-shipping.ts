@@ -1,4 +1,4 @@
-import type { NewLine, StoredLine } from './log-store.js';
+import type { LogStore, NewLine, StoredLine } from './log-store.js';
 
 /** A kept line on its way to the log database, with the bot it is of. */
 export interface ShippedLine extends StoredLine {
@@ -26,6 +26,13 @@ export interface ShipperOptions {
   readonly gapMs?: number;
 }
 
+/** Where the shipper says what it did: the gaps, kept in the bots' history, and how far every line was shipped. */
+export interface ShippingMarks {
+  gap(gap: ShippingGap): void;
+  /** Every line up to `seq` (the history's order of keeping) was pushed, or said as a gap. */
+  shipped(seq: number): void;
+}
+
 /** The line a gap in the shipping is kept as, in the bot's history (and so, once it is back, in the database). */
 export const shippingGapLine = (gap: ShippingGap): NewLine => ({
   at: gap.toAt,
@@ -35,6 +42,7 @@ export const shippingGapLine = (gap: ShippingGap): NewLine => ({
 });
 
 const RETRY_FIRST_MS = 1_000;
+const DEFAULT_MAX_PENDING = 50_000;
 const RETRY_MAX_MS = 30_000;
 
 /**
@@ -46,7 +54,7 @@ export const shippedNanos = (line: Pick<StoredLine, 'at' | 'seq'>): bigint => Bi
 /**
  * Ships every kept line to a log database with Loki's push API (docs/api.md §21), its bot, run, node and stream
  * as labels: in batches, retried with a back-off while the database is away, bounded in memory. Lines past the
- * bound are not held: each bot's are counted and handed to `onGap`, which keeps the gap in the bot's history.
+ * bound are not held: each bot's are counted and handed to `marks.gap`, which keeps the gap in the bot's history.
  */
 export class LokiShipper {
   private pending: ShippedLine[] = [];
@@ -70,9 +78,9 @@ export class LokiShipper {
   constructor(
     private readonly pushUrl: string,
     private readonly node: string,
-    private readonly onGap: (gap: ShippingGap) => void,
+    private readonly marks: ShippingMarks,
     private readonly report: (what: string, err: unknown) => void,
-    { batchLines = 2_000, flushMs = 1_000, maxPending = 50_000, timeoutMs = 10_000, gapMs = 60_000 }: ShipperOptions = {},
+    { batchLines = 2_000, flushMs = 1_000, maxPending = DEFAULT_MAX_PENDING, timeoutMs = 10_000, gapMs = 60_000 }: ShipperOptions = {},
   ) {
     this.gapMs = gapMs;
     this.batchLines = batchLines;
@@ -122,6 +130,12 @@ export class LokiShipper {
       }
       this.pending.splice(0, batch.length);
       this.shipped += batch.length;
+      // The lines wait in the order they were kept: all before the batch's last went before it, or as a gap.
+      try {
+        this.marks.shipped(Math.max(...batch.map((line) => line.seq)));
+      } catch (err) {
+        this.report('how far the log history was shipped could not be kept', err);
+      }
       this.retryMs = RETRY_FIRST_MS;
     }
     // The gaps are said once the database takes lines again, or once it has been away for gapMs: in the history,
@@ -130,7 +144,7 @@ export class LokiShipper {
       const said = [...this.gaps.values()];
       this.gaps.clear();
       this.gapSinceMs = undefined;
-      for (const gap of said) this.onGap(gap);
+      for (const gap of said) this.marks.gap(gap);
     }
   }
 
@@ -160,4 +174,20 @@ export class LokiShipper {
     this.closed = true;
     await this.flush().catch(() => undefined);
   }
+}
+
+/**
+ * Ships a store's lines as they are kept (docs/api.md §21), beginning with those a killed agent left unshipped:
+ * read before the store writes another line, in the order they were kept, so that how far the shipping went is
+ * one number. Past the shipper's bound they are said as gaps, as lines the database did not take in time are.
+ */
+export function shipHistory(store: LogStore, pushUrl: string, node: string, report: (what: string, err: unknown) => void, options: ShipperOptions = {}): LokiShipper {
+  const gap = (found: ShippingGap) => store.append(found.botId, [shippingGapLine(found)]);
+  const shipper = new LokiShipper(pushUrl, node, { gap, shipped: (seq) => store.markShipped(seq) }, report, options);
+  const left = store.unshipped(options.maxPending ?? DEFAULT_MAX_PENDING);
+  shipper.ship(left.lines);
+  for (const found of left.left) gap(found);
+  store.onWritten = (lines) => shipper.ship(lines);
+  shipper.start();
+  return shipper;
 }

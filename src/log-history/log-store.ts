@@ -177,7 +177,15 @@ export class LogStore {
       CREATE INDEX IF NOT EXISTS chunks_bot_first ON chunks (bot, first_at);
       CREATE TABLE IF NOT EXISTS runs (bot TEXT NOT NULL, started_at INTEGER NOT NULL, PRIMARY KEY (bot, started_at));
       CREATE TABLE IF NOT EXISTS bots (bot TEXT PRIMARY KEY, owner TEXT);
+      CREATE TABLE IF NOT EXISTS shipping (id INTEGER PRIMARY KEY CHECK (id = 1), upto INTEGER NOT NULL);
     `);
+    // A chunk's first and last line in the order of keeping, for the lines a log database never took (chunks packed
+    // before them: 0, as shipped). One column at a time, each whole: a SIGKILL between them leaves the other to add.
+    for (const column of ['min_seq', 'max_seq']) {
+      const has = this.statement('SELECT 1 FROM pragma_table_info(?) WHERE name = ?').get('chunks', column) !== undefined;
+      if (!has) this.db.exec(`ALTER TABLE chunks ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
+    }
+    this.db.exec('CREATE INDEX IF NOT EXISTS chunks_max_seq ON chunks (max_seq)');
     this.insert = this.db.prepare('INSERT INTO recent (bot, at, run, stream, text) VALUES (?, ?, ?, ?, ?)');
     for (const row of this.statement('SELECT bot, COUNT(*) AS lines, SUM(length(text)) AS bytes, MIN(at) AS oldest FROM recent GROUP BY bot').all()) {
       this.tallies.set(String(row.bot), { lines: Number(row.lines), bytes: Number(row.bytes), oldestAt: Number(row.oldest) });
@@ -260,6 +268,7 @@ export class LogStore {
       return false;
     }
     const lines = rows.map(stored);
+    const seqs = lines.map((line) => line.seq);
     const raw = encode(lines);
     // A window of a chunk's own bound: no more memory for it than a chunk takes.
     const body = await packChunk(Buffer.from(raw), { params: { [constants.ZSTD_c_compressionLevel]: ZSTD_LEVEL, [constants.ZSTD_c_windowLog]: 18 } });
@@ -268,8 +277,8 @@ export class LogStore {
     this.db.exec('BEGIN');
     try {
       this
-        .statement('INSERT INTO chunks (bot, first_at, last_at, lines, raw_bytes, bytes, body) VALUES (?, ?, ?, ?, ?, ?, ?)')
-        .run(botId, lines[0]!.at, lines.at(-1)!.at, lines.length, Buffer.byteLength(raw), body.length, body);
+        .statement('INSERT INTO chunks (bot, first_at, last_at, lines, raw_bytes, bytes, body, min_seq, max_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
+        .run(botId, lines[0]!.at, lines.at(-1)!.at, lines.length, Buffer.byteLength(raw), body.length, body, Math.min(...seqs), Math.max(...seqs));
       for (const line of lines) remove.run(line.seq);
       this.db.exec('COMMIT');
     } catch (err) {
@@ -498,6 +507,60 @@ export class LogStore {
       dropChunks(going, 'bytes');
     }
     return dropped;
+  }
+
+  /** Every kept line up to `seq` (in the order of keeping) is in the log database, or was said as a gap (docs/api.md §21). */
+  markShipped(seq: number): void {
+    this.statement('INSERT INTO shipping (id, upto) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET upto = max(upto, excluded.upto)').run(seq);
+  }
+
+  /** No log database is shipped to from this store: one configured later begins with the lines kept from then on. */
+  forgetShipping(): void {
+    this.statement('DELETE FROM shipping').run();
+  }
+
+  /**
+   * The kept lines the log database never took (the agent was killed while they waited for it), read before any
+   * line is written after them: at most `max`, in the order they were kept, and the rest of each bot's as a gap. A
+   * store never shipped from has none: it begins at its last line.
+   */
+  unshipped(max: number): { lines: Array<StoredLine & { botId: string }>; left: Array<{ botId: string; lines: number; fromAt: number; toAt: number }> } {
+    const mark = this.statement('SELECT upto FROM shipping WHERE id = 1').get();
+    if (mark === undefined) {
+      this.markShipped(Number(this.statement("SELECT seq FROM sqlite_sequence WHERE name = 'recent'").get()?.seq ?? 0));
+      return { lines: [], left: [] };
+    }
+    const upto = Number(mark.upto);
+    const lines: Array<StoredLine & { botId: string }> = [];
+    const gaps = new Map<string, { botId: string; lines: number; fromAt: number; toAt: number }>();
+    const left = (botId: string, count: number, fromAt: number, toAt: number): void => {
+      const gap = gaps.get(botId);
+      gaps.set(botId, { botId, lines: (gap?.lines ?? 0) + count, fromAt: Math.min(gap?.fromAt ?? fromAt, fromAt), toAt: Math.max(gap?.toAt ?? toAt, toAt) });
+    };
+    // A bot's packed lines are older than its recent ones: the chunks first, then the recent lines.
+    const chunks = this.statement('SELECT id, bot, lines, first_at, last_at, min_seq FROM chunks WHERE max_seq > ? ORDER BY min_seq').all(upto);
+    for (const chunk of chunks) {
+      const botId = String(chunk.bot);
+      if (lines.length >= max && Number(chunk.min_seq) > upto) {
+        left(botId, Number(chunk.lines), Number(chunk.first_at), Number(chunk.last_at));
+        continue;
+      }
+      const body = this.statement('SELECT body FROM chunks WHERE id = ?').get(Number(chunk.id))?.body as Uint8Array;
+      const found = decode(unpackChunk(body).toString('utf8')).filter((line) => line.seq > upto);
+      const room = Math.max(0, max - lines.length);
+      for (const line of found.slice(0, room)) lines.push({ ...line, botId });
+      for (const line of found.slice(room)) left(botId, 1, line.at, line.at);
+    }
+    const room = Math.max(0, max - lines.length);
+    const recent = this.statement('SELECT seq, bot, at, run, stream, text FROM recent WHERE seq > ? ORDER BY seq LIMIT ?').all(upto, room) as unknown as Array<RecentRow & { bot: string }>;
+    for (const row of recent) lines.push({ ...stored(row), botId: String(row.bot) });
+    const after = recent.length < room ? Infinity : Number(recent.at(-1)?.seq ?? upto);
+    if (Number.isFinite(after)) {
+      for (const row of this.statement('SELECT bot, COUNT(*) AS lines, MIN(at) AS from_at, MAX(at) AS to_at FROM recent WHERE seq > ? GROUP BY bot').all(after)) {
+        left(String(row.bot), Number(row.lines), Number(row.from_at), Number(row.to_at));
+      }
+    }
+    return { lines: lines.sort((a, b) => a.seq - b.seq), left: [...gaps.values()] };
   }
 
   /** Everything of the bot's, gone (its removal). */

@@ -1,9 +1,15 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import type { LogHistoryConfig } from '../../src/config.js';
+import { shipHistory } from '../../src/log-history/log-shipping.js';
+import { LogStore } from '../../src/log-history/log-store.js';
 import { DockerFixture } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { freePort } from '../helpers/free-port.js';
@@ -84,4 +90,75 @@ test('a database away is a gap kept in the bot\'s history, said while it is away
   const kept = await call(agent.server, `/api/bots/${botId}/logs/history?q=kept&limit=1000`);
   t.is(kept.body?.from, 'agent');
   t.is((kept.body?.lines as Line[]).length, 100, 'every line is in the agent\'s own history');
+});
+
+test('an agent SIGKILLed while lines wait for the database ships them when it starts again: every kept line there once', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'log-database-kill-'));
+  dirs.push(dir);
+  const botId = `bot_9_9_shipkill${process.pid}`;
+  const push = new URL('/insert/loki/api/v1/push', victoriaLogsUrl()).href;
+  // The database as the killed agent saw it: taking lines at first, then away (503) until the agent died.
+  let open = true;
+  let forwarded = 0;
+  const proxy = createServer((req, res) => {
+    const body: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => body.push(chunk));
+    req.on('end', () => {
+      if (!open) return void res.writeHead(503).end();
+      forwarded += 1;
+      void fetch(push, { method: 'POST', headers: { 'content-type': 'application/json' }, body: Buffer.concat(body) }).then(
+        async (reply) => res.writeHead(reply.status).end(await reply.text()),
+        () => res.writeHead(502).end(),
+      );
+    });
+  });
+  proxy.listen(0, '127.0.0.1');
+  await once(proxy, 'listening');
+  t.teardown(() => proxy.close());
+  const proxied = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/insert/loki/api/v1/push`;
+  const source = (file: string) => JSON.stringify(new URL(`../../src/log-history/${file}.ts`, import.meta.url).pathname);
+  // The store and its shipping as the agent wires them (src/agent.ts), in a process of their own: 1,000 lines a
+  // second, numbered; the store writes each second and packs a bot's lines past 2,000.
+  const writer = spawn(process.execPath, ['--import=tsx', '--input-type=module', '-e', `
+    import { LogStore } from ${source('log-store')};
+    import { shipHistory } from ${source('log-shipping')};
+    const store = new LogStore(${JSON.stringify(dir)}, () => {});
+    shipHistory(store, ${JSON.stringify(proxied)}, 'kill-node', () => {}, { flushMs: 200 });
+    store.start();
+    let n = 0;
+    setInterval(() => {
+      for (let i = 0; i < 20; i++, n++) store.append(${JSON.stringify(botId)}, [{ at: Date.now(), run: null, stream: 'stdout', text: 'n' + n }]);
+    }, 20);
+  `], { stdio: ['ignore', 'inherit', 'inherit'], cwd: process.cwd() });
+  await new Promise((resolve) => setTimeout(resolve, 2_500));
+  open = false;
+  const shippedBefore = forwarded;
+  await new Promise((resolve) => setTimeout(resolve, 3_000));
+  writer.kill('SIGKILL');
+  await once(writer, 'exit');
+  t.true(shippedBefore > 0, 'nothing was shipped before the database went away');
+
+  const store = new LogStore(dir, (what, err) => t.log(what, String(err)));
+  t.teardown(() => store.close());
+  const kept: string[] = [];
+  for (let after: { at: number; seq: number } | undefined, more = true; more; ) {
+    const page = await store.search(botId, { order: 'oldest', limit: 1_000, maxBytes: Infinity, lineBytes: () => 0, budgetMs: Infinity, after });
+    kept.push(...page.lines.map((line) => line.text));
+    after = page.next;
+    more = after !== undefined;
+  }
+  t.deepEqual(kept, kept.map((_, i) => `n${i}`), 'the store kept every line once, in order');
+  const shipper = shipHistory(store, push, 'kill-node', (what, err) => t.log(what, String(err)), { flushMs: 200 });
+  t.teardown(() => shipper.close());
+  let rows: Record<string, string>[] = [];
+  await eventually(async () => (rows = await logsQl(`{bot=${JSON.stringify(botId)}}`)).length >= kept.length, 30_000, 500);
+  const shipped = rows.map((row) => row._msg ?? '');
+  t.is(new Set(shipped).size, shipped.length, 'no line shipped twice');
+  const missing = kept.filter((text) => !shipped.includes(text));
+  t.deepEqual(missing, [], `every kept line is in the database (${shipped.length} there, ${kept.length} kept)`);
+  t.is(shipped.length, kept.length);
+  t.false(
+    (await store.search(botId, { order: 'oldest', limit: 10, stream: 'agent', maxBytes: Infinity, lineBytes: () => 0, budgetMs: Infinity })).lines.some((line) => line.text.includes('not shipped')),
+    'no gap: nothing was left unshipped',
+  );
 });

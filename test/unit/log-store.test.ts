@@ -219,3 +219,37 @@ test('SIGKILLed while it writes and packs, the store opens again with every line
   // A second's lines (50 rounds of 400) at most were not yet written.
   t.true(written - kept.length <= 20_000 + 400, `${written} written, ${kept.length} kept`);
 });
+
+test("the lines a log database never took are found again, packed or recent, in the order they were kept; past the bound, each bot's rest is a gap", async (t) => {
+  const { store, dir } = await storeIn(t);
+  t.deepEqual(store.unshipped(10), { lines: [], left: [] }, 'a store never shipped from begins at its last line');
+  store.markShipped(0);
+  // Two bots, their lines kept in turn: bot_1's 2,500 pack into a chunk of 2,000 and 500 recent ones.
+  for (let i = 0; i < 2_500; i++) {
+    store.append('bot_1', [{ at: T0 + i, run: null, stream: 'stdout', text: `a${i}` }]);
+    if (i % 10 === 0) store.append('bot_2', [{ at: T0 + i, run: null, stream: 'stderr', text: `b${i}` }]);
+  }
+  await store.flush(T0);
+  t.true(store.packedSize().lines >= 2_000, 'a chunk was packed');
+  store.markShipped(100);
+  const all = store.unshipped(10_000);
+  t.is(all.lines.length, 2_750 - 100);
+  t.deepEqual(all.lines.map((line) => line.seq), all.lines.map((_, i) => 101 + i), 'every line past the mark, once, in the order kept');
+  t.deepEqual(all.left, []);
+  const bounded = store.unshipped(1_000);
+  const seqs = bounded.lines.map((line) => line.seq);
+  t.is(seqs.length, 1_000);
+  t.deepEqual(seqs, [...new Set(seqs)].sort((a, b) => a - b), 'in the order kept, each once');
+  t.true(seqs[0]! > 100);
+  const left = Object.fromEntries(bounded.left.map((gap) => [gap.botId, gap.lines]));
+  t.is((left.bot_1 ?? 0) + (left.bot_2 ?? 0), 2_750 - 100 - 1_000, "the rest, each bot's as a gap");
+  t.true((left.bot_2 ?? 0) > 0);
+  // The mark outlives the store: a store opened again finds the same lines.
+  store.markShipped(2_700);
+  await store.close();
+  const again = new LogStore(dir, (what, err) => t.log(what, String(err)));
+  t.teardown(() => again.close());
+  t.is(again.unshipped(100).lines.length, 50);
+  again.forgetShipping();
+  t.deepEqual(again.unshipped(100).lines, [], 'a database configured again begins at the last line');
+});
