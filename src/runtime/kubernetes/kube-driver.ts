@@ -82,8 +82,16 @@ class KubernetesDriver implements RuntimeDriver {
    * the watchdog asks for every bot's each second (docs/performance.md, "Kubernetes at 5,000 bots").
    */
   private readonly healthByBot = new Map<string, RunningHealth | null>();
+  /**
+   * Each bot's summaries as last worked out, until its Deployment or a pod of it changes: through a crash burst
+   * something changes before every renewal of the node's beacon, and 5,000 summaries made again each time were
+   * the largest share of the agents' own work in it (docs/performance.md, "Kubernetes at 5,000 bots").
+   */
+  private readonly summariesByBot = new Map<string, readonly BotSummary[]>();
   /** The bots as last listed, and the copies' change counts they were listed at. */
   private listed: { changes: string; bots: readonly BotSummary[] } | undefined;
+  /** The bots with a running pod as last listed (the log history's sweep asks each few seconds). */
+  private running: { changes: string; bots: string[] } | undefined;
   private health: { changes: string; entries: readonly RunningHealth[]; starting: boolean } | undefined;
 
   constructor({ kubeConfig, namespace, report, listPage = LIST_PAGE, listPageDeadlineMs = LIST_PAGE_DEADLINE_MS }: KubernetesDriverOptions) {
@@ -118,13 +126,15 @@ class KubernetesDriver implements RuntimeDriver {
     this.metrics = new LRUCache({ max: 10_000, ttl: METRICS_FRESH_MS, fetchMethod: (pod) => this.readPodMetrics(pod) });
     this.events = new LRUCache({ max: 1_000, ttl: EVENTS_FRESH_MS, fetchMethod: (pod) => this.readPodEvents(pod) });
     this.nodes = new LRUCache({ max: 1_000, ttl: NODE_FRESH_MS, fetchMethod: (node) => this.readNodeCapacity(node) });
-    const forgetHealth = (object: V1Deployment | V1Pod): void => {
+    const forgetWorkedOut = (object: V1Deployment | V1Pod): void => {
       const botId = botOf(object);
-      if (botId !== undefined) this.healthByBot.delete(botId);
+      if (botId === undefined) return;
+      this.healthByBot.delete(botId);
+      this.summariesByBot.delete(botId);
     };
     for (const verb of ['add', 'update', 'delete'] as const) {
-      this.deployments.on(verb, forgetHealth);
-      this.watchedPods.on(verb, forgetHealth);
+      this.deployments.on(verb, forgetWorkedOut);
+      this.watchedPods.on(verb, forgetWorkedOut);
     }
     this.deployments.start();
     this.watchedPods.start();
@@ -157,16 +167,26 @@ class KubernetesDriver implements RuntimeDriver {
     // The same list until a Deployment or pod changes: asked for every 5 s by the node's beacon, and by the console.
     const changes = this.copiesChanged();
     if (this.listed?.changes === changes) return this.listed.bots;
-    // Each Deployment with its own bot's pods, from the index: not every pod for every bot.
-    const bots = (this.deployments.keysOf('bot') ?? []).flatMap((botId) =>
-      (this.deployments.byIndex('bot', botId) ?? []).map((deployment) => summaryOf(deployment, this.watchedPods.byIndex('bot', botId) ?? [])),
-    );
+    // Each Deployment with its own bot's pods, from the index: not every pod for every bot; worked out again only
+    // for the bots that changed.
+    const bots = (this.deployments.keysOf('bot') ?? []).flatMap((botId) => {
+      let summaries = this.summariesByBot.get(botId);
+      if (summaries === undefined) {
+        summaries = (this.deployments.byIndex('bot', botId) ?? []).map((deployment) => summaryOf(deployment, this.watchedPods.byIndex('bot', botId) ?? []));
+        this.summariesByBot.set(botId, summaries);
+      }
+      return summaries;
+    });
     this.listed = { changes, bots };
     return bots;
   }
 
   runningBots(): string[] {
-    return (this.watchedPods.keysOf('bot') ?? []).filter((botId) => this.watchedPods.byIndex('bot', botId)?.some(isRunning));
+    const changes = this.copiesChanged();
+    if (this.running?.changes !== changes) {
+      this.running = { changes, bots: (this.watchedPods.keysOf('bot') ?? []).filter((botId) => this.watchedPods.byIndex('bot', botId)?.some(isRunning)) };
+    }
+    return [...this.running.bots];
   }
 
   /** The kubelet restarts a container whose liveness probe fails: the watchdog acts on heartbeats only. */
@@ -192,7 +212,8 @@ class KubernetesDriver implements RuntimeDriver {
 
   /** A mark of the two copies' state: the same mark, the same Deployments and pods. */
   private copiesChanged(): string {
-    return `${this.deployments.changes}:${this.watchedPods.changes}`;
+    // Whether each copy answers too: one that comes back with nothing changed answers what it held.
+    return `${this.deployments.changes}:${this.watchedPods.changes}:${this.deployments.answering}:${this.watchedPods.answering}`;
   }
 
   private workOutHealth(botId: string): RunningHealth | null {
