@@ -90,6 +90,8 @@ class KubernetesDriver implements RuntimeDriver {
   private readonly summariesByBot = new Map<string, readonly BotSummary[]>();
   /** The bots as last listed, and the copies' change counts they were listed at. */
   private listed: { changes: string; bots: readonly BotSummary[] } | undefined;
+  /** Whether each bot has a running pod, until a pod of it changes. */
+  private readonly runningByBot = new Map<string, boolean>();
   /** The bots with a running pod as last listed (the log history's sweep asks each few seconds). */
   private running: { changes: string; bots: string[] } | undefined;
   private health: { changes: string; entries: readonly RunningHealth[]; starting: boolean } | undefined;
@@ -131,6 +133,7 @@ class KubernetesDriver implements RuntimeDriver {
       if (botId === undefined) return;
       this.healthByBot.delete(botId);
       this.summariesByBot.delete(botId);
+      this.runningByBot.delete(botId);
     };
     for (const verb of ['add', 'update', 'delete'] as const) {
       this.deployments.on(verb, forgetWorkedOut);
@@ -184,7 +187,12 @@ class KubernetesDriver implements RuntimeDriver {
   runningBots(): string[] {
     const changes = this.copiesChanged();
     if (this.running?.changes !== changes) {
-      this.running = { changes, bots: (this.watchedPods.keysOf('bot') ?? []).filter((botId) => this.watchedPods.byIndex('bot', botId)?.some(isRunning)) };
+      const runs = (botId: string): boolean => {
+        let running = this.runningByBot.get(botId);
+        if (running === undefined) this.runningByBot.set(botId, (running = this.watchedPods.byIndex('bot', botId)?.some(isRunning) ?? false));
+        return running;
+      };
+      this.running = { changes, bots: this.watchedPods.answering ? (this.watchedPods.keysOf('bot') ?? []).filter(runs) : [] };
     }
     return [...this.running.bots];
   }
