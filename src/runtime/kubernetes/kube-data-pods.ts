@@ -63,6 +63,9 @@ export function helperPod(
         {
           name: 'data',
           image: template?.containers[0]?.image ?? '',
+          // The node the bot ran on has its image: a `:latest` (pulled Always by default) is not asked of its registry
+          // again for a helper, which a registry away would fail.
+          imagePullPolicy: 'IfNotPresent',
           command: ['sh', '-c', options.script, ...options.args],
           volumeMounts: options.mounts,
           securityContext: { allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] } },
