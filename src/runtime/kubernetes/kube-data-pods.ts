@@ -83,23 +83,51 @@ export async function runHelper(api: KubeDataApi, pod: V1Pod, botId: string, sig
   } catch (err) {
     throw translateKubeError(err, undefined);
   }
-  const giveUpAt = Date.now() + RUNNING_DEADLINE_MS;
+  const cannotRun = (why: string) => new RuntimeUnavailable(`the helper pod ${name} of bot ${botId}'s data could not run (${why.slice(0, 300)})`);
   try {
-    for (;;) {
-      signal.throwIfAborted();
-      const read = await api.core.readNamespacedPod({ name, namespace: api.namespace }, withDeadline());
-      if (read.status?.phase === 'Running') return read;
-      const waiting = read.status?.containerStatuses?.[0]?.state?.waiting;
-      const stuck = read.status?.phase === 'Failed' || read.status?.phase === 'Succeeded' || /ErrImage|ImagePullBackOff|CreateContainerError|InvalidImageName/.test(waiting?.reason ?? '');
-      if (stuck || Date.now() > giveUpAt) {
-        const why = waiting ? `${waiting.reason}: ${waiting.message ?? ''}` : `it is ${read.status?.phase ?? 'not made'}`;
-        throw new RuntimeUnavailable(`the helper pod ${name} of bot ${botId}'s data could not run (${why.slice(0, 300)})`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-    }
+    return await awaitPod(
+      api,
+      name,
+      (read) => {
+        if (read?.status?.phase === 'Running') return read;
+        const waiting = read?.status?.containerStatuses?.[0]?.state?.waiting;
+        const stuck = read === undefined || read.status?.phase === 'Failed' || read.status?.phase === 'Succeeded' || /ErrImage|ImagePullBackOff|CreateContainerError|InvalidImageName/.test(waiting?.reason ?? '');
+        if (stuck) throw cannotRun(waiting ? `${waiting.reason}: ${waiting.message ?? ''}` : `it is ${read?.status?.phase ?? 'gone'}`);
+        return undefined;
+      },
+      RUNNING_DEADLINE_MS,
+      () => cannotRun(`not running after ${RUNNING_DEADLINE_MS / 60_000} minutes`),
+      signal,
+    );
   } catch (err) {
     await removePod(api, name, 0).catch(() => undefined);
     throw translateKubeError(err, undefined);
+  }
+}
+
+/**
+ * Reads the pod every POLL_MS (undefined once it is gone) until `settled` answers what was waited for, or throws;
+ * past `waitMs`, the error `late` makes. The one wait of the data's helper pods: to run, to end, to be gone.
+ */
+export async function awaitPod<T>(
+  api: KubeDataApi,
+  name: string,
+  settled: (pod: V1Pod | undefined) => T | undefined,
+  waitMs: number,
+  late: () => Error,
+  signal?: AbortSignal,
+): Promise<T> {
+  const giveUpAt = Date.now() + waitMs;
+  for (;;) {
+    signal?.throwIfAborted();
+    const read = await api.core.readNamespacedPod({ name, namespace: api.namespace }, withDeadline()).catch((err: unknown) => {
+      if (apiStatus(err) === 404) return undefined;
+      throw err;
+    });
+    const found = settled(read);
+    if (found !== undefined) return found;
+    if (Date.now() > giveUpAt) throw late();
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
 }
 

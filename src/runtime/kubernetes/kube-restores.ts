@@ -8,7 +8,7 @@ import { dataFolderKey } from '../../data/bot-data.js';
 import { RuntimeUnavailable } from '../../errors.js';
 import { RESTORE_BEGUN_LABEL, RESTORE_OF_LABEL, RESTORE_START_LABEL, RESTORE_STEP_LABEL, RESTORE_TAG_LABEL } from '../labels.js';
 import { dataSizesOf } from './kube-data.js';
-import { botDeployment, botNode, DATA_HELPER_LABEL, helperPod, removePod, runHelper } from './kube-data-pods.js';
+import { awaitPod, botDeployment, botNode, DATA_HELPER_LABEL, helperPod, removePod, runHelper } from './kube-data-pods.js';
 import type { KubeDataApi } from './kube-data-pods.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
@@ -20,7 +20,6 @@ const CLAIM_ROOT = '/c';
 /** How long a restore waits for its swap to end, and how long its fill helper lives (past the restore's hour and the swap's). */
 const SWAP_WAIT_MS = 60 * 60_000;
 const FILL_LIFE_S = 3 * 60 * 60;
-const POLL_MS = 300;
 
 /**
  * The swap, run by the cluster in a pod of its own: each of the bot's folders (`/c/<key>`, a subpath of its claim)
@@ -170,19 +169,17 @@ class KubeRestore implements ScratchRestore {
   async finish(swap: V1Pod): Promise<void> {
     const name = swap.metadata?.name ?? '';
     for (let attempt = 0; ; attempt++) {
-      const giveUpAt = Date.now() + SWAP_WAIT_MS;
-      let pod = swap;
-      while (pod.status?.phase !== 'Succeeded' && pod.status?.phase !== 'Failed') {
-        // The cluster runs it on; the agent stops waiting (the restore answers its failure, the next agent settles it).
-        if (Date.now() > giveUpAt) throw new Error(`the restore's copy into bot ${this.botId}'s data ran past ${SWAP_WAIT_MS / 60_000} minutes`);
-        await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-        pod = await this.api.core.readNamespacedPod({ name, namespace: this.api.namespace }, withDeadline());
-      }
-      if (pod.status.phase === 'Succeeded') return;
+      const ended = (pod: V1Pod | undefined): V1Pod | undefined => {
+        if (pod === undefined) throw new Error(`the restore's swap pod ${name} of bot ${this.botId} is gone before it ended`);
+        return pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed' ? pod : undefined;
+      };
+      // The cluster runs it on past the wait; the agent stops waiting (the restore answers its failure, the next agent settles it).
+      const pod = await awaitPod(this.api, name, ended, SWAP_WAIT_MS, () => new Error(`the restore's copy into bot ${this.botId}'s data ran past ${SWAP_WAIT_MS / 60_000} minutes`));
+      if (pod.status?.phase === 'Succeeded') return;
       const output = await this.api.core.readNamespacedPodLog({ name, namespace: this.api.namespace, tailLines: 20 }, withDeadline()).catch(() => '');
-      if (attempt > 0) throw new Error(`the restore's copy into bot ${this.botId}'s data failed (exit ${pod.status.containerStatuses?.[0]?.state?.terminated?.exitCode}): ${String(output).slice(-500)}`);
+      if (attempt > 0) throw new Error(`the restore's copy into bot ${this.botId}'s data failed (exit ${pod.status?.containerStatuses?.[0]?.state?.terminated?.exitCode}): ${String(output).slice(-500)}`);
       await removePod(this.api, name, 0);
-      await gone(this.api, name);
+      await awaitPod(this.api, name, (there) => (there === undefined ? true : undefined), 60_000, () => new Error(`the failed swap pod ${name} of a restore is not gone`));
       const again: V1Pod = { metadata: { name, labels: swap.metadata?.labels, annotations: swap.metadata?.annotations }, spec: swap.spec };
       await this.api.core.createNamespacedPod({ namespace: this.api.namespace, body: again }, withDeadline());
       swap = again;
@@ -211,14 +208,3 @@ async function restorePods(api: KubeDataApi, labelSelector: string): Promise<V1P
   }
 }
 
-async function gone(api: KubeDataApi, name: string): Promise<void> {
-  for (let waited = 0; waited < 60_000; waited += POLL_MS) {
-    const there = await api.core.readNamespacedPod({ name, namespace: api.namespace }, withDeadline()).then(
-      () => true,
-      (err: unknown) => apiStatus(err) !== 404,
-    );
-    if (!there) return;
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-  }
-  throw new Error(`the failed swap pod ${name} of a restore is not gone`);
-}
