@@ -58,11 +58,16 @@ test("a bot flooding its own restarts takes no one's database: another bot's rec
 
   // While it floods: how many of the agent's connections are busy at once, whether any write waits, and the platform's restarts.
   let busiest = 0;
+  let busiestAtWindow = 0;
   let spooled = 0;
   const restarts: number[] = [];
   while (Date.now() / 1000 < floodEnds) {
-    const { rows } = await watcher.query("SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND state <> 'idle' AND pid <> pg_backend_pid()");
+    // Every busy connection of the agent's, and those of them at the rate limit's shared window (its `operations`).
+    const { rows } = await watcher.query(
+      "SELECT COUNT(*) AS n, COUNT(*) FILTER (WHERE query ILIKE '%operations%') AS at_window FROM pg_stat_activity WHERE datname = current_database() AND state <> 'idle' AND pid <> pg_backend_pid()",
+    );
     busiest = Math.max(busiest, Number(rows[0]?.n));
+    busiestAtWindow = Math.max(busiestAtWindow, Number(rows[0]?.at_window));
     const metrics = (await call(agent.server, '/metrics')).text;
     spooled = Math.max(spooled, Number(/^bot_agent_history_spool_writes (\d+)/m.exec(metrics)?.[1] ?? 0));
     if (restarts.length < 2 && Date.now() / 1000 > floodEnds - FLOOD_S + 5 * (restarts.length + 1)) {
@@ -71,9 +76,12 @@ test("a bot flooding its own restarts takes no one's database: another bot's rec
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   const refused = /bot_agent_http_requests_total\{method="POST",route="\/api\/bots\/self\/restart",status="429"\} (\d+)/.exec((await call(agent.server, '/metrics')).text);
-  t.log(`${refused?.[1]} self-restarts refused in ${FLOOD_S} s; at most ${busiest} of the agent's connections busy at once`);
+  t.log(`${refused?.[1]} self-restarts refused in ${FLOOD_S} s; at most ${busiest} of the agent's connections busy at once, ${busiestAtWindow} at the shared window`);
   t.true(Number(refused?.[1]) >= 20 * FLOOD_S, 'the bot flooded');
-  t.true(busiest <= 4, `${busiest} connections busy at once: a bot's refusals took the pool`);
+  // Before the refusals came from memory, the flood held all 10 of the pool's connections at the window. The agent's
+  // other work (the crasher's records, events and webhooks) may hold a few more at once on busy cores (5 in a CI run).
+  t.true(busiestAtWindow <= 2, `${busiestAtWindow} connections busy at once at the shared window: a bot's refusals took the pool`);
+  t.true(busiest < 10, `${busiest} of the pool's 10 connections busy at once: none was left for others`);
   t.is(spooled, 0, 'no write had to wait for a connection');
   t.deepEqual(restarts, [200, 200]);
 
