@@ -55,6 +55,13 @@ export interface KubernetesDriverOptions {
   readonly listPageDeadlineMs?: number | undefined;
 }
 
+/** What the driver worked out of one bot from the copies (docs/performance.md, "Kubernetes at 5,000 bots"). */
+interface WorkedOut {
+  health?: RunningHealth | null;
+  summaries?: readonly BotSummary[];
+  running?: boolean;
+}
+
 /**
  * A bot is the Deployment (replicas 1) labelled with its id, and that
  * Deployment's pod. Bot ids hold underscores, which object names cannot, so
@@ -78,20 +85,14 @@ class KubernetesDriver implements RuntimeDriver {
   private readonly unknownAddresses: LRUCache<string, Promise<void>>;
   private readonly nodes: LRUCache<string, Capacity>;
   /**
-   * Each bot's health as last worked out (null: no pod of it runs), until its Deployment or a pod of it changes:
-   * the watchdog asks for every bot's each second (docs/performance.md, "Kubernetes at 5,000 bots").
+   * What was worked out of each bot, until its Deployment or a pod of it changes: its health (null: no pod of it
+   * runs), which the watchdog asks for every bot's each second; its summaries, which the node's beacon lists every
+   * 5 s (made again for all 5,000 bots each time, they were the largest share of the agents' own work through a
+   * crash burst); whether a pod of it runs (docs/performance.md, "Kubernetes at 5,000 bots").
    */
-  private readonly healthByBot = new Map<string, RunningHealth | null>();
-  /**
-   * Each bot's summaries as last worked out, until its Deployment or a pod of it changes: through a crash burst
-   * something changes before every renewal of the node's beacon, and 5,000 summaries made again each time were
-   * the largest share of the agents' own work in it (docs/performance.md, "Kubernetes at 5,000 bots").
-   */
-  private readonly summariesByBot = new Map<string, readonly BotSummary[]>();
+  private readonly workedOut = new Map<string, WorkedOut>();
   /** The bots as last listed, and the copies' change counts they were listed at. */
   private listed: { changes: string; bots: readonly BotSummary[] } | undefined;
-  /** Whether each bot has a running pod, until a pod of it changes. */
-  private readonly runningByBot = new Map<string, boolean>();
   /** The bots with a running pod as last listed (the log history's sweep asks each few seconds). */
   private running: { changes: string; bots: string[] } | undefined;
   private health: { changes: string; entries: readonly RunningHealth[]; starting: boolean } | undefined;
@@ -131,9 +132,7 @@ class KubernetesDriver implements RuntimeDriver {
     const forgetWorkedOut = (object: V1Deployment | V1Pod): void => {
       const botId = botOf(object);
       if (botId === undefined) return;
-      this.healthByBot.delete(botId);
-      this.summariesByBot.delete(botId);
-      this.runningByBot.delete(botId);
+      this.workedOut.delete(botId);
     };
     for (const verb of ['add', 'update', 'delete'] as const) {
       this.deployments.on(verb, forgetWorkedOut);
@@ -173,12 +172,9 @@ class KubernetesDriver implements RuntimeDriver {
     // Each Deployment with its own bot's pods, from the index: not every pod for every bot; worked out again only
     // for the bots that changed.
     const bots = (this.deployments.keysOf('bot') ?? []).flatMap((botId) => {
-      let summaries = this.summariesByBot.get(botId);
-      if (summaries === undefined) {
-        summaries = (this.deployments.byIndex('bot', botId) ?? []).map((deployment) => summaryOf(deployment, this.watchedPods.byIndex('bot', botId) ?? []));
-        this.summariesByBot.set(botId, summaries);
-      }
-      return summaries;
+      const known = this.workedOutOf(botId);
+      known.summaries ??= (this.deployments.byIndex('bot', botId) ?? []).map((deployment) => summaryOf(deployment, this.watchedPods.byIndex('bot', botId) ?? []));
+      return known.summaries;
     });
     this.listed = { changes, bots };
     return bots;
@@ -188,9 +184,9 @@ class KubernetesDriver implements RuntimeDriver {
     const changes = this.copiesChanged();
     if (this.running?.changes !== changes) {
       const runs = (botId: string): boolean => {
-        let running = this.runningByBot.get(botId);
-        if (running === undefined) this.runningByBot.set(botId, (running = this.watchedPods.byIndex('bot', botId)?.some(isRunning) ?? false));
-        return running;
+        const known = this.workedOutOf(botId);
+        known.running ??= this.watchedPods.byIndex('bot', botId)?.some(isRunning) ?? false;
+        return known.running;
       };
       this.running = { changes, bots: this.watchedPods.answering ? (this.watchedPods.keysOf('bot') ?? []).filter(runs) : [] };
     }
@@ -209,13 +205,20 @@ class KubernetesDriver implements RuntimeDriver {
     const entries: RunningHealth[] = [];
     let starting = false;
     for (const botId of this.deployments.keysOf('bot') ?? []) {
-      let known = this.healthByBot.get(botId);
-      if (known === undefined || known?.status === 'starting') this.healthByBot.set(botId, (known = this.workOutHealth(botId)));
+      const worked = this.workedOutOf(botId);
+      if (worked.health === undefined || worked.health?.status === 'starting') worked.health = this.workOutHealth(botId);
+      const known = worked.health;
       if (known) entries.push(known);
       starting ||= known?.status === 'starting';
     }
     this.health = { changes, entries, starting };
     return entries;
+  }
+
+  private workedOutOf(botId: string): WorkedOut {
+    let known = this.workedOut.get(botId);
+    if (known === undefined) this.workedOut.set(botId, (known = {}));
+    return known;
   }
 
   /** A mark of the two copies' state: the same mark, the same Deployments and pods. */
