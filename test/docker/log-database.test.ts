@@ -17,6 +17,7 @@ import { call } from '../helpers/http-client.js';
 import { createdIdleBot } from '../helpers/idle-bot.js';
 import { provisioningAgent } from '../helpers/provisioning-agent.js';
 import type { ProvisioningAgent } from '../helpers/provisioning-agent.js';
+import { allPages } from '../helpers/log-pages.js';
 import { logsQl, victoriaLogsUrl } from '../helpers/victorialogs.js';
 
 // The log history shipped to a real log database (docs/api.md §21): VictoriaLogs, built from Go modules and run on
@@ -140,13 +141,7 @@ test('an agent SIGKILLed while lines wait for the database ships them when it st
 
   const store = new LogStore(dir, (what, err) => t.log(what, String(err)));
   t.teardown(() => store.close());
-  const kept: string[] = [];
-  for (let after: { at: number; seq: number } | undefined, more = true; more; ) {
-    const page = await store.search(botId, { order: 'oldest', limit: 1_000, maxBytes: Infinity, lineBytes: () => 0, budgetMs: Infinity, after });
-    kept.push(...page.lines.map((line) => line.text));
-    after = page.next;
-    more = after !== undefined;
-  }
+  const kept = (await allPages(store, botId, { order: 'oldest' })).map((line) => line.text);
   t.deepEqual(kept, kept.map((_, i) => `n${i}`), 'the store kept every line once, in order');
   const shipper = shipHistory(store, push, 'kill-node', (what, err) => t.log(what, String(err)), { flushMs: 200 });
   t.teardown(() => shipper.close());
@@ -158,7 +153,7 @@ test('an agent SIGKILLed while lines wait for the database ships them when it st
   t.deepEqual(missing, [], `every kept line is in the database (${shipped.length} there, ${kept.length} kept)`);
   t.is(shipped.length, kept.length);
   t.false(
-    (await store.search(botId, { order: 'oldest', limit: 10, stream: 'agent', maxBytes: Infinity, lineBytes: () => 0, budgetMs: Infinity })).lines.some((line) => line.text.includes('not shipped')),
+    (await allPages(store, botId, { stream: 'agent' })).some((line) => line.text.includes('not shipped')),
     'no gap: nothing was left unshipped',
   );
 });

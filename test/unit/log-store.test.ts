@@ -7,9 +7,9 @@ import { brotliCompressSync, zstdDecompressSync } from 'node:zlib';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import { LogStore } from '../../src/log-history/log-store.js';
-import type { HistorySearch, StoredLine } from '../../src/log-history/log-store.js';
 import { masker } from '../../src/log-history/log-collector.js';
 import { lineMatcher } from '../../src/log-history/line-match.js';
+import { allPages, historySearch } from '../helpers/log-pages.js';
 
 // The log history's store (docs/api.md §21) on a real SQLite file: lines written, packed into compressed chunks,
 // searched and paged across the packing, dropped by the retention, forgotten, and whole after a SIGKILL.
@@ -25,28 +25,7 @@ async function storeIn(t: ExecutionContext): Promise<{ store: LogStore; dir: str
   return { store, dir };
 }
 
-const search = (over: Partial<HistorySearch> = {}): HistorySearch => ({
-  order: 'newest',
-  limit: 1_000,
-  maxBytes: Infinity,
-  lineBytes: (line) => line.text.length,
-  budgetMs: Infinity,
-  ...over,
-});
-
-/** Every line the search finds, page after page of `limit`. */
-async function allPages(store: LogStore, botId: string, over: Partial<HistorySearch>, between?: () => Promise<void>): Promise<StoredLine[]> {
-  const lines: StoredLine[] = [];
-  let after = over.after;
-  for (let page = 0; page < 10_000; page++) {
-    const found = await store.search(botId, search({ ...over, after }));
-    lines.push(...found.lines);
-    if (found.next === undefined) return lines;
-    after = found.next;
-    await between?.();
-  }
-  throw new Error('the pages never ended');
-}
+const search = historySearch;
 
 test('lines are found newest or oldest first, by text, regex-free substring, stream, run and time, across the packing into chunks', async (t) => {
   const { store } = await storeIn(t);
