@@ -108,6 +108,8 @@ export async function runHelper(api: KubeDataApi, pod: V1Pod, botId: string, sig
 /**
  * Reads the pod every POLL_MS (undefined once it is gone) until `settled` answers what was waited for, or throws;
  * past `waitMs`, the error `late` makes. The one wait of the data's helper pods: to run, to end, to be gone.
+ * A read the API server could not answer (no answer by its deadline, a 5xx, a 429) says nothing of the pod: the wait
+ * goes on, and at its end the last such failure is thrown instead of `late`'s. Any other refusal ends it at once.
  */
 export async function awaitPod<T>(
   api: KubeDataApi,
@@ -118,17 +120,29 @@ export async function awaitPod<T>(
   signal?: AbortSignal,
 ): Promise<T> {
   const giveUpAt = Date.now() + waitMs;
+  let unanswered: unknown;
   for (;;) {
     signal?.throwIfAborted();
-    const read = await api.core.readNamespacedPod({ name, namespace: api.namespace }, withDeadline()).catch((err: unknown) => {
-      if (apiStatus(err) === 404) return undefined;
-      throw err;
-    });
-    const found = settled(read);
+    const read = await api.core.readNamespacedPod({ name, namespace: api.namespace }, withDeadline()).then(
+      (pod): { pod: V1Pod | undefined } => ({ pod }),
+      (err: unknown) => {
+        if (apiStatus(err) === 404) return { pod: undefined };
+        if (!unansweredRead(err)) throw err;
+        unanswered = err;
+        return undefined;
+      },
+    );
+    const found = read && settled(read.pod);
     if (found !== undefined) return found;
-    if (Date.now() > giveUpAt) throw late();
+    if (Date.now() > giveUpAt) throw read === undefined ? unanswered : late();
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
+}
+
+/** A read that failed for the API server's sake, not the request's: asked again, it may well be answered. */
+function unansweredRead(err: unknown): boolean {
+  const status = apiStatus(err);
+  return status === undefined || status === 429 || status >= 500;
 }
 
 /** Removes the pod (its TERM trap given `graceS`); one gone already is no failure. */
