@@ -140,6 +140,20 @@ test('a refusal is final once a second pull is refused and seen for 2 s with no 
   t.true(judge.final(events));
 });
 
+test("a final refusal is said in the last refused pull's words: the second pull's \"not found\" where the first said \"unauthorized\"", (t) => {
+  let nowMs = 0;
+  const notFound = { ...event('Failed', 'Failed to pull image "r/bot:1": not found', 22), count: 1 };
+  const events = [refused(10), notFound];
+  const judge = new RefusalJudge(ownSecret, () => nowMs);
+  t.is(judge.verdict(events, 'from the status'), undefined, 'seen only now');
+  nowMs = 2_000;
+  t.is(judge.verdict(events, 'from the status'), 'Failed to pull image "r/bot:1": not found');
+  const unposted = new RefusalJudge(ownSecret, () => nowMs);
+  t.is(unposted.verdict([], 'from the status'), undefined);
+  nowMs = 12_000;
+  t.is(unposted.verdict([], 'from the status'), 'from the status', 'no pull posted: the status says it');
+});
+
 test('one refused pull with no second posted is judged after 30 s (a kubelet that drops its repeated events)', (t) => {
   let nowMs = 0;
   const events = [refused(10)];

@@ -215,7 +215,8 @@ class KubernetesProvisioner implements Provisioner {
           state.reason === 'ErrImagePull' && state.message ? state.message : (pullWordsOf(await eventsOf().catch(() => [])) ?? state.message ?? state.reason);
         const failure = pullFailure(spec.image, words, undefined);
         if (!(failure instanceof RegistryRefused)) return failure;
-        if (refusals.final(await eventsOf())) return pullFailure(spec.image, pullWordsOf(await eventsOf()) ?? words, undefined);
+        const verdict = refusals.verdict(await eventsOf(), words);
+        if (verdict !== undefined) return pullFailure(spec.image, verdict, undefined);
       }
       if (Date.now() >= deadline) {
         const scheduled = pods.some((pod) => pod.spec?.nodeName);

@@ -116,8 +116,8 @@ const UNPOSTED_LAG_MS = 10_000;
  * Judges the refusals of one pull wait (a create's, a deploy's): final once it has been seen for EVENTS_LAG_MS
  * with the events of two refused pulls posted and no sign that the kubelet pulled without the agent's own login
  * (then its next pull is waited for); for FIRST_PULL_LAG_MS with one refused pull posted; for UNPOSTED_LAG_MS while
- * the kubelet has posted neither. The caller takes the words of the last refused pull then (pullWordsOf): the
- * second pull may say "not found" where the first said "unauthorized".
+ * the kubelet has posted neither. The verdict is in the words of the last refused pull (pullWordsOf): the second
+ * pull may say "not found" where the first said "unauthorized".
  */
 export class RefusalJudge {
   /** What the events said of the refusal, and since when they said it: a change starts the watch afresh. */
@@ -127,6 +127,14 @@ export class RefusalJudge {
     private readonly own: (secret: string) => boolean,
     private readonly now: () => number = Date.now,
   ) {}
+
+  /**
+   * The refusal's final words by the wait's pods' events as listed at this look: the last refused pull's, else
+   * `stated` (the pod's status); undefined while it is not final.
+   */
+  verdict(events: readonly CoreV1Event[], stated: string): string | undefined {
+    return this.final(events) ? (pullWordsOf(events) ?? stated) : undefined;
+  }
 
   /** Judges the refusal by the wait's pods' events as listed at this look. */
   final(events: readonly CoreV1Event[]): boolean {

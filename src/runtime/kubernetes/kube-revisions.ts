@@ -9,7 +9,7 @@ import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
 import { readPodLogs } from './kube-logs.js';
 import { objectName } from './kube-names.js';
-import { namesOf, podEventsOf, PULL_FAILURES, pullWordsOf, RefusalJudge } from './kube-pull-state.js';
+import { namesOf, podEventsOf, PULL_FAILURES, RefusalJudge } from './kube-pull-state.js';
 
 /** The deploy under way on a Deployment (docs/api.md §15): its hold, and what it goes back to. */
 const DEPLOY_ANNOTATION = 'bot-agent/deploy';
@@ -188,7 +188,8 @@ export class KubeRevisions implements RevisionRuntime {
         const failure = pullFailure(image, words, undefined);
         if (!(failure instanceof RegistryRefused)) return failure;
         const events = await this.call(botId, () => podEventsOf(this.core, this.namespace, namesOf([pod])));
-        if (refusals.final(events)) return pullFailure(image, pullWordsOf(events) ?? words, undefined);
+        const verdict = refusals.verdict(events, words);
+        if (verdict !== undefined) return pullFailure(image, verdict, undefined);
       }
       await new Promise((resolve) => setTimeout(resolve, LOOK_MS));
     }
