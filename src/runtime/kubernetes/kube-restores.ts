@@ -2,7 +2,7 @@ import { posix } from 'node:path';
 import { pipeline } from 'node:stream';
 import type { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
-import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig, V1Deployment, V1Pod } from '@kubernetes/client-node';
 import type { BotDataRestores, FolderArchive, LeftRestore, ScratchRestore } from '../../backups/data-restores.js';
 import { dataFolderKey } from '../../data/bot-data.js';
 import { RuntimeUnavailable } from '../../errors.js';
@@ -75,7 +75,7 @@ export class KubeDataRestores implements BotDataRestores {
       // Its trap removes the scratch copy: time for that.
       graceS: 120,
     });
-    const made = new KubeRestore(this.kubeConfig, this.api, botId, tag, archives);
+    const made = new KubeRestore(this.kubeConfig, this.api, botId, tag, archives, deployment);
     try {
       made.fill = await runHelper(this.api, pod, botId, signal);
       for (const [index, archive] of archives.entries()) {
@@ -127,6 +127,8 @@ class KubeRestore implements ScratchRestore {
     private readonly botId: string,
     private readonly tag: string,
     private readonly archives: readonly FolderArchive[],
+    /** The bot's Deployment as the fill read it: the swap's image and pull Secrets are the fill's. */
+    private readonly deployment?: V1Deployment,
   ) {}
 
   run(argv: string[], signal: AbortSignal, input?: Readable) {
@@ -141,7 +143,7 @@ class KubeRestore implements ScratchRestore {
 
   async swap(signal: AbortSignal): Promise<void> {
     if (!this.fill) throw new Error('the restore was not filled');
-    const deployment = await botDeployment(this.api, this.botId);
+    const deployment = this.deployment ?? (await botDeployment(this.api, this.botId));
     const pod = helperPod(deployment, this.botId, {
       name: `${objectName(this.botId)}-restore-${this.tag}-swap`,
       labels: { [RESTORE_OF_LABEL]: this.botId, [RESTORE_TAG_LABEL]: this.tag, [RESTORE_STEP_LABEL]: 'swap' },
