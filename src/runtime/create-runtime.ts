@@ -3,9 +3,6 @@ import { BotTokens } from '../identity/bot-tokens.js';
 import type { BotTokenVerifier } from '../identity/bot-tokens.js';
 import type { Provisioner } from '../provisioning/provisioner.js';
 import type { BotLocks } from './bot-locks.js';
-import { engineClients } from './docker/docker-connection.js';
-import { createDockerDriver } from './docker/docker-driver.js';
-import { createDockerProvisioner } from './docker/docker-provisioner.js';
 import type { FaultReporter, RuntimeDriver } from './driver.js';
 import { readRegistryLogins } from '../provisioning/registry-credentials.js';
 
@@ -26,6 +23,10 @@ export interface Runtime {
 export async function createRuntime(config: Config, report: FaultReporter): Promise<Runtime> {
   switch (config.runtime) {
     case 'docker': {
+      // Loaded only here, as client-node is below: dockerode costs a Kubernetes agent some 5 MB of heap, 10 MB resident.
+      const { engineClients } = await import('./docker/docker-connection.js');
+      const { createDockerDriver } = await import('./docker/docker-driver.js');
+      const { createDockerProvisioner } = await import('./docker/docker-provisioner.js');
       const botTokens = BotTokens.open(config.dataDir);
       const engine = engineClients(config.dockerHost);
       return {
