@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { DeleteObjectCommand, DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { Upload } from '@aws-sdk/lib-storage';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { array, boolean, object, string, ValidationError } from 'yup';
 import { ConfigError } from '../config.js';
 import { wholeNumber } from '../whole-number.js';
@@ -52,42 +51,40 @@ interface Store {
 }
 
 /**
+ * The AWS SDK, loaded at a store's first use: an agent that names no store (or never copies to one) does not carry
+ * it, some 4 MB of heap and 8 MB resident.
+ */
+const sdk = async () => ({ ...(await import('@aws-sdk/client-s3')), ...(await import('@aws-sdk/lib-storage')) });
+
+/**
  * The S3-compatible stores backups are copied to (docs/api.md §20), read from AGENT_BACKUP_STORES: a backup's
  * archives, then its manifest last, under `<prefix><bot_id>/<backup_id>/`. A store lists a backup only once its
  * manifest is there, so one whose copy was cut short is never listed. Keys come from the file or, where it names
  * none, from the environment as the AWS SDK reads it (AWS_ACCESS_KEY_ID...); they are never answered or logged.
  */
 export class BackupStores {
-  private readonly stores = new Map<string, Store>();
+  private readonly configs = new Map<string, StoreConfig>();
+  private readonly stores = new Map<string, Promise<Store>>();
 
   constructor(
     configs: readonly StoreConfig[],
     private readonly orphanedAfterMs = ORPHANED_AFTER_MS,
   ) {
-    for (const config of configs) {
-      const client = new S3Client({
-        endpoint: config.endpoint,
-        region: config.region,
-        forcePathStyle: config.force_path_style,
-        ...(config.access_key_id === undefined ? {} : { credentials: { accessKeyId: config.access_key_id, secretAccessKey: config.secret_access_key ?? '' } }),
-        requestHandler: { requestTimeout: config.timeout_s * 1000, connectionTimeout: Math.min(CONNECT_TIMEOUT_MS, config.timeout_s * 1000), throwOnRequestTimeout: true },
-        maxAttempts: 2,
-      });
-      this.stores.set(config.name, { bucket: config.bucket, prefix: config.prefix, client });
-    }
+    for (const config of configs) this.configs.set(config.name, config);
   }
 
   names(): string[] {
-    return [...this.stores.keys()];
+    return [...this.configs.keys()];
   }
 
   has(name: string): boolean {
-    return this.stores.has(name);
+    return this.configs.has(name);
   }
 
   /** Copies the backup: each archive streamed in parts, then its manifest. One cut short leaves nothing listed, and what it wrote is removed where it can be. */
   async put(name: string, backup: Backup, open: (file: string) => Readable): Promise<void> {
-    const store = this.store(name);
+    const store = await this.store(name);
+    const { DeleteObjectsCommand, PutObjectCommand, Upload } = await sdk();
     const dir = `${store.prefix}${backup.bot_id}/${backup.id}/`;
     try {
       for (const folder of backup.folders) {
@@ -106,7 +103,8 @@ export class BackupStores {
    * manifest, none written for ORPHANED_AFTER_MS, are removed on the way: a copy or a removal cut short left them.
    */
   async list(name: string, botId: string): Promise<Backup[]> {
-    const store = this.store(name);
+    const store = await this.store(name);
+    const { ListObjectsV2Command } = await sdk();
     const listed = await store.client.send(new ListObjectsV2Command({ Bucket: store.bucket, Prefix: `${store.prefix}${botId}/`, Delimiter: '/', MaxKeys: 1000 }));
     const ids = (listed.CommonPrefixes ?? [])
       .map((common) => (common.Prefix ?? '').slice(`${store.prefix}${botId}/`.length, -1))
@@ -125,6 +123,7 @@ export class BackupStores {
 
   /** Removes what is under `dir` (a backup without a manifest) once nothing there has been written for a while. */
   private async removeIfOrphaned(store: Store, dir: string): Promise<void> {
+    const { DeleteObjectsCommand, ListObjectsV2Command } = await sdk();
     const listed = await store.client.send(new ListObjectsV2Command({ Bucket: store.bucket, Prefix: dir, MaxKeys: 1000 }));
     const objects = listed.Contents ?? [];
     const newest = Math.max(0, ...objects.map((object) => object.LastModified?.getTime() ?? Date.now()));
@@ -146,7 +145,8 @@ export class BackupStores {
 
   /** Removes the backup from the store: its manifest first, so that a removal cut short leaves nothing listed; then its archives. */
   async remove(name: string, backup: Backup): Promise<void> {
-    const store = this.store(name);
+    const store = await this.store(name);
+    const { DeleteObjectCommand, DeleteObjectsCommand } = await sdk();
     const dir = `${store.prefix}${backup.bot_id}/${backup.id}/`;
     await store.client.send(new DeleteObjectCommand({ Bucket: store.bucket, Key: `${dir}backup.json` }));
     const keys = backup.folders.map((folder) => ({ Key: `${dir}${folder.file}` }));
@@ -159,24 +159,41 @@ export class BackupStores {
   }
 
   private async object(name: string, key: string) {
-    const store = this.store(name);
+    const store = await this.store(name);
+    const { GetObjectCommand } = await sdk();
     const answer = await store.client.send(new GetObjectCommand({ Bucket: store.bucket, Key: `${store.prefix}${key}` }));
     if (!answer.Body) throw new Error(`the store answered no body for ${key}`);
     return answer.Body as Readable & { transformToString(): Promise<string> };
   }
 
-  private store(name: string): Store {
-    const store = this.stores.get(name);
-    if (!store) throw new Error(`no backup store ${name}`);
+  /** The store's client, made at its first use. */
+  private store(name: string): Promise<Store> {
+    const config = this.configs.get(name);
+    if (!config) return Promise.reject(new Error(`no backup store ${name}`));
+    let store = this.stores.get(name);
+    if (!store) this.stores.set(name, (store = storeOf(config)));
     return store;
   }
 
   close(): void {
-    for (const store of this.stores.values()) store.client.destroy();
+    for (const store of this.stores.values()) void store.then((made) => made.client.destroy());
   }
 }
 
 export type StoreConfig = ReturnType<typeof storesFile.validateSync>['stores'][number];
+
+async function storeOf(config: StoreConfig): Promise<Store> {
+  const { S3Client } = await sdk();
+  const client = new S3Client({
+    endpoint: config.endpoint,
+    region: config.region,
+    forcePathStyle: config.force_path_style,
+    ...(config.access_key_id === undefined ? {} : { credentials: { accessKeyId: config.access_key_id, secretAccessKey: config.secret_access_key ?? '' } }),
+    requestHandler: { requestTimeout: config.timeout_s * 1000, connectionTimeout: Math.min(CONNECT_TIMEOUT_MS, config.timeout_s * 1000), throwOnRequestTimeout: true },
+    maxAttempts: 2,
+  });
+  return { bucket: config.bucket, prefix: config.prefix, client };
+}
 
 /** The stores of AGENT_BACKUP_STORES (a JSON file: `{"stores": [...]}`); ConfigError for a file that is not one. */
 export function readBackupStores(path: string): StoreConfig[] {
