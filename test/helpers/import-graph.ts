@@ -57,3 +57,31 @@ export function cyclesOf(graph: PartGraph): string[] {
   for (const part of [...graph.keys()].sort()) visit(part);
   return cycles;
 }
+
+/**
+ * The packages loaded with `entry`: those its static imports reach, through src's own files, each with the file that
+ * first names it. Type-only imports load nothing, and a dynamic `import()` loads only when it runs: neither counts.
+ */
+export function packagesLoadedWith(entry: string): Map<string, string> {
+  const packages = new Map<string, string>();
+  const seen = new Set<string>();
+  const visit = (file: string): void => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest);
+    for (const statement of source.statements) {
+      const loads =
+        (ts.isImportDeclaration(statement) && !statement.importClause?.isTypeOnly) ||
+        (ts.isExportDeclaration(statement) && statement.moduleSpecifier !== undefined && !statement.isTypeOnly);
+      if (!loads || !ts.isStringLiteral(statement.moduleSpecifier!)) continue;
+      const specifier = statement.moduleSpecifier.text;
+      if (specifier.startsWith('.')) visit(resolve(dirname(file), specifier.replace(/\.js$/, '.ts')));
+      else {
+        const name = specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/');
+        if (!packages.has(name)) packages.set(name, file);
+      }
+    }
+  };
+  visit(entry);
+  return packages;
+}

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import test from 'ava';
 import ts from 'typescript';
-import { cyclesOf, importGraph } from '../helpers/import-graph.js';
+import { cyclesOf, importGraph, packagesLoadedWith } from '../helpers/import-graph.js';
 import type { PartGraph } from '../helpers/import-graph.js';
 
 // The arrows between src's parts run one way: the HTTP adapter and the lifecycle stand on the runtime
@@ -24,6 +24,16 @@ test('the runtime drivers and the provisioning know nothing of HTTP, the lifecyc
 test('the agent is built in one place: main alone imports it', (t) => {
   const builders = [...graph].filter(([, edges]) => edges.has('agent.ts')).map(([part]) => part);
   t.deepEqual(builders, ['main.ts']);
+});
+
+// What the agent loads at start is what every agent carries in memory: a runtime's client only where it is the
+// runtime, the S3 SDK only where a backup store is used (docs/performance.md, "What a Kubernetes agent held").
+test("the agent's start loads no runtime's client and no S3 SDK: each is loaded where it is used", (t) => {
+  const loaded = packagesLoadedWith(fileURLToPath(new URL('../../src/main.ts', import.meta.url)));
+  t.true(loaded.has('koa') && loaded.has('pg'), 'the walk follows src through its imports');
+  for (const name of ['dockerode', '@kubernetes/client-node', '@aws-sdk/client-s3', '@aws-sdk/lib-storage']) {
+    t.false(loaded.has(name), `${name}, imported by ${loaded.get(name)}`);
+  }
 });
 
 test('the cycle check finds a cycle of any length, and the path that closes it', (t) => {
