@@ -176,7 +176,8 @@ export class BackupStores {
   }
 
   close(): void {
-    for (const store of this.stores.values()) void store.then((made) => made.client.destroy());
+    // A store whose client could not be made has none to close.
+    for (const store of this.stores.values()) void store.then((made) => made.client.destroy(), () => undefined);
   }
 }
 
