@@ -54,7 +54,8 @@ interface Store {
  * The AWS SDK, loaded at a store's first use: an agent that names no store (or never copies to one) does not carry
  * it, some 4 MB of heap and 8 MB resident.
  */
-const sdk = async () => ({ ...(await import('@aws-sdk/client-s3')), ...(await import('@aws-sdk/lib-storage')) });
+let loaded: Promise<typeof import('@aws-sdk/client-s3') & typeof import('@aws-sdk/lib-storage')> | undefined;
+const sdk = () => (loaded ??= Promise.all([import('@aws-sdk/client-s3'), import('@aws-sdk/lib-storage')]).then(([s3, storage]) => ({ ...s3, ...storage })));
 
 /**
  * The S3-compatible stores backups are copied to (docs/api.md §20), read from AGENT_BACKUP_STORES: a backup's
