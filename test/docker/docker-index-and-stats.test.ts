@@ -42,6 +42,16 @@ async function indexBehindProxy(t: ExecutionContext, hold?: { pattern: RegExp; m
   return { proxy, index, listed };
 }
 
+/** A driver behind a proxy of the engine's socket, and a bot running; all closed with the test. */
+async function driverBehindProxy(t: ExecutionContext) {
+  const proxy = new SocketProxy();
+  await proxy.start();
+  t.teardown(() => proxy.close());
+  const driver = createDockerDriver({ dockerHost: proxy.dockerHost });
+  t.teardown(() => driver.close());
+  return { proxy, driver, bot: await fixture.runBot() };
+}
+
 const addressOf = async (id: string): Promise<string> => {
   const networks = (await fixture.docker.getContainer(id).inspect()).NetworkSettings.Networks;
   return Object.values(networks)[0]?.IPAddress ?? '';
@@ -284,12 +294,7 @@ for (const source of ['the host\'s cgroup files', 'the engine\'s stats stream, w
 }
 
 test('where the host\'s cgroup files are visible, no stats are asked of the engine; reads closer than 1 s give the last answer', async (t) => {
-  const proxy = new SocketProxy();
-  await proxy.start();
-  t.teardown(() => proxy.close());
-  const driver = createDockerDriver({ dockerHost: proxy.dockerHost });
-  t.teardown(() => driver.close());
-  const bot = await fixture.runBot();
+  const { proxy, driver, bot } = await driverBehindProxy(t);
   // Reads while the first (which measures 1 s) is under way share it: the same answer, whatever the machine's load.
   const [first, during] = await Promise.all([driver.stats(bot.id), driver.stats(bot.id)]);
   t.is(during.cpuPercent, first.cpuPercent);
@@ -324,6 +329,25 @@ test('stats of a bot started again are its new run\'s, read from the cgroup the 
   const later = await driver.stats(bot.id);
   t.is(later.startedAt.getTime(), restartedMs);
   t.true(later.memoryBytes > 0, `${later.memoryBytes} bytes`);
+});
+
+test('stats of a bot started again while the index\'s inspection of it is slow are the new run\'s: the index\'s start is not used until it lands', async (t) => {
+  const { proxy, driver, bot } = await driverBehindProxy(t);
+  const oldStart = new Date(await fixture.startedAt(bot)).getTime();
+  // The index knows the run (its answer is read from the cgroup files, with no inspection).
+  t.true(await eventually(async () => (await driver.stats(bot.id)).startedAt.getTime() === oldStart));
+  const released = Promise.withResolvers<void>();
+  t.teardown(() => released.resolve());
+  proxy.answersHeldUntil(new RegExp(`/containers/${bot.container.id}/json`), released.promise);
+  const before = proxy.requests.length;
+  // Restarted behind the agent's back: the index sees the events, but what its inspection says is held back.
+  await bot.container.restart({ t: 1 });
+  const restartedMs = new Date(await fixture.startedAt(bot)).getTime();
+  t.true(await eventually(() => proxy.requests.slice(before).some((line) => line.includes(`/containers/${bot.container.id}/json`))), 'the index inspected the bot after its events');
+  const reading = driver.stats(bot.id);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  released.resolve();
+  t.is((await reading).startedAt.getTime(), restartedMs);
 });
 
 test('a cold stats read of a bot that stops meanwhile is answered, not held: the engine\'s stream of a stopped container never ends', async (t) => {

@@ -143,6 +143,14 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     return this.inspections.inspect(containerId);
   }
 
+  /**
+   * Whether what the index holds of the container may predate an event of it: one came, and the inspection after it
+   * has not landed (a listing files what it listed, and inspects after it each container an event named meanwhile).
+   */
+  settling(containerId: string): boolean {
+    return this.inspections.settling(containerId);
+  }
+
   /** When the container's process last died (ms, the engine's clock) since the agent began watching; undefined if not seen. */
   diedAt(containerId: string): number | undefined {
     return this.deaths.get(containerId);

@@ -339,9 +339,9 @@ class DockerDriver implements RuntimeDriver {
     // Where the host's cgroup files are visible, they answer, read on demand: no engine call at all
     // once the index knows the bot runs and since when. Elsewhere the engine's stats stream does.
     const indexed = this.index.byIndex('bot', botId)?.[0];
-    // The index keeps a start time for running containers only.
-    const startedAt = indexed?.startedAt;
-    if (indexed && startedAt) {
+    const startedAt = indexed?.running ? indexed.startedAt : undefined;
+    // A start the index has not inspected yet would be answered as the run before it: the engine says which run it is.
+    if (indexed && startedAt && !this.index.settling(indexed.containerId)) {
       const known = this.cgroups.recent(indexed.containerId, startedAt) ?? (await this.statsAtHand(indexed.containerId, startedAt));
       if (known) return known;
     }

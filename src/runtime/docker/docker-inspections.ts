@@ -62,6 +62,11 @@ export class InspectionQueue {
     return this.pending.get(containerId)?.promise ?? this.inspectNow(containerId).catch(() => undefined);
   }
 
+  /** Whether an event named the container and the inspection after it has not yet settled. */
+  settling(containerId: string): boolean {
+    return this.pending.has(containerId);
+  }
+
   /** A listing's inspection of one container, in a slot of the queue's, ahead of the queue. */
   async forListing(containerId: string): Promise<ContainerInspectInfo> {
     if (this.underWay < INSPECT_AT_ONCE) this.underWay++;
