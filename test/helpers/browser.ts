@@ -31,8 +31,9 @@ export function watchPage(page: Page, { expected = [] }: { expected?: RegExp[] }
   page.on('pageerror', (err) => problems.push(`uncaught: ${err.message}`));
   page.on('requestfailed', (request) => {
     const failure = request.failure()?.errorText ?? '';
-    // A stream the page closed itself (leaving a bot's page) is no failure.
-    if (failure === 'net::ERR_ABORTED' && /\/(events|logs)\b/.test(request.url())) return;
+    // A read the browser dropped as the page left (a stream, or a reload an event began) is no failure: the console
+    // aborts no request of its own, and an agent that failed a request makes another error (reset, empty response).
+    if (failure === 'net::ERR_ABORTED' && request.method() === 'GET') return;
     if (unexpected(`${request.url()} ${failure}`)) problems.push(`request failed: ${request.method()} ${request.url()} ${failure}`);
   });
   page.on('response', (response) => {
