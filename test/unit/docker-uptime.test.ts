@@ -1,5 +1,5 @@
 import test from 'ava';
-import { startedAfter, uptimeCeilingMs } from '../../src/runtime/docker/docker-uptime.js';
+import { mayHaveStartedSince, startedAfter, uptimeCeilingMs } from '../../src/runtime/docker/docker-uptime.js';
 
 test("the engine's status line bounds how long a container has run: counts are truncated, hours rounded", (t) => {
   t.is(uptimeCeilingMs('Up Less than a second'), 1_000);
@@ -28,4 +28,19 @@ test('a container started again is told by an uptime shorter than the time since
   t.false(startedAfter('Up 3 hours', before(3 * 3_600_000), listedAtMs));
   t.true(startedAfter('Up 5 minutes', before(3 * 3_600_000), listedAtMs));
   t.false(startedAfter('Exited (0) 1 second ago', before(10_000), listedAtMs));
+});
+
+test('a container may have started since a time unless its uptime proves it ran longer: the shortest run each line stands for, and a second for the clocks', (t) => {
+  const answeredAtMs = Date.parse('2026-12-02T12:00:00Z');
+  const ago = (ms: number): number => answeredAtMs - ms;
+  t.true(mayHaveStartedSince('Up 3 seconds', ago(5_000), answeredAtMs));
+  t.true(mayHaveStartedSince('Up 5 seconds', ago(5_000), answeredAtMs));
+  t.false(mayHaveStartedSince('Up 7 seconds', ago(5_000), answeredAtMs));
+  t.true(mayHaveStartedSince('Up About a minute', ago(60_000), answeredAtMs));
+  t.false(mayHaveStartedSince('Up About a minute', ago(30_000), answeredAtMs));
+  t.true(mayHaveStartedSince('Up About an hour', ago(3_600_000), answeredAtMs));
+  t.false(mayHaveStartedSince('Up 2 hours (healthy)', ago(60_000), answeredAtMs));
+  t.false(mayHaveStartedSince('Up 2 days', ago(86_400_000), answeredAtMs));
+  t.true(mayHaveStartedSince('Up 2 days', ago(2 * 86_400_000), answeredAtMs));
+  for (const other of [undefined, '', 'Restarting (1) 2 seconds ago', 'up 5 seconds']) t.true(mayHaveStartedSince(other, ago(5_000), answeredAtMs), String(other));
 });

@@ -7,7 +7,7 @@ import { TEMPLATE_LABEL } from '../../provisioning/bot-spec.js';
 import { generationIn } from '../../bot-id.js';
 import { BOT_LABEL, GENERATION_LABEL, OWNER_LABEL, REVISION_LABEL, revisionIn } from '../labels.js';
 import { DockerEventStream } from './docker-events.js';
-import { startedAfter } from './docker-uptime.js';
+import { mayHaveStartedSince, startedAfter } from './docker-uptime.js';
 import type { EngineEvent } from './docker-events.js';
 import { engineStatus } from './docker-errors.js';
 import { BACKGROUND_DEADLINE_MS, InspectionQueue } from './docker-inspections.js';
@@ -77,6 +77,8 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
   private startedSince = new Set<string>();
   /** When each container's process last died (ms, the engine's clock), as its events said. */
   private readonly deaths = new Map<string, number>();
+  /** Called each time the index is listed again after its stream was lost. */
+  private readonly relistedListeners: Array<(listed: (botId: string) => IndexedBot | undefined) => void> = [];
 
   /** `lasting`: the client the event stream holds its connection on (see EngineClients); `docker` by default. */
   constructor(
@@ -92,7 +94,10 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
       event: (event) => this.take(event),
       opened: async () => {
         await this.list();
+        const again = this.listedOnce;
         this.listedOnce = true;
+        // Before the stream counts as open (and whether or not it is lost again meanwhile): what was just listed.
+        if (again) for (const relisted of this.relistedListeners) relisted((botId) => this.byBotId.get(botId)?.[0]);
       },
       lost: () => {
         this.failedOnce = true;
@@ -136,6 +141,14 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
   watch(listener: (event: EngineEvent) => void, since: Date | undefined): void {
     this.stream.listen(listener, since);
     this.stream.start();
+  }
+
+  /**
+   * Calls `listener` each time the index has been listed again after its stream was lost (its replay may have
+   * missed events), with what the listing holds of each bot.
+   */
+  onRelisted(listener: (listed: (botId: string) => IndexedBot | undefined) => void): void {
+    this.relistedListeners.push(listener);
   }
 
   /** The container as the engine describes it now, sharing the inspection an event of it started. */
@@ -239,11 +252,13 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
 
   private async listWhole(): Promise<void> {
     const listedAtMs = Date.now();
+    const downSinceMs = this.stream.downSinceMs;
     const containers = await this.docker.listContainers({
       all: true,
       filters: { label: [BOT_LABEL] },
       abortSignal: AbortSignal.timeout(BACKGROUND_DEADLINE_MS),
     });
+    const answeredAtMs = Date.now();
     const listing = ++this.listings;
     const known = this.byContainer;
     const restarted = this.startedSince;
@@ -252,8 +267,12 @@ export class DockerBotIndex implements IndexedCache<IndexedBot, BotIndex> {
     const bots = await Promise.all(
       containers.map((container) => {
         const held = known.get(container.Id);
-        // A start while the stream was down sent its event to nobody: the status line's uptime tells it.
-        const startedAgain = restarted.has(container.Id) || (held?.startedAt !== undefined && startedAfter(container.Status, held.startedAt, listedAtMs));
+        // A start while the stream was down sent its event to nobody (the replay may not reach back to it):
+        // the status line's uptime tells it, or does not rule it out, and the container is inspected.
+        const startedAgain =
+          restarted.has(container.Id) ||
+          (held?.startedAt !== undefined &&
+            (startedAfter(container.Status, held.startedAt, listedAtMs) || (downSinceMs !== undefined && mayHaveStartedSince(container.Status, downSinceMs, answeredAtMs))));
         return this.indexed(container, startedAgain ? undefined : held);
       }),
     );

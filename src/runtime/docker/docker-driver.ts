@@ -158,6 +158,11 @@ class DockerDriver implements RuntimeDriver {
     );
     this.runWatcher = runs;
     this.index.watch((event) => runs.onEvent(event), since);
+    this.index.onRelisted((listed) => {
+      runs
+        .recover(listed, (containerId) => this.index.inspect(containerId))
+        .catch((err: unknown) => this.report('the runs the engine\'s event stream missed while it was down could not be read', err));
+    });
   }
 
   async engineRestarts(botId: string, on: boolean): Promise<void> {

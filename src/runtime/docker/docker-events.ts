@@ -51,6 +51,10 @@ export class DockerEventStream {
   private attempts = 0;
   /** The time of the newest event seen (ns), so that a new subscription replays what it missed. */
   private lastEventNano: number | undefined;
+  /** When the stream was last known to work (the agent's clock): an event came, or a ping was answered. */
+  private aliveAtMs: number | undefined;
+  /** When it was last known to work before it was lost, while it has not been open again since. */
+  private lostAfterMs: number | undefined;
 
   constructor(
     private readonly docker: Docker,
@@ -61,6 +65,14 @@ export class DockerEventStream {
   /** Whether the stream is open and its owner's listing done. */
   get open(): boolean {
     return this.current;
+  }
+
+  /**
+   * While the stream is opened again after a loss: when it was last known to work before it. Its replay
+   * may not reach back that far (the engine keeps its last 256 events or so). Undefined at its first opening.
+   */
+  get downSinceMs(): number | undefined {
+    return this.lostAfterMs;
   }
 
   /**
@@ -102,6 +114,7 @@ export class DockerEventStream {
     if (!this.current) return;
     try {
       await signalled(this.docker).ping({ abortSignal: AbortSignal.timeout(DEADLINE_MS) });
+      if (this.current) this.aliveAtMs = Date.now();
     } catch (err) {
       this.lost(this.events, err);
     }
@@ -111,6 +124,7 @@ export class DockerEventStream {
   private reopen(): void {
     const events = this.events;
     this.events = undefined;
+    this.lostAfterMs ??= this.aliveAtMs;
     this.current = false;
     events?.destroy?.();
     this.handlers.lost();
@@ -148,6 +162,8 @@ export class DockerEventStream {
       if (this.events === events) {
         this.current = true;
         this.failing = false;
+        this.aliveAtMs = Date.now();
+        this.lostAfterMs = undefined;
       }
     } catch (err) {
       if (attempt === this.attempts) this.lost(this.events, err);
@@ -156,6 +172,7 @@ export class DockerEventStream {
 
   private deliver(event: EngineEvent): void {
     if (event.timeNano !== undefined) this.lastEventNano = Math.max(this.lastEventNano ?? 0, event.timeNano);
+    if (this.current) this.aliveAtMs = Date.now();
     // The owner first, so that a listener's look-up of a start shares the owner's inspection.
     this.handlers.event(event);
     for (const listener of this.listeners) {
@@ -174,6 +191,7 @@ export class DockerEventStream {
       this.failing = true;
       this.report('the identity index lost the engine event stream; it reconnects every second', err);
     }
+    this.lostAfterMs ??= this.aliveAtMs;
     this.current = false;
     this.events = undefined;
     events?.destroy?.();

@@ -1,6 +1,8 @@
 import type { FaultReporter, RunObserver } from '../driver.js';
 import { BOT_LABEL } from '../labels.js';
-import type { EngineEvent } from './docker-bot-index.js';
+import type { ContainerInspectInfo } from 'dockerode';
+import { mapLimited } from '../../map-limited.js';
+import type { EngineEvent, IndexedBot } from './docker-bot-index.js';
 import { dockerHealthPolicy } from './docker-policy.js';
 import { UNDO_SUFFIX } from './docker-revisions.js';
 
@@ -25,6 +27,9 @@ interface Run {
  * records said no).
  */
 const LATE_OOM_WAIT_MS = 10_000;
+
+/** How many containers `recover` inspects at once. */
+const RECOVER_AT_ONCE = 4;
 
 /** How long after the agent's stop of a container returned a run's end still counts as the stop's: the engine tells of it a moment after its waiters. */
 const STOP_SETTLE_MS = 1_000;
@@ -52,6 +57,8 @@ export class DockerRunWatcher {
   private readonly ending = new Map<string, Run>();
   /** When each container's last run ended. */
   private readonly ends = new Map<string, Date>();
+  /** The bot of each container in `runs` or `ends`. */
+  private readonly bots = new Map<string, string>();
   private readonly queues = new Map<string, Promise<void>>();
   /** The agent's stops of each container under way, or ended within STOP_SETTLE_MS: from when, until when (ms). */
   private readonly stops = new Map<string, { fromMs: number; untilMs: number }[]>();
@@ -100,6 +107,7 @@ export class DockerRunWatcher {
     // would fall before a stop begun in that millisecond.
     const at = new Date(event.timeNano !== undefined ? Math.round(event.timeNano / 1e6) : Date.now());
     const key = `docker:${containerId}:${event.timeNano ?? at.getTime()}`;
+    if (event.Action === 'start' || event.Action === 'die') this.bots.set(containerId, botId);
     switch (event.Action) {
       case 'start': {
         const run: Run = { startedAt: at, after: this.previousEnd(containerId), requested: false, oomKilled: false };
@@ -155,11 +163,56 @@ export class DockerRunWatcher {
         return;
       }
       case 'destroy':
-        this.runs.delete(containerId);
-        this.ending.delete(containerId);
-        this.ends.delete(containerId);
+        this.forget(containerId);
         return;
     }
+  }
+
+  /**
+   * After the engine's event stream was opened again and the index listed: a run whose end, or a start, the
+   * replay did not bring (the engine keeps only its last 256 events or so; a busy one sends more while the
+   * stream is down) is ended and started as the engine recorded them, so that the run's exit record is taken
+   * all the same (docs/api.md §8). Runs between the two the engine no longer describes are not known.
+   */
+  async recover(indexed: (botId: string) => IndexedBot | undefined, inspect: (containerId: string) => Promise<ContainerInspectInfo | undefined>): Promise<void> {
+    const lost = [...this.bots].filter(([containerId, botId]) => {
+      const now = indexed(botId);
+      // Removed while the stream was down: its destroy went to nobody, and its runs' ends cannot be had any more.
+      if (now?.containerId !== containerId) {
+        this.forget(containerId);
+        return false;
+      }
+      const runStart = this.runs.get(containerId)?.startedAt?.getTime();
+      // A run under way as seen here, still under way as listed; or the last run seen ended, and none began since.
+      if (runStart !== undefined) return !now.running || (now.startedAt?.getTime() ?? 0) > runStart;
+      return now.running && (now.startedAt?.getTime() ?? 0) > (this.ends.get(containerId)?.getTime() ?? Number.POSITIVE_INFINITY);
+    });
+    await mapLimited(lost, RECOVER_AT_ONCE, async ([containerId]) => {
+      const run = this.runs.get(containerId);
+      const end = this.ends.get(containerId);
+      const info = await inspect(containerId);
+      // An event of it came meanwhile (its replay was late): it says the rest.
+      if (!info || this.runs.get(containerId) !== run || this.ends.get(containerId) !== end) return;
+      // The engine forgets the exit code as it starts the container again: then the record says none (docs/api.md §8).
+      const attributes = { ...info.Config.Labels, name: info.Name.replace(/^\//, ''), ...(info.State.Running ? {} : { exitCode: String(info.State.ExitCode) }) };
+      const told = (Action: string, at: string): EngineEvent => ({ Type: 'container', Action, Actor: { ID: containerId, Attributes: attributes }, timeNano: Date.parse(at) * 1e6 });
+      const finishedMs = Date.parse(info.State.FinishedAt);
+      const runStart = run?.startedAt?.getTime();
+      if (runStart !== undefined && finishedMs >= runStart) {
+        if (info.State.OOMKilled) this.onEvent(told('oom', info.State.FinishedAt));
+        this.onEvent(told('die', info.State.FinishedAt));
+      }
+      if (info.State.Running && Date.parse(info.State.StartedAt) > (this.ends.get(containerId)?.getTime() ?? Number.POSITIVE_INFINITY)) {
+        this.onEvent(told('start', info.State.StartedAt));
+      }
+    });
+  }
+
+  private forget(containerId: string): void {
+    this.runs.delete(containerId);
+    this.ending.delete(containerId);
+    this.ends.delete(containerId);
+    this.bots.delete(containerId);
   }
 
   /**

@@ -3,18 +3,21 @@ const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 
-/** How far past each unit's count a listing's `Up …` may run: the engine truncates seconds to days, and rounds hours. */
-const UNITS: ReadonlyArray<[RegExp, (count: number) => number]> = [
-  [/^Up Less than a second\b/, () => SECOND],
-  [/^Up (\d+) seconds?\b/, (n) => (n + 1) * SECOND],
-  [/^Up About a minute\b/, () => 2 * MINUTE],
-  [/^Up (\d+) minutes?\b/, (n) => (n + 1) * MINUTE],
-  [/^Up About an hour\b/, () => 1.5 * HOUR],
-  [/^Up (\d+) hours?\b/, (n) => (n + 0.5) * HOUR],
-  [/^Up (\d+) days?\b/, (n) => (n + 1) * DAY + HOUR / 2],
-  [/^Up (\d+) weeks?\b/, (n) => (n + 1) * 7 * DAY],
-  [/^Up (\d+) months?\b/, (n) => (n + 1) * 30 * DAY],
-  [/^Up (\d+) years?\b/, (n) => (n + 1) * 365 * DAY],
+/**
+ * Each shape of a listing's `Up …` with the longest and the shortest run it may stand for: the engine truncates
+ * seconds to days (`About a minute` is 60 to 119 s), and rounds hours (`About an hour` is 59.5 to 89 minutes).
+ */
+const UNITS: ReadonlyArray<[RegExp, (count: number) => number, (count: number) => number]> = [
+  [/^Up Less than a second\b/, () => SECOND, () => 0],
+  [/^Up (\d+) seconds?\b/, (n) => (n + 1) * SECOND, (n) => n * SECOND],
+  [/^Up About a minute\b/, () => 2 * MINUTE, () => MINUTE],
+  [/^Up (\d+) minutes?\b/, (n) => (n + 1) * MINUTE, (n) => n * MINUTE],
+  [/^Up About an hour\b/, () => 1.5 * HOUR, () => HOUR - MINUTE / 2],
+  [/^Up (\d+) hours?\b/, (n) => (n + 0.5) * HOUR, (n) => (n - 0.5) * HOUR],
+  [/^Up (\d+) days?\b/, (n) => (n + 1) * DAY + HOUR / 2, (n) => n * DAY - HOUR / 2],
+  [/^Up (\d+) weeks?\b/, (n) => (n + 1) * 7 * DAY, (n) => n * 7 * DAY],
+  [/^Up (\d+) months?\b/, (n) => (n + 1) * 30 * DAY, (n) => n * 30 * DAY],
+  [/^Up (\d+) years?\b/, (n) => (n + 1) * 365 * DAY, (n) => n * 365 * DAY],
 ];
 
 /**
@@ -39,4 +42,17 @@ export function uptimeCeilingMs(status: string | undefined): number | undefined 
 export function startedAfter(status: string | undefined, startedAt: Date, listedAtMs: number): boolean {
   const ceiling = uptimeCeilingMs(status);
   return ceiling !== undefined && listedAtMs - startedAt.getTime() > ceiling + SECOND;
+}
+
+/**
+ * Whether a container the listing shows running may have started since `sinceMs`: its status line does not
+ * prove it had run longer than that by `answeredAtMs`, taken once the listing's answer came (the engine wrote
+ * the line before it); a second is allowed for the clocks. A line of another shape proves nothing.
+ */
+export function mayHaveStartedSince(status: string | undefined, sinceMs: number, answeredAtMs: number): boolean {
+  for (const [shape, , floor] of UNITS) {
+    const match = shape.exec(status ?? '');
+    if (match) return floor(Number(match[1] ?? 0)) < answeredAtMs - sinceMs + SECOND;
+  }
+  return true;
 }
