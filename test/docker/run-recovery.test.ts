@@ -1,6 +1,6 @@
 import test from 'ava';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
-import type { RunEnd, RunStart } from '../../src/runtime/driver.js';
+import type { RunEnd, RunObserver, RunStart } from '../../src/runtime/driver.js';
 import { DockerFixture, TEST_IMAGE } from '../helpers/docker-fixture.js';
 import { eventually } from '../helpers/eventually.js';
 import { SocketProxy } from '../helpers/socket-proxy.js';
@@ -12,6 +12,30 @@ const fixture = new DockerFixture();
 
 test.before(() => fixture.ready());
 test.after.always(() => fixture.cleanup());
+
+/** More events than the engine keeps: 200 image tags, each made and removed. */
+async function moreEventsThanKept(): Promise<void> {
+  const image = fixture.docker.getImage(TEST_IMAGE);
+  for (let i = 0; i < 200; i += 1) {
+    await image.tag({ repo: 'bot-agent-flood', tag: `t${process.pid}-${i}` });
+    await fixture.docker.getImage(`bot-agent-flood:t${process.pid}-${i}`).remove();
+  }
+}
+
+/** What agents sharing a database keep of runs: each under its key once, as the history does (docs/api.md §11). */
+function sharedHistory() {
+  const started = new Map<string, RunStart>();
+  const ended = new Map<string, RunEnd>();
+  const observer: RunObserver = {
+    started: async (run) => void started.set(run.key, run),
+    ended: async (run) => void ended.set(run.key, run),
+    lastEnd: async (botId) => {
+      const ats = [...ended.values()].filter((run) => run.botId === botId).map((run) => run.at.getTime());
+      return ats.length === 0 ? undefined : new Date(Math.max(...ats));
+    },
+  };
+  return { observer, started: (botId: string) => [...started.values()].filter((run) => run.botId === botId), ended: (botId: string) => [...ended.values()].filter((run) => run.botId === botId) };
+}
 
 test('a run that ended while the event stream was down, past what the engine replays, still has its end and the next run its start', async (t) => {
   const proxy = new SocketProxy();
@@ -27,15 +51,11 @@ test('a run that ended while the event stream was down, past what the engine rep
   t.true(await eventually(() => started.some((run) => run.botId === bot.id)), 'the first start was seen');
   // Too short a run for the listing after the outage to tell the next one from it by its uptime (whole seconds).
 
-  /** The engine's events while the stream is down: `change`, then (`flood`) more than the engine keeps (image tags made and removed). */
+  /** The engine's events while the stream is down: `change`, then (`flood`) more than the engine keeps. */
   const outage = async (change: () => Promise<unknown>, flood = true): Promise<void> => {
     proxy.cut();
     await change();
-    const image = fixture.docker.getImage(TEST_IMAGE);
-    for (let i = 0; flood && i < 200; i += 1) {
-      await image.tag({ repo: 'bot-agent-flood', tag: `t${process.pid}-${i}` });
-      await fixture.docker.getImage(`bot-agent-flood:t${process.pid}-${i}`).remove();
-    }
+    if (flood) await moreEventsThanKept();
     proxy.restore();
   };
   const of = <T extends { botId: string }>(runs: T[]): T[] => runs.filter((run) => run.botId === bot.id);
@@ -64,4 +84,38 @@ test('a run that ended while the event stream was down, past what the engine rep
   await new Promise((resolve) => setTimeout(resolve, 2_000));
   t.is(of(ended).length, 2, 'each run once');
   t.is(of(started).length, 3, 'each start once');
+});
+
+test('two agents over one engine, one of whose streams was down past the replay: each run is recorded once, as the other heard it', async (t) => {
+  const proxy = new SocketProxy();
+  await proxy.start();
+  t.teardown(() => proxy.close());
+  const history = sharedHistory();
+  const cutOff = createDockerDriver({ dockerHost: proxy.dockerHost });
+  const heard = createDockerDriver({ dockerHost: fixture.dockerHost });
+  t.teardown(() => cutOff.close());
+  t.teardown(() => heard.close());
+  cutOff.observeRuns(history.observer, undefined);
+  heard.observeRuns(history.observer, undefined);
+  const bot = await fixture.runBot({ script: 'echo up; trap "exit 7" TERM; while :; do sleep 0.2 & wait $!; done' });
+  t.true(await eventually(() => history.started(bot.id).length === 1), 'the first start was kept');
+
+  proxy.cut();
+  await bot.container.restart({ t: 5 });
+  t.true(await eventually(() => history.ended(bot.id).length === 1 && history.started(bot.id).length === 2, 30_000), 'the other agent kept the end and the start');
+  await moreEventsThanKept();
+  const before = proxy.requests.length;
+  proxy.restore();
+  // The cut-off agent has listed the engine again, and looked at the bot.
+  t.true(await eventually(() => proxy.requests.slice(before).some((line) => line.includes(`/containers/${bot.container.id}/json`)), 30_000));
+  await new Promise((resolve) => setTimeout(resolve, 2_000));
+  t.is(history.ended(bot.id).length, 1, 'the end once');
+  t.is(history.started(bot.id).length, 2, 'each start once');
+
+  // Both agents then hear its next end, under the same key.
+  await bot.container.stop({ t: 5 });
+  t.true(await eventually(() => history.ended(bot.id).length === 2, 30_000));
+  t.like(history.ended(bot.id)[1], { exitCode: 7 });
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  t.is(history.ended(bot.id).length, 2);
 });

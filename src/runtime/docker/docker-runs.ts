@@ -187,10 +187,11 @@ export class DockerRunWatcher {
       if (runStart !== undefined) return !now.running || (now.startedAt?.getTime() ?? 0) > runStart;
       return now.running && (now.startedAt?.getTime() ?? 0) > (this.ends.get(containerId)?.getTime() ?? Number.POSITIVE_INFINITY);
     });
-    await mapLimited(lost, RECOVER_AT_ONCE, async ([containerId]) => {
+    await mapLimited(lost, RECOVER_AT_ONCE, async ([containerId, botId]) => {
       const run = this.runs.get(containerId);
       const end = this.ends.get(containerId);
-      const info = await inspect(containerId);
+      // Another agent over this engine that kept its stream may have recorded the end, under its event's key (docs/api.md §11).
+      const [info, recorded] = await Promise.all([inspect(containerId), this.observer.lastEnd(botId)]);
       // An event of it came meanwhile (its replay was late): it says the rest.
       if (!info || this.runs.get(containerId) !== run || this.ends.get(containerId) !== end) return;
       // The engine forgets the exit code as it starts the container again: then the record says none (docs/api.md §8).
@@ -198,12 +199,21 @@ export class DockerRunWatcher {
       const told = (Action: string, at: string): EngineEvent => ({ Type: 'container', Action, Actor: { ID: containerId, Attributes: attributes }, timeNano: Date.parse(at) * 1e6 });
       const finishedMs = Date.parse(info.State.FinishedAt);
       const runStart = run?.startedAt?.getTime();
+      // Then it heard the start that followed too. Agents that all missed them tell the same times, so the same keys.
+      const heardElsewhere = runStart !== undefined && recorded !== undefined && recorded.getTime() >= runStart;
       if (runStart !== undefined && finishedMs >= runStart) {
-        if (info.State.OOMKilled) this.onEvent(told('oom', info.State.FinishedAt));
-        this.onEvent(told('die', info.State.FinishedAt));
+        if (heardElsewhere) {
+          this.runs.delete(containerId);
+          this.ends.set(containerId, new Date(finishedMs));
+        } else {
+          if (info.State.OOMKilled) this.onEvent(told('oom', info.State.FinishedAt));
+          this.onEvent(told('die', info.State.FinishedAt));
+        }
       }
       if (info.State.Running && Date.parse(info.State.StartedAt) > (this.ends.get(containerId)?.getTime() ?? Number.POSITIVE_INFINITY)) {
-        this.onEvent(told('start', info.State.StartedAt));
+        // Heard elsewhere: the run is this watcher's to follow from here, its start kept already.
+        if (heardElsewhere) this.runs.set(containerId, { startedAt: new Date(info.State.StartedAt), after: this.previousEnd(containerId), requested: false, oomKilled: false });
+        else this.onEvent(told('start', info.State.StartedAt));
       }
     });
   }
