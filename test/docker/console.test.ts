@@ -468,7 +468,10 @@ test.serial("a bot's data and backups on its page: back up now and restore, each
   await page.getByRole('button', { name: 'Yes, restore' }).click();
   await page.getByTestId('backup-answer').getByText(new RegExp(`^backup ${backup!.id} of bot ${id} restored into bot ${id}`)).waitFor({ timeout: 60_000 });
   t.is(await sh('cat /data/state'), 'kept', 'the restore put the backup back on the engine');
-  t.is(await page.getByTestId('backups').locator('tr[data-backup]').count(), 2, 'the data before the restore is listed as a backup of its own');
+  // The list is read again once the answer is shown: a loaded machine draws it a moment later.
+  const rows = page.getByTestId('backups').locator('tr[data-backup]');
+  await rows.nth(1).waitFor({ timeout: 30_000 }).catch(() => undefined);
+  t.is(await rows.count(), 2, 'the data before the restore is listed as a backup of its own');
   t.deepEqual(problems, []);
   await page.close();
 });
