@@ -185,7 +185,7 @@ export class DockerRunWatcher {
       const runStart = this.runs.get(containerId)?.startedAt?.getTime();
       // A run under way as seen here, still under way as listed; or the last run seen ended, and none began since.
       if (runStart !== undefined) return !now.running || (now.startedAt?.getTime() ?? 0) > runStart;
-      return now.running && (now.startedAt?.getTime() ?? 0) > (this.ends.get(containerId)?.getTime() ?? Number.POSITIVE_INFINITY);
+      return now.running && this.startedSinceEnd(containerId, now.startedAt?.getTime() ?? 0);
     });
     await mapLimited(lost, RECOVER_AT_ONCE, async ([containerId, botId]) => {
       const run = this.runs.get(containerId);
@@ -210,12 +210,18 @@ export class DockerRunWatcher {
           this.onEvent(told('die', info.State.FinishedAt));
         }
       }
-      if (info.State.Running && Date.parse(info.State.StartedAt) > (this.ends.get(containerId)?.getTime() ?? Number.POSITIVE_INFINITY)) {
+      if (info.State.Running && this.startedSinceEnd(containerId, Date.parse(info.State.StartedAt))) {
         // Heard elsewhere: the run is this watcher's to follow from here, its start kept already.
         if (heardElsewhere) this.runs.set(containerId, { startedAt: new Date(info.State.StartedAt), after: this.previousEnd(containerId), requested: false, oomKilled: false });
         else this.onEvent(told('start', info.State.StartedAt));
       }
     });
+  }
+
+  /** Whether a start at `startMs` came after the container's last run end seen here (false with none seen). */
+  private startedSinceEnd(containerId: string, startMs: number): boolean {
+    const end = this.ends.get(containerId);
+    return end !== undefined && startMs > end.getTime();
   }
 
   private forget(containerId: string): void {

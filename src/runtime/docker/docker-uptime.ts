@@ -20,17 +20,22 @@ const UNITS: ReadonlyArray<[RegExp, (count: number) => number, (count: number) =
   [/^Up (\d+) years?\b/, (n) => (n + 1) * 365 * DAY, (n) => n * 365 * DAY],
 ];
 
+/** The longest and the shortest a running container can have run, read from its listing's status line; undefined for a line of another shape. */
+function uptimeBoundsMs(status: string | undefined): { ceiling: number; floor: number } | undefined {
+  for (const [shape, ceiling, floor] of UNITS) {
+    const match = shape.exec(status ?? '');
+    if (match) return { ceiling: ceiling(Number(match[1] ?? 0)), floor: floor(Number(match[1] ?? 0)) };
+  }
+  return undefined;
+}
+
 /**
  * The longest a running container can have run, read from its listing's
  * status line (`Up 5 seconds (healthy)`, the engine's human duration);
  * undefined for a line of another shape.
  */
 export function uptimeCeilingMs(status: string | undefined): number | undefined {
-  for (const [shape, ceiling] of UNITS) {
-    const match = shape.exec(status ?? '');
-    if (match) return ceiling(Number(match[1] ?? 0));
-  }
-  return undefined;
+  return uptimeBoundsMs(status)?.ceiling;
 }
 
 /**
@@ -50,9 +55,6 @@ export function startedAfter(status: string | undefined, startedAt: Date, listed
  * the line before it); a second is allowed for the clocks. A line of another shape proves nothing.
  */
 export function mayHaveStartedSince(status: string | undefined, sinceMs: number, answeredAtMs: number): boolean {
-  for (const [shape, , floor] of UNITS) {
-    const match = shape.exec(status ?? '');
-    if (match) return floor(Number(match[1] ?? 0)) < answeredAtMs - sinceMs + SECOND;
-  }
-  return true;
+  const floor = uptimeBoundsMs(status)?.floor;
+  return floor === undefined || floor < answeredAtMs - sinceMs + SECOND;
 }
