@@ -67,3 +67,28 @@ test("a deploy whose write is refused removes the login Secret it made for its r
   await t.throwsAsync(revisions.switchTo('bot_1_1_a', 2, { image: 'bot:3' }, Date.now() + 60_000), { instanceOf: OperationInProgress });
   t.deepEqual(deleted, ['bot-1-pull-r2']);
 });
+
+// A failed deploy's event carries its run's last lines (docs/api.md §15). The kubelet restarts a run that exited
+// at once: the new run may have printed nothing yet, and the lines of why are the run before's.
+function revisionsWithPod(state: Record<string, unknown>, logs: { current: string; previous: string }): KubeRevisions {
+  const apps = { listNamespacedDeployment: async () => ({ items: [deploymentWith(HOLD, '1')] }) } as unknown as AppsV1Api;
+  const pod = {
+    metadata: { name: 'bot-1-abc', annotations: { 'bot-agent/revision': '2' } },
+    status: { containerStatuses: [{ name: 'bot', restartCount: 1, state, lastState: { terminated: { exitCode: 3 } } }] },
+  };
+  const core = {
+    listNamespacedPod: async () => ({ items: [pod] }),
+    readNamespacedPodLog: async ({ previous }: { previous?: boolean }) => (previous ? logs.previous : logs.current),
+  } as unknown as CoreV1Api;
+  return new KubeRevisions(apps, core, {} as KubeConfig, 'bots', async (template) => template);
+}
+
+test("a failed run restarted already: its lines are the run before's, and the new run's after them", async (t) => {
+  t.is(await revisionsWithPod({ running: {} }, { current: '', previous: 'boom before the crash\n' }).lastLines('bot_1_1_a', 20), 'boom before the crash\n');
+  t.is(await revisionsWithPod({ running: {} }, { current: 'starting\n', previous: 'boom\n' }).lastLines('bot_1_1_a', 20), 'boom\nstarting\n');
+  t.is(await revisionsWithPod({ running: {} }, { current: 'two\n', previous: 'zero\none\n' }).lastLines('bot_1_1_a', 2), 'one\ntwo\n');
+});
+
+test('a run waiting to be restarted: the kubelet answers the run that exited as its own, not twice', async (t) => {
+  t.is(await revisionsWithPod({ waiting: { reason: 'CrashLoopBackOff' } }, { current: 'boom\n', previous: 'boom\n' }).lastLines('bot_1_1_a', 20), 'boom\n');
+});

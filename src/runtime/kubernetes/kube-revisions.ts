@@ -7,6 +7,7 @@ import { BOT_LABEL, REVISION_LABEL, revisionIn } from '../labels.js';
 import { pullFailure } from '../pull-failure.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
+import { lastLines } from '../log-tail.js';
 import { readPodLogs } from './kube-logs.js';
 import { objectName } from './kube-names.js';
 import { namesOf, podEventsOf, PULL_FAILURES, RefusalJudge } from './kube-pull-state.js';
@@ -104,7 +105,15 @@ export class KubeRevisions implements RevisionRuntime {
   async lastLines(botId: string, lines: number): Promise<string> {
     const { pod } = await this.judgedPod(botId);
     if (pod === undefined) return '';
-    return readPodLogs(this.core, this.kubeConfig, { namespace: this.namespace, pod: pod.metadata!.name!, container: undefined, previous: false }, lines);
+    const target = { namespace: this.namespace, pod: pod.metadata!.name!, container: undefined };
+    const current = await readPodLogs(this.core, this.kubeConfig, { ...target, previous: false }, lines);
+    // The kubelet restarts a run that exited: the lines that tell why it failed are then the run before, and the new
+    // one may not have printed yet (seen in CI: no lines at all). A container waiting to restart answers the run
+    // before as its own already.
+    const status = pod.status?.containerStatuses?.[0];
+    if (status?.lastState?.terminated === undefined || (status.state?.running === undefined && current !== '')) return current;
+    const before = await readPodLogs(this.core, this.kubeConfig, { ...target, previous: true }, lines).catch(() => '');
+    return lastLines(Buffer.from(before + current), lines);
   }
 
   async keep(botId: string): Promise<void> {
