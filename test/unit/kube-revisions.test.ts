@@ -70,7 +70,7 @@ test("a deploy whose write is refused removes the login Secret it made for its r
 
 // A failed deploy's event carries its run's last lines (docs/api.md §15). The kubelet restarts a run that exited
 // at once: the new run may have printed nothing yet, and the lines of why are the run before's.
-function revisionsWithPod(state: Record<string, unknown>, logs: { current: string; previous: string }): KubeRevisions {
+function revisionsWithPod(state: Record<string, unknown>, logs: { current: string | Error; previous: string }): KubeRevisions {
   const apps = { listNamespacedDeployment: async () => ({ items: [deploymentWith(HOLD, '1')] }) } as unknown as AppsV1Api;
   const pod = {
     metadata: { name: 'bot-1-abc', annotations: { 'bot-agent/revision': '2' } },
@@ -78,7 +78,11 @@ function revisionsWithPod(state: Record<string, unknown>, logs: { current: strin
   };
   const core = {
     listNamespacedPod: async () => ({ items: [pod] }),
-    readNamespacedPodLog: async ({ previous }: { previous?: boolean }) => (previous ? logs.previous : logs.current),
+    readNamespacedPodLog: async ({ previous }: { previous?: boolean }) => {
+      if (previous) return logs.previous;
+      if (logs.current instanceof Error) throw logs.current;
+      return logs.current;
+    },
   } as unknown as CoreV1Api;
   return new KubeRevisions(apps, core, {} as KubeConfig, 'bots', async (template) => template);
 }
@@ -87,6 +91,11 @@ test("a failed run restarted already: its lines are the run before's, and the ne
   t.is(await revisionsWithPod({ running: {} }, { current: '', previous: 'boom before the crash\n' }).lastLines('bot_1_1_a', 20), 'boom before the crash\n');
   t.is(await revisionsWithPod({ running: {} }, { current: 'starting\n', previous: 'boom\n' }).lastLines('bot_1_1_a', 20), 'boom\nstarting\n');
   t.is(await revisionsWithPod({ running: {} }, { current: 'two\n', previous: 'zero\none\n' }).lastLines('bot_1_1_a', 2), 'one\ntwo\n');
+});
+
+test('a restarted run whose new container cannot be read yet: the run before is still read', async (t) => {
+  const notYet = new ApiException(400, 'container "bot" in pod "bot-1-abc" is waiting to start: ContainerCreating', {}, {});
+  t.is(await revisionsWithPod({ running: {} }, { current: notYet, previous: 'boom\n' }).lastLines('bot_1_1_a', 20), 'boom\n');
 });
 
 test('a run waiting to be restarted: the kubelet answers the run that exited as its own, not twice', async (t) => {

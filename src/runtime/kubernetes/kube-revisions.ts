@@ -106,12 +106,16 @@ export class KubeRevisions implements RevisionRuntime {
     const { pod } = await this.judgedPod(botId);
     if (pod === undefined) return '';
     const target = { namespace: this.namespace, pod: pod.metadata!.name!, container: undefined };
-    const current = await readPodLogs(this.core, this.kubeConfig, { ...target, previous: false }, lines);
     // The kubelet restarts a run that exited: the lines that tell why it failed are then the run before, and the new
-    // one may not have printed yet (seen in CI: no lines at all). A container waiting to restart answers the run
-    // before as its own already.
+    // one may not have printed yet (seen in CI: no lines at all), or not be readable yet. A container waiting to
+    // restart answers the run before as its own already.
     const status = pod.status?.containerStatuses?.[0];
-    if (status?.lastState?.terminated === undefined || (status.state?.running === undefined && current !== '')) return current;
+    const restarted = status?.lastState?.terminated !== undefined;
+    const current = await readPodLogs(this.core, this.kubeConfig, { ...target, previous: false }, lines).catch((err: unknown) => {
+      if (restarted) return '';
+      throw err;
+    });
+    if (!restarted || (status.state?.running === undefined && current !== '')) return current;
     const before = await readPodLogs(this.core, this.kubeConfig, { ...target, previous: true }, lines).catch(() => '');
     return lastLines(Buffer.from(before + current), lines);
   }
