@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import test from 'ava';
 import { createDockerDriver } from '../../src/runtime/docker/docker-driver.js';
 import type { RunEnd, RunObserver, RunStart } from '../../src/runtime/driver.js';
@@ -16,9 +17,11 @@ test.after.always(() => fixture.cleanup());
 /** More events than the engine keeps: 200 image tags, each made and removed. */
 async function moreEventsThanKept(): Promise<void> {
   const image = fixture.docker.getImage(TEST_IMAGE);
+  // A tag of this call's own: the file's tests flood at the same time, and one must not remove the other's.
+  const own = randomUUID().slice(0, 8);
   for (let i = 0; i < 200; i += 1) {
-    await image.tag({ repo: 'bot-agent-flood', tag: `t${process.pid}-${i}` });
-    await fixture.docker.getImage(`bot-agent-flood:t${process.pid}-${i}`).remove();
+    await image.tag({ repo: 'bot-agent-flood', tag: `t${own}-${i}` });
+    await fixture.docker.getImage(`bot-agent-flood:t${own}-${i}`).remove();
   }
 }
 
