@@ -91,6 +91,7 @@ test("a failed run restarted already: its lines are the run before's, and the ne
   t.is(await revisionsWithPod({ running: {} }, { current: '', previous: 'boom before the crash\n' }).lastLines('bot_1_1_a', 20), 'boom before the crash\n');
   t.is(await revisionsWithPod({ running: {} }, { current: 'starting\n', previous: 'boom\n' }).lastLines('bot_1_1_a', 20), 'boom\nstarting\n');
   t.is(await revisionsWithPod({ running: {} }, { current: 'two\n', previous: 'zero\none\n' }).lastLines('bot_1_1_a', 2), 'one\ntwo\n');
+  t.is(await revisionsWithPod({ running: {} }, { current: 'up\n', previous: 'no newline' }).lastLines('bot_1_1_a', 20), 'no newline\nup\n');
 });
 
 test('a restarted run whose new container cannot be read yet: the run before is still read', async (t) => {

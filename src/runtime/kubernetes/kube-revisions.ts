@@ -4,10 +4,10 @@ import type { AgentError } from '../../errors.js';
 import { PLATFORM_VARIABLES } from '../../provisioning/bot-spec.js';
 import type { BotChange, CandidateState, LeftDeploy, RevisionRuntime, RevisionSpec } from '../../provisioning/revisions.js';
 import { BOT_LABEL, REVISION_LABEL, revisionIn } from '../labels.js';
+import { lastLines } from '../log-tail.js';
 import { pullFailure } from '../pull-failure.js';
 import { withDeadline } from './kube-deadline.js';
 import { apiStatus, translateKubeError } from './kube-errors.js';
-import { lastLines } from '../log-tail.js';
 import { readPodLogs } from './kube-logs.js';
 import { objectName } from './kube-names.js';
 import { namesOf, podEventsOf, PULL_FAILURES, RefusalJudge } from './kube-pull-state.js';
@@ -117,7 +117,8 @@ export class KubeRevisions implements RevisionRuntime {
     });
     if (!restarted || (status.state?.running === undefined && current !== '')) return current;
     const before = await readPodLogs(this.core, this.kubeConfig, { ...target, previous: true }, lines).catch(() => '');
-    return lastLines(Buffer.from(before + current), lines);
+    // A run's last line without its newline stays a line of its own.
+    return lastLines(Buffer.from(before === '' || before.endsWith('\n') ? before + current : `${before}\n${current}`), lines);
   }
 
   async keep(botId: string): Promise<void> {
