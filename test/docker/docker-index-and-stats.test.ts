@@ -29,7 +29,8 @@ test.after.always(async () => {
 
 /**
  * An index behind a proxy of the engine's socket, both closed with the test; `hold` holds back the requests
- * it names. `listed()` counts the index's container lists so far.
+ * it names. `listed()` counts the index's container lists so far. A new index inspects every bot container the
+ * engine holds, other test files' too: on a loaded engine it took over 15 s to come up (CI), so it is given 60.
  */
 async function indexBehindProxy(t: ExecutionContext, hold?: { pattern: RegExp; ms: number }) {
   const proxy = new SocketProxy();
@@ -60,7 +61,7 @@ const addressOf = async (id: string): Promise<string> => {
 test('the index follows the engine: a bot started later is known by its address, and forgotten once stopped', async (t) => {
   const index = new DockerBotIndex(fixture.docker);
   t.teardown(() => index.close());
-  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined), 'the index never came up');
+  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined, 60_000), 'the index never came up');
   const bot = await fixture.runBot();
   const address = await addressOf(bot.id);
   t.true(await eventually(() => index.byIndex('address', address)?.[0]?.botId === bot.id));
@@ -74,7 +75,7 @@ test('the index follows the engine: a bot started later is known by its address,
 test('a burst of starts is taken in one container at a time: the index lists no container again, and knows each', async (t) => {
   const { index, listed } = await indexBehindProxy(t);
   const bots = await Promise.all(Array.from({ length: 12 }, () => fixture.runBot({ start: false })));
-  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined), 'the index never came up');
+  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined, 60_000), 'the index never came up');
   // Let the inspections of other tests' containers that changed during its first listing pass.
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   const before = listed();
@@ -109,7 +110,7 @@ test('a container removed between the list and its inspection is left out: the i
   index.byIndex('address', '10.255.255.254');
   t.true(await eventually(() => listed() === 1), 'the index never listed');
   await gone.container.remove({ force: true });
-  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined, 10_000), 'the index never came up');
+  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined, 60_000), 'the index never came up');
   t.is(index.byIndex('bot', gone.id)?.[0], undefined);
   // A failed list would be taken again a second later.
   await new Promise((resolve) => setTimeout(resolve, 1_500));
@@ -119,7 +120,7 @@ test('a container removed between the list and its inspection is left out: the i
 const droppedInspections = test.macro(async (t, drops: number) => {
   const { proxy, index, listed } = await indexBehindProxy(t);
   const bot = await fixture.runBot({ start: false });
-  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined), 'the index never came up');
+  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined, 60_000), 'the index never came up');
   for (let i = 0; i < drops; i++) proxy.dropOnce(new RegExp(`^GET \\S*/containers/${bot.container.id}/json`));
   const before = listed();
   await bot.container.start();

@@ -104,7 +104,7 @@ test('the identity index goes dark while its event stream is down, and is rebuil
     index.close();
     await proxy.close();
   });
-  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined), 'the index never came up');
+  t.true(await eventually(() => index.byIndex('address', '10.255.255.254') !== undefined, 60_000), 'the index never came up');
   proxy.cut();
   t.true(await eventually(() => index.byIndex('address', '10.255.255.254') === undefined), 'the index kept answering without its stream');
   const bot = await fixture.runBot();
