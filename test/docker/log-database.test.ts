@@ -131,7 +131,10 @@ test('an agent SIGKILLed while lines wait for the database ships them when it st
       for (let i = 0; i < 20; i++, n++) store.append(${JSON.stringify(botId)}, [{ at: Date.now(), run: null, stream: 'stdout', text: 'n' + n }]);
     }, 20);
   `], { stdio: ['ignore', 'inherit', 'inherit'], cwd: process.cwd() });
-  await new Promise((resolve) => setTimeout(resolve, 2_500));
+  // Until the database has taken some of its lines, however long the process takes to start on a busy machine (a
+  // fixed 2.5 s was not enough in CI), and a moment more.
+  await eventually(() => forwarded > 0, 60_000, 50);
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
   open = false;
   const shippedBefore = forwarded;
   await new Promise((resolve) => setTimeout(resolve, 3_000));
