@@ -190,8 +190,9 @@ export class DockerRunWatcher {
     await mapLimited(lost, RECOVER_AT_ONCE, async ([containerId, botId]) => {
       const run = this.runs.get(containerId);
       const end = this.ends.get(containerId);
-      // Another agent over this engine that kept its stream may have recorded the end, under its event's key (docs/api.md §11).
-      const [info, recorded] = await Promise.all([inspect(containerId), this.observer.lastEnd(botId)]);
+      // Another agent over this engine that kept its stream may have recorded the end, under its event's key (docs/api.md §11):
+      // asked only where a run was under way here, the one such an end could be of.
+      const [info, recorded] = await Promise.all([inspect(containerId), run?.startedAt === undefined ? undefined : this.observer.lastEnd(botId)]);
       // An event of it came meanwhile (its replay was late): it says the rest.
       if (!info || this.runs.get(containerId) !== run || this.ends.get(containerId) !== end) return;
       // The engine forgets the exit code as it starts the container again: then the record says none (docs/api.md §8).
