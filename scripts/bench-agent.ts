@@ -20,10 +20,14 @@ export async function agentProcess(env: Record<string, string>, pin?: string): P
   // taskset execs bash, which execs node: the pid is still the agent's.
   const agent = spawn(pin === undefined ? 'bash' : 'taskset', [...(pin === undefined ? [] : ['-c', pin, 'bash']), 'scripts/start.sh'], {
     env: { ...process.env, AGENT_HOST: '0.0.0.0', AGENT_PORT: String(port), AGENT_DATA_DIR: dataDir, ...env },
-    stdio: ['ignore', logFd, 'ignore'],
+    stdio: ['ignore', logFd, logFd],
   });
   closeSync(logFd);
-  agent.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
+  agent.once('exit', (code, signal) => {
+    // An agent that failed (not one stopped by a signal, nor one that ended cleanly on SIGTERM) says why: its log's end, before the folder goes.
+    if (signal === null && code !== 0) process.stderr.write(`bench: the agent on port ${port} exited with code ${code}; its log ends:\n${readFileSync(logFile, 'utf8').slice(-4_000)}\n`);
+    rmSync(dataDir, { recursive: true, force: true });
+  });
   for (let i = 0; i < 100 && !(await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false)); i++) {
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
