@@ -9,7 +9,7 @@ import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import { tmpdir } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AppsV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, Watch } from '@kubernetes/client-node';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -19,7 +19,7 @@ import { adminKubeConfig, agentKubeConfig, KWOK_CRASH_LABEL, kwokBotDeployment }
 import { mapLimited } from '../src/map-limited.js';
 import { agentProcess } from './bench-agent.js';
 import { tableFigures } from './bench-console.js';
-import { cpuPercentDuring, percentiles, round, rssMb, timedGet } from './bench-scale.js';
+import { cpuPercentDuring, machineBusyDuring, percentiles, round, rssMb, timedGet } from './bench-scale.js';
 import { writeSection } from './bench-sections.js';
 
 const BOTS = Number(process.env.BENCH_KUBE_BOTS ?? 5000);
@@ -261,7 +261,11 @@ async function main(): Promise<void> {
     await Promise.all(agents.map((agent) => metricsOf(agent.port)));
     started = Date.now();
     let burstReads: { times: number[]; readOf: string[]; failures: string[] } = { times: [], readOf: [], failures: [] };
-    const burstReading = reads(agents, ids).then((done) => void (burstReads = done));
+    // The agents' CPU through the burst's reads, and the whole machine's (the cluster, kwok and PostgreSQL share it).
+    let burstCpu = { agents: NaN, machine: NaN };
+    const burstReading = machineBusyDuring(() => cpuPercentDuring(pids, async () => void (burstReads = await reads(agents, ids)))).then(
+      ({ value, busyPercent }) => void (burstCpu = { agents: value / agents.length, machine: busyPercent }),
+    );
     await crashNow(burst);
     // Done once each bot's loop is reported and its five ends are on the stream.
     const burstDone = () => {
@@ -325,6 +329,7 @@ async function main(): Promise<void> {
       `| a status read while ${READS_PER_SECOND} a second go on through the burst (${READ_SECONDS} s), over both agents | p50 ${burstReadFigures.p50} ms, p99 ${burstReadFigures.p99} ms; ${burstReads.failures.length} of ${READS_PER_SECOND * READ_SECONDS} not 200 | p99 under 50 ms |`,
       `| of them, reads of the burst's own bots / of the others | p50 ${ofBurst.p50} ms, p99 ${ofBurst.p99} ms / p50 ${ofOthers.p50} ms, p99 ${ofOthers.p99} ms | |`,
       `| each agent's event loop through the burst: how late its timers ran | ${loopDelays.join('; ')} | |`,
+      `| CPU through those reads: of both agents / of the whole machine (${cpus().length} cores) | ${round(burstCpu.agents, 1)}% of a core each / ${round(burstCpu.machine, 0)}% busy | |`,
       `| the console's table with ${BOTS} rows: answer, p50 of 5 | ${table.answerMs} ms, ${table.answerKb} KB | |`,
       `| from opening the page to the table drawn, p50 of 5 (Chromium) | ${table.drawMs} ms | |`,
       `| frames while scrolling to the end and back | ${table.frames}: p50 ${table.frameP50} ms, p95 ${table.frameP95} ms, slowest ${table.frameMax} ms, ${table.slowFrames} over 50 ms | |`,

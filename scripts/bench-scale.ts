@@ -51,6 +51,21 @@ export function rssMb(pid: number): number {
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024;
 }
 
+/** The machine's CPU time so far, busy and in all, in clock ticks (/proc/stat's first line). */
+function machineTicks(): { busy: number; total: number } {
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number) as number[];
+  const busy = user! + nice! + system! + irq! + softirq! + steal!;
+  return { busy, total: busy + idle! + iowait! };
+}
+
+/** The share of all the machine's cores that was busy while `work` ran (every process, the bench's own too), in percent. */
+export async function machineBusyDuring<T>(work: () => Promise<T>): Promise<{ value: T; busyPercent: number }> {
+  const before = machineTicks();
+  const value = await work();
+  const after = machineTicks();
+  return { value, busyPercent: (100 * (after.busy - before.busy)) / Math.max(1, after.total - before.total) };
+}
+
 /** Percent of one core the processes used while `work` ran. */
 export async function cpuPercentDuring(pids: () => number[], work: () => Promise<void>): Promise<number> {
   const watched = pids();
