@@ -20,8 +20,8 @@ PASSWORD=${BOT_AGENT_REGISTRY_PASSWORD:-registry-local-only}
 fail() { echo "registry.sh: $*" >&2; exit 1; }
 
 if [ "${1:-}" = --stop ]; then
-  [ -f "$DATA/pid" ] && kill "$(cat "$DATA/pid")" 2>/dev/null || true
-  rm -f "$DATA/pid"
+  source scripts/stop-pid.sh
+  stop_pid_file "$DATA/pid"
   exit 0
 fi
 

@@ -18,8 +18,8 @@ SECRET_KEY=${BOT_AGENT_S3_SECRET_KEY:-s3-local-only-secret}
 fail() { echo "s3.sh: $*" >&2; exit 1; }
 
 if [ "${1:-}" = --stop ]; then
-  [ -f "$DATA/pid" ] && kill "$(cat "$DATA/pid")" 2>/dev/null || true
-  rm -f "$DATA/pid"
+  source scripts/stop-pid.sh
+  stop_pid_file "$DATA/pid"
   exit 0
 fi
 

@@ -15,8 +15,8 @@ PORT=${BOT_AGENT_VICTORIALOGS_PORT:-25700}
 fail() { echo "victorialogs.sh: $*" >&2; exit 1; }
 
 if [ "${1:-}" = --stop ]; then
-  [ -f "$DATA/pid" ] && kill "$(cat "$DATA/pid")" 2>/dev/null || true
-  rm -f "$DATA/pid"
+  source scripts/stop-pid.sh
+  stop_pid_file "$DATA/pid"
   exit 0
 fi
 
