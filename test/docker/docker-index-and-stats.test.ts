@@ -99,7 +99,9 @@ test('starts while the index is listed are inspected one by one after the list, 
   t.true(await eventually(() => listed() === 1), 'the index never listed');
   await Promise.all(bots.map((bot) => bot.container.start()));
   const addresses = await Promise.all(bots.map((bot) => addressOf(bot.id)));
-  t.true(await eventually(() => bots.every((bot, i) => index.byIndex('address', addresses[i]!)?.[0]?.botId === bot.id && index.byIndex('bot', bot.id)?.[0]?.startedAt !== undefined)));
+  // The list is done once every bot container on the engine is inspected (other files' too): 60 s, as for an index coming up.
+  const indexed = () => bots.every((bot, i) => index.byIndex('address', addresses[i]!)?.[0]?.botId === bot.id && index.byIndex('bot', bot.id)?.[0]?.startedAt !== undefined);
+  t.true(await eventually(indexed, 60_000), 'the starts were never indexed');
   t.is(listed(), 1);
 });
 
@@ -174,7 +176,8 @@ test('the index keeps each running bot\'s start time, read again when it restart
   const index = new DockerBotIndex(fixture.docker);
   t.teardown(() => index.close());
   const bot = await fixture.runBot();
-  t.true(await eventually(() => index.byIndex('bot', bot.id)?.[0]?.startedAt === undefined ? false : true));
+  // A new index: it holds the bot once its first list is done (60 s, as for an index coming up).
+  t.true(await eventually(() => index.byIndex('bot', bot.id)?.[0]?.startedAt !== undefined, 60_000), 'the index never held the run');
   const startedMs = (bot: TestBot): Promise<number> => fixture.startedAt(bot).then((iso) => new Date(iso).getTime());
   t.is(index.byIndex('bot', bot.id)?.[0]?.startedAt?.getTime(), await startedMs(bot));
   await bot.container.restart({ t: 1 });
